@@ -1,0 +1,649 @@
+"""One segment of a stream on disk: an append-only sequence of chunk files.
+
+A segment directory holds
+
+    <base>.chunk     framed records (see framing.py); the newest is the active chunk
+    <base>.idx       sparse index of that chunk: (offset, file position) pairs, a hint only
+    <base>.parquet   columnar copy of a sealed chunk, for Spark
+    tail             the committed end of the log: active chunk, position, next offset, size
+    head             the logical head: first readable offset and the cumulative size before it
+    lock             flock target that serialises writers across processes
+
+The rules this module keeps, and must never break:
+- offsets come from the log itself (the committed tail), never from a counter elsewhere;
+- the tail file is written only after the records it covers are written (and, with fsync on,
+  durable), so readers never see a record that a crash could take back, and a publish is
+  acknowledged only after the tail moved;
+- anything in the active chunk past the committed tail is a write whose publish was never
+  acknowledged: recovery cuts it. After a reboot (or a missing tail file) recovery instead scans
+  the active chunk and keeps its prefix of whole, CRC-valid batches;
+- truncation moves the head first (logical, at once), then deletes whole chunks before it.
+No Django, no database.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import os
+import struct
+import threading
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from . import framing
+from .framing import EventIn, Record
+
+TAIL = struct.Struct("<8sQQQQqQ16sI")  # magic, base, pos, next, cum, created_ms, idx_pos, boot, crc
+TAIL_MAGIC = b"CBRTAIL1"
+HEAD = struct.Struct("<8sQQI")  # magic, offset, cum_size, crc
+HEAD_MAGIC = b"CBRHEAD1"
+INDEX_ENTRY = struct.Struct("<QQ")
+
+FSYNC_MODES = ("batch", "always", "never")
+
+
+def _boot_id() -> bytes:
+    try:
+        raw = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+        return bytes.fromhex(raw)[:16].ljust(16, b"\0")
+    except (OSError, ValueError):
+        return b"\0" * 16
+
+
+BOOT_ID = _boot_id()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    chunk_bytes: int = 16 * 1024 * 1024
+    chunk_seconds: int = 3600
+    fsync: str = "batch"
+    index_interval_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.fsync not in FSYNC_MODES:
+            raise ValueError(f"fsync must be one of {FSYNC_MODES}, not {self.fsync!r}")
+        if self.chunk_bytes < 1024:
+            raise ValueError("chunk_bytes must be at least 1024")
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    active_base: int
+    committed_pos: int
+    next_offset: int
+    cum_size: int
+    created_ms: int
+    last_index_pos: int
+    boot_id: bytes
+
+    def pack(self) -> bytes:
+        body = TAIL.pack(
+            TAIL_MAGIC,
+            self.active_base,
+            self.committed_pos,
+            self.next_offset,
+            self.cum_size,
+            self.created_ms,
+            self.last_index_pos,
+            self.boot_id,
+            0,
+        )[:-4]
+        return body + struct.pack("<I", crc32c(body))
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Tail | None:
+        if len(data) != TAIL.size:
+            return None
+        magic, base, pos, nxt, cum, created, idx_pos, boot, crc = TAIL.unpack(data)
+        if magic != TAIL_MAGIC or crc32c(data[:-4]) != crc:
+            return None
+        return cls(base, pos, nxt, cum, created, idx_pos, boot)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    offset: int
+    cum_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    count: int
+    cum_size_after: int
+    sealed_chunk: Path | None  # a chunk this append sealed, waiting for its Parquet copy
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateResult:
+    head_before: Head
+    head_after: Head
+    chunks_deleted: int
+    bytes_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    head: int
+    tail: int
+    head_size: int
+    tail_size: int
+    chunk_count: int
+    physical_bytes: int  # bytes of chunk files on disk (framing included)
+    first_chunk_base: int
+
+
+class CorruptSegment(Exception):
+    """A sealed chunk failed its CRC check: data on disk is damaged."""
+
+
+def chunk_name(base: int, suffix: str) -> str:
+    return f"{base:020d}.{suffix}"
+
+
+class Segment:
+    """A segment log. One object per process and directory (see `open_segment`)."""
+
+    def __init__(self, path: Path, config: StoreConfig):
+        self.path = Path(path)
+        self.config = config
+        self._thread_lock = threading.Lock()
+        self._pid = -1
+        self._lock_fd = -1
+        self._chunk_fds: dict[int, int] = {}
+        self._index_cache: dict[int, tuple[array, array]] = {}
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _ensure_process(self) -> None:
+        """Open the lock file for this process; after a fork the inherited descriptors are
+        dropped, because a flock taken through a shared open file would not exclude the parent."""
+        if self._pid == os.getpid():
+            return
+        self._chunk_fds = {}
+        self._index_cache = {}
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._pid = os.getpid()
+
+    def _chunk_fd(self, base: int) -> int:
+        fd = self._chunk_fds.get(base)
+        if fd is None:
+            for old in list(self._chunk_fds):
+                os.close(self._chunk_fds.pop(old))
+            fd = os.open(self.path / chunk_name(base, "chunk"), os.O_RDWR)
+            self._chunk_fds[base] = fd
+        return fd
+
+    def chunk_bases(self) -> list[int]:
+        try:
+            names = os.listdir(self.path)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n[:-6]) for n in names if n.endswith(".chunk") and n[:-6].isdigit())
+
+    def chunk_path(self, base: int, suffix: str = "chunk") -> Path:
+        return self.path / chunk_name(base, suffix)
+
+    def _read_tail(self) -> Tail | None:
+        try:
+            with open(self.path / "tail", "rb") as f:
+                return Tail.unpack(f.read())
+        except FileNotFoundError:
+            return None
+
+    def _write_tail(self, tail: Tail) -> None:
+        fd = os.open(self.path / "tail", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, tail.pack(), 0)
+        finally:
+            os.close(fd)
+
+    def read_head(self) -> Head:
+        try:
+            data = (self.path / "head").read_bytes()
+        except FileNotFoundError:
+            return Head(0, 0)
+        if len(data) == HEAD.size:
+            magic, offset, cum, crc = HEAD.unpack(data)
+            if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
+                return Head(offset, cum)
+        raise CorruptSegment(f"{self.path}/head is damaged")
+
+    def _write_head(self, head: Head) -> None:
+        body = HEAD.pack(HEAD_MAGIC, head.offset, head.cum_size, 0)[:-4]
+        _write_atomically(self.path / "head", body + struct.pack("<I", crc32c(body)))
+
+    # -- locking and recovery ---------------------------------------------------------------
+
+    def _locked(self):
+        return _SegmentLock(self)
+
+    def _recovered_tail(self) -> Tail:
+        """The committed tail, after cutting whatever a crashed writer left past it.
+
+        Called with the segment lock held.
+        """
+        tail = self._read_tail()
+        if tail is not None and tail.boot_id == BOOT_ID:
+            path = self.chunk_path(tail.active_base)
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                size = -1
+            if size == tail.committed_pos:
+                return tail
+            if size > tail.committed_pos:
+                # A writer died between writing and committing: its publish was never answered.
+                os.truncate(path, tail.committed_pos)
+                self._cut_index(tail.active_base, tail.committed_pos)
+                return tail
+        return self._recover_by_scan()
+
+    def _recover_by_scan(self) -> Tail:
+        """Rebuild the tail from the chunk files alone (after a reboot or a lost tail file)."""
+        bases = self.chunk_bases()
+        while bases:
+            base = bases[-1]
+            path = self.chunk_path(base)
+            data = path.read_bytes()
+            try:
+                header_base, header_cum = framing.decode_chunk_header(data)
+            except ValueError:
+                # A roll that never finished: the new chunk has no valid header and no records.
+                self._delete_chunk_files(base)
+                bases.pop()
+                continue
+            if header_base != base:
+                raise CorruptSegment(f"{path} names base {header_base}")
+            found = framing.scan(data, framing.CHUNK_HEADER_SIZE, base, header_cum)
+            if found.valid_len != len(data):
+                with open(path, "r+b") as f:
+                    f.truncate(found.valid_len)
+                    f.flush()
+                    os.fsync(f.fileno())
+            self._rebuild_index(base, data[: found.valid_len])
+            tail = Tail(
+                active_base=base,
+                committed_pos=found.valid_len,
+                next_offset=found.next_offset,
+                cum_size=found.cum_size,
+                created_ms=int(os.stat(path).st_mtime * 1000) if found.records else _now_ms(),
+                last_index_pos=self._last_index_pos(base),
+                boot_id=BOOT_ID,
+            )
+            self._write_tail(tail)
+            return tail
+        head = self.read_head()
+        return self._create_chunk(head.offset, head.cum_size)
+
+    def _create_chunk(self, base: int, cum_size: int) -> Tail:
+        path = self.chunk_path(base)
+        tmp = path.with_suffix(".chunk.tmp")
+        with open(tmp, "wb") as f:
+            f.write(framing.encode_chunk_header(base, cum_size))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self.path)
+        tail = Tail(base, framing.CHUNK_HEADER_SIZE, base, cum_size, _now_ms(), 0, BOOT_ID)
+        self._write_tail(tail)
+        return tail
+
+    # -- the sparse index -------------------------------------------------------------------
+
+    def _load_index(self, base: int) -> tuple[array, array]:
+        data = b""
+        try:
+            data = self.chunk_path(base, "idx").read_bytes()
+        except FileNotFoundError:
+            pass
+        usable = len(data) - len(data) % INDEX_ENTRY.size
+        both = array("Q")
+        both.frombytes(data[:usable])
+        return both[0::2], both[1::2]
+
+    def _index(self, base: int, sealed: bool) -> tuple[array, array]:
+        if sealed:
+            cached = self._index_cache.get(base)
+            if cached is None:
+                cached = self._index_cache[base] = self._load_index(base)
+            return cached
+        return self._load_index(base)
+
+    def _cut_index(self, base: int, valid_len: int) -> None:
+        offsets, positions = self._load_index(base)
+        keep = bisect.bisect_left(positions, valid_len)
+        if keep < len(positions):
+            os.truncate(self.chunk_path(base, "idx"), keep * INDEX_ENTRY.size)
+
+    def _last_index_pos(self, base: int) -> int:
+        _, positions = self._load_index(base)
+        return positions[-1] if positions else 0
+
+    def _rebuild_index(self, base: int, data: bytes) -> None:
+        entries = bytearray()
+        last = -self.config.index_interval_bytes
+        for pos, rec in framing.iter_records(data, framing.CHUNK_HEADER_SIZE, verify=False):
+            if pos - last >= self.config.index_interval_bytes:
+                entries += INDEX_ENTRY.pack(rec.offset, pos)
+                last = pos
+        _write_atomically(self.chunk_path(base, "idx"), bytes(entries))
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(self, events: list[EventIn], now_ms: int | None = None) -> AppendResult:
+        """Append a batch; returns once it is committed (and durable unless fsync is `never`)."""
+        if not events:
+            raise ValueError("an append needs at least one event")
+        sealed = None
+        with self._locked():
+            # The clock is read under the lock so publish times never go back within a segment.
+            now_ms = _now_ms() if now_ms is None else now_ms
+            tail = self._recovered_tail()
+            if self._should_roll(tail, now_ms):
+                sealed = self.chunk_path(tail.active_base)
+                tail = self._create_chunk(tail.next_offset, tail.cum_size)
+            data, rel_positions, cum_after = framing.encode_batch(
+                events, tail.next_offset, tail.cum_size, now_ms
+            )
+            fd = self._chunk_fd(tail.active_base)
+            start = tail.committed_pos
+            if self.config.fsync == "always":
+                ends = rel_positions[1:] + [len(data)]
+                for begin, end in zip(rel_positions, ends):
+                    os.pwrite(fd, data[begin:end], start + begin)
+                    os.fdatasync(fd)
+            else:
+                os.pwrite(fd, data, start)
+                if self.config.fsync == "batch":
+                    os.fdatasync(fd)
+            last_index_pos = self._append_index(tail, start, rel_positions)
+            new_tail = Tail(
+                tail.active_base,
+                start + len(data),
+                tail.next_offset + len(events),
+                cum_after,
+                tail.created_ms,
+                last_index_pos,
+                BOOT_ID,
+            )
+            self._write_tail(new_tail)
+        return AppendResult(tail.next_offset, len(events), cum_after, sealed)
+
+    def _should_roll(self, tail: Tail, now_ms: int) -> bool:
+        used = tail.committed_pos - framing.CHUNK_HEADER_SIZE
+        if used <= 0:
+            return False
+        if used >= self.config.chunk_bytes:
+            return True
+        return now_ms - tail.created_ms >= self.config.chunk_seconds * 1000
+
+    def _append_index(self, tail: Tail, start: int, rel_positions: list[int]) -> int:
+        interval = self.config.index_interval_bytes
+        last = tail.last_index_pos if tail.last_index_pos else -interval
+        entries = bytearray()
+        offset = tail.next_offset
+        for rel in rel_positions:
+            pos = start + rel
+            if pos - last >= interval:
+                entries += INDEX_ENTRY.pack(offset, pos)
+                last = pos
+            offset += 1
+        if entries:
+            fd = os.open(self.chunk_path(tail.active_base, "idx"), os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, bytes(entries), os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
+        return max(last, 0)
+
+    def roll_if_due(self, now_ms: int | None = None) -> Path | None:
+        """Seal an idle active chunk that has reached its age; returns the sealed chunk."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if not (self.path / "tail").exists() and not self.chunk_bases():
+            return None
+        with self._locked():
+            tail = self._recovered_tail()
+            if not self._should_roll(tail, now_ms):
+                return None
+            self._create_chunk(tail.next_offset, tail.cum_size)
+            return self.chunk_path(tail.active_base)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def committed_tail(self) -> Tail:
+        """The tail as readers see it. Creates the segment if it does not exist yet."""
+        for _ in range(3):
+            tail = self._read_tail()
+            if tail is not None:
+                return tail
+            time.sleep(0.001)
+        with self._locked():
+            return self._recovered_tail()
+
+    def info(self) -> SegmentInfo:
+        tail = self.committed_tail()
+        head = self.read_head()
+        bases = self.chunk_bases()
+        physical = 0
+        for base in bases:
+            try:
+                physical += os.stat(self.chunk_path(base)).st_size
+            except FileNotFoundError:
+                pass
+        return SegmentInfo(
+            head=head.offset,
+            tail=tail.next_offset,
+            head_size=head.cum_size,
+            tail_size=tail.cum_size,
+            chunk_count=len(bases),
+            physical_bytes=physical,
+            first_chunk_base=bases[0] if bases else head.offset,
+        )
+
+    def read(self, from_offset: int, max_events: int, max_bytes: int = 8 * 1024 * 1024) -> list[Record]:
+        """Up to `max_events` committed records from `from_offset` (raised to the head)."""
+        if max_events <= 0:
+            return []
+        tail = self.committed_tail()
+        start = max(from_offset, self.read_head().offset)
+        out: list[Record] = []
+        payload_bytes = 0
+        while start < tail.next_offset and len(out) < max_events and payload_bytes < max_bytes:
+            bases = self.chunk_bases()
+            i = bisect.bisect_right(bases, start) - 1
+            if i < 0:
+                # The chunk was deleted under us by a truncation: continue from the new head.
+                new_start = max(start, self.read_head().offset)
+                if new_start == start:
+                    raise CorruptSegment(f"{self.path}: no chunk holds offset {start}")
+                start = new_start
+                continue
+            base = bases[i]
+            sealed = base != tail.active_base
+            limit = None if sealed else tail.committed_pos
+            got = self._read_chunk(base, start, max_events - len(out), limit, sealed)
+            if not got:
+                if sealed and i + 1 < len(bases):
+                    start = bases[i + 1]
+                    continue
+                break
+            out.extend(got)
+            payload_bytes += sum(len(r.payload) for r in got)
+            start = got[-1].offset + 1
+        return out
+
+    def _read_chunk(
+        self, base: int, start: int, max_events: int, limit: int | None, sealed: bool
+    ) -> list[Record]:
+        offsets, positions = self._index(base, sealed)
+        i = bisect.bisect_right(offsets, start) - 1
+        pos = positions[i] if i >= 0 else framing.CHUNK_HEADER_SIZE
+        try:
+            f = open(self.chunk_path(base), "rb")
+        except FileNotFoundError:
+            return []
+        out: list[Record] = []
+        with f:
+            end = limit if limit is not None else os.fstat(f.fileno()).st_size
+            block = 1024 * 1024
+            while pos < end and len(out) < max_events:
+                f.seek(pos)
+                data = f.read(min(block, end - pos))
+                consumed = 0
+                for rel, rec in framing.iter_records(data):
+                    consumed = rel + framing.FRAME_SIZE + _body_len(data, rel)
+                    if rec.offset >= start:
+                        out.append(rec)
+                        if len(out) >= max_events:
+                            break
+                if consumed == 0:
+                    if len(data) < end - pos:
+                        block *= 2  # one record larger than the block: read more at once
+                        continue
+                    raise CorruptSegment(f"{self.chunk_path(base)}: bad record at {pos}")
+                pos += consumed
+        return out
+
+    def size_till(self, offset: int) -> int:
+        """Cumulative payload bytes of the segment before `offset` (RETENTION-ALGORITHM.md)."""
+        tail = self.committed_tail()
+        if offset == tail.next_offset:
+            return tail.cum_size
+        if offset > tail.next_offset or offset < 0:
+            raise ValueError(f"offset {offset} is outside [0, {tail.next_offset}]")
+        head = self.read_head()
+        if offset == head.offset:
+            return head.cum_size
+        bases = self.chunk_bases()
+        if bases and offset == bases[0]:
+            with open(self.chunk_path(bases[0]), "rb") as f:
+                return framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1]
+        recs = self._read_chunk_at(offset)
+        if recs is None:
+            raise ValueError(f"offset {offset} lies in a deleted chunk")
+        return recs.cum_size
+
+    def _read_chunk_at(self, offset: int) -> Record | None:
+        tail = self.committed_tail()
+        bases = self.chunk_bases()
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            return None
+        base = bases[i]
+        sealed = base != tail.active_base
+        got = self._read_chunk(base, offset, 1, None if sealed else tail.committed_pos, sealed)
+        return got[0] if got and got[0].offset == offset else None
+
+    # -- truncation -------------------------------------------------------------------------
+
+    def truncate(self, offset: int) -> TruncateResult:
+        """Move the head to `offset` (no-op if it is not ahead) and delete whole chunks before it."""
+        with self._locked():
+            tail = self._recovered_tail()
+            if offset > tail.next_offset:
+                raise ValueError(f"offset {offset} is past the tail {tail.next_offset}")
+            before = self.read_head()
+            after = before
+            if offset > before.offset:
+                after = Head(offset, self.size_till(offset))
+                self._write_head(after)
+            chunks, freed = self._delete_chunks_before(after.offset, tail.active_base)
+        return TruncateResult(before, after, chunks, freed)
+
+    def _delete_chunks_before(self, head: int, active_base: int) -> tuple[int, int]:
+        bases = self.chunk_bases()
+        deleted = freed = 0
+        for base, next_base in zip(bases, bases[1:]):
+            if next_base > head or base == active_base:
+                break
+            try:
+                freed += os.stat(self.chunk_path(base)).st_size
+            except FileNotFoundError:
+                continue
+            self._delete_chunk_files(base)
+            deleted += 1
+        if deleted:
+            _fsync_dir(self.path)
+        return deleted, freed
+
+    def _delete_chunk_files(self, base: int) -> None:
+        self._index_cache.pop(base, None)
+        fd = self._chunk_fds.pop(base, None)
+        if fd is not None:
+            os.close(fd)
+        for suffix in ("chunk", "idx", "parquet"):
+            try:
+                os.unlink(self.chunk_path(base, suffix))
+            except FileNotFoundError:
+                pass
+
+    def sealed_chunks(self) -> list[int]:
+        tail = self.committed_tail()
+        return [b for b in self.chunk_bases() if b != tail.active_base]
+
+    def close(self) -> None:
+        for fd in self._chunk_fds.values():
+            os.close(fd)
+        self._chunk_fds = {}
+        if self._pid == os.getpid() and self._lock_fd >= 0:
+            os.close(self._lock_fd)
+        self._pid = -1
+        self._lock_fd = -1
+
+
+class _SegmentLock:
+    """Thread lock, then an exclusive flock on the segment's lock file (other processes)."""
+
+    def __init__(self, segment: Segment):
+        self.segment = segment
+
+    def __enter__(self) -> None:
+        seg = self.segment
+        seg._thread_lock.acquire()
+        try:
+            seg._ensure_process()
+            fcntl.flock(seg._lock_fd, fcntl.LOCK_EX)
+        except BaseException:
+            seg._thread_lock.release()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        seg = self.segment
+        try:
+            fcntl.flock(seg._lock_fd, fcntl.LOCK_UN)
+        finally:
+            seg._thread_lock.release()
+
+
+def _body_len(data: bytes, pos: int) -> int:
+    return framing.FRAME.unpack_from(data, pos)[0]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
