@@ -1,0 +1,201 @@
+"""CBR's one settings module. Every value a deployment changes comes from the environment
+(DESIGN.md §12); the defaults are the embedded ones that `make run` uses on a laptop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import env_bool, env_choice, env_int, env_list, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("CBR_VAR_DIR", BASE_DIR / "var")
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("CBR_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production")
+    # Embedded default: a key kept under var/, made once, so sessions survive restarts.
+    _key_file = VAR_DIR / "secret_key"
+    if _key_file.exists():
+        SECRET_KEY = _key_file.read_text().strip()
+    else:
+        from django.core.management.utils import get_random_secret_key
+
+        SECRET_KEY = get_random_secret_key()
+        try:
+            VAR_DIR.mkdir(parents=True, exist_ok=True)
+            _key_file.write_text(SECRET_KEY)
+            _key_file.chmod(0o600)
+        except OSError:
+            pass
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "django_celery_beat",
+    "streams",
+    "retention",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "cbrweb.urls"
+WSGI_APPLICATION = "cbrweb.wsgi.application"
+ASGI_APPLICATION = "cbrweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'cbr.sqlite3'}")
+if not DATABASE_URL.startswith(("sqlite://", "postgres://", "postgresql://")):
+    raise ImproperlyConfigured("DATABASE_URL must start with sqlite:/// or postgres://")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Web, worker and beat share the file: WAL and immediate transactions avoid "locked" errors.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# --- CBR ------------------------------------------------------------------------------------
+CBR_DATA_DIR = env_path("CBR_DATA_DIR", VAR_DIR / "data")
+CBR_FSYNC = env_choice("CBR_FSYNC", "batch", ("batch", "always", "never"))
+CBR_CHUNK_BYTES = env_int("CBR_CHUNK_BYTES", 16 * 1024 * 1024, minimum=1024)
+CBR_CHUNK_SECONDS = env_int("CBR_CHUNK_SECONDS", 3600, minimum=1)
+CBR_MAX_EVENT_BYTES = env_int("CBR_MAX_EVENT_BYTES", 1024 * 1024, minimum=1)
+CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
+CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
+CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
+CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
+CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
+SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
+
+# --- Redis and Celery -----------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Declared here, kept in django-celery-beat's tables, editable in the console and admin.
+CELERY_BEAT_SCHEDULE = {
+    "seal-due-chunks": {
+        "task": "streams.tasks.seal_due_chunks",
+        "schedule": float(CBR_SEAL_INTERVAL),
+    },
+    "refresh-segment-stats": {
+        "task": "streams.tasks.refresh_segment_stats",
+        "schedule": 30.0,
+    },
+}
+
+# --- REST -----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["streams.api.rendering.ORJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["streams.api.rendering.ORJSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "streams.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CBR API",
+    "DESCRIPTION": "Streams with consumption-based retention (see docs/api.md).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Production hardening (see docs/deploy.md) ----------------------------------------------
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("CBR_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = env_bool("CBR_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("CBR_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("CBR_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from .models import RetentionPolicy, RetentionSetRecord, TruncationRecord
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    list_display = ["stream", "limit_type", "min_value", "max_value", "consumption_based"]
+    list_filter = ["limit_type", "consumption_based"]
+
+
+@admin.register(RetentionSetRecord)
+class RetentionSetRecordAdmin(admin.ModelAdmin):
+    list_display = ["stream", "recorded_at", "size_bytes", "cut"]
+
+
+@admin.register(TruncationRecord)
+class TruncationRecordAdmin(admin.ModelAdmin):
+    list_display = ["stream", "created_at", "rule", "trigger", "triggered_by", "bytes_deleted"]
+    list_filter = ["trigger", "rule"]
+    readonly_fields = [f.name for f in TruncationRecord._meta.fields]

@@ -1,0 +1,93 @@
+"""Tables of retention: a stream's policy, its retention set, and the history of truncations."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from streams.models import Stream
+
+
+class LimitType(models.TextChoices):
+    TIME = "time"
+    SIZE = "size"
+    NONE = "none"
+
+
+class RetentionPolicy(models.Model):
+    stream = models.OneToOneField(Stream, on_delete=models.CASCADE, related_name="retention_policy")
+    limit_type = models.CharField(max_length=8, choices=LimitType.choices, default=LimitType.NONE)
+    # seconds for a time policy, payload bytes for a size policy
+    min_value = models.BigIntegerField(default=0)
+    max_value = models.BigIntegerField(null=True, blank=True)
+    consumption_based = models.BooleanField(default=False)
+    subscriber_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    fallback_after_s = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"{self.stream}: {self.limit_type} min={self.min_value} max={self.max_value}"
+
+
+class RetentionSetRecord(models.Model):
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="retention_set")
+    recorded_at = models.DateTimeField()
+    size_bytes = models.BigIntegerField()  # size_till(cut), cumulative
+    cut = models.JSONField()
+
+    class Meta:
+        ordering = ["recorded_at", "id"]
+        indexes = [models.Index(fields=["stream", "recorded_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.stream}@{self.recorded_at:%Y-%m-%d %H:%M:%S}: {self.size_bytes}"
+
+
+class Trigger(models.TextChoices):
+    BEAT = "beat"
+    CONSOLE = "console"
+    API = "api"
+    COMMAND = "command"
+
+
+class TruncationQuerySet(models.QuerySet):
+    def reclaimed_bytes(self) -> int:
+        total = self.aggregate(
+            n=models.Sum(models.F("after_size") - models.F("before_size"))
+        )["n"]
+        return total or 0
+
+
+class TruncationRecord(models.Model):
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="truncations")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    before_cut = models.JSONField()
+    after_cut = models.JSONField()
+    before_size = models.BigIntegerField()  # size_till(head) before, cumulative
+    after_size = models.BigIntegerField()
+    rule = models.CharField(max_length=64)
+    subscribers = models.JSONField(default=list, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    triggered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    chunks_deleted = models.PositiveIntegerField(default=0)
+    bytes_deleted = models.BigIntegerField(default=0)
+
+    objects = TruncationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.stream} {self.rule} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def reclaimed_bytes(self) -> int:
+        return self.after_size - self.before_size

@@ -1,0 +1,61 @@
+"""Every API error is JSON of one shape: `{"code", "message", "field"?, "errors"?}`.
+
+`field` names the first offending field (`events[3].payload_b64`, `retention_policy.max`); `errors`
+carries DRF's full per-field detail when a serializer found several. Bad input is never a 500.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from streams.domain.errors import FieldError
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, FieldError):
+        body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
+        return Response(body, status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        field, message = _first_error(exc.detail)
+        body = {"code": "invalid", "message": f"{field}: {message}" if field else message}
+        if field:
+            body["field"] = field
+        body["errors"] = exc.detail
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, exceptions.ParseError):
+        return Response(
+            {"code": "malformed_json", "message": str(exc.detail), "field": "body"},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        code = getattr(detail, "code", None) or _code_for(response.status_code)
+        response.data = {"code": code, "message": str(detail)}
+        if isinstance(exc, Http404) or response.status_code == 404:
+            response.data["code"] = "not_found"
+    return response
+
+
+def _first_error(detail, prefix: str = "") -> tuple[str, str]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = prefix if key == "non_field_errors" else (f"{prefix}.{key}" if prefix else str(key))
+            return _first_error(value, name)
+    if isinstance(detail, list) and detail:
+        first = detail[0]
+        if isinstance(first, (dict, list)):
+            for i, item in enumerate(detail):
+                if item:
+                    return _first_error(item, f"{prefix}[{i}]")
+        return prefix, str(first)
+    return prefix, str(detail)
+
+
+def _code_for(status_code: int) -> str:
+    return {401: "not_authenticated", 403: "permission_denied", 405: "method_not_allowed"}.get(
+        status_code, "error"
+    )

@@ -1,0 +1,278 @@
+"""Request validation and answer shapes of the stream API. Thin: rules live in streams.domain
+and retention.policy_spec, which these call so that errors name the same fields everywhere."""
+
+from __future__ import annotations
+
+from base64 import b64encode
+from datetime import UTC, datetime
+
+from django.conf import settings
+from rest_framework import serializers
+
+from retention.models import RetentionPolicy, RetentionSetRecord, TruncationRecord
+from retention.policy_spec import parse_policy
+from streams.domain.errors import FieldError
+from streams.domain.names import check_name
+from streams.models import CleanupPolicy, OnMaxLimit, Stream
+from streams.storage.store import StreamRecord
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must arrive as a JSON number: "5" and 5.0 are refused, not coerced."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class PolicyField(serializers.JSONField):
+    def to_internal_value(self, data):
+        try:
+            return parse_policy(data)
+        except FieldError as exc:
+            raise serializers.ValidationError({exc.field: [exc.message]}) from None
+
+
+class RetentionPolicyInSerializer(serializers.Serializer):
+    """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
+
+    limit_type = serializers.ChoiceField(choices=["time", "size", "none"])
+    min = serializers.IntegerField(min_value=0, required=False, help_text="seconds or bytes")
+    max = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    consumption_based = serializers.BooleanField(required=False, default=False)
+    subscriber_timeout_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    fallback_after_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+
+
+class RetentionPolicySerializer(serializers.ModelSerializer):
+    min = serializers.IntegerField(source="min_value")
+    max = serializers.IntegerField(source="max_value", allow_null=True)
+
+    class Meta:
+        model = RetentionPolicy
+        fields = [
+            "limit_type",
+            "min",
+            "max",
+            "consumption_based",
+            "subscriber_timeout_s",
+            "fallback_after_s",
+            "updated_at",
+        ]
+
+
+class StreamCreateSerializer(serializers.Serializer):
+    scope = serializers.CharField()
+    name = serializers.CharField()
+    segment_count = StrictIntegerField(min_value=1, default=1)
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.values, default="delete")
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.values, default="truncate")
+    max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    retention_policy = PolicyField(required=False, allow_null=True)
+
+    def validate_scope(self, value):
+        return self._name(value, "scope")
+
+    def validate_name(self, value):
+        return self._name(value, "name")
+
+    def validate_segment_count(self, value):
+        if value > settings.CBR_MAX_SEGMENTS:
+            raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
+        return value
+
+    @staticmethod
+    def _name(value, field):
+        try:
+            return check_name(value, field)
+        except FieldError as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+    def validate(self, attrs):
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({sorted(unknown)[0]: ["is not a field of a stream"]})
+        return attrs
+
+
+class StreamUpdateSerializer(serializers.Serializer):
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.values, required=False)
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.values, required=False)
+    max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    FIXED = {
+        "scope": "a stream cannot move to another scope",
+        "name": "a stream cannot be renamed",
+        "segment_count": "segment_count cannot change (scaling is not supported yet)",
+        "retention_policy": "use PUT …/retention-policy/",
+    }
+
+    def validate(self, attrs):
+        for field in self.initial_data:
+            if field in self.FIXED:
+                raise serializers.ValidationError({field: [self.FIXED[field]]})
+            if field not in self.fields:
+                raise serializers.ValidationError({field: ["is not a field of a stream"]})
+        return attrs
+
+
+class StreamSerializer(serializers.ModelSerializer):
+    """A stream with its live state; the view passes `state` (from the store) in the context."""
+
+    scope = serializers.CharField(source="scope.name")
+    full_name = serializers.CharField()
+    head_cut = serializers.SerializerMethodField()
+    tail_cut = serializers.SerializerMethodField()
+    size_bytes = serializers.SerializerMethodField()
+    event_count = serializers.SerializerMethodField()
+    physical_bytes = serializers.SerializerMethodField()
+    retention_policy = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Stream
+        fields = [
+            "scope",
+            "name",
+            "full_name",
+            "segment_count",
+            "cleanup_policy",
+            "on_max_limit",
+            "max_delay_s",
+            "description",
+            "head_cut",
+            "tail_cut",
+            "size_bytes",
+            "event_count",
+            "physical_bytes",
+            "retention_policy",
+            "created_at",
+            "updated_at",
+        ]
+
+    def _state(self, stream):
+        return self.context["states"][stream.pk]
+
+    def get_head_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).head_cut
+
+    def get_tail_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).tail_cut
+
+    def get_size_bytes(self, stream) -> int:
+        return self._state(stream).size_bytes
+
+    def get_event_count(self, stream) -> int:
+        return self._state(stream).event_count
+
+    def get_physical_bytes(self, stream) -> int:
+        return self._state(stream).physical_bytes
+
+    def get_retention_policy(self, stream) -> dict | None:
+        policy = getattr(stream, "retention_policy", None)
+        return RetentionPolicySerializer(policy).data if policy else None
+
+
+class EventInSerializer(serializers.Serializer):
+    """For the schema only: publishing is parsed by streams.domain.events for speed."""
+
+    payload = serializers.CharField(required=False)
+    payload_b64 = serializers.CharField(required=False)
+    routing_key = serializers.CharField(required=False)
+    key = serializers.CharField(required=False)
+    headers = serializers.DictField(child=serializers.CharField(), required=False)
+    deliver_at = serializers.CharField(required=False, help_text="ISO 8601 or epoch ms")
+    delay_ms = serializers.IntegerField(required=False, min_value=0)
+
+
+class PublishSerializer(serializers.Serializer):
+    events = EventInSerializer(many=True)
+
+
+class PositionSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    offset = serializers.IntegerField()
+
+
+class PublishedSerializer(serializers.Serializer):
+    positions = PositionSerializer(many=True)
+
+
+class EventOutSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    offset = serializers.IntegerField()
+    routing_key = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(allow_null=True)
+    published_at = serializers.DateTimeField()
+    deliver_at = serializers.DateTimeField(allow_null=True)
+    payload_b64 = serializers.CharField()
+    payload = serializers.CharField(required=False)
+
+
+class EventsReadSerializer(serializers.Serializer):
+    events = EventOutSerializer(many=True)
+    next_cut = serializers.DictField(child=serializers.IntegerField())
+
+
+class TruncateSerializer(serializers.Serializer):
+    stream_cut = serializers.DictField(child=serializers.IntegerField())
+
+
+class TruncationRecordSerializer(serializers.ModelSerializer):
+    stream = serializers.CharField(source="stream.full_name")
+    triggered_by = serializers.CharField(source="triggered_by.username", allow_null=True)
+    reclaimed_bytes = serializers.IntegerField()
+
+    class Meta:
+        model = TruncationRecord
+        fields = [
+            "id",
+            "stream",
+            "created_at",
+            "before_cut",
+            "after_cut",
+            "before_size",
+            "after_size",
+            "reclaimed_bytes",
+            "rule",
+            "subscribers",
+            "trigger",
+            "triggered_by",
+            "chunks_deleted",
+            "bytes_deleted",
+        ]
+
+
+class RetentionSetRecordSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RetentionSetRecord
+        fields = ["recorded_at", "size_bytes", "cut"]
+
+
+def _ms_to_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def event_json(sr: StreamRecord) -> dict:
+    """An event as every answer carries it (DESIGN.md §10)."""
+    rec = sr.record
+    out = {
+        "segment": sr.segment,
+        "offset": rec.offset,
+        "routing_key": rec.routing_key.decode() if rec.routing_key is not None else None,
+        "key": rec.key.decode() if rec.key is not None else None,
+        "headers": rec.headers,
+        "published_at": _ms_to_iso(rec.published_ms),
+        "deliver_at": _ms_to_iso(rec.deliver_at_ms),
+        "payload_b64": b64encode(rec.payload).decode(),
+    }
+    try:
+        out["payload"] = rec.payload.decode()
+    except UnicodeDecodeError:
+        pass
+    return out

@@ -1,0 +1,33 @@
+from django.urls import path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from . import views
+
+
+class NameConverter:
+    regex = r"[A-Za-z0-9_.-]{1,128}"
+
+    def to_python(self, value):
+        return value
+
+    def to_url(self, value):
+        return value
+
+
+register_converter(NameConverter, "name")
+
+S = "streams/<name:scope>/<name:name>/"
+
+urlpatterns = [
+    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("streams/", views.StreamListView.as_view(), name="api-streams"),
+    path(S, views.StreamDetailView.as_view(), name="api-stream"),
+    path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
+    path(S + "events/", views.EventsView.as_view(), name="api-events"),
+    path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
+    path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
+    path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

@@ -1,0 +1,241 @@
+"""The stream part of the REST API (DESIGN.md §10). Each view translates: parse, call a service,
+answer. Rules live in streams.domain, retention.policy_spec and the services."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retention import services as retention_services
+from retention.policy_spec import parse_policy
+from streams import services
+from streams.domain.cuts import check_cut, parse_cut_json
+from streams.domain.errors import FieldError
+from streams.domain.events import parse_batch
+from streams.models import Stream
+
+from .serializers import (
+    EventsReadSerializer,
+    PublishedSerializer,
+    PublishSerializer,
+    RetentionPolicyInSerializer,
+    RetentionPolicySerializer,
+    RetentionSetRecordSerializer,
+    StreamCreateSerializer,
+    StreamSerializer,
+    StreamUpdateSerializer,
+    TruncateSerializer,
+    TruncationRecordSerializer,
+    event_json,
+)
+
+MAX_READ_LIMIT = 10_000
+
+
+class IsStaffForWrites(IsAuthenticated):
+    """Reading is for any signed-in user; changing retention, deleting and truncating is for
+    staff (DESIGN.md §13, until roles land)."""
+
+    def has_permission(self, request, view):
+        if not super().has_permission(request, view):
+            return False
+        return request.method in ("GET", "HEAD", "OPTIONS") or request.user.is_staff
+
+
+def get_stream(scope: str, name: str) -> Stream:
+    return get_object_or_404(
+        Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
+    )
+
+
+def stream_answer(streams: list[Stream]) -> dict:
+    return {"states": {s.pk: services.stream_state(s) for s in streams}}
+
+
+def _limit(request, default: int = 100) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FieldError("limit", "must be a whole number") from None
+    if value < 1 or value > MAX_READ_LIMIT:
+        raise FieldError("limit", f"must be between 1 and {MAX_READ_LIMIT}")
+    return value
+
+
+class StreamListView(GenericAPIView):
+    serializer_class = StreamSerializer
+    queryset = Stream.objects.select_related("scope", "retention_policy")
+
+    @extend_schema(responses=StreamSerializer(many=True))
+    def get(self, request):
+        qs = self.get_queryset()
+        if scope := request.query_params.get("scope"):
+            qs = qs.filter(scope__name=scope)
+        if search := request.query_params.get("search"):
+            qs = qs.filter(name__icontains=search)
+        page = self.paginate_queryset(qs)
+        data = StreamSerializer(page, many=True, context=stream_answer(page)).data
+        return self.get_paginated_response(data)
+
+    @extend_schema(request=StreamCreateSerializer, responses={201: StreamSerializer})
+    def post(self, request):
+        body = StreamCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        stream = services.do_create_stream(
+            scope=args["scope"],
+            name=args["name"],
+            segment_count=args["segment_count"],
+            cleanup_policy=args["cleanup_policy"],
+            on_max_limit=args["on_max_limit"],
+            max_delay_s=args.get("max_delay_s"),
+            description=args.get("description", ""),
+            policy=args.get("retention_policy"),
+            user=request.user,
+        )
+        stream = get_stream(stream.scope.name, stream.name)
+        data = StreamSerializer(stream, context=stream_answer([stream])).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class StreamDetailView(APIView):
+    permission_classes = [IsStaffForWrites]
+
+    @extend_schema(responses=StreamSerializer)
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        state = services.refresh_segments(stream)
+        return Response(StreamSerializer(stream, context={"states": {stream.pk: state}}).data)
+
+    @extend_schema(request=StreamUpdateSerializer, responses=StreamSerializer)
+    def patch(self, request, scope, name):
+        stream = get_stream(scope, name)
+        body = StreamUpdateSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        services.do_update_stream(stream, dict(body.validated_data))
+        return Response(StreamSerializer(stream, context=stream_answer([stream])).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, scope, name):
+        if not request.user.is_staff:
+            return Response(
+                {"code": "permission_denied", "message": "only admins delete streams"},
+                status=status.HTTP_403_FORBIDDEN,
+            )
+        services.do_delete_stream(get_stream(scope, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RetentionPolicyView(APIView):
+    permission_classes = [IsStaffForWrites]
+
+    @extend_schema(responses=RetentionPolicySerializer)
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        policy = getattr(stream, "retention_policy", None)
+        if policy is None:
+            return Response(
+                {"code": "not_found", "message": "this stream has no retention policy"},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return Response(RetentionPolicySerializer(policy).data)
+
+    @extend_schema(request=RetentionPolicyInSerializer, responses=RetentionPolicySerializer)
+    def put(self, request, scope, name):
+        stream = get_stream(scope, name)
+        policy = services.do_set_policy(stream, parse_policy(request.data), request.user)
+        return Response(RetentionPolicySerializer(policy).data)
+
+
+class EventsView(APIView):
+    @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
+    def post(self, request, scope, name):
+        stream = get_stream(scope, name)
+        now_ms = time.time_ns() // 1_000_000
+        events = parse_batch(request.data, services.publish_limits(stream), now_ms)
+        positions = services.do_publish(stream, events)
+        return Response(
+            {"positions": [{"segment": p.segment, "offset": p.offset} for p in positions]},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.STR, description='stream cut as JSON, {"0": 12}'),
+            OpenApiParameter("limit", OpenApiTypes.INT, description=f"1..{MAX_READ_LIMIT}"),
+        ],
+        responses=EventsReadSerializer,
+    )
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        limit = _limit(request)
+        tail = services.stream_log(stream).tail_cut()
+        raw = request.query_params.get("from")
+        from_cut = {}
+        if raw is not None:
+            from_cut = check_cut(
+                parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail
+            )
+        records, next_cut = services.read_events(stream, from_cut, limit)
+        return Response({"events": [event_json(r) for r in records], "next_cut": next_cut})
+
+
+class TruncateView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(request=TruncateSerializer, responses=TruncationRecordSerializer)
+    def post(self, request, scope, name):
+        stream = get_stream(scope, name)
+        if not isinstance(request.data, dict) or "stream_cut" not in request.data:
+            raise FieldError("stream_cut", "is required")
+        tail = services.stream_log(stream).tail_cut()
+        cut = check_cut(
+            request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail
+        )
+        record = retention_services.do_truncate(
+            stream, cut, rule="manual", trigger="api", user=request.user
+        )
+        if record is None:
+            head = services.stream_log(stream).head_cut()
+            return Response(
+                {
+                    "id": None,
+                    "stream": stream.full_name,
+                    "rule": "manual:noop",
+                    "before_cut": head,
+                    "after_cut": head,
+                    "message": "the cut is at or behind the head: nothing to truncate",
+                }
+            )
+        return Response(TruncationRecordSerializer(record).data)
+
+
+class TruncationListView(GenericAPIView):
+    serializer_class = TruncationRecordSerializer
+
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        qs = stream.truncations.select_related("stream__scope", "triggered_by")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(TruncationRecordSerializer(page, many=True).data)
+
+
+class RetentionSetView(GenericAPIView):
+    serializer_class = RetentionSetRecordSerializer
+
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        page = self.paginate_queryset(stream.retention_set.all())
+        return self.get_paginated_response(RetentionSetRecordSerializer(page, many=True).data)

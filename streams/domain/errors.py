@@ -1,0 +1,16 @@
+"""The one error type that domain validation raises: it names the field that was wrong.
+
+The API turns it into a JSON error with the same field and status; the console shows its message
+beside the field.
+"""
+
+from __future__ import annotations
+
+
+class FieldError(ValueError):
+    def __init__(self, field: str, message: str, status: int = 400, code: str = "invalid"):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+        self.code = code

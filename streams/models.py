@@ -1,0 +1,202 @@
+"""Tables of streams: scopes, streams, segments (metadata only: the events live in the segment
+store), reader groups with their subscriptions and checkpoints."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Count, Sum
+
+
+class Scope(models.Model):
+    name = models.CharField(max_length=128, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CleanupPolicy(models.TextChoices):
+    DELETE = "delete"
+    COMPACT = "compact"
+    COMPACT_DELETE = "compact,delete"
+
+
+class OnMaxLimit(models.TextChoices):
+    TRUNCATE = "truncate", "truncate (the max limit wins)"
+    REJECT_PUBLISH = "reject_publish", "refuse publishing (507)"
+
+
+class StreamQuerySet(models.QuerySet):
+    def with_sizes(self):
+        """Each stream with its held bytes and events, from the refreshed segment rows."""
+        return self.annotate(
+            held_bytes=Sum(models.F("segments__tail_size") - models.F("segments__head_size")),
+            held_events=Sum(models.F("segments__tail_offset") - models.F("segments__head_offset")),
+            segment_rows=Count("segments"),
+        )
+
+    def by_full_name(self, full_name: str):
+        scope, _, name = full_name.partition("/")
+        return self.filter(scope__name=scope, name=name)
+
+
+class Stream(models.Model):
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="streams")
+    name = models.CharField(max_length=128)
+    segment_count = models.PositiveIntegerField(default=1)
+    cleanup_policy = models.CharField(
+        max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE
+    )
+    on_max_limit = models.CharField(
+        max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE
+    )
+    max_delay_s = models.PositiveIntegerField(null=True, blank=True)
+    description = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = StreamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["scope__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "name"], name="stream_unique_in_scope")
+        ]
+
+    def __str__(self) -> str:
+        return self.full_name
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.scope.name}/{self.name}"
+
+    @property
+    def store_key(self) -> str:
+        """The stream's directory in the segment store: its id, so a deleted stream's files can
+        never be mistaken for those of a new stream of the same name."""
+        return str(self.pk)
+
+    @property
+    def segment_ids(self) -> list[str]:
+        return [str(i) for i in range(self.segment_count)]
+
+
+class Segment(models.Model):
+    """A segment's head and tail as last refreshed from the store (the store is the truth)."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="segments")
+    segment_id = models.CharField(max_length=64)
+    head_offset = models.BigIntegerField(default=0)
+    tail_offset = models.BigIntegerField(default=0)
+    head_size = models.BigIntegerField(default=0)
+    tail_size = models.BigIntegerField(default=0)
+    chunk_count = models.PositiveIntegerField(default=0)
+    physical_bytes = models.BigIntegerField(default=0)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["stream_id", "segment_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "segment_id"], name="segment_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:{self.segment_id}"
+
+    @property
+    def held_bytes(self) -> int:
+        return self.tail_size - self.head_size
+
+    @property
+    def held_events(self) -> int:
+        return self.tail_offset - self.head_offset
+
+
+class RetentionType(models.TextChoices):
+    NONE = "NONE"
+    MANUAL_RELEASE_AT_USER_STREAMCUT = "MANUAL_RELEASE_AT_USER_STREAMCUT"
+    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+
+
+class StartPosition(models.TextChoices):
+    HEAD = "head"
+    TAIL = "tail"
+
+
+class OnPoison(models.TextChoices):
+    DEAD_LETTER = "dead_letter"
+    SKIP = "skip"
+    HALT = "halt"
+
+
+class ReaderGroup(models.Model):
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="reader_groups")
+    name = models.CharField(max_length=128)
+    retention_type = models.CharField(
+        max_length=40, choices=RetentionType.choices, default=RetentionType.NONE
+    )
+    start = models.CharField(max_length=8, choices=StartPosition.choices, default="head")
+    sinks = models.JSONField(default=list, blank=True)
+    ack_timeout_s = models.PositiveIntegerField(default=30)
+    max_deliveries = models.PositiveIntegerField(default=5)
+    on_poison = models.CharField(max_length=16, choices=OnPoison.choices, default="dead_letter")
+    max_ack_pending = models.PositiveIntegerField(default=1000)
+    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    generation = models.PositiveBigIntegerField(default=0)
+    streams = models.ManyToManyField(Stream, through="Subscription", related_name="reader_groups")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["scope__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "name"], name="reader_group_unique_in_scope")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope.name}/{self.name}"
+
+    @property
+    def is_subscriber(self) -> bool:
+        return self.retention_type != RetentionType.NONE
+
+
+class Subscription(models.Model):
+    """A reader group's registration on one stream; with a retention type other than NONE it is a
+    subscriber whose acknowledgement cut holds data back."""
+
+    reader_group = models.ForeignKey(ReaderGroup, on_delete=models.CASCADE)
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="subscriptions")
+    acknowledgement_cut = models.JSONField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["reader_group", "stream"], name="subscription_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reader_group} on {self.stream}"
+
+
+class Checkpoint(models.Model):
+    reader_group = models.ForeignKey(
+        ReaderGroup, on_delete=models.CASCADE, related_name="checkpoints"
+    )
+    name = models.CharField(max_length=128)
+    cuts = models.JSONField(default=dict)  # {"scope/stream": {"0": 12, …}, …}
+    persist = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["reader_group", "name"], name="checkpoint_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reader_group}:{self.name}"

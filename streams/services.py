@@ -1,0 +1,205 @@
+"""The only place that changes streams: `check_*` validates against the current state, `do_*`
+changes it (the database rows and the segment store together). Views, tasks and commands call
+these; they never touch the store or write rows themselves."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from retention.models import RetentionPolicy
+from retention.policy_spec import PolicySpec
+
+from .domain.errors import FieldError
+from .domain.events import PublishLimits
+from .models import Scope, Segment, Stream
+from .storage.framing import EventIn
+from .storage.segment import SegmentInfo, StoreConfig
+from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
+
+
+@functools.cache
+def _store(root: str, config: StoreConfig) -> SegmentStore:
+    return SegmentStore(Path(root), config)
+
+
+def segment_store() -> SegmentStore:
+    config = StoreConfig(
+        chunk_bytes=settings.CBR_CHUNK_BYTES,
+        chunk_seconds=settings.CBR_CHUNK_SECONDS,
+        fsync=settings.CBR_FSYNC,
+    )
+    return _store(str(Path(settings.CBR_DATA_DIR) / "streams"), config)
+
+
+def stream_log(stream: Stream) -> StreamLog:
+    return segment_store().stream(stream.store_key, stream.segment_count)
+
+
+def publish_limits(stream: Stream) -> PublishLimits:
+    return PublishLimits(
+        max_event_bytes=settings.CBR_MAX_EVENT_BYTES,
+        max_batch_events=settings.CBR_MAX_BATCH_EVENTS,
+        max_delay_s=stream.max_delay_s,
+    )
+
+
+@dataclass(frozen=True)
+class StreamState:
+    """A stream's live state, read from the store."""
+
+    segments: dict[str, SegmentInfo]
+
+    @property
+    def head_cut(self) -> dict[str, int]:
+        return {s: i.head for s, i in self.segments.items()}
+
+    @property
+    def tail_cut(self) -> dict[str, int]:
+        return {s: i.tail for s, i in self.segments.items()}
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(i.tail_size - i.head_size for i in self.segments.values())
+
+    @property
+    def event_count(self) -> int:
+        return sum(i.tail - i.head for i in self.segments.values())
+
+    @property
+    def physical_bytes(self) -> int:
+        return sum(i.physical_bytes for i in self.segments.values())
+
+    @property
+    def published_bytes(self) -> int:
+        return sum(i.tail_size for i in self.segments.values())
+
+
+def stream_state(stream: Stream) -> StreamState:
+    return StreamState(stream_log(stream).infos())
+
+
+# -- streams -------------------------------------------------------------------------------
+
+
+def do_create_stream(
+    *,
+    scope: str,
+    name: str,
+    segment_count: int = 1,
+    cleanup_policy: str = "delete",
+    on_max_limit: str = "truncate",
+    max_delay_s: int | None = None,
+    description: str = "",
+    policy: PolicySpec | None = None,
+    user=None,
+) -> Stream:
+    try:
+        with transaction.atomic():
+            scope_row, _ = Scope.objects.get_or_create(name=scope)
+            stream = Stream.objects.create(
+                scope=scope_row,
+                name=name,
+                segment_count=segment_count,
+                cleanup_policy=cleanup_policy,
+                on_max_limit=on_max_limit,
+                max_delay_s=max_delay_s,
+                description=description,
+            )
+            Segment.objects.bulk_create(
+                Segment(stream=stream, segment_id=s) for s in stream.segment_ids
+            )
+            if policy is not None:
+                _save_policy(stream, policy, user)
+    except IntegrityError:
+        raise FieldError("name", f"stream {scope}/{name} exists", 409, "duplicate") from None
+    stream_log(stream).tail_cut()  # creates the segment directories and their first chunks
+    return stream
+
+
+def do_update_stream(stream: Stream, changes: dict) -> Stream:
+    for field, value in changes.items():
+        setattr(stream, field, value)
+    stream.save(update_fields=[*changes, "updated_at"])
+    return stream
+
+
+def do_delete_stream(stream: Stream) -> None:
+    log = stream_log(stream)
+    with transaction.atomic():
+        stream.delete()
+        transaction.on_commit(log.delete)
+
+
+def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPolicy:
+    with transaction.atomic():
+        return _save_policy(stream, policy, user)
+
+
+def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
+    row, _ = RetentionPolicy.objects.update_or_create(
+        stream=stream,
+        defaults=dict(
+            limit_type=policy.limit_type,
+            min_value=policy.min,
+            max_value=policy.max,
+            consumption_based=policy.consumption_based,
+            subscriber_timeout_s=policy.subscriber_timeout_s,
+            fallback_after_s=policy.fallback_after_s,
+            updated_by=user if user is not None and user.is_authenticated else None,
+        ),
+    )
+    return row
+
+
+# -- events --------------------------------------------------------------------------------
+
+
+def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
+    """Append a validated batch; returns once it is durable (CBR_FSYNC)."""
+    return stream_log(stream).append(events)
+
+
+def read_events(
+    stream: Stream, from_cut: dict[str, int], limit: int
+) -> tuple[list[StreamRecord], dict[str, int]]:
+    return stream_log(stream).read(from_cut, limit)
+
+
+# -- segment rows --------------------------------------------------------------------------
+
+
+def refresh_segments(stream: Stream, state: StreamState | None = None) -> StreamState:
+    """Copy the store's per-segment heads, tails and sizes into the Segment rows (in batches,
+    never per event: DESIGN.md §5)."""
+    state = state or stream_state(stream)
+    now = timezone.now()
+    rows = {row.segment_id: row for row in stream.segments.all()}
+    for seg_id, info in state.segments.items():
+        row = rows.get(seg_id) or Segment(stream=stream, segment_id=seg_id)
+        row.head_offset, row.tail_offset = info.head, info.tail
+        row.head_size, row.tail_size = info.head_size, info.tail_size
+        row.chunk_count, row.physical_bytes = info.chunk_count, info.physical_bytes
+        row.refreshed_at = now
+        rows[seg_id] = row
+    fields = [
+        "head_offset",
+        "tail_offset",
+        "head_size",
+        "tail_size",
+        "chunk_count",
+        "physical_bytes",
+        "refreshed_at",
+    ]
+    Segment.objects.bulk_update([r for r in rows.values() if r.pk], fields)
+    Segment.objects.bulk_create([r for r in rows.values() if not r.pk])
+    return state
+
+
+def seal_due_chunks(stream: Stream) -> int:
+    return stream_log(stream).seal_due_chunks()

@@ -1,0 +1,22 @@
+"""Celery tasks of the stream store: thin wrappers around services, idempotent, safe to retry."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from . import services
+from .models import Stream
+
+
+@shared_task
+def seal_due_chunks() -> int:
+    """Roll aged active chunks and give every sealed chunk its Parquet copy."""
+    return sum(services.seal_due_chunks(s) for s in Stream.objects.all())
+
+
+@shared_task
+def refresh_segment_stats() -> int:
+    streams = list(Stream.objects.all())
+    for stream in streams:
+        services.refresh_segments(stream)
+    return len(streams)

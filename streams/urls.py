@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+from .api.urls import NameConverter  # noqa: F401  (registers the "name" converter)
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("streams/", views.stream_list, name="streams"),
+    path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
+    path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+]

@@ -1,0 +1,131 @@
+"""The console's stream pages (htmx). Thin: read through querysets and services, write through
+services; a view decides once, at its end, whether to send a page or a fragment."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from retention.models import TruncationRecord
+
+from . import services
+from .forms import PolicyForm
+from .models import Stream
+
+SORTS = {
+    "name": ("scope__name", "name"),
+    "-name": ("-scope__name", "-name"),
+    "size": ("held_bytes", "scope__name", "name"),
+    "-size": ("-held_bytes", "scope__name", "name"),
+    "events": ("held_events", "scope__name", "name"),
+    "-events": ("-held_events", "scope__name", "name"),
+    "created": ("created_at",),
+    "-created": ("-created_at",),
+}
+
+
+def htmx_partial(request) -> bool:
+    """Send a fragment only to htmx requests that are not boosted page loads (NetBox)."""
+    return bool(request.htmx) and not request.htmx.boosted
+
+
+@login_required
+def dashboard(request):
+    streams = Stream.objects.with_sizes()
+    totals = {"streams": 0, "bytes": 0, "events": 0, "disk": 0}
+    for s in streams:
+        totals["streams"] += 1
+        totals["bytes"] += s.held_bytes or 0
+        totals["events"] += s.held_events or 0
+    recent = TruncationRecord.objects.select_related("stream__scope", "triggered_by")[:10]
+    context = {
+        "totals": totals,
+        "reclaimed": TruncationRecord.objects.reclaimed_bytes(),
+        "truncation_count": TruncationRecord.objects.count(),
+        "recent": recent,
+        "largest": streams.order_by("-held_bytes").select_related("scope")[:5],
+    }
+    return render(request, "streams/dashboard.html", context)
+
+
+@login_required
+def stream_list(request):
+    query = request.GET.get("q", "").strip()
+    sort = request.GET.get("sort", "name")
+    if sort not in SORTS:
+        sort = "name"
+    qs = Stream.objects.with_sizes().select_related("scope", "retention_policy")
+    if query:
+        qs = qs.filter(Q(name__icontains=query) | Q(scope__name__icontains=query))
+    page = Paginator(qs.order_by(*SORTS[sort]), 20).get_page(request.GET.get("page"))
+    context = {"page": page, "q": query, "sort": sort}
+    if htmx_partial(request):
+        return render(request, "streams/list.html#stream-table", context)
+    return render(request, "streams/list.html", context)
+
+
+def _stream(scope: str, name: str) -> Stream:
+    return get_object_or_404(
+        Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
+    )
+
+
+def _policy_context(request, stream, form=None, editing=False) -> dict:
+    policy = getattr(stream, "retention_policy", None)
+    return {
+        "stream": stream,
+        "policy": policy,
+        "form": form or PolicyForm(initial=PolicyForm.initial_for(policy)),
+        "editing": editing,
+        "can_edit": request.user.is_staff,
+    }
+
+
+def _detail_context(request, stream, **policy_kwargs) -> dict:
+    state = services.refresh_segments(stream)
+    return {
+        **_policy_context(request, stream, **policy_kwargs),
+        "state": state,
+        "segments": stream.segments.all(),
+        "truncations": stream.truncations.select_related("triggered_by")[:50],
+    }
+
+
+@login_required
+def stream_detail(request, scope, name):
+    stream = _stream(scope, name)
+    return render(request, "streams/detail.html", _detail_context(request, stream))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def policy_panel(request, scope, name):
+    stream = _stream(scope, name)
+    if request.method == "GET":
+        editing = request.GET.get("edit") == "1" and request.user.is_staff
+        return render(
+            request,
+            "streams/detail.html#policy-panel",
+            _policy_context(request, stream, editing=editing),
+        )
+    if not request.user.is_staff:
+        return HttpResponseForbidden("only admins change retention policies")
+    form = PolicyForm(request.POST)
+    if form.is_valid():
+        services.do_set_policy(stream, form.cleaned_data["spec"], request.user)
+        stream = _stream(scope, name)
+        context = _policy_context(request, stream)
+        context["saved"] = True
+    else:
+        context = _policy_context(request, stream, form=form, editing=True)
+    if htmx_partial(request):
+        return render(request, "streams/detail.html#policy-panel", context)
+    if form.is_valid():
+        return redirect("console:stream", scope=scope, name=name)
+    return render(
+        request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True)
+    )
