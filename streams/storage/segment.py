@@ -365,12 +365,13 @@ class Segment:
                 if self.config.fsync == "batch":
                     os.fdatasync(fd)
             last_index_pos = self._append_index(tail, start, rel_positions)
+            empty = start == framing.CHUNK_HEADER_SIZE
             new_tail = Tail(
                 tail.active_base,
                 start + len(data),
                 tail.next_offset + len(events),
                 cum_after,
-                tail.created_ms,
+                now_ms if empty else tail.created_ms,  # the age of a chunk is its first record's
                 last_index_pos,
                 BOOT_ID,
             )

@@ -1,0 +1,46 @@
+"""The one place that builds a SparkSession (STYLE.md). A process keeps its session and reuses
+it: starting one costs seconds. The master comes from SPARK_MASTER (`local[*]` by default)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_lock = threading.Lock()
+_session = None
+
+
+def get_spark(master: str | None = None):
+    global _session
+    with _lock:
+        if _session is not None:
+            return _session
+        from pyspark.sql import SparkSession
+
+        if master is None:
+            try:
+                from django.conf import settings
+
+                master = settings.SPARK_MASTER
+            except Exception:  # used outside Django (tests of pure jobs, benchmarks)
+                master = os.environ.get("SPARK_MASTER", "local[*]")
+        _session = (
+            SparkSession.builder.master(master)
+            .appName("cbr")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.memory", os.environ.get("CBR_SPARK_DRIVER_MEMORY", "1g"))
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .getOrCreate()
+        )
+        _session.sparkContext.setLogLevel("ERROR")
+        return _session
+
+
+def stop_spark() -> None:
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

@@ -1,0 +1,79 @@
+"""Shared fixtures: a fresh segment store per test, API clients, and the real services (Redis,
+a SparkSession) shared across the run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path, settings):
+    """Every test gets its own segment store directory."""
+    settings.CBR_DATA_DIR = tmp_path / "data"
+    return settings.CBR_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """REDIS_URL when given (CI: the machine's Redis), else an embedded redis-server."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        yield url
+        return
+    from cbrweb import embedded_redis
+
+    proc, url = embedded_redis.start(tmp_path_factory.mktemp("redis"))
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_user(
+        "ada", password="pw-ada-123", is_staff=True, is_superuser=True
+    )
+
+
+@pytest.fixture
+def plain_user(django_user_model):
+    return django_user_model.objects.create_user("bob", password="pw-bob-123")
+
+
+def _client(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def api(admin_user):
+    """An API client authenticated with an admin's token."""
+    return _client(admin_user)
+
+
+@pytest.fixture
+def user_api(plain_user):
+    """An API client authenticated with a non-admin's token."""
+    return _client(plain_user)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run, built by the project's one builder."""
+    from spark_tasks.session import get_spark, stop_spark
+
+    session = get_spark(master="local[2]")
+    yield session
+    stop_spark()

@@ -1,0 +1,93 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.storage import framing
+from streams.storage.framing import EventIn
+
+events_strategy = st.builds(
+    EventIn,
+    payload=st.binary(max_size=300),
+    routing_key=st.none() | st.binary(max_size=20),
+    key=st.none() | st.binary(max_size=20),
+    headers=st.none() | st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
+    deliver_at_ms=st.none() | st.integers(min_value=0, max_value=2**62),
+)
+batches_strategy = st.lists(st.lists(events_strategy, min_size=1, max_size=5), min_size=1, max_size=6)
+
+
+def _encode(batches):
+    out = bytearray(framing.encode_chunk_header(0, 0))
+    offset, cum, ends = 0, 0, []
+    for batch in batches:
+        data, _, cum = framing.encode_batch(batch, offset, cum, 1_700_000_000_000)
+        out += data
+        offset += len(batch)
+        ends.append((len(out), offset, cum))
+    return bytes(out), ends
+
+
+def test_it_round_trips_every_field():
+    ev = EventIn(b"\x00payload\xff", b"route", b"key-1", {"h": "v"}, 1_800_000_000_123)
+    data, positions, cum = framing.encode_batch([ev, EventIn(b"")], 7, 100, 1_700_000_000_000)
+    recs = [r for _, r in framing.iter_records(data)]
+    assert [p for p, _ in framing.iter_records(data)] == positions
+    first = recs[0]
+    assert (first.offset, first.published_ms, first.deliver_at_ms, first.cum_size) == (
+        7,
+        1_700_000_000_000,
+        1_800_000_000_123,
+        100,
+    )
+    assert (first.routing_key, first.key, first.headers, first.payload) == (
+        b"route",
+        b"key-1",
+        {"h": "v"},
+        b"\x00payload\xff",
+    )
+    assert not first.batch_end
+    assert recs[1].routing_key is None and recs[1].key is None and recs[1].headers is None
+    assert recs[1].cum_size == 100 + len(ev.payload) and recs[1].batch_end
+    assert cum == recs[1].cum_size
+
+
+def test_an_empty_key_is_not_an_absent_key():
+    data, _, _ = framing.encode_batch([EventIn(b"x", b"", b"")], 0, 0, 0)
+    (_, rec), = framing.iter_records(data)
+    assert rec.routing_key == b"" and rec.key == b""
+
+
+@given(batches_strategy)
+def test_framing_round_trips_any_batches(batches):
+    data, _ = _encode(batches)
+    recs = [r for _, r in framing.iter_records(data, framing.CHUNK_HEADER_SIZE)]
+    flat = [ev for b in batches for ev in b]
+    assert len(recs) == len(flat)
+    for rec, ev in zip(recs, flat):
+        assert rec.payload == ev.payload
+        assert rec.routing_key == ev.routing_key and rec.key == ev.key
+        assert rec.headers == (ev.headers or None)
+        assert rec.deliver_at_ms == ev.deliver_at_ms
+
+
+@settings(max_examples=300)
+@given(batches_strategy, st.data())
+def test_any_cut_of_the_tail_recovers_a_prefix_of_whole_batches(batches, data):
+    encoded, ends = _encode(batches)
+    cut = data.draw(st.integers(min_value=framing.CHUNK_HEADER_SIZE, max_value=len(encoded)))
+    found = framing.scan(encoded[:cut], framing.CHUNK_HEADER_SIZE, 0, 0)
+    whole = [e for e in ends if e[0] <= cut]
+    expected = whole[-1] if whole else (framing.CHUNK_HEADER_SIZE, 0, 0)
+    assert (found.valid_len, found.next_offset, found.cum_size) == expected
+
+
+@settings(max_examples=200)
+@given(batches_strategy, st.data())
+def test_a_flipped_byte_is_never_taken_for_data(batches, data):
+    encoded, ends = _encode(batches)
+    pos = data.draw(st.integers(min_value=framing.CHUNK_HEADER_SIZE, max_value=len(encoded) - 1))
+    damaged = bytearray(encoded)
+    damaged[pos] ^= 0x5A
+    found = framing.scan(bytes(damaged), framing.CHUNK_HEADER_SIZE, 0, 0)
+    # everything kept ends before the damage, at a batch boundary
+    assert found.valid_len <= pos
+    assert found.valid_len in [framing.CHUNK_HEADER_SIZE] + [e[0] for e in ends]
