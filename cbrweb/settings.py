@@ -120,6 +120,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# WhiteNoise serves from the finders in the embedded set-up; the directory only has to exist.
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
 
 # --- CBR ------------------------------------------------------------------------------------
 CBR_DATA_DIR = env_path("CBR_DATA_DIR", VAR_DIR / "data")

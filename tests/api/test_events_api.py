@@ -1,0 +1,150 @@
+import base64
+import json
+
+import pytest
+
+from streams.services import stream_log
+from streams.models import Stream
+
+pytestmark = pytest.mark.django_db
+
+EVENTS = "/api/v1/streams/shop/orders/events/"
+
+
+@pytest.fixture
+def stream(api):
+    response = api.post(
+        "/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 3}, format="json"
+    )
+    assert response.status_code == 201
+    return Stream.objects.get(name="orders")
+
+
+def publish(api, events):
+    return api.post(EVENTS, {"events": events}, format="json")
+
+
+def read(api, **params):
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return api.get(f"{EVENTS}?{query}")
+
+
+def test_publish_answers_positions_and_a_read_returns_every_field(api, stream):
+    response = publish(
+        api,
+        [
+            {"payload": "héllo", "routing_key": "cust-1", "key": "order-9", "headers": {"type": "created"}},
+            {"payload_b64": base64.b64encode(b"\xff\x00bin").decode(), "routing_key": "cust-1"},
+        ],
+    )
+    assert response.status_code == 201
+    positions = response.json()["positions"]
+    assert positions[0]["segment"] == positions[1]["segment"]  # one key, one segment, in order
+    assert [p["offset"] for p in positions] == [0, 1]
+    events = read(api, limit=10).json()["events"]
+    first, second = events
+    assert first["payload"] == "héllo" and first["key"] == "order-9" and first["routing_key"] == "cust-1"
+    assert first["headers"] == {"type": "created"} and first["deliver_at"] is None
+    assert base64.b64decode(first["payload_b64"]) == "héllo".encode()
+    assert first["published_at"].endswith("Z")
+    assert "payload" not in second and base64.b64decode(second["payload_b64"]) == b"\xff\x00bin"
+
+
+def test_routing_by_key_is_stable_and_spreads_keys(api, stream):
+    keys = [f"k{i}" for i in range(60)]
+    first = publish(api, [{"payload": "a", "routing_key": k} for k in keys]).json()["positions"]
+    again = publish(api, [{"payload": "b", "routing_key": k} for k in keys]).json()["positions"]
+    assert [p["segment"] for p in first] == [p["segment"] for p in again]
+    assert {p["segment"] for p in first} == {"0", "1", "2"}
+
+
+def test_reading_from_a_cut_continues_where_the_last_read_stopped(api, stream):
+    publish(api, [{"payload": f"e{i}", "routing_key": f"k{i % 5}"} for i in range(50)])
+    seen = []
+    cut = {}
+    while True:
+        page = read(api, limit=7, **({"from": json.dumps(cut)} if cut else {})).json()
+        if not page["events"]:
+            break
+        seen += [(e["segment"], e["offset"]) for e in page["events"]]
+        cut = page["next_cut"]
+    assert len(seen) == len(set(seen)) == 50
+    assert cut == stream_log(stream).tail_cut()
+
+
+def test_delayed_events_carry_their_delivery_time(api, stream):
+    publish(api, [{"payload": "later", "delay_ms": 60_000}, {"payload": "past", "deliver_at": "2001-01-01T00:00:00Z"}])
+    events = {e["payload"]: e for e in read(api).json()["events"]}
+    assert events["later"]["deliver_at"] is not None
+    assert events["past"]["deliver_at"] is None  # a time in the past makes an ordinary event
+
+
+@pytest.mark.parametrize(
+    "events, status, field",
+    [
+        ([{"payload": "ok"}, {"payload_b64": "***"}], 400, "events[1].payload_b64"),
+        ([{"payload": 5}], 400, "events[0].payload"),
+        ([{}], 400, "events[0].payload"),
+        ([{"payload": "a", "payload_b64": "YQ=="}], 400, "events[0].payload"),
+        ([{"payload": "a", "delay_ms": -1}], 400, "events[0].delay_ms"),
+        ([{"payload": "a", "delay_ms": 1.5}], 400, "events[0].delay_ms"),
+        ([{"payload": "a", "deliver_at": "tomorrow"}], 400, "events[0].deliver_at"),
+        ([{"payload": "a", "headers": {"n": 1}}], 400, "events[0].headers.n"),
+        ([{"payload": "a", "routing_key": 7}], 400, "events[0].routing_key"),
+        ([{"payload": "a", "colour": "red"}], 400, "events[0].colour"),
+        ([{"payload": "ok"}, {"payload": "x" * 2000}], 413, "events[1].payload"),
+        ([], 400, "events"),
+        ("not a list", 400, "events"),
+    ],
+)
+def test_a_bad_batch_is_refused_whole_naming_the_field(api, stream, settings, events, status, field):
+    settings.CBR_MAX_EVENT_BYTES = 1000
+    response = publish(api, events)
+    assert response.status_code == status, response.content
+    assert response.json()["field"] == field
+    assert stream_log(stream).tail_cut() == {"0": 0, "1": 0, "2": 0}  # nothing appended
+
+
+def test_a_batch_over_the_event_count_limit_is_refused(api, stream, settings):
+    settings.CBR_MAX_BATCH_EVENTS = 3
+    response = publish(api, [{"payload": "x"}] * 4)
+    assert response.status_code == 400 and response.json()["field"] == "events"
+
+
+def test_a_delay_beyond_the_streams_max_is_refused(api, stream):
+    api.patch("/api/v1/streams/shop/orders/", {"max_delay_s": 60}, format="json")
+    response = publish(api, [{"payload": "x", "delay_ms": 61_000}])
+    assert response.status_code == 400 and response.json()["field"] == "events[0].delay_ms"
+
+
+def test_malformed_json_publishes_nothing(api, stream):
+    response = api.post(EVENTS, b'{"events": [{"payload": "a"}', content_type="application/json")
+    assert response.status_code == 400 and response.json()["field"] == "body"
+    assert sum(stream_log(stream).tail_cut().values()) == 0
+
+
+def test_publishing_to_an_unknown_stream_is_a_404(api, stream):
+    response = api.post("/api/v1/streams/shop/nope/events/", {"events": [{"payload": "a"}]}, format="json")
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"from": "{bad"}, "from"),
+        ({"from": "[1]"}, "from"),
+        ({"from": json.dumps({"9": 0})}, "from.9"),
+        ({"from": json.dumps({"0": -1})}, "from.0"),
+        ({"from": json.dumps({"0": "1"})}, "from.0"),
+        ({"from": json.dumps({"0": 999})}, "from.0"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "-3"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"limit": "100000"}, "limit"),
+    ],
+)
+def test_bad_read_parameters_are_400s(api, stream, params, field):
+    publish(api, [{"payload": "x"}])
+    response = read(api, **params)
+    assert response.status_code == 400
+    assert response.json()["field"] == field

@@ -1,0 +1,84 @@
+import pytest
+
+from retention.models import TruncationRecord
+from streams.models import Stream
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/api/v1/streams/shop/orders/"
+
+
+@pytest.fixture
+def stream(api):
+    api.post("/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 2}, format="json")
+    for seg_key in ("a", "b"):
+        api.post(BASE + "events/", {"events": [{"payload": "0123456789", "routing_key": seg_key}] * 10}, format="json")
+    return Stream.objects.get()
+
+
+def tail(api):
+    return api.get(BASE).json()["tail_cut"]
+
+
+def test_an_admin_truncates_at_a_cut_and_history_names_them(api, admin_user, stream):
+    t = tail(api)
+    cut = {seg: off // 2 for seg, off in t.items()}
+    response = api.post(BASE + "truncate/", {"stream_cut": cut}, format="json")
+    assert response.status_code == 200
+    record = response.json()
+    assert record["after_cut"] == cut and record["triggered_by"] == "ada" and record["trigger"] == "api"
+    assert record["reclaimed_bytes"] == sum(cut.values()) * 10
+    detail = api.get(BASE).json()
+    assert detail["head_cut"] == cut
+    assert detail["event_count"] == sum(t.values()) - sum(cut.values())
+    history = api.get(BASE + "truncations/").json()
+    assert history["count"] == 1 and history["results"][0]["rule"] == "manual"
+    events = api.get(BASE + "events/?limit=100").json()["events"]
+    assert all(e["offset"] >= cut[e["segment"]] for e in events)
+
+
+def test_a_cut_at_the_head_is_a_no_op(api, stream):
+    response = api.post(BASE + "truncate/", {"stream_cut": {"0": 0, "1": 0}}, format="json")
+    assert response.status_code == 200 and response.json()["id"] is None
+    assert not TruncationRecord.objects.exists()
+
+
+def test_a_non_admin_cannot_truncate(user_api, stream):
+    response = user_api.post(BASE + "truncate/", {"stream_cut": {"0": 1, "1": 1}}, format="json")
+    assert response.status_code == 403
+    assert not TruncationRecord.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "stream_cut"),
+        ({"stream_cut": {"0": 1}}, "stream_cut"),
+        ({"stream_cut": {"0": 1, "1": 1, "7": 1}}, "stream_cut.7"),
+        ({"stream_cut": {"0": 1, "1": 10_000}}, "stream_cut.1"),
+        ({"stream_cut": {"0": -1, "1": 1}}, "stream_cut.0"),
+        ({"stream_cut": "0:1"}, "stream_cut"),
+    ],
+)
+def test_a_bad_cut_is_a_400_and_truncates_nothing(api, stream, body, field):
+    response = api.post(BASE + "truncate/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert api.get(BASE).json()["head_cut"] == {"0": 0, "1": 0}
+
+
+def test_the_retention_set_is_listed(api, stream):
+    from django.utils import timezone
+
+    from retention.models import RetentionSetRecord
+
+    RetentionSetRecord.objects.create(stream=stream, recorded_at=timezone.now(), size_bytes=200, cut=tail(api))
+    body = api.get(BASE + "retention-set/").json()
+    assert body["count"] == 1 and body["results"][0]["size_bytes"] == 200
+
+
+def test_metrics_report_held_and_reclaimed_bytes(api, client, stream):
+    api.post(BASE + "truncate/", {"stream_cut": {"0": 5, "1": 0}}, format="json")
+    text = client.get("/metrics").content.decode()
+    assert 'cbr_stream_bytes{stream="shop/orders"} 150.0' in text
+    assert "cbr_reclaimed_bytes_total 50.0" in text
