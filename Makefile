@@ -1,0 +1,34 @@
+# CBR: `make run` starts everything on embedded defaults; `make test` runs the whole test suite.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: run test test-quick bench venv check clean
+
+run: venv check
+	$(PY) -m cbrweb.run
+
+test: venv check
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-quick: venv
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+bench: venv check
+	$(PY) bench/publish.py
+	$(PY) bench/read.py
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cbr: Python 3.11 or newer is needed; $(PYTHON) is " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	@touch $@
+
+check:
+	@$(PY) -m cbrweb.prereq
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,143 @@
+"""`make run`: everything a laptop needs, started and stopped together.
+
+Checks the prerequisites, starts an embedded Redis when REDIS_URL is unset, migrates, creates an
+admin (printing its password once), seeds the demo on an empty database, then runs the web server
+(gunicorn), a Celery worker and Celery beat with the database scheduler. Ctrl-C stops all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def say(msg: str) -> None:
+    print(f"cbr: {msg}", flush=True)
+
+
+def main() -> int:
+    from cbrweb.prereq import java_problem, python_problem
+
+    for problem in (python_problem(), java_problem()):
+        if problem:
+            print(f"cbr: {problem}", file=sys.stderr)
+            return 1
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
+    var = Path(os.environ.get("CBR_VAR_DIR", ROOT / "var"))
+    var.mkdir(parents=True, exist_ok=True)
+    children: list[tuple[str, subprocess.Popen]] = []
+
+    if not os.environ.get("REDIS_URL"):
+        from cbrweb import embedded_redis
+
+        proc, url = embedded_redis.start(var / "redis")
+        os.environ["REDIS_URL"] = url
+        children.append(("redis", proc))
+        say(f"embedded Redis at {url} (set REDIS_URL to use your own)")
+
+    py = sys.executable
+    manage = [py, str(ROOT / "manage.py")]
+    try:
+        subprocess.run([*manage, "migrate", "--noinput"], check=True, cwd=ROOT)
+        _create_admin(manage)
+        _seed_if_empty(manage)
+        host = os.environ.get("CBR_HOST", "127.0.0.1")
+        port = os.environ.get("CBR_PORT", "8000")
+        workers = os.environ.get("CBR_WEB_WORKERS", "2")
+        beat_schedule = str(var / "celerybeat-schedule")
+        commands = {
+            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
+                    "--access-logfile", "-", "--graceful-timeout", "5"],
+            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1"],
+            "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",
+                     "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+                     "-s", beat_schedule],
+        }
+        for name, cmd in commands.items():
+            children.append((name, subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)))
+        say(f"console and API at http://{host}:{port}/  (API docs: /api/v1/docs/)  Ctrl-C stops")
+        return _wait(children)
+    except KeyboardInterrupt:
+        return 0
+    except subprocess.CalledProcessError as exc:
+        say(f"set-up step failed: {' '.join(map(str, exc.cmd))}")
+        return 1
+    finally:
+        _stop(children)
+
+
+def _create_admin(manage: list[str]) -> None:
+    check = subprocess.run(
+        [*manage, "shell", "-c",
+         "from django.contrib.auth import get_user_model as g;"
+         "print(g().objects.filter(is_superuser=True).exists())"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )
+    if check.stdout.strip() == "True":
+        return
+    password = secrets.token_urlsafe(12)
+    env = {**os.environ, "DJANGO_SUPERUSER_USERNAME": "admin",
+           "DJANGO_SUPERUSER_PASSWORD": password, "DJANGO_SUPERUSER_EMAIL": "admin@localhost"}
+    subprocess.run([*manage, "createsuperuser", "--noinput"], check=True, env=env, cwd=ROOT,
+                   stdout=subprocess.DEVNULL)
+    bar = "=" * 64
+    print(f"\n{bar}\n  Admin created. Sign in as  admin  /  {password}\n"
+          f"  This password is shown once; change it in the console.\n{bar}\n", flush=True)
+
+
+def _seed_if_empty(manage: list[str]) -> None:
+    if os.environ.get("CBR_SEED_DEMO", "1") == "0":
+        return
+    check = subprocess.run(
+        [*manage, "shell", "-c", "from streams.models import Stream; print(Stream.objects.exists())"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )
+    if check.stdout.strip() == "False":
+        say("empty database: loading the demo streams (CBR_SEED_DEMO=0 skips this)")
+        subprocess.run([*manage, "seed_demo"], check=True, cwd=ROOT)
+
+
+def _wait(children) -> int:
+    stop = {"now": False}
+
+    def on_signal(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    while not stop["now"]:
+        for name, proc in children:
+            if proc.poll() is not None:
+                say(f"{name} exited with {proc.returncode}; stopping the rest")
+                return proc.returncode or 1
+        time.sleep(0.5)
+    say("stopping")
+    return 0
+
+
+def _stop(children) -> None:
+    for name, proc in reversed(children):
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM) if name != "redis" else proc.terminate()
+            except (ProcessLookupError, PermissionError):
+                proc.terminate()
+    deadline = time.monotonic() + 15
+    for name, proc in children:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{name} did not stop in time: killing it")
+            proc.kill()
+            proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

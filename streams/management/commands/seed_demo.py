@@ -1,0 +1,55 @@
+"""`manage.py seed_demo`: a few streams with events, policies and a truncation, so a new console
+shows something real. Safe to run twice: existing demo streams are left as they are."""
+
+from __future__ import annotations
+
+import random
+
+from django.core.management.base import BaseCommand
+
+from retention.policy_spec import parse_policy
+from retention.services import do_truncate
+from streams import services
+from streams.models import Stream
+from streams.storage.framing import EventIn
+
+DEMO = [
+    ("payments", "transactions", 4, {"limit_type": "size", "min": 200_000, "max": 2_000_000, "consumption_based": True, "subscriber_timeout_s": 3600, "fallback_after_s": 86_400}, 6000),
+    ("payments", "refunds", 2, {"limit_type": "time", "min": 3600, "max": 7 * 86_400, "consumption_based": True}, 800),
+    ("iot", "device-state", 3, {"limit_type": "time", "min": 86_400}, 4000),
+    ("iot", "telemetry", 8, {"limit_type": "size", "min": 1_000_000}, 12_000),
+    ("web", "clickstream", 2, None, 2500),
+]
+
+
+class Command(BaseCommand):
+    help = "Create demo streams with events and retention policies."
+
+    def handle(self, *args, **options):
+        rng = random.Random(7)
+        for scope, name, segments, policy, count in DEMO:
+            if Stream.objects.filter(scope__name=scope, name=name).exists():
+                self.stdout.write(f"{scope}/{name} exists, left as it is")
+                continue
+            stream = services.do_create_stream(
+                scope=scope,
+                name=name,
+                segment_count=segments,
+                policy=parse_policy(policy) if policy else None,
+                description=f"demo stream: {name.replace('-', ' ')}",
+            )
+            for start in range(0, count, 500):
+                batch = [
+                    EventIn(
+                        payload=f'{{"n": {i}, "amount": {rng.randint(1, 9999)}, "note": "{"x" * rng.randint(10, 200)}"}}'.encode(),
+                        routing_key=f"key-{rng.randint(0, 200)}".encode(),
+                        key=f"id-{i % 300}".encode(),
+                    )
+                    for i in range(start, min(start + 500, count))
+                ]
+                services.do_publish(stream, batch)
+            if name == "transactions":
+                tail = services.stream_log(stream).tail_cut()
+                do_truncate(stream, {s: o // 3 for s, o in tail.items()}, rule="manual", trigger="command")
+            services.refresh_segments(stream)
+            self.stdout.write(f"created {scope}/{name}: {count} events on {segments} segments")
