@@ -80,7 +80,7 @@ def _create_admin(manage: list[str]) -> None:
          "print(g().objects.filter(is_superuser=True).exists())"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )
-    if check.stdout.strip() == "True":
+    if check.stdout.split()[-1:] == ["True"]:
         return
     password = secrets.token_urlsafe(12)
     env = {**os.environ, "DJANGO_SUPERUSER_USERNAME": "admin",
@@ -99,7 +99,7 @@ def _seed_if_empty(manage: list[str]) -> None:
         [*manage, "shell", "-c", "from streams.models import Stream; print(Stream.objects.exists())"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )
-    if check.stdout.strip() == "False":
+    if check.stdout.split()[-1:] == ["False"]:
         say("empty database: loading the demo streams (CBR_SEED_DEMO=0 skips this)")
         subprocess.run([*manage, "seed_demo"], check=True, cwd=ROOT)
 
