@@ -54,6 +54,6 @@ def test_an_admin_logs_in_and_edits_a_policy(live_server, admin_user, browser_pa
     page.wait_for_selector("#policy-panel >> text=Policy saved")
     assert page.url == url_before  # swapped in place, no page load
     panel = page.inner_text("#policy-panel")
-    assert "3,600 s" in panel and "86,400 s" in panel
+    assert "1 h" in panel and "1 d" in panel
     policy = RetentionPolicy.objects.get()
     assert (policy.limit_type, policy.min_value, policy.max_value) == ("time", 3600, 86400)
