@@ -3,8 +3,12 @@ it: starting one costs seconds. The master comes from SPARK_MASTER (`local[*]` b
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+
+# py4j logs each closed connection at INFO, also from __del__ at interpreter exit.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 _lock = threading.Lock()
 _session = None

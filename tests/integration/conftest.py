@@ -1,0 +1,65 @@
+"""A real Celery worker process, sharing the test database, Redis and a segment store directory
+with the test process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_CHUNK_BYTES = 4096
+
+
+def _database_url(db: dict) -> str:
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@dataclass
+class Worker:
+    queue: str
+    data_dir: Path
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, redis_url, tmp_path_factory):
+    from django.db import connection
+
+    from cbrweb.celery import app
+
+    data_dir = tmp_path_factory.mktemp("worker-data")
+    queue = f"cbr-test-{uuid.uuid4().hex[:8]}"  # no other worker on this Redis takes our tasks
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": redis_url,
+        "CBR_DATA_DIR": str(data_dir),
+        "CBR_CHUNK_BYTES": str(WORKER_CHUNK_BYTES),
+    }
+    log = open(data_dir.parent / "worker.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo", "-Q", queue,
+         "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    app.conf.broker_url = redis_url
+    app.conf.result_backend = redis_url
+    deadline = time.monotonic() + 60
+    while not app.control.ping(destination=None, timeout=1) or proc.poll() is not None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"the Celery worker did not start: {(data_dir.parent / 'worker.log').read_text()[-2000:]}")
+    yield Worker(queue, data_dir)
+    proc.terminate()
+    proc.wait(20)
+    log.close()

@@ -1,0 +1,52 @@
+"""The sealing task, run by a real Celery worker, gives sealed chunks Parquet copies that a real
+SparkSession reads back event for event."""
+
+import pytest
+
+from streams import services, tasks
+from streams.storage.framing import EventIn
+
+from .conftest import WORKER_CHUNK_BYTES
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settings, spark):
+    # given a stream whose chunks rolled several times (the same store the worker uses)
+    settings.CBR_DATA_DIR = celery_worker.data_dir
+    settings.CBR_CHUNK_BYTES = WORKER_CHUNK_BYTES
+    stream = services.do_create_stream(scope="it", name="sealed", segment_count=2)
+    for b in range(20):
+        services.do_publish(
+            stream, [EventIn(f"b{b}-e{i}".encode() * 4, routing_key=f"k{i % 4}".encode(), key=b"k") for i in range(25)]
+        )
+    log = services.stream_log(stream)
+    assert not log.parquet_paths()
+
+    # when the worker runs the beat task
+    made = tasks.seal_due_chunks.apply_async(queue=celery_worker.queue).get(timeout=120)
+
+    # then every sealed chunk has its copy, and Spark sees exactly the sealed events
+    sealed = {s: log.segment(s).sealed_chunks() for s in stream.segment_ids}
+    assert made == sum(len(b) for b in sealed.values()) > 0
+    frame = spark.read.parquet(*[str(p) for p in log.parquet_paths()])
+    rows = frame.select("segment", "offset", "payload_size").collect()
+    for seg, bases in sealed.items():
+        active = log.segment(seg).committed_tail().active_base
+        offsets = sorted(r.offset for r in rows if r.segment == seg)
+        assert offsets == list(range(bases[0], active))
+    assert sum(r.payload_size for r in rows) == sum(
+        log.segment(s).size_till(log.segment(s).committed_tail().active_base) for s in stream.segment_ids
+    )
+
+    # and a second run finds nothing left to do (the task is idempotent)
+    assert tasks.seal_due_chunks.apply_async(queue=celery_worker.queue).get(timeout=120) == 0
+
+
+def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, settings):
+    settings.CBR_DATA_DIR = celery_worker.data_dir
+    stream = services.do_create_stream(scope="it", name="stats", segment_count=1)
+    services.do_publish(stream, [EventIn(b"abc")] * 7)
+    tasks.refresh_segment_stats.apply_async(queue=celery_worker.queue).get(timeout=60)
+    row = stream.segments.get()
+    assert (row.tail_offset, row.tail_size) == (7, 21)
