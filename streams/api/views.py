@@ -162,12 +162,14 @@ class RetentionPolicyView(APIView):
 class EventsView(APIView):
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
-        stream = get_stream(scope, name)
+        stream = get_object_or_404(
+            Stream.objects.only("id", "segment_count", "max_delay_s"), scope__name=scope, name=name
+        )
         now_ms = time.time_ns() // 1_000_000
         events = parse_batch(request.data, services.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)
         return Response(
-            {"positions": [{"segment": p.segment, "offset": p.offset} for p in positions]},
+            {"positions": [{"segment": s, "offset": o} for s, o in positions]},
             status=status.HTTP_201_CREATED,
         )
 

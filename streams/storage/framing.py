@@ -42,6 +42,7 @@ FRAME_SIZE = FRAME.size
 BODY = struct.Struct("<BQqqQHHII")
 BODY_SIZE = BODY.size  # 45
 RECORD_OVERHEAD = FRAME_SIZE + BODY_SIZE
+_LENGTHS = struct.Struct("<II")  # headers_len, payload_len: the last 8 bytes of the fixed body
 
 FLAG_BATCH_END = 1
 ABSENT = 0xFFFF
@@ -112,39 +113,43 @@ def encode_batch(
     pos = 0
     pack_body = BODY.pack
     pack_frame = FRAME.pack
-    last = len(events) - 1
+    append_part = parts.append
+    append_pos = positions.append
     offset = first_offset
-    for i, ev in enumerate(events):
-        rk = ev.routing_key
-        key = ev.key
-        headers = orjson.dumps(ev.headers) if ev.headers else b""
-        payload = ev.payload
-        body = b"".join(
-            (
-                pack_body(
-                    FLAG_BATCH_END if i == last else 0,
-                    offset,
-                    published_ms,
-                    -1 if ev.deliver_at_ms is None else ev.deliver_at_ms,
-                    cum_size,
-                    ABSENT if rk is None else len(rk),
-                    ABSENT if key is None else len(key),
-                    len(headers),
-                    len(payload),
-                ),
-                rk or b"",
-                key or b"",
-                headers,
-                payload,
-            )
+    for rk, key, headers_dict, payload, deliver_at in (
+        (ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events
+    ):
+        p_len = len(payload)
+        fixed = pack_body(
+            0,
+            offset,
+            published_ms,
+            -1 if deliver_at is None else deliver_at,
+            cum_size,
+            ABSENT if rk is None else len(rk),
+            ABSENT if key is None else len(key),
+            0,
+            p_len,
         )
-        frame = pack_frame(len(body), crc32c(body))
-        parts.append(frame)
-        parts.append(body)
-        positions.append(pos)
-        pos += FRAME_SIZE + len(body)
-        cum_size += len(payload)
+        if rk is None and key is None and not headers_dict:
+            body = fixed + payload  # the common case: payload only
+        else:
+            headers = orjson.dumps(headers_dict) if headers_dict else b""
+            if headers:
+                fixed = fixed[:-8] + _LENGTHS.pack(len(headers), p_len)
+            body = b"".join((fixed, rk or b"", key or b"", headers, payload))
+        b_len = len(body)
+        append_part(pack_frame(b_len, crc32c(body)))
+        append_part(body)
+        append_pos(pos)
+        pos += FRAME_SIZE + b_len
+        cum_size += p_len
         offset += 1
+    # The last record closes the batch: set its flag and re-frame it.
+    last_body = bytearray(parts[-1])
+    last_body[0] = FLAG_BATCH_END
+    parts[-1] = bytes(last_body)
+    parts[-2] = pack_frame(len(last_body), crc32c(parts[-1]))
     return b"".join(parts), positions, cum_size
 
 

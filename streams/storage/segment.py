@@ -157,7 +157,7 @@ class Segment:
         self._pid = -1
         self._lock_fd = -1
         self._chunk_fds: dict[int, int] = {}
-        self._index_cache: dict[int, tuple[array, array]] = {}
+        self._index_cache: dict[int, tuple[array, array, int]] = {}
 
     # -- files ------------------------------------------------------------------------------
 
@@ -309,13 +309,35 @@ class Segment:
         both.frombytes(data[:usable])
         return both[0::2], both[1::2]
 
-    def _index(self, base: int, sealed: bool) -> tuple[array, array]:
-        if sealed:
-            cached = self._index_cache.get(base)
-            if cached is None:
-                cached = self._index_cache[base] = self._load_index(base)
-            return cached
-        return self._load_index(base)
+    def _index(self, base: int, limit: int | None) -> tuple[array, array]:
+        """The chunk's index. A sealed chunk's (`limit` None) is cached whole. For the active chunk
+        only entries before the committed position `limit` are trusted and cached: entries past it
+        may belong to a write that recovery will cut and another writer lay out differently."""
+        cached = self._index_cache.get(base)
+        if limit is None and cached is not None and cached[2] < 0:
+            return cached[0], cached[1]
+        try:
+            size = os.stat(self.chunk_path(base, "idx")).st_size
+        except FileNotFoundError:
+            size = 0
+        size -= size % INDEX_ENTRY.size
+        if cached is None or cached[2] < 0 or size < cached[2]:
+            offsets, positions = self._load_index(base)
+        elif size == cached[2]:
+            offsets, positions = cached[0], cached[1]
+        else:
+            with open(self.chunk_path(base, "idx"), "rb") as f:
+                f.seek(cached[2])
+                more = array("Q")
+                more.frombytes(f.read(size - cached[2]))
+            offsets, positions = cached[0] + more[0::2], cached[1] + more[1::2]
+        if limit is None:
+            self._index_cache[base] = (offsets, positions, -1)
+            return offsets, positions
+        keep = bisect.bisect_left(positions, limit)
+        offsets, positions = offsets[:keep], positions[:keep]
+        self._index_cache[base] = (offsets, positions, keep * INDEX_ENTRY.size)
+        return offsets, positions
 
     def _cut_index(self, base: int, valid_len: int) -> None:
         offsets, positions = self._load_index(base)
@@ -484,7 +506,7 @@ class Segment:
     def _read_chunk(
         self, base: int, start: int, max_events: int, limit: int | None, sealed: bool
     ) -> list[Record]:
-        offsets, positions = self._index(base, sealed)
+        offsets, positions = self._index(base, None if sealed else limit)
         i = bisect.bisect_right(offsets, start) - 1
         pos = positions[i] if i >= 0 else framing.CHUNK_HEADER_SIZE
         try:

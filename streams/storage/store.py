@@ -15,8 +15,10 @@ import heapq
 import itertools
 import random
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .framing import EventIn, Record
 from .parquet import write_parquet_copy
@@ -25,6 +27,7 @@ from .segment import Segment, SegmentInfo, StoreConfig, TruncateResult
 StreamCut = dict[str, int]
 
 _SEGMENTS: dict[Path, Segment] = {}
+_APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
 
 
 def open_segment(path: Path, config: StoreConfig) -> Segment:
@@ -41,8 +44,7 @@ def key_space_position(routing_key: bytes) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
+class Position(NamedTuple):
     segment: str
     offset: int
 
@@ -71,29 +73,50 @@ class StreamLog:
         return self.segment_ids[min(int(key_space_position(routing_key) * n), n - 1)]
 
     def append(self, events: list[EventIn], now_ms: int | None = None) -> list[Position]:
-        """Append a validated batch; returns each event's position, in the order given.
+        """Append a validated batch; returns each event's (segment, offset), in the order given.
 
         Events with a routing key go to the key's segment, in order; events without one are
-        spread round-robin from a random segment (Pravega gives them a random key).
+        spread round-robin from a random segment (Pravega gives them a random key). Segments are
+        appended in parallel threads, so their fsyncs overlap (fdatasync releases the GIL).
         """
-        by_segment: dict[str, list[int]] = {}
-        n = len(self.segment_ids)
-        spread = random.randrange(n)
-        for i, ev in enumerate(events):
-            if ev.routing_key is None:
-                seg_id = self.segment_ids[spread % n]
-                spread += 1
-            else:
-                seg_id = self.route(ev.routing_key)
-            by_segment.setdefault(seg_id, []).append(i)
-        positions: list[Position | None] = [None] * len(events)
-        for seg_id, idxs in by_segment.items():
-            # The Parquet copy of a chunk this append sealed is made by `seal_due_chunks`
-            # (a Celery beat task), never here: a publish must not wait for it.
-            result = self.segment(seg_id).append([events[i] for i in idxs], now_ms)
-            for k, i in enumerate(idxs):
-                positions[i] = Position(seg_id, result.first_offset + k)
-        return positions  # type: ignore[return-value]
+        ids = self.segment_ids
+        n = len(ids)
+        if n == 1:
+            seg_of = None
+            groups = {ids[0]: events}
+        else:
+            spread = random.randrange(n)
+            seg_of = []
+            for ev in events:
+                if ev.routing_key is None:
+                    seg_of.append(ids[spread % n])
+                    spread += 1
+                else:
+                    seg_of.append(self.route(ev.routing_key))
+            groups = {}
+            for seg_id, ev in zip(seg_of, events):
+                groups.setdefault(seg_id, []).append(ev)
+        # The Parquet copy of a chunk an append sealed is made by `seal_due_chunks` (a Celery
+        # beat task), never here: a publish must not wait for it.
+        if len(groups) == 1:
+            ((seg_id, evs),) = groups.items()
+            firsts = {seg_id: self.segment(seg_id).append(evs, now_ms).first_offset}
+        else:
+            futures = {
+                seg_id: _APPEND_POOL.submit(self.segment(seg_id).append, evs, now_ms)
+                for seg_id, evs in groups.items()
+            }
+            firsts = {seg_id: f.result().first_offset for seg_id, f in futures.items()}
+        if seg_of is None:
+            seg_id = ids[0]
+            first = firsts[seg_id]
+            return [Position(seg_id, o) for o in range(first, first + len(events))]
+        next_offset = dict(firsts)
+        positions = []
+        for seg_id in seg_of:
+            positions.append(Position(seg_id, next_offset[seg_id]))
+            next_offset[seg_id] += 1
+        return positions
 
     # -- cuts and sizes ---------------------------------------------------------------------
 
@@ -118,21 +141,34 @@ class StreamLog:
         Returns the events and the cut to continue from. A segment position before the head
         continues from the head.
         """
-        per_segment: list[list[StreamRecord]] = []
         next_cut: StreamCut = {}
+        sources = []
+        page = max(16, min(limit, -(-limit // len(self.segment_ids)) + 16))
         for seg_id in self.segment_ids:
             seg = self.segment(seg_id)
             next_cut[seg_id] = max(from_cut.get(seg_id, 0), seg.read_head().offset)
-            per_segment.append([StreamRecord(seg_id, r) for r in seg.read(next_cut[seg_id], limit)])
+            sources.append(self._records(seg_id, next_cut[seg_id], limit, page))
         # A merge takes each segment's records in their own order, so every segment contributes
-        # a prefix of itself, whatever the clocks said.
+        # a prefix of itself, whatever the clocks said; the sources read lazily, page by page.
         merged = heapq.merge(
-            *per_segment, key=lambda r: (r.record.published_ms, r.segment, r.record.offset)
+            *sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset)
         )
         result = list(itertools.islice(merged, limit))
         for sr in result:
             next_cut[sr.segment] = sr.record.offset + 1
         return result, next_cut
+
+    def _records(self, seg_id: str, start: int, limit: int, page: int):
+        seg = self.segment(seg_id)
+        taken = 0
+        while taken < limit:
+            got = seg.read(start, min(page, limit - taken))
+            if not got:
+                return
+            for rec in got:
+                yield StreamRecord(seg_id, rec)
+            taken += len(got)
+            start = got[-1].offset + 1
 
     # -- truncation and maintenance ---------------------------------------------------------
 

@@ -1,5 +1,6 @@
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -191,3 +192,28 @@ def test_kill_9_mid_append_loses_no_acknowledged_record(tmp_path):
     assert [r.offset for r in records] == list(range(tail + 1))
     assert records[-1].payload == b"after"
     assert all(r.payload.startswith(b"K-") for r in records[:-1])
+
+
+def test_a_reader_never_trusts_index_entries_of_a_write_that_recovery_cut(tmp_path):
+    # given a committed batch, then a crashed writer's big records and their index entries
+    cfg = StoreConfig(chunk_bytes=1 << 20, index_interval_bytes=256)
+    writer = Segment(tmp_path / "seg", cfg)
+    writer.append(events(5, size=300))
+    tail = writer.committed_tail()
+    data, rel, _ = framing.encode_batch(events(6, size=700), 5, tail.cum_size, 0)
+    with open(writer.chunk_path(0), "ab") as f:
+        f.write(data)
+    with open(writer.chunk_path(0, "idx"), "ab") as f:
+        for k, r in enumerate(rel):
+            f.write(struct.pack("<QQ", 5 + k, tail.committed_pos + r))
+    reader = Segment(writer.path, cfg)
+    assert [r.offset for r in reader.read(0, 100)] == [0, 1, 2, 3, 4]  # reader has loaded the index
+
+    # when another writer recovers and lays out small records where the big ones were
+    Segment(writer.path, cfg).append(events(40, size=20, tag="new"))
+
+    # then the reader finds them at their true positions, also where the cut entries pointed
+    for start in (6, 8, 10, 30):
+        got = reader.read(start, 3)
+        assert [r.offset for r in got] == [start, start + 1, start + 2]
+        assert got[0].payload.startswith(f"new{start - 5}".encode())

@@ -1,0 +1,47 @@
+"""Helpers shared by the benchmark scripts: the machine's description and a temporary server."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def manage(env: dict, *args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, check=True,
+        capture_output=True, text=True,
+    )
+    return out.stdout
