@@ -185,6 +185,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "CleanupPolicyEnum": "streams.models.CleanupPolicy",
+        "OnMaxLimitEnum": "streams.models.OnMaxLimit",
+        "LimitTypeEnum": "retention.models.LimitType",
+    },
 }
 
 # --- Production hardening (see docs/deploy.md) ----------------------------------------------

@@ -66,8 +66,8 @@ class StreamCreateSerializer(serializers.Serializer):
     scope = serializers.CharField()
     name = serializers.CharField()
     segment_count = StrictIntegerField(min_value=1, default=1)
-    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.values, default="delete")
-    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.values, default="truncate")
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
@@ -98,8 +98,8 @@ class StreamCreateSerializer(serializers.Serializer):
 
 
 class StreamUpdateSerializer(serializers.Serializer):
-    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.values, required=False)
-    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.values, required=False)
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False)
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
 

@@ -1,0 +1,74 @@
+"""The service's set-up: settings from the environment, prerequisite checks, embedded Redis,
+the production check."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+
+from cbrweb import embedded_redis
+from cbrweb.env import env_bool, env_choice, env_int
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    "reader, raw",
+    [
+        (lambda: env_int("CBR_X", 1, minimum=1), "ten"),
+        (lambda: env_int("CBR_X", 1, minimum=1), "0"),
+        (lambda: env_bool("CBR_X", False), "maybe"),
+        (lambda: env_choice("CBR_X", "batch", ("batch", "never")), "sometimes"),
+    ],
+)
+def test_a_bad_environment_value_is_refused_naming_the_variable(monkeypatch, reader, raw):
+    monkeypatch.setenv("CBR_X", raw)
+    with pytest.raises(ImproperlyConfigured, match="CBR_X"):
+        reader()
+
+
+def test_settings_refuse_an_unknown_database_url_and_fsync_mode():
+    for env in ({"DATABASE_URL": "mysql://x/y"}, {"CBR_FSYNC": "sometimes"}):
+        out = subprocess.run(
+            [sys.executable, "-c", "import django; from django.conf import settings; settings.INSTALLED_APPS"],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", **env},
+            cwd=ROOT, capture_output=True, text=True,
+        )
+        assert out.returncode != 0
+        assert next(iter(env)) in out.stderr
+
+
+def test_a_missing_java_is_said_in_a_sentence(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "cbrweb.prereq"], env={**os.environ, "PATH": str(tmp_path)},
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert out.returncode == 1
+    assert "Java 17 or newer is needed" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_embedded_redis_starts_and_answers(tmp_path):
+    proc, url = embedded_redis.start(tmp_path / "redis")
+    try:
+        client = redis.Redis.from_url(url)
+        client.set("k", "v")
+        assert client.get("k") == b"v"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_documented_production_settings_pass_the_deploy_check(settings):
+    settings.DEBUG = False
+    settings.SECRET_KEY = "a-long-random-production-secret-" + "x" * 40
+    settings.ALLOWED_HOSTS = ["cbr.example.com"]
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 31_536_000
+    settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = settings.SECURE_HSTS_PRELOAD = True
+    call_command("check", deploy=True, fail_level="WARNING")
