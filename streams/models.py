@@ -38,9 +38,11 @@ class StreamQuerySet(models.QuerySet):
             segment_rows=Count("segments"),
         )
 
-    def by_full_name(self, full_name: str):
-        scope, _, name = full_name.partition("/")
-        return self.filter(scope__name=scope, name=name)
+    def search(self, text: str):
+        """Streams whose scope or name contains `text` (case-insensitive)."""
+        if not text:
+            return self
+        return self.filter(models.Q(name__icontains=text) | models.Q(scope__name__icontains=text))
 
 
 class Stream(models.Model):

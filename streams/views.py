@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
@@ -58,9 +57,7 @@ def stream_list(request):
     sort = request.GET.get("sort", "name")
     if sort not in SORTS:
         sort = "name"
-    qs = Stream.objects.with_sizes().select_related("scope", "retention_policy")
-    if query:
-        qs = qs.filter(Q(name__icontains=query) | Q(scope__name__icontains=query))
+    qs = Stream.objects.with_sizes().search(query).select_related("scope", "retention_policy")
     page = Paginator(qs.order_by(*SORTS[sort]), 20).get_page(request.GET.get("page"))
     context = {"page": page, "q": query, "sort": sort}
     if htmx_partial(request):

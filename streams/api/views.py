@@ -83,8 +83,7 @@ class StreamListView(GenericAPIView):
         qs = self.get_queryset()
         if scope := request.query_params.get("scope"):
             qs = qs.filter(scope__name=scope)
-        if search := request.query_params.get("search"):
-            qs = qs.filter(name__icontains=search)
+        qs = qs.search(request.query_params.get("search", "").strip())
         page = self.paginate_queryset(qs)
         data = StreamSerializer(page, many=True, context=stream_answer(page)).data
         return self.get_paginated_response(data)
