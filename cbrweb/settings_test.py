@@ -10,3 +10,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 # file, not pytest-django's default in-memory database.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+
+# The live server's thread must not hold a connection past its requests: the test database is
+# dropped at the end of the run.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

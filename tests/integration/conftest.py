@@ -63,3 +63,21 @@ def celery_worker(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
     proc.terminate()
     proc.wait(20)
     log.close()
+    with django_db_blocker.unblock():
+        _wait_for_other_sessions_to_close(connection)
+
+
+def _wait_for_other_sessions_to_close(connection, timeout: float = 15) -> None:
+    """PostgreSQL ends a dead client's backend a moment later; the test database can only be
+    dropped once it has."""
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cur.fetchone()[0] == 0:
+                return
+        time.sleep(0.1)
