@@ -4,6 +4,7 @@ import os
 import shutil
 
 import pytest
+from django.db import connections
 
 from retention.models import RetentionPolicy
 from streams import services
@@ -31,6 +32,9 @@ def browser_page():
         page = browser.new_page()
         yield page
         browser.close()
+        # Queries made inside Playwright's context opened their own connection: close it, or the
+        # test database cannot be dropped at the end of the run.
+        connections.close_all()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
