@@ -1,0 +1,100 @@
+"""Properties of the decision over random streams, policies and subscriber positions."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retention.cuts import lower_bound, moves_head
+from retention.policy import Inputs, Policy, Subscriber, bounds, decide
+from retention.retention_set import after_truncation, with_tail
+
+SEGMENTS = ("0", "1", "2")
+MAX_FORCED = {"cbr:case-iii:limit_max", "cbr:case-v:max_bound", "cbr:no-active:limit_max"}
+
+
+@st.composite
+def scenarios(draw):
+    limit_type = draw(st.sampled_from(["size", "time"]))
+    minimum = draw(st.integers(0, 60))
+    maximum = draw(st.none() | st.integers(minimum, minimum + 120))
+    policy = Policy(
+        limit_type,
+        minimum,
+        maximum,
+        consumption_based=draw(st.booleans()),
+        subscriber_timeout_s=draw(st.none() | st.integers(5, 50)),
+        fallback_after_s=draw(st.none() | st.integers(0, 80)),
+        on_max_limit=draw(st.sampled_from(["truncate", "reject_publish"])),
+    )
+    # tail cuts grow; one cycle every 10 s
+    rset, tail, now = (), {s: 0 for s in SEGMENTS}, 0.0
+    for _ in range(draw(st.integers(1, 10))):
+        tail = {s: o + draw(st.integers(0, 15)) for s, o in tail.items()}
+        now += 10
+        rset = with_tail(rset, now, 5, tail, sum(tail.values()))
+    subscribers = tuple(
+        Subscriber(
+            f"s{i}",
+            cut := {s: draw(st.integers(0, tail[s])) for s in SEGMENTS},
+            {s: o for s, o in cut.items()},  # 1 byte per event
+            acknowledged_at=now - draw(st.integers(0, 100)),
+        )
+        for i in range(draw(st.integers(0, 3)))
+    )
+    return Inputs(now, policy, rset, subscribers)
+
+
+@settings(max_examples=500)
+@given(scenarios())
+def test_it_never_passes_the_slb_unless_the_max_limit_forced_it(inputs):
+    decision = decide(inputs)
+    if decision.cut is None or decision.slb is None or decision.rule in MAX_FORCED:
+        return
+    assert all(decision.cut[s] <= decision.slb[s] for s in SEGMENTS), decision
+
+
+@settings(max_examples=500)
+@given(scenarios())
+def test_the_min_limit_is_always_kept(inputs):
+    decision = decide(inputs)
+    if decision.cut is None:
+        return
+    if inputs.policy.limit_type == "size":
+        kept = inputs.retention_set[-1].size - sum(decision.cut.values())
+        assert kept >= inputs.policy.min, decision
+    else:
+        limit_min = bounds(inputs.retention_set, inputs.now, inputs.policy).limit_min
+        assert limit_min is not None
+        assert all(decision.cut[s] <= limit_min.cut[s] for s in SEGMENTS), decision
+
+
+@settings(max_examples=300)
+@given(scenarios())
+def test_only_a_max_rule_or_a_fallback_deletes_what_active_subscribers_have_not_acknowledged(inputs):
+    decision = decide(inputs)
+    if decision.cut is None or not inputs.policy.consumption_based or not inputs.subscribers:
+        return
+    if decision.slb is None:  # no active subscriber: only a max or fallback rule may truncate
+        assert decision.rule in MAX_FORCED or decision.rule == "cbr:fallback:limit_min"
+
+
+@settings(max_examples=200)
+@given(scenarios(), st.lists(st.integers(0, 3), min_size=1, max_size=6))
+def test_the_head_never_moves_backwards_over_cycles(inputs, moves):
+    head = {s: 0 for s in SEGMENTS}
+    rset = inputs.retention_set
+    for step in moves:
+        subs = tuple(
+            Subscriber(s.name, {k: v + step for k, v in s.cut.items()}, s.cut_sizes, s.acknowledged_at)
+            for s in inputs.subscribers
+        )
+        decision = decide(Inputs(inputs.now + step, inputs.policy, rset, subs))
+        if decision.cut is not None and moves_head(decision.cut, head):
+            assert all(decision.cut[s] >= head[s] for s in SEGMENTS)
+            head = dict(decision.cut)
+            rset = after_truncation(rset, decision.cut)
+            if not rset:
+                break
+
+
+def test_lower_bound_of_no_cut_is_empty():
+    assert lower_bound([]) == {}
