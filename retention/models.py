@@ -7,6 +7,8 @@ from django.db import models
 
 from streams.models import Stream
 
+from .retention_set import RetentionRecord
+
 
 class LimitType(models.TextChoices):
     TIME = "time"
@@ -48,6 +50,9 @@ class RetentionSetRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.stream}@{self.recorded_at:%Y-%m-%d %H:%M:%S}: {self.size_bytes}"
 
+    def as_record(self) -> RetentionRecord:
+        return RetentionRecord(self.recorded_at.timestamp(), self.size_bytes, self.cut)
+
 
 class Trigger(models.TextChoices):
     BEAT = "beat"
@@ -79,6 +84,9 @@ class TruncationRecord(models.Model):
     )
     chunks_deleted = models.PositiveIntegerField(default=0)
     bytes_deleted = models.BigIntegerField(default=0)
+    # Written before the store is touched, set once the head moved and the chunks are gone: a
+    # record left incomplete by a crash is finished by the next cycle.
+    completed = models.BooleanField(default=True)
 
     objects = TruncationQuerySet.as_manager()
 

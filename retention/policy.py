@@ -192,8 +192,9 @@ def _size_with_consumption(inputs: Inputs, b: Bounds, slb, slb_size: int) -> Dec
         return Decision(rec.cut, "cbr:case-iv:retention_set")
     if kept < maximum:
         return Decision(slb, "cbr:case-i:slb")
-    # case iii: the SLB would keep max or more
-    if cur - b.limit_max.size < kept:
+    # case iii: the SLB would keep max or more. With no record keeping at least min (the SLB lies
+    # behind the oldest record) there is no limit_max to purge more with: the SLB it is.
+    if b.limit_max is not None and cur - b.limit_max.size < kept:
         if policy.on_max_limit == "reject_publish":
             return Decision(slb, "cbr:case-iii:slb:reject_publish", at_max=True)
         return Decision(b.limit_max.cut, "cbr:case-iii:limit_max")

@@ -1,4 +1,4 @@
-"""Changes to retention state: truncation and its history. Check first, then do."""
+"""Changes to retention state: truncation and its history, the retention set. Check, then do."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from streams.domain.errors import FieldError
 from streams.models import Stream
 from streams.services import refresh_segments, stream_log
 
-from .models import TruncationRecord
+from .models import RetentionSetRecord, TruncationRecord
+from .retention_set import after_truncation
 
 
 def do_truncate(
@@ -23,7 +24,8 @@ def do_truncate(
     """Move the stream's head to `cut` and delete the chunks wholly before it.
 
     A cut at or behind the head on every segment is a silent no-op (returns None); on a segment
-    where the cut is behind the head, that segment's head stays where it is.
+    where the cut is behind the head, that segment's head stays where it is. The history record
+    is written first and completed after the store changed (see `complete_truncation`).
     """
     log = stream_log(stream)
     head = log.head_cut()
@@ -34,20 +36,35 @@ def do_truncate(
     target = {s: max(head[s], cut.get(s, head[s])) for s in stream.segment_ids}
     if target == head:
         return None
-    results = log.truncate(target)
+    record = TruncationRecord.objects.create(
+        stream=stream,
+        before_cut=head,
+        after_cut=target,
+        before_size=log.size_till(head),
+        after_size=log.size_till(target),
+        rule=rule,
+        subscribers=subscribers or [],
+        trigger=trigger,
+        triggered_by=user if user is not None and user.is_authenticated else None,
+        completed=False,
+    )
+    return complete_truncation(record)
+
+
+def complete_truncation(record: TruncationRecord) -> TruncationRecord:
+    """Apply a recorded truncation to the store (idempotent: the head never moves back, and
+    chunks before it are deleted whether or not an earlier attempt got that far), then drop the
+    retention-set records at or before its cut."""
+    stream = record.stream
+    results = stream_log(stream).truncate(record.after_cut)
     with transaction.atomic():
-        record = TruncationRecord.objects.create(
-            stream=stream,
-            before_cut=head,
-            after_cut=target,
-            before_size=sum(r.head_before.cum_size for r in results.values()),
-            after_size=sum(r.head_after.cum_size for r in results.values()),
-            rule=rule,
-            subscribers=subscribers or [],
-            trigger=trigger,
-            triggered_by=user if user is not None and user.is_authenticated else None,
-            chunks_deleted=sum(r.chunks_deleted for r in results.values()),
-            bytes_deleted=sum(r.bytes_deleted for r in results.values()),
-        )
+        record.chunks_deleted += sum(r.chunks_deleted for r in results.values())
+        record.bytes_deleted += sum(r.bytes_deleted for r in results.values())
+        record.completed = True
+        record.save(update_fields=["chunks_deleted", "bytes_deleted", "completed"])
+        rows = list(stream.retention_set.all())  # time order
+        kept = after_truncation(tuple(r.as_record() for r in rows), record.after_cut)
+        dropped = rows[: len(rows) - len(kept)]
+        RetentionSetRecord.objects.filter(pk__in=[r.pk for r in dropped]).delete()
         refresh_segments(stream)
     return record

@@ -103,3 +103,12 @@ def test_limit_type_none_with_consumption_truncates_at_the_slb():
     decision = decide_for(Policy("none", consumption_based=True), {"0": 7, "1": 3})
     assert (decision.cut, decision.rule) == ({"0": 7, "1": 3}, "consumption:slb")
     assert decide_for(Policy("none"), {"0": 7, "1": 3}).cut is None
+
+
+def test_size_case_iii_with_no_record_keeping_min_truncates_at_the_slb():
+    # found by hypothesis: the only record is the tail, so no record keeps min; the SLB keeps more
+    # than max
+    rset = (RetentionRecord(10, 60, {"0": 30, "1": 30}),)
+    policy = Policy("size", min=5, max=10, consumption_based=True)
+    decision = decide_for(policy, {"0": 2, "1": 2}, rset=rset, now=10)
+    assert (decision.cut, decision.rule) == ({"0": 2, "1": 2}, "cbr:case-iii:slb")

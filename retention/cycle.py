@@ -1,0 +1,154 @@
+"""A retention cycle (DESIGN.md §6): for every stream with a policy, record the tail cut, decide,
+truncate, and keep the history. The rule itself is `retention.policy.decide`; this module gathers
+its inputs from the database and the store and applies its answer.
+
+Safety: a Redis lock per stream makes concurrent cycles take turns (each re-reads the state, so
+nothing is truncated twice); a truncation is recorded before the store is touched and completed
+after, so a cycle that dies half-way is finished by the next one; a target at or behind the head
+is a silent no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from cbrweb.redis_client import get_redis
+from streams.models import RetentionType, Stream, Subscription
+from streams.services import stream_log
+
+from .cuts import moves_head
+from .models import RetentionSetRecord, TruncationRecord
+from .policy import Decision, Inputs, Policy, Subscriber, decide
+from .retention_set import with_tail
+from .services import complete_truncation, do_truncate
+
+LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
+LOCK_WAIT_S = 60
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    stream: str
+    rule: str
+    record: TruncationRecord | None
+    at_max: bool = False
+
+    def line(self) -> str:
+        if self.record is None:
+            return f"{self.stream}: no truncation ({self.rule})"
+        return (
+            f"{self.stream}: truncated at {self.record.after_cut} ({self.rule}), "
+            f"reclaimed {self.record.reclaimed_bytes} bytes"
+        )
+
+
+def policy_of(stream: Stream) -> Policy:
+    row = stream.retention_policy
+    return Policy(
+        limit_type=row.limit_type,
+        min=row.min_value,
+        max=row.max_value,
+        consumption_based=row.consumption_based,
+        subscriber_timeout_s=row.subscriber_timeout_s,
+        fallback_after_s=row.fallback_after_s,
+        on_max_limit=stream.on_max_limit,
+    )
+
+
+def streams_with_policy():
+    return Stream.objects.filter(retention_policy__isnull=False).select_related(
+        "scope", "retention_policy"
+    )
+
+
+def gather_inputs(stream: Stream, now: datetime, interval: float) -> tuple[Inputs, dict[str, int]]:
+    """Record the tail in the retention set, then read everything `decide` needs."""
+    log = stream_log(stream)
+    head = log.head_cut()
+    tail = log.tail_cut()
+    rows = list(stream.retention_set.all())
+    rset = tuple(r.as_record() for r in rows)
+    grown = with_tail(rset, now.timestamp(), interval, tail, log.size_till(tail))
+    if len(grown) > len(rset):
+        RetentionSetRecord.objects.create(
+            stream=stream, recorded_at=now, size_bytes=grown[-1].size, cut=tail
+        )
+    subscribers = []
+    subscriptions = (
+        Subscription.objects.filter(stream=stream)
+        .exclude(reader_group__retention_type=RetentionType.NONE)
+        .select_related("reader_group__scope")
+    )
+    for sub in subscriptions:
+        cut = None
+        sizes = None
+        if sub.acknowledgement_cut is not None:
+            # a cut behind the head (data a max limit removed) counts as at the head
+            cut = {s: max(int(sub.acknowledgement_cut.get(s, 0)), head[s]) for s in head}
+            sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
+        subscribers.append(
+            Subscriber(
+                name=str(sub.reader_group),
+                cut=cut,
+                cut_sizes=sizes,
+                acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
+                subscribed_at=sub.created_at.timestamp(),
+            )
+        )
+    inputs = Inputs(now.timestamp(), policy_of(stream), grown, tuple(subscribers))
+    return inputs, head
+
+
+def apply_decision(
+    stream: Stream, inputs: Inputs, decision: Decision, head: dict[str, int], trigger: str, user=None
+) -> TruncationRecord | None:
+    if decision.cut is None or not moves_head(decision.cut, head):
+        return None
+    considered = [
+        {"name": s.name, "cut": dict(s.cut), "acknowledged_at": s.acknowledged_at}
+        for s in inputs.subscribers
+        if s.name in decision.active
+    ]
+    return do_truncate(
+        stream, dict(decision.cut), rule=decision.rule, trigger=trigger, user=user,
+        subscribers=considered,
+    )
+
+
+def run_stream(stream: Stream, now: datetime, trigger: str, user=None) -> StreamOutcome:
+    interval = settings.CBR_RETENTION_INTERVAL
+    lock = get_redis().lock(f"cbr:retention:{stream.pk}", timeout=LOCK_TIMEOUT_S)
+    if not lock.acquire(blocking_timeout=LOCK_WAIT_S):
+        return StreamOutcome(stream.full_name, "skipped:locked-by-another-cycle", None)
+    try:
+        for pending in stream.truncations.filter(completed=False):
+            complete_truncation(pending)
+        inputs, head = gather_inputs(stream, now, interval)
+        decision = decide(inputs)
+        record = apply_decision(stream, inputs, decision, head, trigger, user)
+        return StreamOutcome(stream.full_name, decision.rule, record, decision.at_max)
+    finally:
+        lock.release()
+
+
+def run_cycle(
+    *,
+    now: datetime | None = None,
+    streams: Iterable[Stream] | None = None,
+    trigger: str = "beat",
+    user=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[StreamOutcome]:
+    now = now or timezone.now()
+    targets = list(streams if streams is not None else streams_with_policy())
+    outcomes = []
+    for done, stream in enumerate(targets, 1):
+        outcomes.append(run_stream(stream, now, trigger, user))
+        if progress:
+            progress(done, len(targets))
+    return outcomes

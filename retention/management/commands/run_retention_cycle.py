@@ -1,0 +1,42 @@
+"""`manage.py run_retention_cycle [--stream scope/name] [--now ISO8601] [--engine local]`:
+one retention cycle now, one line per stream (the truncation and its rule, or why not)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retention.cycle import run_cycle, streams_with_policy
+from streams.models import Stream
+
+
+class Command(BaseCommand):
+    help = "Run a retention cycle now and print what it truncated, with the rule that decided."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--stream", help="only this stream (scope/name)")
+        parser.add_argument("--now", help="the cycle's clock, ISO 8601 with a time zone")
+        parser.add_argument("--engine", default="local", choices=["local"])
+        parser.add_argument("--all", action="store_true", help="also print streams not truncated")
+
+    def handle(self, *args, stream=None, now=None, engine="local", all=False, **options):
+        when = None
+        if now is not None:
+            try:
+                when = datetime.fromisoformat(now.replace("Z", "+00:00"))
+            except ValueError:
+                raise CommandError(f"--now {now!r} is not an ISO 8601 time (e.g. 2026-11-21T10:00:00Z)") from None
+            if when.tzinfo is None:
+                raise CommandError("--now needs a time zone, e.g. 2026-11-21T10:00:00Z")
+        streams = None
+        if stream is not None:
+            scope, _, name = stream.partition("/")
+            streams = list(streams_with_policy().filter(scope__name=scope, name=name))
+            if not streams:
+                if Stream.objects.filter(scope__name=scope, name=name).exists():
+                    raise CommandError(f"stream {stream} has no retention policy")
+                raise CommandError(f"no stream {stream}")
+        for outcome in run_cycle(now=when, streams=streams, trigger="command"):
+            if outcome.record is not None or all:
+                self.stdout.write(outcome.line())

@@ -1,0 +1,120 @@
+"""The retention cycle against the real store, database and Redis."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from retention.cycle import run_cycle
+from retention.models import RetentionSetRecord, TruncationRecord
+from retention.policy_spec import parse_policy
+from streams import services
+from streams.models import ReaderGroup, Scope, Subscription
+from streams.storage.framing import EventIn
+
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def redis_for_locks(settings, redis_url):
+    settings.REDIS_URL = redis_url
+
+
+@pytest.fixture
+def stream(db):
+    return services.do_create_stream(
+        scope="shop",
+        name="orders",
+        segment_count=1,
+        policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
+    )
+
+
+def publish(stream, n):
+    services.do_publish(stream, [EventIn(b"x" * 30)] * n)
+
+
+def subscribe(stream, name, offset):
+    scope = Scope.objects.get(name="shop")
+    group, _ = ReaderGroup.objects.get_or_create(
+        scope=scope, name=name, defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
+    )
+    Subscription.objects.update_or_create(
+        reader_group=group, stream=stream,
+        defaults={"acknowledgement_cut": {"0": offset}, "acknowledged_at": timezone.now()},
+    )
+
+
+def cycle(at):
+    out = StringIO()
+    call_command("run_retention_cycle", "--now", at.isoformat(), stdout=out)
+    return out.getvalue().strip()
+
+
+@pytest.mark.django_db
+def test_the_worked_example_of_30_byte_events_through_the_command(stream):
+    publish(stream, 7)
+    subscribe(stream, "A", 3)
+    subscribe(stream, "B", 4)
+    assert cycle(T0) == "shop/orders: truncated at {'0': 3} (cbr:case-i:slb), reclaimed 90 bytes"
+    publish(stream, 4)
+    subscribe(stream, "A", 9)
+    subscribe(stream, "B", 10)
+    assert "truncated at {'0': 7} (cbr:case-ii:limit_min)" in cycle(T0 + timedelta(hours=1))
+    publish(stream, 5)
+    assert "truncated at {'0': 11} (cbr:case-iii:limit_max)" in cycle(T0 + timedelta(hours=2))
+    assert services.stream_log(stream).head_cut() == {"0": 11}
+    record = TruncationRecord.objects.first()
+    assert record.trigger == "command" and record.completed
+    assert {s["name"] for s in record.subscribers} == {"shop/A", "shop/B"}
+    # the set keeps only what lies after the head
+    assert [r.cut for r in RetentionSetRecord.objects.filter(stream=stream)] == [{"0": 16}]
+
+
+@pytest.mark.django_db
+def test_a_cycle_within_the_interval_adds_no_record_and_a_no_op_writes_no_history(stream):
+    publish(stream, 2)
+    assert cycle(T0) == ""
+    assert cycle(T0 + timedelta(seconds=60)) == ""
+    assert RetentionSetRecord.objects.count() == 1
+    assert not TruncationRecord.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_cycles_at_once_do_not_double_truncate(stream):
+    publish(stream, 7)
+    subscribe(stream, "A", 3)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(run_cycle(now=T0))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert TruncationRecord.objects.count() == 1
+    assert sorted(o.record is not None for r in results for o in r) == [False, True]
+
+
+@pytest.mark.django_db
+def test_a_truncation_a_crash_left_half_done_is_finished_by_the_next_cycle(stream):
+    publish(stream, 7)
+    log = services.stream_log(stream)
+    # recorded, but the process died before the store was touched
+    TruncationRecord.objects.create(
+        stream=stream, before_cut={"0": 0}, after_cut={"0": 5}, before_size=0, after_size=150,
+        rule="cbr:case-i:slb", trigger="beat", completed=False,
+    )
+    assert log.head_cut() == {"0": 0}
+    run_cycle(now=T0)
+    assert log.head_cut() == {"0": 5}
+    assert TruncationRecord.objects.get().completed
+
+
+@pytest.mark.django_db
+def test_bad_command_arguments_are_clear_errors(stream):
+    with pytest.raises(CommandError, match="not an ISO 8601"):
+        call_command("run_retention_cycle", "--now", "yesterday")
+    with pytest.raises(CommandError, match="no stream"):
+        call_command("run_retention_cycle", "--stream", "shop/nope")
