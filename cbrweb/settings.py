@@ -155,6 +155,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "streams.tasks.seal_due_chunks",
         "schedule": float(CBR_SEAL_INTERVAL),
     },
+    "retention-cycle": {
+        "task": "retention.tasks.run_retention_cycle",
+        "schedule": float(CBR_RETENTION_INTERVAL),
+    },
     "refresh-segment-stats": {
         "task": "streams.tasks.refresh_segment_stats",
         "schedule": 30.0,

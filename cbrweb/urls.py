@@ -6,6 +6,7 @@ from streams.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("streams.api.urls")),
+    path("api/v1/retention/", include("retention.api.urls")),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(template_name="login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -152,3 +152,40 @@ def run_cycle(
         if progress:
             progress(done, len(targets))
     return outcomes
+
+
+def execute(cycle) -> None:
+    """Run a recorded RetentionCycle, keeping its state and progress up to date."""
+    import time
+
+    from .models import CycleState
+
+    cycle.state = CycleState.RUNNING
+    cycle.started_at = timezone.now()
+    cycle.save(update_fields=["state", "started_at"])
+    last_save = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        cycle.streams_done, cycle.streams_total = done, total
+        if done == total or time.monotonic() - last_save[0] > 0.5:  # at most two writes a second
+            cycle.save(update_fields=["streams_done", "streams_total"])
+            last_save[0] = time.monotonic()
+
+    try:
+        streams = [cycle.stream] if cycle.stream_id else None
+        outcomes = run_cycle(
+            now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
+            progress=progress,
+        )
+    except Exception as exc:
+        cycle.state = CycleState.FAILED
+        cycle.error = f"{type(exc).__name__}: {exc}"
+        cycle.finished_at = timezone.now()
+        cycle.save(update_fields=["state", "error", "finished_at"])
+        raise
+    records = [o.record for o in outcomes if o.record is not None]
+    cycle.truncations = len(records)
+    cycle.bytes_reclaimed = sum(r.reclaimed_bytes for r in records)
+    cycle.state = CycleState.DONE
+    cycle.finished_at = timezone.now()
+    cycle.save(update_fields=["truncations", "bytes_reclaimed", "state", "finished_at"])

@@ -99,3 +99,43 @@ class TruncationRecord(models.Model):
     @property
     def reclaimed_bytes(self) -> int:
         return self.after_size - self.before_size
+
+
+class CycleState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RetentionCycle(models.Model):
+    """One run of the retention cycle, with its progress (streams done / total)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=8, choices=CycleState.choices, default=CycleState.QUEUED)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    engine = models.CharField(max_length=8, default="local")
+    clock = models.DateTimeField(null=True, blank=True, help_text="the cycle's 'now', if replayed")
+    stream = models.ForeignKey(Stream, null=True, blank=True, on_delete=models.SET_NULL)
+    streams_total = models.PositiveIntegerField(default=0)
+    streams_done = models.PositiveIntegerField(default=0)
+    truncations = models.PositiveIntegerField(default=0)
+    bytes_reclaimed = models.BigIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"cycle {self.pk} ({self.state})"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_CHUNK_BYTES = 4096
@@ -26,8 +26,15 @@ def _database_url(db: dict) -> str:
 
 @dataclass
 class Worker:
-    queue: str
+    broker_url: str
     data_dir: Path
+
+
+def _test_broker(redis_url: str) -> str:
+    """The tests' tasks travel in a Redis database of their own (15), so no other worker on the
+    same server (a `make run`, say) takes them, whatever queue the code sends them to."""
+    base, _, db = redis_url.rpartition("/")
+    return f"{base}/15" if db.isdigit() else f"{redis_url.rstrip('/')}/15"
 
 
 @pytest.fixture(scope="session")
@@ -37,29 +44,30 @@ def celery_worker(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
     from cbrweb.celery import app
 
     data_dir = tmp_path_factory.mktemp("worker-data")
-    queue = f"cbr-test-{uuid.uuid4().hex[:8]}"  # no other worker on this Redis takes our tasks
+    broker = _test_broker(redis_url)
+    redis.Redis.from_url(broker).flushdb()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
         "DATABASE_URL": _database_url(connection.settings_dict),
-        "REDIS_URL": redis_url,
+        "REDIS_URL": broker,
         "CBR_DATA_DIR": str(data_dir),
         "CBR_CHUNK_BYTES": str(WORKER_CHUNK_BYTES),
     }
     log = open(data_dir.parent / "worker.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo", "-Q", queue,
+        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo",
          "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    app.conf.broker_url = redis_url
-    app.conf.result_backend = redis_url
+    app.conf.broker_url = broker
+    app.conf.result_backend = broker
     deadline = time.monotonic() + 60
     while not app.control.ping(destination=None, timeout=1) or proc.poll() is not None:
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"the Celery worker did not start: {(data_dir.parent / 'worker.log').read_text()[-2000:]}")
-    yield Worker(queue, data_dir)
+    yield Worker(broker, data_dir)
     proc.terminate()
     proc.wait(20)
     log.close()

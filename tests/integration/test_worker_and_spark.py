@@ -24,7 +24,7 @@ def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settin
     assert not log.parquet_paths()
 
     # when the worker runs the beat task
-    made = tasks.seal_due_chunks.apply_async(queue=celery_worker.queue).get(timeout=120)
+    made = tasks.seal_due_chunks.delay().get(timeout=120)
 
     # then every sealed chunk has its copy, and Spark sees exactly the sealed events
     sealed = {s: log.segment(s).sealed_chunks() for s in stream.segment_ids}
@@ -40,13 +40,50 @@ def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settin
     )
 
     # and a second run finds nothing left to do (the task is idempotent)
-    assert tasks.seal_due_chunks.apply_async(queue=celery_worker.queue).get(timeout=120) == 0
+    assert tasks.seal_due_chunks.delay().get(timeout=120) == 0
 
 
 def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, settings):
     settings.CBR_DATA_DIR = celery_worker.data_dir
     stream = services.do_create_stream(scope="it", name="stats", segment_count=1)
     services.do_publish(stream, [EventIn(b"abc")] * 7)
-    tasks.refresh_segment_stats.apply_async(queue=celery_worker.queue).get(timeout=60)
+    tasks.refresh_segment_stats.delay().get(timeout=60)
     row = stream.segments.get()
     assert (row.tail_offset, row.tail_size) == (7, 21)
+
+
+def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(
+    celery_worker, settings, api
+):
+    from retention.policy_spec import parse_policy
+
+    settings.CBR_DATA_DIR = celery_worker.data_dir
+    settings.REDIS_URL = celery_worker.broker_url
+    stream = services.do_create_stream(
+        scope="it", name="cycled", segment_count=2, policy=parse_policy({"limit_type": "size", "min": 100})
+    )
+    services.do_publish(stream, [EventIn(b"x" * 10, routing_key=f"k{i}".encode()) for i in range(50)])
+    # a first cycle records the tail; a second, an interval later, truncates keeping >= 100 bytes
+    first = api.post("/api/v1/retention/cycles/", {"now": "2026-11-21T10:00:00Z"}, format="json")
+    assert first.status_code == 201 and first.json()["state"] == "queued"
+    _wait_done(api, first.json()["id"])
+    services.do_publish(stream, [EventIn(b"x" * 10, routing_key=f"k{i}".encode()) for i in range(20)])
+    second = api.post("/api/v1/retention/cycles/", {"now": "2026-11-21T11:00:00Z"}, format="json")
+    done = _wait_done(api, second.json()["id"])
+    assert done["progress"] == 1.0 and done["streams_done"] == done["streams_total"] == 1
+    assert done["truncations"] == 1 and done["bytes_reclaimed"] == 500
+    history = api.get("/api/v1/streams/it/cycled/truncations/").json()["results"]
+    assert history[0]["rule"] == "size:limit_min" and history[0]["trigger"] == "api"
+
+
+def _wait_done(api, cycle_id, timeout=60):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = api.get(f"/api/v1/retention/cycles/{cycle_id}/").json()
+        if body["state"] in ("done", "failed"):
+            assert body["state"] == "done", body["error"]
+            return body
+        time.sleep(0.2)
+    raise AssertionError(f"cycle {cycle_id} did not finish: {body}")
