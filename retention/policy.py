@@ -97,15 +97,18 @@ def bounds(rset: RetentionSet, now: float, policy: Policy) -> Bounds:
     return Bounds(limit_min, limit_max or limit_min, max_bound, over_max)
 
 
+def is_active(subscriber: Subscriber, now: float, timeout_s: int | None) -> bool:
+    """A subscriber is active while its cut is not older than `subscriber_timeout_s` (PDP-47's
+    'x'); a stale one stays a subscriber, holding nothing, until removed."""
+    if subscriber.cut is None:
+        return False
+    since = subscriber.acknowledged_at or subscriber.subscribed_at
+    return timeout_s is None or now - since <= timeout_s
+
+
 def active_subscribers(inputs: Inputs) -> tuple[Subscriber, ...]:
-    """Subscribers with a cut that is not older than `subscriber_timeout_s` (PDP-47's 'x')."""
     timeout = inputs.policy.subscriber_timeout_s
-    return tuple(
-        s
-        for s in inputs.subscribers
-        if s.cut is not None
-        and (timeout is None or inputs.now - (s.acknowledged_at or s.subscribed_at) <= timeout)
-    )
+    return tuple(s for s in inputs.subscribers if is_active(s, inputs.now, timeout))
 
 
 def decide(inputs: Inputs) -> Decision:

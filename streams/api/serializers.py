@@ -13,7 +13,18 @@ from retention.models import RetentionPolicy, RetentionSetRecord, TruncationReco
 from retention.policy_spec import parse_policy
 from streams.domain.errors import FieldError
 from streams.domain.names import check_name
-from streams.models import CleanupPolicy, OnMaxLimit, Stream
+from django.utils import timezone
+
+from retention.policy import Subscriber, is_active
+from streams.models import (
+    CleanupPolicy,
+    OnMaxLimit,
+    OnPoison,
+    ReaderGroup,
+    RetentionType,
+    StartPosition,
+    Stream,
+)
 from streams.storage.store import StreamRecord
 
 
@@ -24,6 +35,13 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+def valid_name(value, field):
+    try:
+        return check_name(value, field)
+    except FieldError as exc:
+        raise serializers.ValidationError(exc.message) from None
 
 
 class PolicyField(serializers.JSONField):
@@ -73,22 +91,15 @@ class StreamCreateSerializer(serializers.Serializer):
     retention_policy = PolicyField(required=False, allow_null=True)
 
     def validate_scope(self, value):
-        return self._name(value, "scope")
+        return valid_name(value, "scope")
 
     def validate_name(self, value):
-        return self._name(value, "name")
+        return valid_name(value, "name")
 
     def validate_segment_count(self, value):
         if value > settings.CBR_MAX_SEGMENTS:
             raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
         return value
-
-    @staticmethod
-    def _name(value, field):
-        try:
-            return check_name(value, field)
-        except FieldError as exc:
-            raise serializers.ValidationError(exc.message) from None
 
     def validate(self, attrs):
         unknown = set(self.initial_data) - set(self.fields)
@@ -276,3 +287,84 @@ def event_json(sr: StreamRecord) -> dict:
     except UnicodeDecodeError:
         pass
     return out
+
+
+class ReaderGroupCreateSerializer(serializers.Serializer):
+    scope = serializers.CharField()
+    name = serializers.CharField()
+    streams = serializers.ListField(child=serializers.CharField(), allow_empty=False)
+    retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
+    start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
+    sinks = serializers.ListField(child=serializers.CharField(max_length=64), default=list, max_length=16)
+    ack_timeout_s = StrictIntegerField(min_value=1, default=30)
+    max_deliveries = StrictIntegerField(min_value=1, default=5)
+    on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
+    max_ack_pending = StrictIntegerField(min_value=1, default=1000)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, required=False, allow_null=True)
+
+    def validate_scope(self, value):
+        return valid_name(value, "scope")
+
+    def validate_name(self, value):
+        return valid_name(value, "name")
+
+    def validate_sinks(self, value):
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("sink names must be distinct")
+        return value
+
+    def validate(self, attrs):
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({sorted(unknown)[0]: ["is not a field of a reader group"]})
+        return attrs
+
+
+class SubscriptionSerializer(serializers.Serializer):
+    stream = serializers.CharField(source="stream.full_name")
+    acknowledgement_cut = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+    acknowledged_at = serializers.DateTimeField(allow_null=True)
+    age_s = serializers.SerializerMethodField()
+    active = serializers.SerializerMethodField()
+
+    def get_age_s(self, sub) -> float | None:
+        if sub.acknowledged_at is None:
+            return None
+        return round((timezone.now() - sub.acknowledged_at).total_seconds(), 3)
+
+    def get_active(self, sub) -> bool:
+        if not sub.reader_group.is_subscriber:
+            return False
+        policy = getattr(sub.stream, "retention_policy", None)
+        timeout = policy.subscriber_timeout_s if policy else None
+        return is_active(
+            Subscriber(
+                str(sub.reader_group),
+                sub.acknowledgement_cut,
+                acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
+                subscribed_at=sub.created_at.timestamp(),
+            ),
+            timezone.now().timestamp(),
+            timeout,
+        )
+
+
+class ReaderGroupSerializer(serializers.ModelSerializer):
+    scope = serializers.CharField(source="scope.name")
+    streams = SubscriptionSerializer(source="subscription_set", many=True)
+
+    class Meta:
+        model = ReaderGroup
+        fields = [
+            "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
+            "on_poison", "max_ack_pending", "checkpoint_interval_s", "generation", "streams",
+            "created_at", "updated_at",
+        ]
+
+
+class TruncationCutSerializer(serializers.Serializer):
+    """For the schema: parsed by streams.reader_groups.do_update_truncation_cut."""
+
+    stream = serializers.CharField(help_text="scope/name")
+    stream_cut = serializers.DictField(child=serializers.IntegerField())
+    generation = serializers.IntegerField(required=False)

@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from . import views
+from . import reader_group_views, views
 
 
 class NameConverter:
@@ -18,6 +18,7 @@ class NameConverter:
 register_converter(NameConverter, "name")
 
 S = "streams/<name:scope>/<name:name>/"
+RG = "reader-groups/<name:scope>/<name:name>/"
 
 urlpatterns = [
     path("auth/token/", obtain_auth_token, name="api-token"),
@@ -28,6 +29,9 @@ urlpatterns = [
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
     path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),
+    path("reader-groups/", reader_group_views.ReaderGroupListView.as_view(), name="api-reader-groups"),
+    path(RG, reader_group_views.ReaderGroupDetailView.as_view(), name="api-reader-group"),
+    path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -1,0 +1,106 @@
+"""Reader groups and their subscriptions: the only place that changes them (check_*, do_*).
+
+A reader group whose retention type is not NONE is a subscriber of each of its streams: its
+acknowledgement cut holds data back. The cut starts at the group's start position (head or tail)
+the moment it subscribes, so it protects data from its first moment (DESIGN.md §6: beyond
+Pravega, which leaves it empty until the first publish).
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .domain.cuts import check_cut
+from .domain.errors import FieldError
+from .domain.names import split_stream_name
+from .models import ReaderGroup, RetentionType, Scope, Stream, Subscription
+from .services import stream_log
+
+
+def check_streams(names: list, field: str = "streams") -> list[Stream]:
+    if not isinstance(names, list) or not names:
+        raise FieldError(field, "must be a non-empty list of 'scope/name'")
+    streams = []
+    for i, full in enumerate(names):
+        scope, name = split_stream_name(full, f"{field}[{i}]")
+        stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
+        if stream is None:
+            raise FieldError(f"{field}[{i}]", f"no stream {full}", 404, "stream_not_found")
+        if stream in streams:
+            raise FieldError(f"{field}[{i}]", f"{full} is named twice")
+        streams.append(stream)
+    return streams
+
+
+def _start_cut(stream: Stream, start: str) -> dict[str, int]:
+    log = stream_log(stream)
+    return log.head_cut() if start == "head" else log.tail_cut()
+
+
+def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            scope_row, _ = Scope.objects.get_or_create(name=scope)
+            group = ReaderGroup.objects.create(scope=scope_row, name=name, **config)
+            Subscription.objects.bulk_create(
+                Subscription(
+                    reader_group=group,
+                    stream=stream,
+                    acknowledgement_cut=_start_cut(stream, group.start),
+                    acknowledged_at=now,
+                )
+                for stream in streams
+            )
+    except IntegrityError:
+        raise FieldError("name", f"reader group {scope}/{name} exists", 409, "duplicate") from None
+    return group
+
+
+def do_delete_reader_group(group: ReaderGroup) -> None:
+    """Deleting a subscriber removes its hold at once; the next cycle reclaims what it held."""
+    group.delete()
+
+
+def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
+    """updateTruncationStreamCut, validated in Pravega's order: the stream exists; the group is a
+    subscriber of it; the generation matches; the cut covers exactly the stream's segments with
+    offsets within [head, tail]; it is not behind the group's previous cut."""
+    if not isinstance(body, dict):
+        raise FieldError("stream", "the body must be an object {stream, stream_cut, generation?}")
+    scope, name = split_stream_name(body.get("stream"), "stream")
+    stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
+    if stream is None:
+        raise FieldError("stream", f"no stream {scope}/{name}", 404, "stream_not_found")
+    sub = Subscription.objects.filter(reader_group=group, stream=stream).first()
+    if sub is None or group.retention_type == RetentionType.NONE:
+        raise FieldError(
+            "stream", f"{group} is not a subscriber of {stream.full_name}", 404, "subscriber_not_found"
+        )
+    generation = body.get("generation")
+    if generation is not None and generation != group.generation:
+        raise FieldError(
+            "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"
+        )
+    log = stream_log(stream)
+    try:
+        cut = check_cut(
+            body.get("stream_cut"), "stream_cut", stream.segment_ids, complete=True,
+            tail=log.tail_cut(), head=log.head_cut(),
+        )
+    except FieldError as exc:
+        raise FieldError(exc.field, exc.message, 400, "stream_cut_not_valid") from None
+    previous = sub.acknowledgement_cut or {}
+    for seg, offset in cut.items():
+        if offset < previous.get(seg, 0):
+            raise FieldError(
+                f"stream_cut.{seg}",
+                f"offset {offset} is behind the group's previous cut ({previous[seg]})",
+                400,
+                "stream_cut_behind_previous",
+            )
+    sub.acknowledgement_cut = cut
+    sub.acknowledged_at = timezone.now()
+    sub.save(update_fields=["acknowledgement_cut", "acknowledged_at"])
+    return sub

@@ -1,0 +1,125 @@
+import pytest
+
+from retention.models import RetentionPolicy
+from streams import services
+from streams.models import ReaderGroup, Subscription
+from streams.storage.framing import EventIn
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/reader-groups/"
+CUT = URL + "shop/billing/truncation-cut/"
+
+
+@pytest.fixture
+def stream():
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    services.do_publish(stream, [EventIn(b"x", routing_key=f"k{i}".encode()) for i in range(40)])
+    return stream
+
+
+def create(api, **body):
+    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"],
+            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT", **body}
+    return api.post(URL, body, format="json")
+
+
+def test_a_subscriber_starts_at_its_start_position(api, stream):
+    tail = services.stream_log(stream).tail_cut()
+    at_tail = create(api, start="tail").json()
+    assert at_tail["generation"] == 0
+    (entry,) = at_tail["streams"]
+    assert entry["stream"] == "shop/orders" and entry["acknowledgement_cut"] == tail and entry["active"]
+    at_head = create(api, name="audit").json()
+    assert at_head["streams"][0]["acknowledgement_cut"] == {"0": 0, "1": 0}
+
+
+@pytest.mark.parametrize(
+    "body, status, field",
+    [
+        ({"streams": []}, 400, "streams"),
+        ({"streams": ["shop/nope"]}, 404, "streams[0]"),
+        ({"streams": ["nope"]}, 400, "streams[0]"),
+        ({"streams": ["shop/orders", "shop/orders"]}, 400, "streams[1]"),
+        ({"retention_type": "SOMETIMES"}, 400, "retention_type"),
+        ({"start": "middle"}, 400, "start"),
+        ({"ack_timeout_s": 0}, 400, "ack_timeout_s"),
+        ({"max_deliveries": "5"}, 400, "max_deliveries"),
+        ({"on_poison": "explode"}, 400, "on_poison"),
+        ({"sinks": ["a", "a"]}, 400, "sinks"),
+        ({"name": "bad name"}, 400, "name"),
+        ({"colour": "red"}, 400, "colour"),
+    ],
+)
+def test_bad_reader_group_bodies_name_the_field(api, stream, body, status, field):
+    response = create(api, **body)
+    assert response.status_code == status, response.content
+    assert response.json()["field"] == field
+    assert not ReaderGroup.objects.exists()
+
+
+def test_a_duplicate_group_is_a_409(api, stream):
+    create(api)
+    assert create(api).status_code == 409
+
+
+def test_only_admins_create_subscribers_but_anyone_may_create_a_plain_reader(user_api, stream):
+    assert create(user_api).status_code == 403
+    assert create(user_api, retention_type="NONE").status_code == 201
+
+
+def test_a_subscriber_publishes_its_acknowledgement_cut(api, stream):
+    create(api)
+    response = api.post(CUT, {"stream": "shop/orders", "stream_cut": {"0": 3, "1": 2}, "generation": 0}, format="json")
+    assert response.status_code == 200
+    assert response.json()["acknowledgement_cut"] == {"0": 3, "1": 2}
+    detail = api.get(URL + "shop/billing/").json()
+    assert detail["streams"][0]["acknowledgement_cut"] == {"0": 3, "1": 2}
+
+
+@pytest.mark.parametrize(
+    "body, status, code, field",
+    [
+        ({"stream": "shop/nope", "stream_cut": {"0": 1, "1": 1}}, 404, "stream_not_found", "stream"),
+        ({"stream": "shop/other", "stream_cut": {"0": 1}}, 404, "subscriber_not_found", "stream"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1}, "generation": 7}, 409, "generation_mismatch", "generation"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1}}, 400, "stream_cut_not_valid", "stream_cut"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1, "5": 1}}, 400, "stream_cut_not_valid", "stream_cut.5"),
+        ({"stream": "shop/orders", "stream_cut": {"0": -1, "1": 1}}, 400, "stream_cut_not_valid", "stream_cut.0"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1.5, "1": 1}}, 400, "stream_cut_not_valid", "stream_cut.0"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 999}}, 400, "stream_cut_not_valid", "stream_cut.1"),
+        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1}}, 400, "stream_cut_behind_previous", "stream_cut.0"),
+    ],
+)
+def test_a_bad_truncation_cut_gets_its_own_code_in_pravegas_order(api, stream, body, status, code, field):
+    services.do_create_stream(scope="shop", name="other")
+    create(api)
+    api.post(CUT, {"stream": "shop/orders", "stream_cut": {"0": 2, "1": 1}}, format="json")
+    response = api.post(CUT, body, format="json")
+    assert response.status_code == status, response.content
+    assert (response.json()["code"], response.json()["field"]) == (code, field)
+    assert Subscription.objects.get(stream=stream).acknowledgement_cut == {"0": 2, "1": 1}
+
+
+def test_a_plain_reader_cannot_publish_a_truncation_cut(api, stream):
+    create(api, retention_type="NONE")
+    response = api.post(CUT, {"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1}}, format="json")
+    assert response.status_code == 404 and response.json()["code"] == "subscriber_not_found"
+
+
+def test_a_stale_subscriber_is_shown_inactive(api, stream):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    RetentionPolicy.objects.create(stream=stream, limit_type="size", consumption_based=True, subscriber_timeout_s=60)
+    create(api)
+    Subscription.objects.update(acknowledged_at=timezone.now() - timedelta(seconds=61))
+    assert api.get(URL + "shop/billing/").json()["streams"][0]["active"] is False
+
+
+def test_deleting_a_subscriber_releases_its_hold(api, user_api, stream):
+    create(api)
+    assert user_api.delete(URL + "shop/billing/").status_code == 403
+    assert api.delete(URL + "shop/billing/").status_code == 204
+    assert not Subscription.objects.exists()
