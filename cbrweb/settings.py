@@ -138,6 +138,8 @@ CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
 CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
+# `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
+CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -11,6 +11,7 @@ is a silent no-op.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -120,20 +121,39 @@ def apply_decision(
     )
 
 
-def run_stream(stream: Stream, now: datetime, trigger: str, user=None) -> StreamOutcome:
-    interval = settings.CBR_RETENTION_INTERVAL
+@contextmanager
+def stream_lock(stream: Stream):
+    """Yields True when this process holds the stream's retention lock, False if it timed out."""
     lock = get_redis().lock(f"cbr:retention:{stream.pk}", timeout=LOCK_TIMEOUT_S)
-    if not lock.acquire(blocking_timeout=LOCK_WAIT_S):
-        return StreamOutcome(stream.full_name, "skipped:locked-by-another-cycle", None)
+    held = lock.acquire(blocking_timeout=LOCK_WAIT_S)
     try:
-        for pending in stream.truncations.filter(completed=False):
-            complete_truncation(pending)
-        inputs, head = gather_inputs(stream, now, interval)
+        yield held
+    finally:
+        if held:
+            lock.release()
+
+
+def _prepare(stream: Stream, now: datetime) -> tuple[Inputs, dict[str, int]]:
+    for pending in stream.truncations.filter(completed=False):
+        complete_truncation(pending)
+    return gather_inputs(stream, now, settings.CBR_RETENTION_INTERVAL)
+
+
+def run_stream(stream: Stream, now: datetime, trigger: str, user=None) -> StreamOutcome:
+    """The local engine: gather, decide and apply for one stream under its lock."""
+    with stream_lock(stream) as held:
+        if not held:
+            return StreamOutcome(stream.full_name, "skipped:locked-by-another-cycle", None)
+        inputs, head = _prepare(stream, now)
         decision = decide(inputs)
         record = apply_decision(stream, inputs, decision, head, trigger, user)
         return StreamOutcome(stream.full_name, decision.rule, record, decision.at_max)
-    finally:
-        lock.release()
+
+
+def choose_engine(engine: str, stream_count: int) -> str:
+    if engine == "auto":
+        return "spark" if stream_count >= settings.CBR_SPARK_MIN_STREAMS else "local"
+    return engine
 
 
 def run_cycle(
@@ -142,15 +162,48 @@ def run_cycle(
     streams: Iterable[Stream] | None = None,
     trigger: str = "beat",
     user=None,
+    engine: str = "local",
     progress: Callable[[int, int], None] | None = None,
 ) -> list[StreamOutcome]:
     now = now or timezone.now()
     targets = list(streams if streams is not None else streams_with_policy())
+    if choose_engine(engine, len(targets)) == "spark":
+        return _run_on_spark(targets, now, trigger, user, progress)
     outcomes = []
     for done, stream in enumerate(targets, 1):
         outcomes.append(run_stream(stream, now, trigger, user))
         if progress:
             progress(done, len(targets))
+    return outcomes
+
+
+def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
+    """The Spark engine: gather every stream's inputs (recording its tail), decide them all in one
+    Spark job with the same `decide`, then apply each decision under the stream's lock, skipping a
+    stream whose head moved meanwhile (the next cycle decides it afresh)."""
+    from spark_tasks.retention_job import decide_all
+
+    gathered: dict[int, tuple[Stream, Inputs, dict[str, int]]] = {}
+    skipped = []
+    for stream in targets:
+        with stream_lock(stream) as held:
+            if not held:
+                skipped.append(StreamOutcome(stream.full_name, "skipped:locked-by-another-cycle", None))
+                continue
+            inputs, head = _prepare(stream, now)
+            gathered[stream.pk] = (stream, inputs, head)
+    decisions = decide_all({pk: inputs for pk, (_, inputs, _) in gathered.items()})
+    outcomes = list(skipped)
+    for done, (pk, (stream, inputs, head)) in enumerate(gathered.items(), 1):
+        decision = decisions[pk]
+        with stream_lock(stream) as held:
+            if not held or stream_log(stream).head_cut() != head:
+                outcomes.append(StreamOutcome(stream.full_name, "skipped:changed-while-deciding", None))
+            else:
+                record = apply_decision(stream, inputs, decision, head, trigger, user)
+                outcomes.append(StreamOutcome(stream.full_name, decision.rule, record, decision.at_max))
+        if progress:
+            progress(done, len(gathered))
     return outcomes
 
 
@@ -173,9 +226,13 @@ def execute(cycle) -> None:
 
     try:
         streams = [cycle.stream] if cycle.stream_id else None
+        cycle.engine = choose_engine(
+            cycle.engine, len(streams) if streams else streams_with_policy().count()
+        )
+        cycle.save(update_fields=["engine"])
         outcomes = run_cycle(
             now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
-            progress=progress,
+            engine=cycle.engine, progress=progress,
         )
     except Exception as exc:
         cycle.state = CycleState.FAILED

@@ -119,7 +119,7 @@ class RetentionCycle(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
-    engine = models.CharField(max_length=8, default="local")
+    engine = models.CharField(max_length=8, default="auto")  # local | spark | auto
     clock = models.DateTimeField(null=True, blank=True, help_text="the cycle's 'now', if replayed")
     stream = models.ForeignKey(Stream, null=True, blank=True, on_delete=models.SET_NULL)
     streams_total = models.PositiveIntegerField(default=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 
 # py4j logs each closed connection at INFO, also from __del__ at interpreter exit.
@@ -28,6 +29,10 @@ def get_spark(master: str | None = None):
                 master = settings.SPARK_MASTER
             except Exception:  # used outside Django (tests of pure jobs, benchmarks)
                 master = os.environ.get("SPARK_MASTER", "local[*]")
+        if master.startswith("local"):
+            # Python workers run on this interpreter, with the project's packages. A cluster's
+            # executors need their own Python with pandas, pyarrow and orjson (PYSPARK_PYTHON).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         _session = (
             SparkSession.builder.master(master)
             .appName("cbr")

@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # shared test helpers, e.g. retention_strategies
 
 
 @pytest.fixture(autouse=True)

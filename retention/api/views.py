@@ -26,6 +26,7 @@ class CycleListView(GenericAPIView):
     def get_permissions(self):
         return [IsAdminUser()] if self.request.method == "POST" else [IsAuthenticated()]
 
+    @extend_schema(responses=RetentionCycleSerializer(many=True))
     def get(self, request):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(RetentionCycleSerializer(page, many=True).data)

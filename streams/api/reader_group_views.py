@@ -49,6 +49,7 @@ class ReaderGroupListView(GenericAPIView):
     serializer_class = ReaderGroupSerializer
     queryset = ReaderGroup.objects.none()
 
+    @extend_schema(responses=ReaderGroupSerializer(many=True))
     def get(self, request):
         page = self.paginate_queryset(reader_group_queryset())
         return self.get_paginated_response(ReaderGroupSerializer(page, many=True).data)

@@ -226,6 +226,7 @@ class TruncateView(APIView):
 class TruncationListView(GenericAPIView):
     serializer_class = TruncationRecordSerializer
 
+    @extend_schema(responses=TruncationRecordSerializer(many=True))
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
         qs = stream.truncations.select_related("stream__scope", "triggered_by")
@@ -236,6 +237,7 @@ class TruncationListView(GenericAPIView):
 class RetentionSetView(GenericAPIView):
     serializer_class = RetentionSetRecordSerializer
 
+    @extend_schema(responses=RetentionSetRecordSerializer(many=True))
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
         page = self.paginate_queryset(stream.retention_set.all())

@@ -42,13 +42,17 @@ def release(api, group, cut):
     assert response.status_code == 200, response.content
 
 
-def cycle(seconds):
+def cycle(seconds, engine):
     out = StringIO()
-    call_command("run_retention_cycle", "--now", (T0 + timedelta(seconds=seconds)).isoformat(), stdout=out)
+    at = (T0 + timedelta(seconds=seconds)).isoformat()
+    call_command("run_retention_cycle", "--now", at, "--engine", engine, stdout=out)
     return out.getvalue().strip()
 
 
-def test_the_consumption_example_step_by_step(api):
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
+def test_the_consumption_example_step_by_step(api, engine, request):
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the run's one shared session
     api.post("/api/v1/streams/", {
         "scope": "demo", "name": "s", "segment_count": 2,
         "retention_policy": {"limit_type": "size", "min": 2, "max": 10, "consumption_based": True},
@@ -60,24 +64,24 @@ def test_the_consumption_example_step_by_step(api):
     grow_to(api, {"0": 2, "1": 2})
     release(api, "A", {"0": 2, "1": 1})
     release(api, "B", {"0": 1, "1": 2})
-    assert "truncated at {'0': 1, '1': 1} (cbr:case-i:slb)" in cycle(1)
+    assert "truncated at {'0': 1, '1': 1} (cbr:case-i:slb)" in cycle(1, engine)
 
     release(api, "A", {"0": 2, "1": 2})
     release(api, "B", {"0": 2, "1": 2})
-    assert cycle(20) == ""
+    assert cycle(20, engine) == ""
 
     grow_to(api, {"0": 10, "1": 10})
     release(api, "A", {"0": 10, "1": 9})
     release(api, "B", {"0": 10, "1": 9})
-    assert "truncated at {'0': 2, '1': 2} (cbr:case-ii:limit_min)" in cycle(30)
+    assert "truncated at {'0': 2, '1': 2} (cbr:case-ii:limit_min)" in cycle(30, engine)
 
     grow_to(api, {"0": 20, "1": 20})
-    assert "truncated at {'0': 10, '1': 10} (cbr:case-iii:limit_max)" in cycle(40)
+    assert "truncated at {'0': 10, '1': 10} (cbr:case-iii:limit_max)" in cycle(40, engine)
 
     grow_to(api, {"0": 30, "1": 30})
     release(api, "A", {"0": 21, "1": 19})
     release(api, "B", {"0": 21, "1": 19})
-    assert "truncated at {'0': 21, '1': 19} (cbr:case-iii:slb)" in cycle(50)
+    assert "truncated at {'0': 21, '1': 19} (cbr:case-iii:slb)" in cycle(50, engine)
 
     history = api.get(BASE + "truncations/").json()["results"]
     assert [h["rule"] for h in history] == [

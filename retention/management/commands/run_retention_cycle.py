@@ -1,4 +1,4 @@
-"""`manage.py run_retention_cycle [--stream scope/name] [--now ISO8601] [--engine local]`:
+"""`manage.py run_retention_cycle [--stream scope/name] [--now ISO8601] [--engine local|spark|auto]`:
 one retention cycle now, one line per stream (the truncation and its rule, or why not)."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--stream", help="only this stream (scope/name)")
         parser.add_argument("--now", help="the cycle's clock, ISO 8601 with a time zone")
-        parser.add_argument("--engine", default="local", choices=["local"])
+        parser.add_argument("--engine", default="auto", choices=["local", "spark", "auto"])
         parser.add_argument("--all", action="store_true", help="also print streams not truncated")
 
-    def handle(self, *args, stream=None, now=None, engine="local", all=False, **options):
+    def handle(self, *args, stream=None, now=None, engine="auto", all=False, **options):
         when = None
         if now is not None:
             try:
@@ -37,6 +37,6 @@ class Command(BaseCommand):
                 if Stream.objects.filter(scope__name=scope, name=name).exists():
                     raise CommandError(f"stream {stream} has no retention policy")
                 raise CommandError(f"no stream {stream}")
-        for outcome in run_cycle(now=when, streams=streams, trigger="command"):
+        for outcome in run_cycle(now=when, streams=streams, trigger="command", engine=engine):
             if outcome.record is not None or all:
                 self.stdout.write(outcome.line())

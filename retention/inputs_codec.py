@@ -1,0 +1,82 @@
+"""`Inputs` and `Decision` as flat rows of JSON strings, so that a Spark job can carry them: one
+row per stream, grouped by `stream_id`, decided by the same `decide`. Plain Python."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import orjson
+
+from .policy import Decision, Inputs, Policy, Subscriber
+from .retention_set import RetentionRecord
+
+INPUT_COLUMNS = ("stream_id", "now", "policy", "retention_set", "subscribers")
+DECISION_COLUMNS = ("stream_id", "cut", "rule", "slb", "active", "at_max")
+
+
+def encode_inputs(stream_id: int, inputs: Inputs) -> dict:
+    return {
+        "stream_id": stream_id,
+        "now": inputs.now,
+        "policy": orjson.dumps(asdict(inputs.policy)).decode(),
+        "retention_set": orjson.dumps([[r.time, r.size, dict(r.cut)] for r in inputs.retention_set]).decode(),
+        "subscribers": orjson.dumps(
+            [
+                [s.name, dict(s.cut) if s.cut is not None else None,
+                 dict(s.cut_sizes) if s.cut_sizes is not None else None,
+                 s.acknowledged_at, s.subscribed_at]
+                for s in inputs.subscribers
+            ]
+        ).decode(),
+    }
+
+
+def decode_inputs(row) -> Inputs:
+    return Inputs(
+        now=float(row["now"]),
+        policy=Policy(**orjson.loads(row["policy"])),
+        retention_set=tuple(RetentionRecord(t, size, cut) for t, size, cut in orjson.loads(row["retention_set"])),
+        subscribers=tuple(
+            Subscriber(name, cut, sizes, acked, since)
+            for name, cut, sizes, acked, since in orjson.loads(row["subscribers"])
+        ),
+    )
+
+
+def encode_decision(stream_id: int, decision: Decision) -> dict:
+    return {
+        "stream_id": stream_id,
+        "cut": None if decision.cut is None else orjson.dumps(dict(decision.cut)).decode(),
+        "rule": decision.rule,
+        "slb": None if decision.slb is None else orjson.dumps(dict(decision.slb)).decode(),
+        "active": orjson.dumps(list(decision.active)).decode(),
+        "at_max": decision.at_max,
+    }
+
+
+def decode_decision(row) -> Decision:
+    return Decision(
+        cut=None if row["cut"] is None else orjson.loads(row["cut"]),
+        rule=row["rule"],
+        slb=None if row["slb"] is None else orjson.loads(row["slb"]),
+        active=tuple(orjson.loads(row["active"])),
+        at_max=bool(row["at_max"]),
+    )
+
+
+def decide_row(row) -> dict:
+    """What the Spark job applies to each stream's row: decode, decide, encode."""
+    from .policy import decide
+
+    return encode_decision(int(row["stream_id"]), decide(decode_inputs(row)))
+
+
+def decide_batches(batches):
+    """The Spark job's `mapInPandas` function: decide each batch of stream rows. It lives here, in
+    a module shipped to the executors, so they need nothing of CBR but the pure rules."""
+    import pandas as pd
+
+    for pdf in batches:
+        yield pd.DataFrame(
+            [decide_row(row) for row in pdf.to_dict("records")], columns=list(DECISION_COLUMNS)
+        )
