@@ -76,6 +76,7 @@ class TruncationRecord(models.Model):
     after_cut = models.JSONField()
     before_size = models.BigIntegerField()  # size_till(head) before, cumulative
     after_size = models.BigIntegerField()
+    tail_size = models.BigIntegerField(null=True, blank=True)  # size_till(tail) at the time
     rule = models.CharField(max_length=64)
     subscribers = models.JSONField(default=list, blank=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
@@ -99,6 +100,14 @@ class TruncationRecord(models.Model):
     @property
     def reclaimed_bytes(self) -> int:
         return self.after_size - self.before_size
+
+    @property
+    def held_before(self) -> int | None:
+        return None if self.tail_size is None else self.tail_size - self.before_size
+
+    @property
+    def held_after(self) -> int | None:
+        return None if self.tail_size is None else self.tail_size - self.after_size
 
 
 class CycleState(models.TextChoices):

@@ -42,6 +42,7 @@ def do_truncate(
         after_cut=target,
         before_size=log.size_till(head),
         after_size=log.size_till(target),
+        tail_size=log.size_till(tail),
         rule=rule,
         subscribers=subscribers or [],
         trigger=trigger,

@@ -10,4 +10,6 @@ urlpatterns = [
     path("streams/", views.stream_list, name="streams"),
     path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
     path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+    path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
+    path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
 ]

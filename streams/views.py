@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponseForbidden
+from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from retention.models import TruncationRecord
+from django.utils import timezone
+
+from retention import charts
+from retention.models import RetentionCycle, TruncationRecord
+from retention.policy import Subscriber, is_active
 
 from . import services
 from .forms import PolicyForm
-from .models import Stream
+from .models import RetentionType, Stream, Subscription
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -82,13 +86,42 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
     }
 
 
+def _subscribers(stream, state) -> list[dict]:
+    """Each subscriber of the stream with its cut, lag (events behind the tail) and staleness."""
+    policy = getattr(stream, "retention_policy", None)
+    timeout = policy.subscriber_timeout_s if policy else None
+    now = timezone.now()
+    rows = []
+    subs = Subscription.objects.filter(stream=stream).select_related("reader_group__scope")
+    for sub in subs.exclude(reader_group__retention_type=RetentionType.NONE):
+        cut = sub.acknowledgement_cut
+        subscriber = Subscriber(
+            str(sub.reader_group), cut,
+            acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
+            subscribed_at=sub.created_at.timestamp(),
+        )
+        rows.append({
+            "group": sub.reader_group,
+            "cut": cut,
+            "acknowledged_at": sub.acknowledged_at,
+            "lag": None if cut is None else sum(max(0, t - cut.get(s, 0)) for s, t in state.tail_cut.items()),
+            "active": is_active(subscriber, now.timestamp(), timeout),
+        })
+    return rows
+
+
 def _detail_context(request, stream, **policy_kwargs) -> dict:
     state = services.refresh_segments(stream)
+    truncations = list(stream.truncations.select_related("triggered_by")[:50])
     return {
         **_policy_context(request, stream, **policy_kwargs),
         "state": state,
         "segments": stream.segments.all(),
-        "truncations": stream.truncations.select_related("triggered_by")[:50],
+        "truncations": truncations,
+        "subscribers": _subscribers(stream, state),
+        "retention_set": stream.retention_set.all(),
+        "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
+        "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
     }
 
 
@@ -126,3 +159,31 @@ def policy_panel(request, scope, name):
     return render(
         request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True)
     )
+
+
+@login_required
+@require_http_methods(["POST"])
+def run_retention_now(request, scope, name):
+    """Queue a retention cycle for this stream; answer with a progress panel that polls."""
+    from retention.tasks import run_retention_cycle
+
+    stream = _stream(scope, name)
+    if not request.user.is_staff:
+        return HttpResponseForbidden("only admins run retention cycles")
+    if getattr(stream, "retention_policy", None) is None:
+        return HttpResponseBadRequest("this stream has no retention policy")
+    cycle = RetentionCycle.objects.create(trigger="console", requested_by=request.user, stream=stream)
+    try:
+        run_retention_cycle.delay(cycle.pk)
+    except Exception as exc:  # the broker is down: say so in the panel
+        cycle.state, cycle.error = "failed", f"could not queue: {exc}"
+        cycle.save(update_fields=["state", "error"])
+    if htmx_partial(request):
+        return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": stream})
+    return redirect("console:stream", scope=scope, name=name)
+
+
+@login_required
+def cycle_status(request, pk):
+    cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope"), pk=pk)
+    return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": cycle.stream})

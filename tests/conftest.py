@@ -36,6 +36,22 @@ def redis_url(tmp_path_factory):
     proc.wait(10)
 
 
+@pytest.fixture(scope="session")
+def test_broker(redis_url):
+    """Celery messages of the tests travel in a Redis database of their own (15), emptied first,
+    so no other worker on the same server (a `make run`, say) takes them."""
+    import redis
+
+    from cbrweb.celery import app
+
+    base, _, db = redis_url.rpartition("/")
+    url = f"{base}/15" if db.isdigit() else f"{redis_url.rstrip('/')}/15"
+    redis.Redis.from_url(url).flushdb()
+    app.conf.broker_url = url
+    app.conf.result_backend = url
+    return url
+
+
 @pytest.fixture
 def admin_user(django_user_model):
     return django_user_model.objects.create_user(

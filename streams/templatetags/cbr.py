@@ -31,3 +31,11 @@ def duration(seconds) -> str:
         if len(parts) == 2:
             break
     return " ".join(parts)
+
+
+@register.filter
+def cut_type(retention_type: str) -> str:
+    """`MANUAL_RELEASE_AT_USER_STREAMCUT` → `manual`, `AUTOMATIC_…` → `automatic`."""
+    return {"MANUAL_RELEASE_AT_USER_STREAMCUT": "manual", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT": "automatic"}.get(
+        retention_type, retention_type.lower()
+    )

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_CHUNK_BYTES = 4096
@@ -30,22 +29,14 @@ class Worker:
     data_dir: Path
 
 
-def _test_broker(redis_url: str) -> str:
-    """The tests' tasks travel in a Redis database of their own (15), so no other worker on the
-    same server (a `make run`, say) takes them, whatever queue the code sends them to."""
-    base, _, db = redis_url.rpartition("/")
-    return f"{base}/15" if db.isdigit() else f"{redis_url.rstrip('/')}/15"
-
-
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker, redis_url, tmp_path_factory):
+def celery_worker(django_db_setup, django_db_blocker, test_broker, tmp_path_factory):
     from django.db import connection
 
     from cbrweb.celery import app
 
     data_dir = tmp_path_factory.mktemp("worker-data")
-    broker = _test_broker(redis_url)
-    redis.Redis.from_url(broker).flushdb()
+    broker = test_broker
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
@@ -60,8 +51,6 @@ def celery_worker(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
          "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    app.conf.broker_url = broker
-    app.conf.result_backend = broker
     deadline = time.monotonic() + 60
     while not app.control.ping(destination=None, timeout=1) or proc.poll() is not None:
         if proc.poll() is not None or time.monotonic() > deadline:

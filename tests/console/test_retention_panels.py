@@ -1,0 +1,73 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from retention.models import RetentionCycle
+from retention.policy_spec import parse_policy
+from retention.services import do_truncate
+from streams import services
+from streams.models import ReaderGroup, Scope, Subscription
+from streams.storage.framing import EventIn
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def stream():
+    stream = services.do_create_stream(
+        scope="shop", name="orders", segment_count=1,
+        policy=parse_policy({"limit_type": "size", "min": 10, "consumption_based": True, "subscriber_timeout_s": 60}),
+    )
+    services.do_publish(stream, [EventIn(b"x" * 10)] * 30)
+    scope = Scope.objects.get(name="shop")
+    for name, age in (("billing", 5), ("audit", 600)):
+        group = ReaderGroup.objects.create(scope=scope, name=name, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        Subscription.objects.create(
+            reader_group=group, stream=stream, acknowledgement_cut={"0": 12},
+            acknowledged_at=timezone.now() - timedelta(seconds=age),
+        )
+    return stream
+
+
+@pytest.fixture
+def admin_client(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+def test_the_stream_page_shows_subscribers_with_lag_and_staleness(admin_client, stream):
+    html = admin_client.get("/streams/shop/orders/").content.decode()
+    assert "shop/billing" in html and "shop/audit" in html
+    assert ">18<" in html  # lag: tail 30 - cut 12
+    assert html.count('chip ok">active') == 1 and html.count('chip warn">stale') == 1
+
+
+def test_the_chart_marks_each_truncation_with_its_rule(admin_client, stream):
+    do_truncate(stream, {"0": 5}, rule="cbr:case-i:slb", trigger="beat")
+    services.do_publish(stream, [EventIn(b"x" * 10)] * 5)
+    do_truncate(stream, {"0": 12}, rule="cbr:case-ii:limit_min", trigger="beat")
+    html = admin_client.get("/streams/shop/orders/").content.decode()
+    assert "<svg" in html and html.count('<g class="drop">') == 2
+    assert "cbr:case-i:slb: reclaimed 50\xa0bytes" in html
+    assert "cbr:case-ii:limit_min: reclaimed 70\xa0bytes" in html
+
+
+def test_run_retention_now_queues_a_cycle_and_the_panel_polls_until_done(admin_client, stream, test_broker):
+    response = admin_client.post("/streams/shop/orders/retention/run/", HTTP_HX_REQUEST="true")
+    fragment = response.content.decode()
+    cycle = RetentionCycle.objects.get()
+    assert cycle.trigger == "console" and cycle.stream == stream
+    assert 'id="cycle-panel"' in fragment and 'hx-trigger="every 1s"' in fragment
+    # when the worker finished, the panel stops polling and says what happened
+    RetentionCycle.objects.filter(pk=cycle.pk).update(
+        state="done", truncations=1, bytes_reclaimed=120, started_at=timezone.now(), finished_at=timezone.now()
+    )
+    done = admin_client.get(f"/cycles/{cycle.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert "every 1s" not in done and "1 truncation" in done and "120\xa0bytes reclaimed" in done
+
+
+def test_a_viewer_cannot_run_retention(client, plain_user, stream):
+    client.force_login(plain_user)
+    assert client.post("/streams/shop/orders/retention/run/").status_code == 403
+    assert not RetentionCycle.objects.exists()
