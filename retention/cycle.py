@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -117,7 +117,7 @@ def apply_decision(
     ]
     return do_truncate(
         stream, dict(decision.cut), rule=decision.rule, trigger=trigger, user=user,
-        subscribers=considered,
+        subscribers=considered, at=datetime.fromtimestamp(inputs.now, tz=UTC),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from streams.models import Stream
 
@@ -71,7 +72,8 @@ class TruncationQuerySet(models.QuerySet):
 
 class TruncationRecord(models.Model):
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="truncations")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # the cycle's clock (a replay with --now records its own time), else when it was asked for
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     before_cut = models.JSONField()
     after_cut = models.JSONField()
     before_size = models.BigIntegerField()  # size_till(head) before, cumulative

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from streams.domain.errors import FieldError
 from streams.models import Stream
@@ -20,6 +21,7 @@ def do_truncate(
     trigger: str,
     user=None,
     subscribers: list | None = None,
+    at=None,
 ) -> TruncationRecord | None:
     """Move the stream's head to `cut` and delete the chunks wholly before it.
 
@@ -38,6 +40,7 @@ def do_truncate(
         return None
     record = TruncationRecord.objects.create(
         stream=stream,
+        created_at=at or timezone.now(),
         before_cut=head,
         after_cut=target,
         before_size=log.size_till(head),

@@ -69,6 +69,10 @@ def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     assert services.stream_log(stream).head_cut() == {"0": 11}
     record = TruncationRecord.objects.first()
     assert record.trigger == "command" and record.completed
+    # a replayed cycle's truncations carry the cycle's clock, like its retention-set records
+    assert sorted(TruncationRecord.objects.values_list("created_at", flat=True)) == [
+        T0, T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    ]
     assert {s["name"] for s in record.subscribers} == {"shop/A", "shop/B"}
     # the set keeps only what lies after the head
     assert [r.cut for r in RetentionSetRecord.objects.filter(stream=stream)] == [{"0": 16}]
