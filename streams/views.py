@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from retention import charts
 from retention.models import RetentionCycle, TruncationRecord
-from retention.policy import Subscriber, is_active
+from retention.subscribers import consumption_states, subscriber_states
 
 from . import services
 from .forms import PolicyForm
-from .models import RetentionType, Stream, Subscription
+from .models import Stream
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -45,7 +45,11 @@ def dashboard(request):
         totals["bytes"] += s.held_bytes or 0
         totals["events"] += s.held_events or 0
     recent = TruncationRecord.objects.select_related("stream__scope", "triggered_by")[:10]
+    consumption = consumption_states()
     context = {
+        "cbr_streams": len(consumption),
+        "without_subscriber": [c.stream for c in consumption if not c.has_active_subscriber],
+        "running_cycles": RetentionCycle.objects.filter(state__in=["queued", "running"])[:5],
         "totals": totals,
         "reclaimed": TruncationRecord.objects.reclaimed_bytes(),
         "truncation_count": TruncationRecord.objects.count(),
@@ -86,30 +90,6 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
     }
 
 
-def _subscribers(stream, state) -> list[dict]:
-    """Each subscriber of the stream with its cut, lag (events behind the tail) and staleness."""
-    policy = getattr(stream, "retention_policy", None)
-    timeout = policy.subscriber_timeout_s if policy else None
-    now = timezone.now()
-    rows = []
-    subs = Subscription.objects.filter(stream=stream).select_related("reader_group__scope")
-    for sub in subs.exclude(reader_group__retention_type=RetentionType.NONE):
-        cut = sub.acknowledgement_cut
-        subscriber = Subscriber(
-            str(sub.reader_group), cut,
-            acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
-            subscribed_at=sub.created_at.timestamp(),
-        )
-        rows.append({
-            "group": sub.reader_group,
-            "cut": cut,
-            "acknowledged_at": sub.acknowledged_at,
-            "lag": None if cut is None else sum(max(0, t - cut.get(s, 0)) for s, t in state.tail_cut.items()),
-            "active": is_active(subscriber, now.timestamp(), timeout),
-        })
-    return rows
-
-
 def _detail_context(request, stream, **policy_kwargs) -> dict:
     state = services.refresh_segments(stream)
     truncations = list(stream.truncations.select_related("triggered_by")[:50])
@@ -118,7 +98,7 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "state": state,
         "segments": stream.segments.all(),
         "truncations": truncations,
-        "subscribers": _subscribers(stream, state),
+        "subscribers": subscriber_states(stream, state.tail_cut),
         "retention_set": stream.retention_set.all(),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),

@@ -71,3 +71,25 @@ def test_a_viewer_cannot_run_retention(client, plain_user, stream):
     client.force_login(plain_user)
     assert client.post("/streams/shop/orders/retention/run/").status_code == 403
     assert not RetentionCycle.objects.exists()
+
+
+def test_the_dashboard_counts_consumption_streams_without_an_active_subscriber(admin_client, stream):
+    html = admin_client.get("/").content.decode()
+    assert "Without active subscriber" in html and "of 1 consumption-based stream" in html
+    Subscription.objects.filter(reader_group__name="billing").update(acknowledged_at=timezone.now() - timedelta(hours=1))
+    html = admin_client.get("/").content.decode()
+    assert ": <a href=\"/streams/shop/orders/\">shop/orders</a>" in html
+
+
+def test_metrics_report_consumption_per_subscriber(client, stream):
+    started = timezone.now()
+    RetentionCycle.objects.create(
+        trigger="beat", state="done", streams_total=3, started_at=started, finished_at=started + timedelta(seconds=2.5)
+    )
+    text = client.get("/metrics").content.decode()
+    assert "cbr_retention_cycle_duration_seconds 2.5" in text
+    assert 'cbr_retention_cycles_total{state="done"} 1.0' in text
+    assert 'cbr_stream_unconsumed_events{stream="shop/orders"} 18.0' in text
+    assert 'cbr_subscriber_acknowledged_events_total{reader_group="shop/billing",stream="shop/orders"} 12.0' in text
+    assert 'cbr_subscriber_active{reader_group="shop/audit",stream="shop/orders"} 0.0' in text
+    assert "cbr_streams_without_active_subscriber 0.0" in text

@@ -1,0 +1,84 @@
+"""Each subscriber of a stream as the console and /metrics show it: cut, lag, active or stale.
+Reads only; the activity rule is `retention.policy.is_active`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from streams.models import ReaderGroup, RetentionType, Stream, Subscription
+
+from .policy import Subscriber, is_active
+
+
+@dataclass(frozen=True)
+class SubscriberState:
+    group: ReaderGroup
+    cut: dict[str, int] | None
+    acknowledged_at: datetime | None
+    lag: int | None  # events between the cut and the tail
+    acknowledged_events: int  # sum of the cut's offsets: its rate is the consumption rate
+    active: bool
+
+
+def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | None = None) -> list[SubscriberState]:
+    policy = getattr(stream, "retention_policy", None)
+    timeout = policy.subscriber_timeout_s if policy else None
+    now = now or timezone.now()
+    subs = (
+        Subscription.objects.filter(stream=stream)
+        .exclude(reader_group__retention_type=RetentionType.NONE)
+        .select_related("reader_group__scope")
+    )
+    states = []
+    for sub in subs:
+        cut = sub.acknowledgement_cut
+        subscriber = Subscriber(
+            str(sub.reader_group),
+            cut,
+            acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
+            subscribed_at=sub.created_at.timestamp(),
+        )
+        states.append(
+            SubscriberState(
+                group=sub.reader_group,
+                cut=cut,
+                acknowledged_at=sub.acknowledged_at,
+                lag=None if cut is None else sum(max(0, t - cut.get(s, 0)) for s, t in tail_cut.items()),
+                acknowledged_events=sum(cut.values()) if cut else 0,
+                active=is_active(subscriber, now.timestamp(), timeout),
+            )
+        )
+    return states
+
+
+@dataclass(frozen=True)
+class ConsumptionState:
+    stream: Stream
+    subscribers: list[SubscriberState]
+    unconsumed_events: int  # between the slowest active subscriber and the tail
+
+    @property
+    def has_active_subscriber(self) -> bool:
+        return any(s.active for s in self.subscribers)
+
+
+def consumption_states(now: datetime | None = None) -> list[ConsumptionState]:
+    """Every consumption-based stream with its subscribers (PDP-47's metrics)."""
+    from streams.services import stream_log
+
+    out = []
+    streams = Stream.objects.filter(retention_policy__consumption_based=True).select_related(
+        "scope", "retention_policy"
+    )
+    for stream in streams:
+        tail = stream_log(stream).tail_cut()
+        states = subscriber_states(stream, tail, now)
+        active = [s for s in states if s.active and s.cut is not None]
+        unconsumed = 0
+        if active:
+            unconsumed = sum(max(0, t - min(s.cut.get(seg, 0) for s in active)) for seg, t in tail.items())
+        out.append(ConsumptionState(stream, states, unconsumed))
+    return out
