@@ -37,6 +37,7 @@ def get_spark(master: str | None = None):
             SparkSession.builder.master(master)
             .appName("cbr")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.driver.memory", os.environ.get("CBR_SPARK_DRIVER_MEMORY", "1g"))
