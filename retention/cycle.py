@@ -24,7 +24,7 @@ from streams.services import stream_log
 
 from .cuts import moves_head
 from .models import RetentionSetRecord, TruncationRecord
-from .policy import Decision, Inputs, Policy, Subscriber, decide
+from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import with_tail
 from .services import complete_truncation, do_truncate
 
@@ -46,19 +46,6 @@ class StreamOutcome:
             f"{self.stream}: truncated at {self.record.after_cut} ({self.rule}), "
             f"reclaimed {self.record.reclaimed_bytes} bytes"
         )
-
-
-def policy_of(stream: Stream) -> Policy:
-    row = stream.retention_policy
-    return Policy(
-        limit_type=row.limit_type,
-        min=row.min_value,
-        max=row.max_value,
-        consumption_based=row.consumption_based,
-        subscriber_timeout_s=row.subscriber_timeout_s,
-        fallback_after_s=row.fallback_after_s,
-        on_max_limit=stream.on_max_limit,
-    )
 
 
 def streams_with_policy():
@@ -101,7 +88,8 @@ def gather_inputs(stream: Stream, now: datetime, interval: float) -> tuple[Input
                 subscribed_at=sub.created_at.timestamp(),
             )
         )
-    inputs = Inputs(now.timestamp(), policy_of(stream), grown, tuple(subscribers))
+    policy = stream.retention_policy.as_policy(stream.on_max_limit)
+    inputs = Inputs(now.timestamp(), policy, grown, tuple(subscribers))
     return inputs, head
 
 

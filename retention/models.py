@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from streams.models import Stream
 
+from .policy import Policy
 from .retention_set import RetentionRecord
 
 
@@ -36,6 +37,18 @@ class RetentionPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream}: {self.limit_type} min={self.min_value} max={self.max_value}"
+
+    def as_policy(self, on_max_limit: str) -> Policy:
+        """The plain value `retention.policy.decide` takes."""
+        return Policy(
+            limit_type=self.limit_type,
+            min=self.min_value,
+            max=self.max_value,
+            consumption_based=self.consumption_based,
+            subscriber_timeout_s=self.subscriber_timeout_s,
+            fallback_after_s=self.fallback_after_s,
+            on_max_limit=on_max_limit,
+        )
 
 
 class RetentionSetRecord(models.Model):

@@ -1,17 +1,14 @@
 from rest_framework import serializers
 
 from retention.models import RetentionCycle
+from streams.api.serializers import RefusesUnknownFields
 
 
-class CycleRequestSerializer(serializers.Serializer):
+class CycleRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a cycle request"
+
     stream = serializers.CharField(required=False, help_text="only this stream, 'scope/name'")
     now = serializers.DateTimeField(required=False, help_text="the cycle's clock (ISO 8601)")
-
-    def validate(self, attrs):
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({sorted(unknown)[0]: ["is not a field of a cycle request"]})
-        return attrs
 
 
 class RetentionCycleSerializer(serializers.ModelSerializer):

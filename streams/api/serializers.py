@@ -37,6 +37,19 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class RefusesUnknownFields:
+    """A request body with a field the serializer does not know is refused, naming the field (a
+    typo must not be silently ignored)."""
+
+    what = "this request"
+
+    def validate(self, attrs):
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({sorted(unknown)[0]: [f"is not a field of {self.what}"]})
+        return attrs
+
+
 def valid_name(value, field):
     try:
         return check_name(value, field)
@@ -80,7 +93,9 @@ class RetentionPolicySerializer(serializers.ModelSerializer):
         ]
 
 
-class StreamCreateSerializer(serializers.Serializer):
+class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a stream"
+
     scope = serializers.CharField()
     name = serializers.CharField()
     segment_count = StrictIntegerField(min_value=1, default=1)
@@ -100,12 +115,6 @@ class StreamCreateSerializer(serializers.Serializer):
         if value > settings.CBR_MAX_SEGMENTS:
             raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
         return value
-
-    def validate(self, attrs):
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({sorted(unknown)[0]: ["is not a field of a stream"]})
-        return attrs
 
 
 class StreamUpdateSerializer(serializers.Serializer):
@@ -289,7 +298,9 @@ def event_json(sr: StreamRecord) -> dict:
     return out
 
 
-class ReaderGroupCreateSerializer(serializers.Serializer):
+class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a reader group"
+
     scope = serializers.CharField()
     name = serializers.CharField()
     streams = serializers.ListField(child=serializers.CharField(), allow_empty=False)
@@ -312,12 +323,6 @@ class ReaderGroupCreateSerializer(serializers.Serializer):
         if len(set(value)) != len(value):
             raise serializers.ValidationError("sink names must be distinct")
         return value
-
-    def validate(self, attrs):
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({sorted(unknown)[0]: ["is not a field of a reader group"]})
-        return attrs
 
 
 class SubscriptionSerializer(serializers.Serializer):
