@@ -3,6 +3,8 @@ store), reader groups with their subscriptions and checkpoints."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 from django.db.models import Count, Sum
 
@@ -45,8 +47,16 @@ class StreamQuerySet(models.QuerySet):
         return self.filter(models.Q(name__icontains=text) | models.Q(scope__name__icontains=text))
 
 
+def new_storage_key() -> str:
+    return uuid.uuid4().hex
+
+
 class Stream(models.Model):
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="streams")
+    # The stream's directory in the segment store: random, never reused, so a deleted stream's
+    # files (or a process's open descriptors of them) can never meet a new stream's, even where
+    # the database reuses ids (SQLite does).
+    storage_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     name = models.CharField(max_length=128)
     segment_count = models.PositiveIntegerField(default=1)
     cleanup_policy = models.CharField(
@@ -77,9 +87,7 @@ class Stream(models.Model):
 
     @property
     def store_key(self) -> str:
-        """The stream's directory in the segment store: its id, so a deleted stream's files can
-        never be mistaken for those of a new stream of the same name."""
-        return str(self.pk)
+        return self.storage_key
 
     @property
     def segment_ids(self) -> list[str]:

@@ -173,11 +173,18 @@ class Segment:
         self._pid = os.getpid()
 
     def _chunk_fd(self, base: int) -> int:
+        """A cached descriptor of the chunk, reopened if the file at that name was replaced
+        (another process's recovery can remove a half-made chunk and make it again): writing
+        through a stale descriptor would land in an unlinked file."""
+        path = self.path / chunk_name(base, "chunk")
         fd = self._chunk_fds.get(base)
+        if fd is not None and os.fstat(fd).st_ino != os.stat(path).st_ino:
+            os.close(self._chunk_fds.pop(base))
+            fd = None
         if fd is None:
             for old in list(self._chunk_fds):
                 os.close(self._chunk_fds.pop(old))
-            fd = os.open(self.path / chunk_name(base, "chunk"), os.O_RDWR)
+            fd = os.open(path, os.O_RDWR)
             self._chunk_fds[base] = fd
         return fd
 

@@ -114,7 +114,7 @@ def test_only_admins_delete_streams_and_the_files_go_too(
     create(api)
     publish = api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x"}]}, format="json")
     assert publish.status_code == 201
-    stream_dir = data_dir / "streams" / str(Stream.objects.get().pk)
+    stream_dir = data_dir / "streams" / Stream.objects.get().storage_key
     assert stream_dir.exists()
     assert user_api.delete("/api/v1/streams/shop/orders/").status_code == 403
     with django_capture_on_commit_callbacks(execute=True):

@@ -217,3 +217,17 @@ def test_a_reader_never_trusts_index_entries_of_a_write_that_recovery_cut(tmp_pa
         got = reader.read(start, 3)
         assert [r.offset for r in got] == [start, start + 1, start + 2]
         assert got[0].payload.startswith(f"new{start - 5}".encode())
+
+
+def test_a_writer_never_writes_through_a_descriptor_of_a_replaced_chunk(tmp_path):
+    import shutil
+
+    cfg = StoreConfig(chunk_bytes=1 << 20)
+    a = Segment(tmp_path / "seg", cfg)
+    a.append(events(3, tag="old"))  # a now holds a descriptor of chunk 0
+    shutil.rmtree(a.path)  # the segment is deleted and made again elsewhere
+    b = Segment(a.path, cfg)
+    b.append(events(2, tag="b"))
+    a.append(events(2, tag="a"))
+    got = Segment(a.path, cfg).read(0, 10)
+    assert [r.payload[:2] for r in got] == [b"b0", b"b1", b"a0", b"a1"]
