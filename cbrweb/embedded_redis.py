@@ -46,5 +46,5 @@ def start(workdir: Path, port: int | None = None) -> tuple[subprocess.Popen, str
         except redis.ConnectionError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"embedded redis did not start; see {workdir / 'redis.log'}")
+                raise RuntimeError(f"embedded redis did not start; see {workdir / 'redis.log'}") from None
             time.sleep(0.05)

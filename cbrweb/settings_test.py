@@ -4,7 +4,6 @@ by fixtures (tests/conftest.py); databases and Redis come from DATABASE_URL / RE
 from .settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-CELERY_TASK_ALWAYS_EAGER = False
 
 # A worker started by the integration tests must see the test database: for SQLite that needs a
 # file, not pytest-django's default in-memory database.

@@ -11,6 +11,7 @@ is a silent no-op.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from streams.models import RetentionType, Stream, Subscription
 from streams.services import stream_log
 
 from .cuts import moves_head
-from .models import RetentionSetRecord, TruncationRecord
+from .models import CycleState, RetentionSetRecord, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import with_tail
 from .services import complete_truncation, do_truncate
@@ -197,10 +198,6 @@ def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
 
 def execute(cycle) -> None:
     """Run a recorded RetentionCycle, keeping its state and progress up to date."""
-    import time
-
-    from .models import CycleState
-
     cycle.state = CycleState.RUNNING
     cycle.started_at = timezone.now()
     cycle.save(update_fields=["state", "started_at"])

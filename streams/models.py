@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Count, Sum
+from django.db.models import Sum
 
 
 class Scope(models.Model):
@@ -37,7 +37,6 @@ class StreamQuerySet(models.QuerySet):
         return self.annotate(
             held_bytes=Sum(models.F("segments__tail_size") - models.F("segments__head_size")),
             held_events=Sum(models.F("segments__tail_offset") - models.F("segments__head_offset")),
-            segment_rows=Count("segments"),
         )
 
     def search(self, text: str):

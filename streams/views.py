@@ -39,7 +39,7 @@ def htmx_partial(request) -> bool:
 @login_required
 def dashboard(request):
     streams = Stream.objects.with_sizes()
-    totals = {"streams": 0, "bytes": 0, "events": 0, "disk": 0}
+    totals = {"streams": 0, "bytes": 0, "events": 0}
     for s in streams:
         totals["streams"] += 1
         totals["bytes"] += s.held_bytes or 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema

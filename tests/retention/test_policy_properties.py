@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retention.cuts import lower_bound, moves_head
-from retention.policy import Inputs, Policy, Subscriber, bounds, decide
-from retention.retention_set import after_truncation, with_tail
+from retention.policy import Inputs, Subscriber, bounds, decide
+from retention.retention_set import after_truncation
 
 from retention_strategies import MAX_FORCED, SEGMENTS, scenarios
 
