@@ -9,7 +9,7 @@ from streams.domain.errors import FieldError
 from streams.models import Stream
 from streams.services import refresh_segments, stream_log
 
-from .models import RetentionSetRecord, TruncationRecord
+from .models import RetentionCycle, RetentionSetRecord, TruncationRecord
 from .retention_set import after_truncation
 
 
@@ -62,13 +62,39 @@ def complete_truncation(record: TruncationRecord) -> TruncationRecord:
     stream = record.stream
     results = stream_log(stream).truncate(record.after_cut)
     with transaction.atomic():
+        record.after_size = sum(r.head_after.cum_size for r in results.values())
         record.chunks_deleted += sum(r.chunks_deleted for r in results.values())
         record.bytes_deleted += sum(r.bytes_deleted for r in results.values())
         record.completed = True
-        record.save(update_fields=["chunks_deleted", "bytes_deleted", "completed"])
+        record.save(update_fields=["after_size", "chunks_deleted", "bytes_deleted", "completed"])
         rows = list(stream.retention_set.all())  # time order
         kept = after_truncation(tuple(r.as_record() for r in rows), record.after_cut)
         dropped = rows[: len(rows) - len(kept)]
         RetentionSetRecord.objects.filter(pk__in=[r.pk for r in dropped]).delete()
         refresh_segments(stream)
     return record
+
+
+def queue_stream_cycle(stream: Stream, trigger: str, user=None) -> RetentionCycle:
+    """Queue a retention cycle for one stream (console "run now", or a full stream whose
+    subscribers moved). If the broker is down the cycle is recorded as failed, with why."""
+    from .tasks import run_retention_cycle
+
+    cycle = RetentionCycle.objects.create(
+        trigger=trigger, requested_by=user if user is not None and user.is_authenticated else None,
+        stream=stream,
+    )
+    try:
+        run_retention_cycle.delay(cycle.pk)
+    except Exception as exc:  # the broker is down: the console and API show it
+        cycle.state, cycle.error = "failed", f"could not queue: {exc}"
+        cycle.save(update_fields=["state", "error"])
+    return cycle
+
+
+def recheck_full_streams(streams: list[Stream]) -> None:
+    """A subscriber moved its cut or went away: each full stream (`reject_publish`) gets a cycle
+    at once, after the change commits, instead of refusing publishes until the next beat."""
+    for stream in streams:
+        if stream.full_since is not None and hasattr(stream, "retention_policy"):
+            transaction.on_commit(lambda s=stream: queue_stream_cycle(s, "api"))

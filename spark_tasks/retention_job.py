@@ -28,7 +28,8 @@ INPUT_SCHEMA = pa.schema([
     ("retention_set", pa.string()), ("subscribers", pa.string()),
 ])
 DECISION_SCHEMA = (
-    "stream_id long, cut string, rule string, slb string, active string, at_max boolean"
+    "stream_id long, cut string, rule string, slb string, active string, at_max boolean,"
+    " considered string"
 )
 
 _shipped_to: set[int] = set()
@@ -51,28 +52,79 @@ def ship_code(spark) -> None:
 def decide_frame(frame):
     """DataFrame of inputs (INPUT_COLUMNS, one row per stream) → DataFrame of decisions.
 
-    Grouping by stream: the frame is partitioned by `stream_id`, and since extraction makes one
-    row per stream, each row is one stream's whole group. `mapInPandas` then decides a batch of
-    streams per call, where `groupBy().applyInPandas` would pay a pandas call per stream."""
-    return frame.repartition("stream_id").mapInPandas(decide_batches, schema=DECISION_SCHEMA)
+    Grouping by stream: extraction makes one row per stream, so each row is one stream's whole
+    group and no shuffle is needed: `mapInPandas` decides a batch of streams per call (where
+    `groupBy().applyInPandas` would pay a pandas call per stream), and the input's several files
+    give Spark its partitions."""
+    return frame.mapInPandas(decide_batches, schema=DECISION_SCHEMA)
 
 
-def extract(inputs: dict[int, Inputs], directory: Path) -> Path:
-    rows = [encode_inputs(sid, inp) for sid, inp in inputs.items()]
-    table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
-    path = directory / "inputs.parquet"
-    pq.write_table(table, path)
-    return path
+class InputsWriter:
+    """Writes stream inputs to a directory of Parquet files, batch by batch, spread over as many
+    files as Spark has cores so that the job reads them in parallel without a shuffle."""
+
+    def __init__(self, files: int | None = None, directory: Path | None = None):
+        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="cbr-retention-")
+        self.path = Path(directory or self._tmp.name)
+        self.files = files or _default_files()
+        self._writers: list[pq.ParquetWriter] = []
+        self.rows = 0
+        self._batches = 0
+
+    def __enter__(self) -> InputsWriter:
+        return self
+
+    def write(self, items: list[tuple[int, Inputs]]) -> None:
+        if not items:
+            return
+        k = self._batches % self.files  # batches go round the files
+        self._batches += 1
+        while len(self._writers) <= k:
+            name = self.path / f"part-{len(self._writers):03d}.parquet"
+            self._writers.append(pq.ParquetWriter(name, INPUT_SCHEMA))
+        rows = [encode_inputs(sid, inputs) for sid, inputs in items]
+        self._writers[k].write_table(pa.Table.from_pylist(rows, schema=INPUT_SCHEMA))
+        self.rows += len(items)
+
+    def close(self) -> None:
+        for w in self._writers:
+            w.close()
+        self._writers = []
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
 
-def decide_all(inputs: dict[int, Inputs], spark=None) -> dict[int, Decision]:
+def _default_files() -> int:
+    try:
+        return max(1, get_spark().sparkContext.defaultParallelism)
+    except Exception:  # no session can start here: one file
+        return 1
+
+
+def decide_file(path: Path, spark=None) -> dict[int, tuple[Decision, list]]:
+    """Decide every stream of an inputs directory; per stream id, the decision and the
+    subscribers it weighed."""
+    spark = spark or get_spark()
+    ship_code(spark)
+    frame = spark.read.parquet(str(path))
+    decided = decide_frame(frame).toPandas()
+    columns = list(decided.columns)
+    return {
+        int(values[0]): decode_decision(dict(zip(columns, values)))
+        for values in zip(*(decided[c].tolist() for c in columns))
+    }
+
+
+def decide_all(inputs: dict[int, Inputs], spark=None) -> dict[int, tuple[Decision, list]]:
     """Decide for many streams at once on Spark."""
     if not inputs:
         return {}
-    spark = spark or get_spark()
-    ship_code(spark)
-    with tempfile.TemporaryDirectory(prefix="cbr-retention-") as d:
-        path = extract(inputs, Path(d))
-        frame = spark.read.parquet(str(path))
-        decided = decide_frame(frame).toPandas()
-    return {int(r["stream_id"]): decode_decision(r) for r in decided.to_dict("records")}
+    with InputsWriter() as writer:
+        items = list(inputs.items())
+        for start in range(0, len(items), 1000):
+            writer.write(items[start : start + 1000])
+        writer.close()
+        return decide_file(writer.path, spark)

@@ -65,6 +65,9 @@ class Stream(models.Model):
         max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE
     )
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
+    # Set by a retention cycle while the stream is at its max under `reject_publish` and a
+    # subscriber still needs the data: publishing is refused (507) until a cycle clears it.
+    full_since = models.DateTimeField(null=True, blank=True)
     description = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -180,6 +183,9 @@ class Subscription(models.Model):
     reader_group = models.ForeignKey(ReaderGroup, on_delete=models.CASCADE)
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="subscriptions")
     acknowledgement_cut = models.JSONField(null=True, blank=True)
+    # size_till of each segment's offset in the cut, recorded with it (the cycle needs no store
+    # read for it); absent for cuts written before this field existed
+    acknowledgement_sizes = models.JSONField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

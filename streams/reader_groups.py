@@ -33,9 +33,12 @@ def check_streams(names: list, field: str = "streams") -> list[Stream]:
     return streams
 
 
-def _start_cut(stream: Stream, start: str) -> dict[str, int]:
-    log = stream_log(stream)
-    return log.head_cut() if start == "head" else log.tail_cut()
+def _start_cut(stream: Stream, start: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The cut at the head or the tail, with each segment's cumulative size there."""
+    ends = stream_log(stream).ends()
+    pick = 0 if start == "head" else 1
+    cut = {s: (e[pick].offset if pick == 0 else e[pick].next_offset) for s, e in ends.items()}
+    return cut, {s: e[pick].cum_size for s, e in ends.items()}
 
 
 def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:
@@ -44,23 +47,30 @@ def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **co
         with transaction.atomic():
             scope_row, _ = Scope.objects.get_or_create(name=scope)
             group = ReaderGroup.objects.create(scope=scope_row, name=name, **config)
-            Subscription.objects.bulk_create(
-                Subscription(
-                    reader_group=group,
-                    stream=stream,
-                    acknowledgement_cut=_start_cut(stream, group.start),
-                    acknowledged_at=now,
+            subscriptions = []
+            for stream in streams:
+                cut, sizes = _start_cut(stream, group.start)
+                subscriptions.append(
+                    Subscription(
+                        reader_group=group, stream=stream, acknowledgement_cut=cut,
+                        acknowledgement_sizes=sizes, acknowledged_at=now,
+                    )
                 )
-                for stream in streams
-            )
+            Subscription.objects.bulk_create(subscriptions)
     except IntegrityError:
         raise FieldError("name", f"reader group {scope}/{name} exists", 409, "duplicate") from None
     return group
 
 
 def do_delete_reader_group(group: ReaderGroup) -> None:
-    """Deleting a subscriber removes its hold at once; the next cycle reclaims what it held."""
-    group.delete()
+    """Deleting a subscriber removes its hold at once; the next cycle reclaims what it held (at
+    once for a stream that refuses publishing at its max)."""
+    from retention.services import recheck_full_streams
+
+    streams = list(Stream.objects.filter(subscriptions__reader_group=group).select_related("retention_policy"))
+    with transaction.atomic():
+        group.delete()
+        recheck_full_streams(streams)
 
 
 def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
@@ -70,7 +80,11 @@ def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
     if not isinstance(body, dict):
         raise FieldError("stream", "the body must be an object {stream, stream_cut, generation?}")
     scope, name = split_stream_name(body.get("stream"), "stream")
-    stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
+    stream = (
+        Stream.objects.filter(scope__name=scope, name=name)
+        .select_related("scope", "retention_policy")
+        .first()
+    )
     if stream is None:
         raise FieldError("stream", f"no stream {scope}/{name}", 404, "stream_not_found")
     sub = Subscription.objects.filter(reader_group=group, stream=stream).first()
@@ -101,6 +115,12 @@ def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
                 "stream_cut_behind_previous",
             )
     sub.acknowledgement_cut = cut
+    sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
     sub.acknowledged_at = timezone.now()
-    sub.save(update_fields=["acknowledgement_cut", "acknowledged_at"])
+    with transaction.atomic():
+        sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
+        if cut != previous:
+            from retention.services import recheck_full_streams
+
+            recheck_full_streams([stream])
     return sub

@@ -145,19 +145,14 @@ def policy_panel(request, scope, name):
 @require_http_methods(["POST"])
 def run_retention_now(request, scope, name):
     """Queue a retention cycle for this stream; answer with a progress panel that polls."""
-    from retention.tasks import run_retention_cycle
+    from retention.services import queue_stream_cycle
 
     stream = _stream(scope, name)
     if not request.user.is_staff:
         return HttpResponseForbidden("only admins run retention cycles")
     if getattr(stream, "retention_policy", None) is None:
         return HttpResponseBadRequest("this stream has no retention policy")
-    cycle = RetentionCycle.objects.create(trigger="console", requested_by=request.user, stream=stream)
-    try:
-        run_retention_cycle.delay(cycle.pk)
-    except Exception as exc:  # the broker is down: say so in the panel
-        cycle.state, cycle.error = "failed", f"could not queue: {exc}"
-        cycle.save(update_fields=["state", "error"])
+    cycle = queue_stream_cycle(stream, "console", request.user)
     if htmx_partial(request):
         return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": stream})
     return redirect("console:stream", scope=scope, name=name)

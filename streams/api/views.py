@@ -161,8 +161,17 @@ class EventsView(APIView):
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
         stream = get_object_or_404(
-            Stream.objects.only("id", "segment_count", "max_delay_s"), scope__name=scope, name=name
+            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "full_since"),
+            scope__name=scope, name=name,
         )
+        if stream.full_since is not None:
+            raise FieldError(
+                "stream",
+                "the stream is at its max limit and its slowest subscriber still needs the data "
+                "(on_max_limit: reject_publish); publishing resumes once subscribers move on",
+                507,
+                "stream_full",
+            )
         now_ms = time.time_ns() // 1_000_000
         events = parse_batch(request.data, services.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)

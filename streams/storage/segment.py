@@ -221,11 +221,18 @@ class Segment:
             magic, offset, cum, crc = HEAD.unpack(data)
             if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
                 return Head(offset, cum)
-        raise CorruptSegment(f"{self.path}/head is damaged")
+        # A head written without fsync (a batched truncation) and lost to a crash before the
+        # batch's sync: no chunk behind it was deleted yet (deletion follows the sync), so the
+        # first chunk's start is a safe head; the unfinished truncation record moves it again.
+        bases = self.chunk_bases()
+        if not bases:
+            return Head(0, 0)
+        with open(self.chunk_path(bases[0]), "rb") as f:
+            return Head(bases[0], framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1])
 
-    def _write_head(self, head: Head) -> None:
+    def _write_head(self, head: Head, durable: bool = True) -> None:
         body = HEAD.pack(HEAD_MAGIC, head.offset, head.cum_size, 0)[:-4]
-        _write_atomically(self.path / "head", body + struct.pack("<I", crc32c(body)))
+        _write_atomically(self.path / "head", body + struct.pack("<I", crc32c(body)), durable)
 
     # -- locking and recovery ---------------------------------------------------------------
 
@@ -523,7 +530,7 @@ class Segment:
         out: list[Record] = []
         with f:
             end = limit if limit is not None else os.fstat(f.fileno()).st_size
-            block = 1024 * 1024
+            block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
             while pos < end and len(out) < max_events:
                 f.seek(pos)
                 data = f.read(min(block, end - pos))
@@ -576,6 +583,14 @@ class Segment:
 
     def truncate(self, offset: int) -> TruncateResult:
         """Move the head to `offset` (no-op if it is not ahead) and delete whole chunks before it."""
+        before, after = self.move_head(offset)
+        chunks, freed = self.delete_chunks_before_head()
+        return TruncateResult(before, after, chunks, freed)
+
+    def move_head(self, offset: int, durable: bool = True) -> tuple[Head, Head]:
+        """The logical half of a truncation: the head moves to `offset` if that is ahead of it.
+        With `durable` False the head file is not fsynced: the caller must make it durable (one
+        `os.sync()` for many segments) before deleting any chunk behind it."""
         with self._locked():
             tail = self._recovered_tail()
             if offset > tail.next_offset:
@@ -584,9 +599,18 @@ class Segment:
             after = before
             if offset > before.offset:
                 after = Head(offset, self.size_till(offset))
-                self._write_head(after)
-            chunks, freed = self._delete_chunks_before(after.offset, tail.active_base)
-        return TruncateResult(before, after, chunks, freed)
+                self._write_head(after, durable)
+        return before, after
+
+    def delete_chunks_before_head(self) -> tuple[int, int]:
+        """The physical half: delete the whole chunks before the (durable) head."""
+        with self._locked():
+            tail = self._recovered_tail()
+            return self._delete_chunks_before(self.read_head().offset, tail.active_base)
+
+    def ends(self) -> tuple[Head, Tail]:
+        """Head and committed tail: two small file reads, for callers that need only the ends."""
+        return self.read_head(), self.committed_tail()
 
     def _delete_chunks_before(self, head: int, active_base: int) -> tuple[int, int]:
         bases = self.chunk_bases()
@@ -669,11 +693,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, data: bytes, durable: bool = True) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)

@@ -13,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import os
 import random
 import shutil
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,20 +25,55 @@ from typing import NamedTuple
 
 from .framing import EventIn, Record
 from .parquet import write_parquet_copy
-from .segment import Segment, SegmentInfo, StoreConfig, TruncateResult
+from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult
 
 StreamCut = dict[str, int]
 
-_SEGMENTS: dict[Path, Segment] = {}
+_SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
+_SEGMENTS_LOCK = threading.Lock()
+# Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
+# cycle over 100k streams touches 400k segments, far past the descriptor limit.
+MAX_OPEN_SEGMENTS = 1024
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
 
 
 def open_segment(path: Path, config: StoreConfig) -> Segment:
-    """The process's one `Segment` object for a directory (it caches descriptors)."""
-    seg = _SEGMENTS.get(path)
-    if seg is None or seg.config != config:
-        seg = _SEGMENTS[path] = Segment(path, config)
+    """The process's `Segment` object for a directory (it caches descriptors). The least recently
+    used ones are closed beyond MAX_OPEN_SEGMENTS; one in use by another thread is skipped (a
+    thread that still holds an evicted object keeps working: files are opened by path and the
+    flock excludes across descriptors)."""
+    with _SEGMENTS_LOCK:
+        seg = _SEGMENTS.get(path)
+        if seg is None or seg.config != config:
+            seg = _SEGMENTS[path] = Segment(path, config)
+        _SEGMENTS.move_to_end(path)
+        if len(_SEGMENTS) > MAX_OPEN_SEGMENTS:
+            _evict(len(_SEGMENTS) - MAX_OPEN_SEGMENTS)
     return seg
+
+
+def _evict(count: int) -> None:
+    for old_path in list(_SEGMENTS)[: count * 2]:
+        if count <= 0:
+            break
+        old = _SEGMENTS[old_path]
+        if not old._thread_lock.acquire(blocking=False):
+            continue
+        try:
+            del _SEGMENTS[old_path]
+            old.close()
+            count -= 1
+        finally:
+            old._thread_lock.release()
+
+
+def open_segment_count() -> int:
+    return len(_SEGMENTS)
+
+
+def sync_all() -> None:
+    """Make every write so far durable (the batched truncation's one sync for many heads)."""
+    os.sync()
 
 
 def key_space_position(routing_key: bytes) -> float:
@@ -175,6 +213,11 @@ class StreamLog:
     def truncate(self, cut: StreamCut) -> dict[str, TruncateResult]:
         return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
 
+    def ends(self) -> dict[str, tuple[Head, Tail]]:
+        """Per segment, the head and the committed tail (offsets and cumulative sizes)."""
+        return {s: self.segment(s).ends() for s in self.segment_ids}
+
+
     def seal_due_chunks(self, now_ms: int | None = None) -> int:
         """Roll aged active chunks and give every sealed chunk its Parquet copy."""
         made = 0
@@ -192,7 +235,8 @@ class StreamLog:
 
     def delete(self) -> None:
         for seg_id in self.segment_ids:
-            seg = _SEGMENTS.pop(self.root / seg_id, None)
+            with _SEGMENTS_LOCK:
+                seg = _SEGMENTS.pop(self.root / seg_id, None)
             if seg is not None:
                 seg.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -208,3 +252,23 @@ class SegmentStore:
             raise ValueError(f"bad stream directory key {key!r}")
         ids = [str(i) for i in range(segment_count)]
         return StreamLog(self.root / key, ids, self.config)
+
+
+def truncate_many(targets: list[tuple[StreamLog, StreamCut]]) -> list[dict[str, TruncateResult]]:
+    """Truncate many streams with one sync instead of two fsyncs per segment: move every head
+    (not yet durable), sync once, then delete the chunks behind the now durable heads. A crash
+    before the sync loses only head moves, never data a durable head does not cover."""
+    moved = [
+        {s: log.segment(s).move_head(cut[s], durable=False) for s in log.segment_ids if s in cut}
+        for log, cut in targets
+    ]
+    if any(before != after for heads in moved for before, after in heads.values()):
+        sync_all()
+    results = []
+    for (log, _), heads in zip(targets, moved):
+        out = {}
+        for s, (before, after) in heads.items():
+            chunks, freed = log.segment(s).delete_chunks_before_head()
+            out[s] = TruncateResult(before, after, chunks, freed)
+        results.append(out)
+    return results

@@ -19,7 +19,7 @@ def test_spark_and_local_decide_alike(spark, fleet):
     assert remote.keys() == inputs.keys()
     for sid, inp in inputs.items():
         local = decide(inp)
-        got = remote[sid]
+        got, weighed = remote[sid]
         assert (got.cut, got.rule, got.slb, got.active, got.at_max) == (
             None if local.cut is None else dict(local.cut),
             local.rule,
@@ -27,3 +27,4 @@ def test_spark_and_local_decide_alike(spark, fleet):
             local.active,
             local.at_max,
         ), sid
+        assert [w["name"] for w in weighed] == list(local.active)
