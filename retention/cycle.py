@@ -21,18 +21,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
+from streams.db import delete_rows, update_rows
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.store import StreamLog, truncate_many
+from streams.storage.store import StreamLog, sync_all, truncate_many
 
 from .cuts import moves_head
-from .models import CycleState, RetentionSetRecord, TruncationRecord
 from .inputs_codec import considered
+from .models import CycleState, RetentionSetRecord, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import RetentionRecord, after_truncation, with_tail
 from .services import complete_truncation
@@ -70,22 +72,30 @@ class Prepared:
     tail: dict[str, int]
     tail_sizes: dict[str, int]
     rset_pks: list[int]  # the retention set's row ids, in set order
+    rset_sizes: list  # per record, the size at each segment's offset of its cut (None: unknown)
 
-    def size_at(self, cut: dict[str, int]) -> int:
-        """size_till(cut) from what is known already, reading the store only as a last resort."""
-        for rec in self.inputs.retention_set:
-            if rec.cut == cut:
-                return rec.size
-        total = 0
+    def segment_sizes(self, cut: dict[str, int]) -> dict[str, int]:
+        """size_till of each segment's offset in `cut`, where already known (the head, the tail,
+        a subscriber's or a retention record's cut); the store is read for the rest."""
+        known: dict[str, int] = {}
+        for rec, sizes in zip(self.inputs.retention_set, self.rset_sizes):
+            if sizes:
+                for seg, offset in rec.cut.items():
+                    if cut.get(seg) == offset and seg in sizes:
+                        known[seg] = int(sizes[seg])
+        for sub in self.inputs.subscribers:
+            if sub.cut:
+                for seg, offset in sub.cut.items():
+                    if cut.get(seg) == offset:
+                        known[seg] = sub.cut_sizes[seg]
         for seg, offset in cut.items():
             if offset == self.head[seg]:
-                total += self.head_sizes[seg]
+                known[seg] = self.head_sizes[seg]
             elif offset == self.tail[seg]:
-                total += self.tail_sizes[seg]
-            else:
-                known = [s.cut_sizes[seg] for s in self.inputs.subscribers if s.cut and s.cut[seg] == offset]
-                total += known[0] if known else self.log.segment(seg).size_till(offset)
-        return total
+                known[seg] = self.tail_sizes[seg]
+            elif seg not in known:
+                known[seg] = self.log.segment(seg).size_till(offset)
+        return known
 
 
 def streams_with_policy():
@@ -133,13 +143,7 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
     pending = TruncationRecord.objects.filter(stream_id__in=pks, completed=False)
     for record in pending.select_related("stream__scope"):
         complete_truncation(record)
-    rows: dict[int, list] = defaultdict(list)
-    for pk, sid, at, size, cut in (
-        RetentionSetRecord.objects.filter(stream_id__in=pks)
-        .order_by("stream_id", "recorded_at", "id")
-        .values_list("pk", "stream_id", "recorded_at", "size_bytes", "cut")
-    ):
-        rows[sid].append((pk, RetentionRecord(at.timestamp(), size, cut)))
+    rows = retention_sets(pks)
     subs: dict[int, list] = defaultdict(list)
     for row in (
         Subscription.objects.filter(stream_id__in=pks)
@@ -159,12 +163,16 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         head_sizes = {s: h.cum_size for s, (h, _) in ends.items()}
         tail = {s: t.next_offset for s, (_, t) in ends.items()}
         tail_sizes = {s: t.cum_size for s, (_, t) in ends.items()}
-        rset = tuple(r for _, r in rows[stream.pk])
+        rset = tuple(r for _, r, _ in rows[stream.pk])
+        rset_sizes = [sizes for _, _, sizes in rows[stream.pk]]
         grown = with_tail(rset, now.timestamp(), interval, tail, sum(tail_sizes.values()))
         if len(grown) > len(rset):
             new_records.append(
-                RetentionSetRecord(stream=stream, recorded_at=now, size_bytes=grown[-1].size, cut=tail)
+                RetentionSetRecord(
+                    stream=stream, recorded_at=now, size_bytes=grown[-1].size, cut=tail, sizes=tail_sizes
+                )
             )
+            rset_sizes.append(tail_sizes)
         subscribers = tuple(
             _subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk]
         )
@@ -172,7 +180,7 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         prepared.append(
             Prepared(
                 stream, log, Inputs(now.timestamp(), policy, grown, subscribers),
-                head, head_sizes, tail, tail_sizes, [pk for pk, _ in rows[stream.pk]],
+                head, head_sizes, tail, tail_sizes, [pk for pk, _, _ in rows[stream.pk]], rset_sizes,
             )
         )
     if new_records:
@@ -182,6 +190,45 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
             if p.stream.pk in by_stream:
                 p.rset_pks.append(by_stream[p.stream.pk])
     return prepared
+
+
+_RSET_SQL = {
+    # one JSON array per stream, aggregated by the database: reading 48 records a stream as rows
+    # (a datetime and two JSON values each) would cost more than everything else in the cycle
+    "postgresql": """
+        SELECT stream_id, json_agg(json_build_array(
+            id, (extract(epoch FROM recorded_at) * 1000000)::bigint, size_bytes, cut, sizes))::text
+        FROM {table} WHERE stream_id = ANY(%s) GROUP BY stream_id""",
+    "sqlite": """
+        SELECT stream_id, json_group_array(json_array(
+            id, CAST(strftime('%%s', recorded_at) AS INTEGER) * 1000000
+                + CAST(substr(recorded_at, 21) AS INTEGER),
+            size_bytes, json(cut), json(sizes)))
+        FROM {table} WHERE stream_id IN ({ids}) GROUP BY stream_id""",
+}
+
+
+def retention_sets(stream_ids: list[int]) -> dict[int, list]:
+    """Per stream, its retention set as (row id, RetentionRecord, sizes) in set order (time, then
+    id). Times are microseconds since the epoch divided exactly as `datetime.timestamp` does."""
+    out: dict[int, list] = defaultdict(list)
+    if not stream_ids:
+        return out
+    table = connection.ops.quote_name(RetentionSetRecord._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql, params = _RSET_SQL["postgresql"].format(table=table), [list(stream_ids)]
+    else:
+        ids = ", ".join(["%s"] * len(stream_ids))
+        sql, params = _RSET_SQL["sqlite"].format(table=table, ids=ids), list(stream_ids)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        for sid, text in cur.fetchall():
+            records = sorted(orjson.loads(text), key=lambda r: (r[1], r[0]))
+            out[sid] = [
+                (pk, RetentionRecord(us / 1_000_000, size, cut), sizes)
+                for pk, us, size, cut, sizes in records
+            ]
+    return out
 
 
 def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
@@ -218,27 +265,28 @@ def apply_batch(
     """Record, truncate (one sync for the batch), complete; drop the retention-set records and
     expired checkpoints behind the new heads; mark streams full or not (`reject_publish`)."""
     outcomes: dict[int, StreamOutcome] = {}
-    planned: list[tuple[Prepared, TruncationRecord]] = []
+    planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
     triggered_by = user if user is not None and user.is_authenticated else None
     for p, decision, subscribers in items:
         target = _target(p, decision.cut)
         if target is None:
             outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, None, decision.at_max)
             continue
+        sizes = p.segment_sizes(target)
         record = TruncationRecord(
             stream=p.stream, created_at=now, before_cut=p.head, after_cut=target,
-            before_size=sum(p.head_sizes.values()), after_size=p.size_at(target),
+            before_size=sum(p.head_sizes.values()), after_size=sum(sizes.values()),
             tail_size=sum(p.tail_sizes.values()), rule=decision.rule, subscribers=subscribers,
             trigger=trigger, triggered_by=triggered_by, completed=False,
         )
-        planned.append((p, record))
+        planned.append((p, record, sizes))
         outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, record, decision.at_max)
     if planned:
         with transaction.atomic():  # recorded before the store is touched
-            TruncationRecord.objects.bulk_create([r for _, r in planned])
-        results = truncate_many([(p.log, r.after_cut) for p, r in planned])
+            TruncationRecord.objects.bulk_create([r for _, r, _ in planned])
+        results = truncate_many([(p.log, r.after_cut, sizes) for p, r, sizes in planned])
         with transaction.atomic():
-            _complete(planned, results)
+            _complete([(p, r) for p, r, _ in planned], results)
     _mark_full([(p.stream, d.at_max) for p, d, _ in items], now)
     return [outcomes[p.stream.pk] for p, _, _ in items]
 
@@ -251,17 +299,22 @@ def _target(p: Prepared, cut) -> dict[str, int] | None:
 
 def _complete(planned, results) -> None:
     dropped: list[int] = []
+    changed = []
     for (p, record), result in zip(planned, results):
-        record.after_size = sum(r.head_after.cum_size for r in result.values())
-        record.chunks_deleted = sum(r.chunks_deleted for r in result.values())
-        record.bytes_deleted = sum(r.bytes_deleted for r in result.values())
+        counts = (
+            sum(r.head_after.cum_size for r in result.values()),
+            sum(r.chunks_deleted for r in result.values()),
+            sum(r.bytes_deleted for r in result.values()),
+        )
+        if counts != (record.after_size, 0, 0):
+            record.after_size, record.chunks_deleted, record.bytes_deleted = counts
+            changed.append((record.pk, *counts))
         record.completed = True
         kept = after_truncation(p.inputs.retention_set, record.after_cut)
         dropped += p.rset_pks[: len(p.rset_pks) - len(kept)]
-    TruncationRecord.objects.bulk_update(
-        [r for _, r in planned], ["after_size", "chunks_deleted", "bytes_deleted", "completed"]
-    )
-    RetentionSetRecord.objects.filter(pk__in=dropped).delete()
+    TruncationRecord.objects.filter(pk__in=[r.pk for _, r in planned]).update(completed=True)
+    update_rows(TruncationRecord, ["after_size", "chunks_deleted", "bytes_deleted"], changed)
+    delete_rows(RetentionSetRecord, dropped)
     _update_segment_rows(planned, results)
     _drop_expired_checkpoints({p.stream.pk: (p.stream.full_name, r.after_cut) for p, r in planned})
 
@@ -271,17 +324,19 @@ def _update_segment_rows(planned, results) -> None:
     changes = {
         (p.stream.pk, seg): res for (p, _), result in zip(planned, results) for seg, res in result.items()
     }
-    rows = list(Segment.objects.filter(stream_id__in={p.stream.pk for p, _ in planned}))
     now = timezone.now()
-    for row in rows:
-        res = changes.get((row.stream_id, row.segment_id))
+    rows = []
+    for pk, stream_id, seg, chunks, physical in Segment.objects.filter(
+        stream_id__in={p.stream.pk for p, _ in planned}
+    ).values_list("pk", "stream_id", "segment_id", "chunk_count", "physical_bytes"):
+        res = changes.get((stream_id, seg))
         if res is not None:
-            row.head_offset, row.head_size = res.head_after.offset, res.head_after.cum_size
-            row.chunk_count = max(0, row.chunk_count - res.chunks_deleted)
-            row.physical_bytes = max(0, row.physical_bytes - res.bytes_deleted)
-            row.refreshed_at = now
-    Segment.objects.bulk_update(
-        rows, ["head_offset", "head_size", "chunk_count", "physical_bytes", "refreshed_at"]
+            rows.append((
+                pk, res.head_after.offset, res.head_after.cum_size,
+                max(0, chunks - res.chunks_deleted), max(0, physical - res.bytes_deleted), now,
+            ))
+    update_rows(
+        Segment, ["head_offset", "head_size", "chunk_count", "physical_bytes", "refreshed_at"], rows
     )
 
 
@@ -365,7 +420,15 @@ def run_cycle(
             outcomes += apply_batch(items, now, trigger, user)
         if progress:
             progress(len(outcomes), len(targets))
+    _make_heads_durable(outcomes)
     return outcomes
+
+
+def _make_heads_durable(outcomes: list[StreamOutcome]) -> None:
+    """Batches sync only before deleting chunks; the cycle's other head moves become durable
+    here, once (see `truncate_many`)."""
+    if any(o.record is not None for o in outcomes):
+        sync_all()
 
 
 def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
@@ -404,6 +467,7 @@ def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
         done += len(batch)
         if progress:
             progress(done, len(heads))
+    _make_heads_durable(outcomes)
     return outcomes
 
 

@@ -56,6 +56,8 @@ class RetentionSetRecord(models.Model):
     recorded_at = models.DateTimeField()
     size_bytes = models.BigIntegerField()  # size_till(cut), cumulative
     cut = models.JSONField()
+    # size_till of each segment's offset in `cut`: a truncation there needs no store read for it
+    sizes = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["recorded_at", "id"]

@@ -7,9 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
-
 from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
 from retention import charts
 from retention.models import RetentionCycle, TruncationRecord

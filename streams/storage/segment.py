@@ -153,6 +153,8 @@ class Segment:
     def __init__(self, path: Path, config: StoreConfig):
         self.path = Path(path)
         self.config = config
+        self._head_path = str(self.path / "head")
+        self._tail_path = str(self.path / "tail")
         self._thread_lock = threading.Lock()
         self._pid = -1
         self._lock_fd = -1
@@ -200,30 +202,34 @@ class Segment:
 
     def _read_tail(self) -> Tail | None:
         try:
-            with open(self.path / "tail", "rb") as f:
+            with open(self._tail_path, "rb") as f:
                 return Tail.unpack(f.read())
         except FileNotFoundError:
             return None
 
     def _write_tail(self, tail: Tail) -> None:
-        fd = os.open(self.path / "tail", os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(self._tail_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, tail.pack(), 0)
         finally:
             os.close(fd)
 
     def read_head(self) -> Head:
-        try:
-            data = (self.path / "head").read_bytes()
-        except FileNotFoundError:
-            return Head(0, 0)
-        if len(data) == HEAD.size:
-            magic, offset, cum, crc = HEAD.unpack(data)
-            if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
-                return Head(offset, cum)
-        # A head written without fsync (a batched truncation) and lost to a crash before the
-        # batch's sync: no chunk behind it was deleted yet (deletion follows the sync), so the
-        # first chunk's start is a safe head; the unfinished truncation record moves it again.
+        for attempt in range(3):
+            try:
+                with open(self._head_path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                return Head(0, 0)
+            if len(data) == HEAD.size:
+                magic, offset, cum, crc = HEAD.unpack(data)
+                if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
+                    return Head(offset, cum)
+            time.sleep(0.001 * attempt)  # a read that met a write in progress
+        # A head torn by a crash mid-write, or written without fsync (a batched truncation) and
+        # lost before the batch's sync: no chunk behind it was deleted yet (deletion follows the
+        # sync), so the first chunk's start is a safe head; an unfinished truncation record moves
+        # it again.
         bases = self.chunk_bases()
         if not bases:
             return Head(0, 0)
@@ -231,8 +237,19 @@ class Segment:
             return Head(bases[0], framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1])
 
     def _write_head(self, head: Head, durable: bool = True) -> None:
+        """In place, like the tail: one small write, CRC-checked by readers (a rename per head
+        would cost a directory update per segment truncated)."""
         body = HEAD.pack(HEAD_MAGIC, head.offset, head.cum_size, 0)[:-4]
-        _write_atomically(self.path / "head", body + struct.pack("<I", crc32c(body)), durable)
+        created = not os.path.exists(self._head_path)
+        fd = os.open(self._head_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, body + struct.pack("<I", crc32c(body)), 0)
+            if durable:
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if durable and created:
+            _fsync_dir(self.path)
 
     # -- locking and recovery ---------------------------------------------------------------
 
@@ -298,6 +315,10 @@ class Segment:
         return self._create_chunk(head.offset, head.cum_size)
 
     def _create_chunk(self, base: int, cum_size: int) -> Tail:
+        if base == 0 and not os.path.exists(self._head_path):
+            # the segment's first chunk: its head file is made now, so that a truncation only
+            # ever overwrites it (creating a file costs a journal entry, a write does not)
+            self._write_head(Head(0, 0), durable=False)
         path = self.chunk_path(base)
         tmp = path.with_suffix(".chunk.tmp")
         with open(tmp, "wb") as f:
@@ -444,7 +465,7 @@ class Segment:
     def roll_if_due(self, now_ms: int | None = None) -> Path | None:
         """Seal an idle active chunk that has reached its age; returns the sealed chunk."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        if not (self.path / "tail").exists() and not self.chunk_bases():
+        if not os.path.exists(self._tail_path) and not self.chunk_bases():
             return None
         with self._locked():
             tail = self._recovered_tail()
@@ -583,14 +604,18 @@ class Segment:
 
     def truncate(self, offset: int) -> TruncateResult:
         """Move the head to `offset` (no-op if it is not ahead) and delete whole chunks before it."""
-        before, after = self.move_head(offset)
+        before, after, _ = self.move_head(offset)
         chunks, freed = self.delete_chunks_before_head()
         return TruncateResult(before, after, chunks, freed)
 
-    def move_head(self, offset: int, durable: bool = True) -> tuple[Head, Head]:
+    def move_head(
+        self, offset: int, durable: bool = True, cum_size: int | None = None
+    ) -> tuple[Head, Head, int]:
         """The logical half of a truncation: the head moves to `offset` if that is ahead of it.
         With `durable` False the head file is not fsynced: the caller must make it durable (one
-        `os.sync()` for many segments) before deleting any chunk behind it."""
+        `os.sync()` for many segments) before deleting any chunk behind it. `cum_size`, when the
+        caller knows it from this segment (a tail or a cut's recorded size), saves reading the
+        record at `offset`. Returns the head before and after, and the active chunk's base."""
         with self._locked():
             tail = self._recovered_tail()
             if offset > tail.next_offset:
@@ -598,9 +623,16 @@ class Segment:
             before = self.read_head()
             after = before
             if offset > before.offset:
-                after = Head(offset, self.size_till(offset))
+                size = cum_size if cum_size is not None else self.size_till(offset)
+                after = Head(offset, size)
                 self._write_head(after, durable)
-        return before, after
+        return before, after, tail.active_base
+
+    def has_chunks_before_head(self) -> bool:
+        """Whether some whole chunk lies before the head (a truncation would delete it)."""
+        head = self.read_head().offset
+        bases = self.chunk_bases()
+        return any(next_base <= head for next_base in bases[1:])
 
     def delete_chunks_before_head(self) -> tuple[int, int]:
         """The physical half: delete the whole chunks before the (durable) head."""
@@ -693,13 +725,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes, durable: bool = True) -> None:
+def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    if durable:
-        _fsync_dir(path.parent)
+    _fsync_dir(path.parent)

@@ -33,38 +33,40 @@ _SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
 _SEGMENTS_LOCK = threading.Lock()
 # Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
 # cycle over 100k streams touches 400k segments, far past the descriptor limit.
-MAX_OPEN_SEGMENTS = 1024
+MAX_OPEN_SEGMENTS = 2048
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
 
 
 def open_segment(path: Path, config: StoreConfig) -> Segment:
-    """The process's `Segment` object for a directory (it caches descriptors). The least recently
-    used ones are closed beyond MAX_OPEN_SEGMENTS; one in use by another thread is skipped (a
-    thread that still holds an evicted object keeps working: files are opened by path and the
-    flock excludes across descriptors)."""
+    """The process's `Segment` object for a directory (it caches descriptors). Past
+    MAX_OPEN_SEGMENTS the least recently used quarter is closed; one in use by another thread is
+    skipped (a thread that still holds an evicted object keeps working: files are opened by path
+    and the flock excludes across descriptors)."""
     with _SEGMENTS_LOCK:
         seg = _SEGMENTS.get(path)
         if seg is None or seg.config != config:
             seg = _SEGMENTS[path] = Segment(path, config)
-        _SEGMENTS.move_to_end(path)
-        if len(_SEGMENTS) > MAX_OPEN_SEGMENTS:
-            _evict(len(_SEGMENTS) - MAX_OPEN_SEGMENTS)
+            if len(_SEGMENTS) > MAX_OPEN_SEGMENTS:
+                _evict(len(_SEGMENTS) - MAX_OPEN_SEGMENTS * 3 // 4)
+        else:
+            _SEGMENTS.move_to_end(path)
     return seg
 
 
 def _evict(count: int) -> None:
-    for old_path in list(_SEGMENTS)[: count * 2]:
-        if count <= 0:
-            break
-        old = _SEGMENTS[old_path]
+    busy = []
+    while count > 0 and len(_SEGMENTS) > len(busy) + 1:
+        old_path, old = _SEGMENTS.popitem(last=False)
         if not old._thread_lock.acquire(blocking=False):
+            busy.append((old_path, old))
             continue
         try:
-            del _SEGMENTS[old_path]
             old.close()
             count -= 1
         finally:
             old._thread_lock.release()
+    for old_path, old in busy:
+        _SEGMENTS[old_path] = old
 
 
 def open_segment_count() -> int:
@@ -98,11 +100,10 @@ class StreamLog:
         self.root = root
         self.segment_ids = segment_ids
         self.config = config
+        self._paths = {s: root / s for s in segment_ids}
 
     def segment(self, segment_id: str) -> Segment:
-        if segment_id not in self.segment_ids:
-            raise KeyError(segment_id)
-        return open_segment(self.root / segment_id, self.config)
+        return open_segment(self._paths[segment_id], self.config)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -254,21 +255,37 @@ class SegmentStore:
         return StreamLog(self.root / key, ids, self.config)
 
 
-def truncate_many(targets: list[tuple[StreamLog, StreamCut]]) -> list[dict[str, TruncateResult]]:
-    """Truncate many streams with one sync instead of two fsyncs per segment: move every head
-    (not yet durable), sync once, then delete the chunks behind the now durable heads. A crash
-    before the sync loses only head moves, never data a durable head does not cover."""
-    moved = [
-        {s: log.segment(s).move_head(cut[s], durable=False) for s in log.segment_ids if s in cut}
-        for log, cut in targets
-    ]
-    if any(before != after for heads in moved for before, after in heads.values()):
+def truncate_many(
+    targets: list[tuple[StreamLog, StreamCut, dict[str, int] | None]],
+) -> list[dict[str, TruncateResult]]:
+    """Truncate many streams with at most one sync instead of two fsyncs per segment: move every
+    head (not yet durable); if any chunk is now wholly behind a head, sync once and delete those
+    chunks. No chunk is ever deleted behind a head that is not durable, so a crash can only take
+    back head moves (the data comes back into view; nothing is lost). The caller syncs at the
+    end of its work (`sync_all`) to make the remaining head moves durable. Each target may carry
+    the cumulative size at each offset of its cut, as read from the store before."""
+    moved = []
+    for log, cut, sizes in targets:
+        sizes = sizes or {}
+        moved.append({
+            s: log.segment(s).move_head(cut[s], durable=False, cum_size=sizes.get(s))
+            for s in log.segment_ids if s in cut
+        })
+    # A chunk can newly fall behind a head only if the old head lay before the active chunk;
+    # otherwise every earlier chunk was behind the old head already, and deleted then.
+    deletable = {
+        (i, s)
+        for i, ((log, _, _), heads) in enumerate(zip(targets, moved))
+        for s, (before, after, active_base) in heads.items()
+        if before != after and before.offset < active_base and log.segment(s).has_chunks_before_head()
+    }
+    if deletable:
         sync_all()
     results = []
-    for (log, _), heads in zip(targets, moved):
+    for i, ((log, _, _), heads) in enumerate(zip(targets, moved)):
         out = {}
-        for s, (before, after) in heads.items():
-            chunks, freed = log.segment(s).delete_chunks_before_head()
+        for s, (before, after, _) in heads.items():
+            chunks, freed = log.segment(s).delete_chunks_before_head() if (i, s) in deletable else (0, 0)
             out[s] = TruncateResult(before, after, chunks, freed)
         results.append(out)
     return results

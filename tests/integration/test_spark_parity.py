@@ -3,10 +3,10 @@
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from retention_strategies import scenarios
 
 from retention.policy import decide
 from spark_tasks.retention_job import decide_all
-from retention_strategies import scenarios
 
 pytestmark = pytest.mark.integration
 

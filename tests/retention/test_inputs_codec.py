@@ -1,4 +1,5 @@
 from hypothesis import given, settings
+from retention_strategies import scenarios
 
 from retention.inputs_codec import (
     considered,
@@ -9,8 +10,6 @@ from retention.inputs_codec import (
     encode_inputs,
 )
 from retention.policy import decide
-
-from retention_strategies import scenarios
 
 
 @settings(max_examples=200)

@@ -29,7 +29,7 @@ def test_truncate_many_moves_heads_and_deletes_exactly_what_single_truncation_wo
     batched = filled(tmp_path / "a")
     single = filled(tmp_path / "b")
     cuts = [{"0": 77, "1": 150}, {"0": 0, "1": 199}, {"0": 200, "1": 3}]
-    got = truncate_many(list(zip(batched, cuts)))
+    got = truncate_many([(log, cut, None) for log, cut in zip(batched, cuts)])
     want = [log.truncate(cut) for log, cut in zip(single, cuts)]
     assert got == want
     for log, cut in zip(batched, cuts):
@@ -42,8 +42,8 @@ def test_truncate_many_moves_heads_and_deletes_exactly_what_single_truncation_wo
 
 def test_truncate_many_never_moves_a_head_back(tmp_path):
     (log,) = filled(tmp_path, streams=1)
-    truncate_many([(log, {"0": 100, "1": 100})])
-    truncate_many([(log, {"0": 50, "1": 120})])
+    truncate_many([(log, {"0": 100, "1": 100}, None)])
+    truncate_many([(log, {"0": 50, "1": 120}, {"0": 50 * 40, "1": 120 * 40})])
     assert log.head_cut() == {"0": 100, "1": 120}
 
 

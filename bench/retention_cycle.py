@@ -1,0 +1,189 @@
+"""The whole retention cycle, end to end: database, store, decision and truncations applied.
+
+A synthetic fleet of N streams, each with 4 segments holding 96 events of 100 bytes apiece in the
+real segment store, a consumption-based size or time policy (alternating), 3 subscriber reader
+groups with acknowledgement cuts, and 48 retention-set records (one per past 30-minute cycle).
+One cycle is then timed as the beat task runs it (`retention.cycle.run_cycle`), for each engine
+asked for, each on a freshly built fleet.
+
+Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark]
+       [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench] [--redis-url redis://127.0.0.1:6379/14]
+The database named in the URL is created if missing and emptied before each fleet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from _common import ROOT, machine
+
+SEGMENTS = ("0", "1", "2", "3")
+EVENTS = 96  # per segment
+EVENT_BYTES = 100
+RECORDS = 48
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def configure(database_url: str, redis_url: str, data_dir: Path) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["REDIS_URL"] = redis_url
+    os.environ["CBR_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
+    if database_url.startswith("postgres"):
+        import psycopg
+
+        name = database_url.rsplit("/", 1)[1]
+        admin = database_url.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+                conn.execute(f'CREATE DATABASE "{name}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def empty(data_dir: Path) -> None:
+    from django.db import connection
+
+    from retention.models import (
+        RetentionCycle,
+        RetentionPolicy,
+        RetentionSetRecord,
+        TruncationRecord,
+    )
+    from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
+
+    for model in (TruncationRecord, RetentionSetRecord, RetentionCycle, Subscription, RetentionPolicy,
+                  Segment, ReaderGroup, Stream, Scope):
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute(f'TRUNCATE "{model._meta.db_table}" CASCADE')
+        else:
+            model.objects.all().delete()
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def build_fleet(n: int) -> None:
+    """N streams in the database and the store; cuts and sizes consistent between the two."""
+    from retention.models import RetentionPolicy, RetentionSetRecord
+    from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
+    from streams.services import stream_log
+    from streams.storage.framing import EventIn
+
+    scope = Scope.objects.create(name="fleet")
+    groups = [
+        ReaderGroup.objects.create(scope=scope, name=f"g{i}", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        for i in range(3)
+    ]
+    payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
+    step = 1000
+    for start in range(0, n, step):
+        streams = Stream.objects.bulk_create(
+            [Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS)) for k in range(start, min(n, start + step))]
+        )
+        policies, segments, subs, records = [], [], [], []
+        for stream in streams:
+            rng = random.Random(stream.name)
+            log = stream_log(stream)
+            for seg in SEGMENTS:
+                log.segment(seg).append(payload)
+                segments.append(Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES))
+            if rng.random() < 0.5:
+                policies.append(RetentionPolicy(stream=stream, limit_type="size", min_value=5_000, max_value=20_000,
+                                                consumption_based=True, subscriber_timeout_s=3600))
+            else:
+                policies.append(RetentionPolicy(stream=stream, limit_type="time", min_value=3600, max_value=12 * 3600,
+                                                consumption_based=True, subscriber_timeout_s=3600))
+            for k in range(1, RECORDS + 1):
+                cut = {s: 2 * k - 1 for s in SEGMENTS}
+                at = NOW - timedelta(seconds=(RECORDS + 1 - k) * 1800)
+                records.append(RetentionSetRecord(
+                    stream=stream, recorded_at=at, size_bytes=sum(cut.values()) * EVENT_BYTES, cut=cut,
+                    sizes={s: o * EVENT_BYTES for s, o in cut.items()},
+                ))
+            for group in groups:
+                cut = {s: rng.randint(EVENTS // 3, EVENTS) for s in SEGMENTS}
+                subs.append(Subscription(
+                    reader_group=group, stream=stream, acknowledgement_cut=cut,
+                    acknowledgement_sizes={s: o * EVENT_BYTES for s, o in cut.items()},
+                    acknowledged_at=NOW - timedelta(seconds=rng.randint(0, 600)),
+                ))
+        RetentionPolicy.objects.bulk_create(policies)
+        Segment.objects.bulk_create(segments)
+        Subscription.objects.bulk_create(subs)
+        RetentionSetRecord.objects.bulk_create(records, batch_size=5000)
+        print(f"\r  built {start + len(streams):,} / {n:,} streams", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    Subscription.objects.update(created_at=NOW - timedelta(days=1))
+
+
+def run(n: int, engine: str) -> dict:
+    from django.db import connection
+
+    from retention.cycle import run_cycle
+    from retention.models import RetentionSetRecord, TruncationRecord
+
+    t0 = time.perf_counter()
+    outcomes = run_cycle(now=NOW, engine=engine, trigger="command")
+    elapsed = time.perf_counter() - t0
+    truncated = sum(1 for o in outcomes if o.record is not None)
+    rules = {}
+    for o in outcomes:
+        rules[o.rule] = rules.get(o.rule, 0) + 1
+    assert len(outcomes) == n, len(outcomes)
+    assert TruncationRecord.objects.filter(completed=True).count() == truncated
+    return {
+        "seconds": elapsed, "truncated": truncated, "rules": rules,
+        "records_left": RetentionSetRecord.objects.count(), "vendor": connection.vendor,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--engines", default="local,spark")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    os.environ.setdefault("SPARK_MASTER", args.master)
+    data_dir = ROOT / "var" / "bench-cycle"
+    configure(args.database_url, args.redis_url, data_dir)
+    from django.conf import settings
+
+    print(f"machine: {machine()}")
+    print(f"database: {args.database_url}; store: {data_dir} (fsync {settings.CBR_FSYNC}); Spark master {settings.SPARK_MASTER}")
+    print(f"fleet: {len(SEGMENTS)} segments x {EVENTS} events of {EVENT_BYTES} B, 3 subscribers, {RECORDS} retention records per stream")
+    results = {}
+    for n in [int(x) for x in args.sizes.split(",")]:
+        for engine in args.engines.split(","):
+            empty(data_dir)
+            t0 = time.perf_counter()
+            build_fleet(n)
+            built = time.perf_counter() - t0
+            r = run(n, engine)
+            results[(n, engine)] = r["seconds"]
+            top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
+            print(
+                f"N={n:>9,}  engine {engine:<5}  cycle {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
+                f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
+            )
+    sizes = sorted({n for n, _ in results})
+    for engine in args.engines.split(","):
+        for a, b in zip(sizes, sizes[1:]):
+            if (a, engine) in results and (b, engine) in results:
+                print(f"{engine}: N {a:,} -> {b:,} ({b // a}x streams): cycle time x{results[(b, engine)] / results[(a, engine)]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
