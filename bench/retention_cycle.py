@@ -35,6 +35,8 @@ def configure(database_url: str, redis_url: str, data_dir: Path) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ["REDIS_URL"] = redis_url
     os.environ["CBR_DATA_DIR"] = str(data_dir)
+    # building the fleet appends without fsync (the cycle's own syncs do not depend on it)
+    os.environ.setdefault("CBR_FSYNC", "never")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
     if database_url.startswith("postgres"):
         import psycopg

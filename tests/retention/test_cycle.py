@@ -122,3 +122,46 @@ def test_bad_command_arguments_are_clear_errors(stream):
         call_command("run_retention_cycle", "--now", "yesterday")
     with pytest.raises(CommandError, match="no stream"):
         call_command("run_retention_cycle", "--stream", "shop/nope")
+
+
+@pytest.mark.django_db
+def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
+    from streams.models import Checkpoint
+
+    publish(stream, 7)
+    subscribe(stream, "A", 3)
+    group = ReaderGroup.objects.get(name="A")
+    Checkpoint.objects.create(reader_group=group, name="old", cuts={"shop/orders": {"0": 1}})
+    Checkpoint.objects.create(reader_group=group, name="kept", cuts={"shop/orders": {"0": 1}}, persist=True)
+    Checkpoint.objects.create(reader_group=group, name="at-head", cuts={"shop/orders": {"0": 3}})
+    assert "truncated at {'0': 3}" in cycle(T0)
+    assert sorted(Checkpoint.objects.values_list("name", flat=True)) == ["at-head", "kept"]
+
+
+@pytest.mark.django_db
+def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url):
+    import redis
+
+    from retention import cycle as cycle_module
+
+    monkeypatch.setattr(cycle_module, "BATCH", 2)
+    policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
+    streams = [
+        services.do_create_stream(scope="shop", name=f"s{i}", policy=parse_policy(policy)) for i in range(5)
+    ]
+    for s in streams:
+        publish(s, 7)
+        subscribe(s, "A", 3)
+    held = redis.Redis.from_url(redis_url)
+    held.set(f"cbr:retention:{streams[2].pk}", "another-cycle", ex=60)
+    try:
+        outcomes = {o.stream: o for o in run_cycle(now=T0)}
+    finally:
+        held.delete(f"cbr:retention:{streams[2].pk}")
+    assert outcomes["shop/s2"].rule == "skipped:locked-by-another-cycle"
+    assert {name for name, o in outcomes.items() if o.record is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
+    for s in streams:
+        expected = {"0": 0} if s.name == "s2" else {"0": 3}
+        assert services.stream_log(s).head_cut() == expected
+    # the lock taken by the cycle is released, the other holder's lock was left alone
+    assert all(held.get(f"cbr:retention:{s.pk}") is None for s in streams)
