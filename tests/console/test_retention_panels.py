@@ -93,3 +93,11 @@ def test_metrics_report_consumption_per_subscriber(client, stream):
     assert 'cbr_subscriber_acknowledged_events_total{reader_group="shop/billing",stream="shop/orders"} 12.0' in text
     assert 'cbr_subscriber_active{reader_group="shop/audit",stream="shop/orders"} 0.0' in text
     assert "cbr_streams_without_active_subscriber 0.0" in text
+
+
+def test_a_full_stream_says_it_refuses_publishing_and_why(admin_client, stream):
+    assert "Publishing refused" not in admin_client.get("/streams/shop/orders/").content.decode()
+    stream.full_since = timezone.now()
+    stream.save(update_fields=["full_since"])
+    html = admin_client.get("/streams/shop/orders/").content.decode()
+    assert "Publishing refused since" in html and "reject_publish" in html and "507" in html
