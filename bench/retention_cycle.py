@@ -4,7 +4,7 @@ A synthetic fleet of N streams, each with 4 segments holding 96 events of 100 by
 real segment store, a consumption-based size or time policy (alternating), 3 subscriber reader
 groups with acknowledgement cuts, and 48 retention-set records (one per past 30-minute cycle).
 One cycle is then timed as the beat task runs it (`retention.cycle.run_cycle`), for each engine
-asked for, each on a freshly built fleet.
+asked for, each from the same freshly built fleet (restored from a snapshot for the second).
 
 Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench] [--redis-url redis://127.0.0.1:6379/14]
@@ -17,6 +17,7 @@ import argparse
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -129,15 +130,99 @@ def build_fleet(n: int) -> None:
     Subscription.objects.update(created_at=NOW - timedelta(days=1))
 
 
+def snapshot(database_url: str, data_dir: Path) -> None:
+    """Keep the fleet as built, so that each engine starts from the same state without building
+    it again (a 100k fleet takes minutes to build): a copy of the store directory and, on
+    PostgreSQL, a template database (SQLite: a copy of the file)."""
+    _copy(database_url, data_dir, to_snapshot=True)
+
+
+def restore(database_url: str, data_dir: Path) -> None:
+    _copy(database_url, data_dir, to_snapshot=False)
+
+
+def _copy(database_url: str, data_dir: Path, to_snapshot: bool) -> None:
+    from django.db import connections
+
+    connections.close_all()
+    saved = data_dir.with_name(data_dir.name + "-snapshot")
+    source, target = (data_dir, saved) if to_snapshot else (saved, data_dir)
+    shutil.rmtree(target, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(source), str(target)], check=True)
+    if database_url.startswith("postgres"):
+        import psycopg
+
+        name = database_url.rsplit("/", 1)[1]
+        admin = database_url.rsplit("/", 1)[0] + "/postgres"
+        src, dst = (name, f"{name}_snapshot") if to_snapshot else (f"{name}_snapshot", name)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dst}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{dst}" TEMPLATE "{src}"')
+    else:
+        path = Path(database_url.removeprefix("sqlite:///"))
+        snap = path.with_name(path.name + ".snapshot")
+        shutil.copyfile(*((path, snap) if to_snapshot else (snap, path)))
+
+
+_PHASES = (
+    ("retention.cycle", "stream_locks"), ("retention.cycle", "prepare_batch"),
+    ("retention.cycle", "decide"), ("retention.cycle", "truncate_many"),
+    ("retention.cycle", "_complete"), ("retention.cycle", "_mark_full"),
+    ("spark_tasks.retention_job", "decide_file"),
+)
+_saved: list = []
+
+
+def _time_phases() -> dict[str, float]:
+    """Wrap the cycle's steps with timers (seconds spent in each, summed over batches)."""
+    import contextlib
+    import functools
+    import importlib
+
+    spent: dict[str, float] = {}
+    for module_name, name in _PHASES:
+        module = importlib.import_module(module_name)
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+        _saved.append((module, name, original))
+
+        if name == "stream_locks":
+            @contextlib.contextmanager
+            def timed(*a, _f=original, _n=name, **kw):
+                t = time.perf_counter()
+                with _f(*a, **kw) as held:
+                    spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
+                    yield held
+        else:
+            def timed(*a, _f=original, _n=name, **kw):
+                t = time.perf_counter()
+                try:
+                    return _f(*a, **kw)
+                finally:
+                    spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
+            functools.update_wrapper(timed, original)
+        setattr(module, name, timed)
+    return spent
+
+
+def _untime_phases() -> None:
+    while _saved:
+        module, name, original = _saved.pop()
+        setattr(module, name, original)
+
+
 def run(n: int, engine: str) -> dict:
     from django.db import connection
 
     from retention.cycle import run_cycle
     from retention.models import RetentionSetRecord, TruncationRecord
 
+    phases = _time_phases()
     t0 = time.perf_counter()
     outcomes = run_cycle(now=NOW, engine=engine, trigger="command")
     elapsed = time.perf_counter() - t0
+    _untime_phases()
     truncated = sum(1 for o in outcomes if o.record is not None)
     rules = {}
     for o in outcomes:
@@ -145,7 +230,7 @@ def run(n: int, engine: str) -> dict:
     assert len(outcomes) == n, len(outcomes)
     assert TruncationRecord.objects.filter(completed=True).count() == truncated
     return {
-        "seconds": elapsed, "truncated": truncated, "rules": rules,
+        "seconds": elapsed, "phases": dict(phases), "truncated": truncated, "rules": rules,
         "records_left": RetentionSetRecord.objects.count(), "vendor": connection.vendor,
     }
 
@@ -157,9 +242,10 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
     args = parser.parse_args()
     os.environ.setdefault("SPARK_MASTER", args.master)
-    data_dir = ROOT / "var" / "bench-cycle"
+    data_dir = Path(args.data_dir)
     configure(args.database_url, args.redis_url, data_dir)
     from django.conf import settings
 
@@ -168,11 +254,19 @@ def main() -> None:
     print(f"fleet: {len(SEGMENTS)} segments x {EVENTS} events of {EVENT_BYTES} B, 3 subscribers, {RECORDS} retention records per stream")
     results = {}
     for n in [int(x) for x in args.sizes.split(",")]:
-        for engine in args.engines.split(","):
-            empty(data_dir)
-            t0 = time.perf_counter()
-            build_fleet(n)
-            built = time.perf_counter() - t0
+        empty(data_dir)
+        t0 = time.perf_counter()
+        build_fleet(n)
+        built = time.perf_counter() - t0
+        snapshot(args.database_url, data_dir)
+        for i, engine in enumerate(args.engines.split(",")):
+            if i:
+                restore(args.database_url, data_dir)
+            if engine == "spark":  # a worker keeps its session: start it outside the timing
+                from spark_tasks.retention_job import ship_code
+                from spark_tasks.session import get_spark
+
+                ship_code(get_spark())
             r = run(n, engine)
             results[(n, engine)] = r["seconds"]
             top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
@@ -180,6 +274,10 @@ def main() -> None:
                 f"N={n:>9,}  engine {engine:<5}  cycle {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
                 f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
             )
+            other = r["seconds"] - sum(r["phases"].values())
+            print("    where the time went: " + ", ".join(
+                f"{k} {v:.1f} s" for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
+            ) + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s")
     sizes = sorted({n for n, _ in results})
     for engine in args.engines.split(","):
         for a, b in zip(sizes, sizes[1:]):

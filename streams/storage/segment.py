@@ -153,8 +153,8 @@ class Segment:
     def __init__(self, path: Path, config: StoreConfig):
         self.path = Path(path)
         self.config = config
-        self._head_path = str(self.path / "head")
-        self._tail_path = str(self.path / "tail")
+        self._head_path = os.path.join(path, "head")
+        self._tail_path = os.path.join(path, "tail")
         self._thread_lock = threading.Lock()
         self._pid = -1
         self._lock_fd = -1
@@ -201,11 +201,8 @@ class Segment:
         return self.path / chunk_name(base, suffix)
 
     def _read_tail(self) -> Tail | None:
-        try:
-            with open(self._tail_path, "rb") as f:
-                return Tail.unpack(f.read())
-        except FileNotFoundError:
-            return None
+        data = _read_small(self._tail_path, TAIL.size)
+        return None if data is None else Tail.unpack(data)
 
     def _write_tail(self, tail: Tail) -> None:
         fd = os.open(self._tail_path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -216,10 +213,8 @@ class Segment:
 
     def read_head(self) -> Head:
         for attempt in range(3):
-            try:
-                with open(self._head_path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
+            data = _read_small(self._head_path, HEAD.size)
+            if data is None:
                 return Head(0, 0)
             if len(data) == HEAD.size:
                 magic, offset, cum, crc = HEAD.unpack(data)
@@ -321,12 +316,15 @@ class Segment:
             self._write_head(Head(0, 0), durable=False)
         path = self.chunk_path(base)
         tmp = path.with_suffix(".chunk.tmp")
+        durable = self.config.fsync != "never"
         with open(tmp, "wb") as f:
             f.write(framing.encode_chunk_header(base, cum_size))
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self.path)
+        if durable:
+            _fsync_dir(self.path)
         tail = Tail(base, framing.CHUNK_HEADER_SIZE, base, cum_size, _now_ms(), 0, BOOT_ID)
         self._write_tail(tail)
         return tail
@@ -707,6 +705,19 @@ class _SegmentLock:
             fcntl.flock(seg._lock_fd, fcntl.LOCK_UN)
         finally:
             seg._thread_lock.release()
+
+
+def _read_small(path: str, size: int) -> bytes | None:
+    """A small file's bytes (None if it does not exist), without a buffered file object: the
+    head and tail are read for every segment of every stream in a retention cycle."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.read(fd, size + 1)  # one byte more: a longer file is not a valid record
+    finally:
+        os.close(fd)
 
 
 def _body_len(data: bytes, pos: int) -> int:

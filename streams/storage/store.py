@@ -33,7 +33,7 @@ _SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
 _SEGMENTS_LOCK = threading.Lock()
 # Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
 # cycle over 100k streams touches 400k segments, far past the descriptor limit.
-MAX_OPEN_SEGMENTS = 2048
+MAX_OPEN_SEGMENTS = 4096
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
 
 
