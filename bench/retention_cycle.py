@@ -128,6 +128,7 @@ def build_fleet(n: int) -> None:
         print(f"\r  built {start + len(streams):,} / {n:,} streams", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     Subscription.objects.update(created_at=NOW - timedelta(days=1))
+    os.sync()  # the fleet's own writes are not the cycle's to flush
 
 
 def snapshot(database_url: str, data_dir: Path) -> None:
@@ -262,6 +263,7 @@ def main() -> None:
         for i, engine in enumerate(args.engines.split(",")):
             if i:
                 restore(args.database_url, data_dir)
+                os.sync()
             if engine == "spark":  # a worker keeps its session: start it outside the timing
                 from spark_tasks.retention_job import ship_code
                 from spark_tasks.session import get_spark

@@ -17,13 +17,14 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
@@ -111,25 +112,43 @@ def _lock_key(stream_id: int) -> str:
     return f"cbr:retention:{stream_id}"
 
 
+@dataclass
+class Locks:
+    """Retention locks this cycle took for a batch: `held` are the streams whose lock it holds
+    (another cycle holds the rest)."""
+
+    held: list[Stream]
+    token: str
+
+    @classmethod
+    def take(cls, streams: list[Stream]) -> Locks:
+        """One pipelined round trip for the whole batch."""
+        token = uuid.uuid4().hex
+        pipe = get_redis().pipeline(transaction=False)
+        for stream in streams:
+            pipe.set(_lock_key(stream.pk), token, nx=True, ex=LOCK_TIMEOUT_S)
+        return cls([s for s, ok in zip(streams, pipe.execute()) if ok], token)
+
+    def release(self) -> None:
+        """Compare-and-delete: a lock that expired and was taken by another cycle stays."""
+        if not self.held:
+            return
+        redis = get_redis()
+        script = redis.register_script(_RELEASE)
+        pipe = redis.pipeline(transaction=False)
+        for stream in self.held:
+            script(keys=[_lock_key(stream.pk)], args=[self.token], client=pipe)
+        pipe.execute()
+        self.held = []
+
+
 @contextmanager
 def stream_locks(streams: list[Stream]) -> Iterator[list[Stream]]:
-    """Take the retention locks of a batch in one round trip; yields the streams whose lock this
-    cycle holds (another cycle holds the rest). Released with a compare-and-delete."""
-    redis = get_redis()
-    token = uuid.uuid4().hex
-    pipe = redis.pipeline(transaction=False)
-    for stream in streams:
-        pipe.set(_lock_key(stream.pk), token, nx=True, ex=LOCK_TIMEOUT_S)
-    held = [s for s, ok in zip(streams, pipe.execute()) if ok]
+    locks = Locks.take(streams)
     try:
-        yield held
+        yield locks.held
     finally:
-        if held:
-            release = redis.register_script(_RELEASE)
-            pipe = redis.pipeline(transaction=False)
-            for stream in held:
-                release(keys=[_lock_key(stream.pk)], args=[token], client=pipe)
-            pipe.execute()
+        locks.release()
 
 
 # -- gathering -----------------------------------------------------------------------------------
@@ -384,9 +403,45 @@ def choose_engine(engine: str, stream_count: int) -> str:
     return engine
 
 
-def _batches(items: list, size: int = BATCH) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _batches(items: list, size: int | None = None) -> list[list]:
+    size = size or BATCH
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def _lock_and_prepare(batch: list[Stream], now: datetime, interval: float):
+    locks = Locks.take(batch)
+    try:
+        return batch, locks, prepare_batch(locks.held, now, interval)
+    except BaseException:
+        locks.release()
+        raise
+
+
+def prepared_batches(targets: list[Stream], now: datetime, interval: float):
+    """Yields (batch, locks, prepared) for each batch, the caller releasing the locks once it has
+    applied the batch. With more than one batch, the next batch is locked and prepared in a
+    helper thread (its own database connection) while the caller decides and applies the current
+    one: gathering waits mostly on the database, applying mostly on Python and the disk."""
+    batches = _batches(targets)
+    if len(batches) <= 1:
+        for batch in batches:
+            yield _lock_and_prepare(batch, now, interval)
+        return
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-cycle-prepare")
+    future = pool.submit(_lock_and_prepare, batches[0], now, interval)
+    try:
+        for nxt in [*batches[1:], None]:
+            current = future.result()
+            future = pool.submit(_lock_and_prepare, nxt, now, interval) if nxt else None
+            yield current
+    finally:
+        if future is not None:  # the caller stopped early: free what the helper took
+            try:
+                future.result()[1].release()
+            except Exception:
+                pass
+        pool.submit(connections.close_all).result()  # the helper thread's connection
+        pool.shutdown()
 
 
 def _skipped(streams: list[Stream], held: list[Stream], rule: str) -> list[StreamOutcome]:
@@ -409,15 +464,16 @@ def run_cycle(
         return _run_on_spark(targets, now, trigger, user, progress)
     interval = settings.CBR_RETENTION_INTERVAL
     outcomes: list[StreamOutcome] = []
-    for batch in _batches(targets):
-        with stream_locks(batch) as held:
-            outcomes += _skipped(batch, held, "skipped:locked-by-another-cycle")
-            prepared = prepare_batch(held, now, interval)
+    for batch, locks, prepared in prepared_batches(targets, now, interval):
+        try:
+            outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
             items = []
             for p in prepared:
                 decision = decide(p.inputs)
                 items.append((p, decision, considered(p.inputs, decision)))
             outcomes += apply_batch(items, now, trigger, user)
+        finally:
+            locks.release()
         if progress:
             progress(len(outcomes), len(targets))
     _make_heads_durable(outcomes)
@@ -442,28 +498,29 @@ def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
     outcomes: list[StreamOutcome] = []
     heads: dict[int, dict[str, int]] = {}
     with InputsWriter() as writer:
-        for batch in _batches(targets):
-            with stream_locks(batch) as held:
-                outcomes += _skipped(batch, held, "skipped:locked-by-another-cycle")
-                prepared = prepare_batch(held, now, interval)
-                for p in prepared:
-                    heads[p.stream.pk] = p.head
-                writer.write([(p.stream.pk, p.inputs) for p in prepared])
+        for batch, locks, prepared in prepared_batches(targets, now, interval):
+            outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
+            locks.release()  # decided later: the head is checked again when applying
+            for p in prepared:
+                heads[p.stream.pk] = p.head
+            writer.write([(p.stream.pk, p.inputs) for p in prepared])
         writer.close()
         decisions = decide_file(writer.path) if heads else {}
     by_pk = {s.pk: s for s in targets}
     done = 0
-    for batch in _batches([by_pk[pk] for pk in heads]):
-        with stream_locks(batch) as held:
-            outcomes += _skipped(batch, held, "skipped:locked-by-another-cycle")
+    for batch, locks, prepared in prepared_batches([by_pk[pk] for pk in heads], now, interval):
+        try:
+            outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
             items = []
-            for p in prepare_batch(held, now, interval):
+            for p in prepared:
                 decision, subscribers = decisions[p.stream.pk]
                 if p.head != heads[p.stream.pk]:
                     outcomes.append(StreamOutcome(p.stream.full_name, "skipped:changed-while-deciding", None))
                     continue
                 items.append((p, decision, subscribers))
             outcomes += apply_batch(items, now, trigger, user)
+        finally:
+            locks.release()
         done += len(batch)
         if progress:
             progress(done, len(heads))

@@ -673,6 +673,14 @@ class Segment:
         tail = self.committed_tail()
         return [b for b in self.chunk_bases() if b != tail.active_base]
 
+    def __del__(self) -> None:
+        # an object evicted from the open-segment cache while another thread still used it may
+        # have reopened its lock file: close it when the last reference goes
+        try:
+            self.close()
+        except Exception:
+            pass
+
     def close(self) -> None:
         for fd in self._chunk_fds.values():
             os.close(fd)

@@ -33,7 +33,21 @@ _SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
 _SEGMENTS_LOCK = threading.Lock()
 # Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
 # cycle over 100k streams touches 400k segments, far past the descriptor limit.
-MAX_OPEN_SEGMENTS = 4096
+def _max_open_segments() -> int:
+    """A quarter of the process's descriptor limit (each open segment may hold two), at most
+    4096: with the common default of 1024 descriptors, 256 segments."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            return 4096
+    except (ImportError, ValueError, OSError):
+        soft = 1024
+    return max(64, min(4096, soft // 4))
+
+
+MAX_OPEN_SEGMENTS = _max_open_segments()
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
 
 
