@@ -138,7 +138,7 @@ def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
     assert sorted(Checkpoint.objects.values_list("name", flat=True)) == ["at-head", "kept"]
 
 
-@pytest.mark.django_db(transaction=True)  # the next batch is prepared on a second connection
+@pytest.mark.django_db
 def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url):
     import redis
 
