@@ -24,21 +24,26 @@ from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
 
 
 @functools.cache
-def _store(root: str, config: StoreConfig) -> SegmentStore:
-    return SegmentStore(Path(root), config)
+def _store(data_dir: str, chunk_bytes: int, chunk_seconds: int, fsync: str) -> SegmentStore:
+    config = StoreConfig(chunk_bytes=chunk_bytes, chunk_seconds=chunk_seconds, fsync=fsync)
+    return SegmentStore(Path(data_dir) / "streams", config)
 
 
 def segment_store() -> SegmentStore:
-    config = StoreConfig(
-        chunk_bytes=settings.CBR_CHUNK_BYTES,
-        chunk_seconds=settings.CBR_CHUNK_SECONDS,
-        fsync=settings.CBR_FSYNC,
+    return _store(
+        str(settings.CBR_DATA_DIR), settings.CBR_CHUNK_BYTES, settings.CBR_CHUNK_SECONDS,
+        settings.CBR_FSYNC,
     )
-    return _store(str(Path(settings.CBR_DATA_DIR) / "streams"), config)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stream_log(store: SegmentStore, key: str, segment_count: int) -> StreamLog:
+    return store.stream(key, segment_count)
 
 
 def stream_log(stream: Stream) -> StreamLog:
-    return segment_store().stream(stream.store_key, stream.segment_count)
+    """The stream's log (cached: a StreamLog holds only its paths; a cycle asks for 100k)."""
+    return _stream_log(segment_store(), stream.store_key, stream.segment_count)
 
 
 def publish_limits(stream: Stream) -> PublishLimits:

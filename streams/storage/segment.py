@@ -151,7 +151,7 @@ class Segment:
     """A segment log. One object per process and directory (see `open_segment`)."""
 
     def __init__(self, path: Path, config: StoreConfig):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.config = config
         self._head_path = os.path.join(path, "head")
         self._tail_path = os.path.join(path, "tail")
