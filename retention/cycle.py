@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
-from streams.db import delete_rows, update_rows
+from streams.db import delete_rows, insert_rows, update_rows
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
 from streams.storage.store import StreamLog, sync_all, truncate_many
@@ -203,7 +203,7 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
             )
         )
     if new_records:
-        RetentionSetRecord.objects.bulk_create(new_records)
+        insert_rows(RetentionSetRecord, new_records)
         by_stream = {r.stream_id: r.pk for r in new_records}
         for p in prepared:
             if p.stream.pk in by_stream:
@@ -302,7 +302,7 @@ def apply_batch(
         outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, record, decision.at_max)
     if planned:
         with transaction.atomic():  # recorded before the store is touched
-            TruncationRecord.objects.bulk_create([r for _, r, _ in planned])
+            insert_rows(TruncationRecord, [r for _, r, _ in planned])
         results = truncate_many([(p.log, r.after_cut, sizes) for p, r, sizes in planned])
         with transaction.atomic():
             _complete([(p, r) for p, r, _ in planned], results)
