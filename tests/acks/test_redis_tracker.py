@@ -1,0 +1,99 @@
+"""The Redis tracker (one Lua script per step) follows the plain rules exactly: the same random
+interleavings of reads, acks, nacks and expiry, run through both, leave the same state."""
+
+import itertools
+
+import pytest
+import redis as redis_lib
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.ack_tracker import SegmentTracker
+from streams.domain.acks import Delivery, Poison, SegmentAcks
+
+TAIL = 30
+LEASE_S = 10.0
+_ids = itertools.count(1)
+
+op = st.one_of(
+    st.tuples(st.just("read"), st.sampled_from("abc"), st.integers(1, 6)),
+    st.tuples(st.just("ack"), st.integers(0, 60), st.booleans()),
+    st.tuples(st.just("nack"), st.integers(0, 60), st.integers(0, 3)),
+    st.tuples(st.just("wait"), st.integers(1, 15), st.just(0)),
+    st.tuples(st.just("sink"), st.integers(0, 60), st.sampled_from(["search", "archive", "nope"])),
+)
+
+
+@pytest.fixture(scope="module")
+def redis(redis_url):
+    client = redis_lib.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
+    got = tracker.state()
+    assert got.floor == model.floor and got.next == model.next
+    assert got.leases == {o: lease.epoch for o, lease in model.leases.items()}
+    assert got.acked == model.acked
+    assert got.retry == pytest.approx(model.retry)
+    assert got.poisoned == model.poisoned and got.halted_at == model.halted_at
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(op, max_size=80), st.sampled_from(list(Poison)), st.integers(1, 3), st.booleans())
+def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out):
+    sinks = ("archive", "search") if fan_out else ()
+    model = SegmentAcks()
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    try:
+        now = 1000.0
+        handed: list[Delivery] = []
+        for kind, a, b in ops:
+            if kind == "read":
+                want = model.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
+                got = tracker.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
+                assert got == want
+                handed += got
+            elif kind in ("ack", "sink") and handed:
+                d = handed[a % len(handed)]
+                if kind == "ack" and b:
+                    d = Delivery(d.offset, max(1, d.epoch - 1))
+                sink = b if kind == "sink" else (sinks[0] if sinks else None)
+                assert tracker.ack(d, sink, sinks) == model.ack(d, sink, sinks)
+            elif kind == "nack" and handed:
+                d = handed[a % len(handed)]
+                assert tracker.nack(d, now, float(b)) == model.nack(d, now, float(b))
+            elif kind == "wait":
+                now += a
+            same(model, tracker)
+    finally:
+        tracker.forget()
+
+
+def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    try:
+        got = tracker.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=12)
+        assert [d.offset for d in got] == [12, 13, 14, 15, 16]
+        for d in got[:3]:
+            assert tracker.ack(d).acked
+        assert tracker.state().floor == 15
+        tracker.forget()  # Redis lost everything: FLUSHDB, a failover without persistence
+        again = tracker.hand_out(1.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=15)
+        assert [d.offset for d in again] == [15, 16, 17, 18, 19]  # 15, 16 come again: at-least-once
+    finally:
+        tracker.forget()
+
+
+def test_an_ack_from_an_expired_lease_is_refused_and_the_new_holder_acks(redis):
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    try:
+        (first,) = tracker.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)
+        (again,) = tracker.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.SKIP)
+        assert (again.offset, again.delivery_count) == (first.offset, 2)
+        assert tracker.ack(first).reason == "stale"
+        assert tracker.nack(first, LEASE_S + 2).reason == "stale"
+        assert tracker.ack(again).acked and tracker.state().floor == 1
+    finally:
+        tracker.forget()
