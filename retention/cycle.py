@@ -216,13 +216,14 @@ _RSET_SQL = {
     # (a datetime and two JSON values each) would cost more than everything else in the cycle
     "postgresql": """
         SELECT stream_id, json_agg(json_build_array(
-            id, (extract(epoch FROM recorded_at) * 1000000)::bigint, size_bytes, cut, sizes))::text
+            (extract(epoch FROM recorded_at) * 1000000)::bigint, id, size_bytes, cut, sizes)
+            ORDER BY recorded_at, id)::text
         FROM {table} WHERE stream_id = ANY(%s) GROUP BY stream_id""",
     "sqlite": """
         SELECT stream_id, json_group_array(json_array(
-            id, CAST(strftime('%%s', recorded_at) AS INTEGER) * 1000000
+            CAST(strftime('%%s', recorded_at) AS INTEGER) * 1000000
                 + CAST(substr(recorded_at, 21) AS INTEGER),
-            size_bytes, json(cut), json(sizes)))
+            id, size_bytes, json(cut), json(sizes)))
         FROM {table} WHERE stream_id IN ({ids}) GROUP BY stream_id""",
 }
 
@@ -242,10 +243,11 @@ def retention_sets(stream_ids: list[int]) -> dict[int, list]:
     with connection.cursor() as cur:
         cur.execute(sql, params)
         for sid, text in cur.fetchall():
-            records = sorted(orjson.loads(text), key=lambda r: (r[1], r[0]))
+            records = orjson.loads(text)
+            records.sort()  # by time, then id (SQLite's aggregate has no ORDER BY before 3.44)
             out[sid] = [
                 (pk, RetentionRecord(us / 1_000_000, size, cut), sizes)
-                for pk, us, size, cut, sizes in records
+                for us, pk, size, cut, sizes in records
             ]
     return out
 

@@ -110,6 +110,11 @@ class TruncationRecord(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            # every cycle looks for unfinished truncations of each batch of streams: a handful
+            # of rows, found through this small index whatever the history's size
+            models.Index(fields=["stream"], condition=models.Q(completed=False), name="truncation_pending"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stream} {self.rule} {self.created_at:%Y-%m-%d %H:%M:%S}"
