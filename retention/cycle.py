@@ -31,7 +31,7 @@ from cbrweb.redis_client import get_redis
 from streams.db import delete_rows, insert_rows, update_rows
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.store import StreamLog, sync_all, truncate_many
+from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import moves_head
 from .inputs_codec import considered
@@ -175,9 +175,8 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
     ):
         subs[row[0]].append(row[1:])
     prepared, new_records = [], []
-    for stream in streams:
-        log = stream_log(stream)
-        ends = log.ends()
+    logs = [stream_log(stream) for stream in streams]
+    for stream, log, ends in zip(streams, logs, ends_many(logs)):
         head = {s: h.offset for s, (h, _) in ends.items()}
         head_sizes = {s: h.cum_size for s, (h, _) in ends.items()}
         tail = {s: t.next_offset for s, (_, t) in ends.items()}

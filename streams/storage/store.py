@@ -49,6 +49,9 @@ def _max_open_segments() -> int:
 
 MAX_OPEN_SEGMENTS = _max_open_segments()
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
+# Many small file reads and writes for many streams at once (a retention cycle's batch): a read
+# whose directory entry is not cached waits on the disk, and threads overlap those waits.
+_IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
 
 
 def open_segment(path: Path, config: StoreConfig) -> Segment:
@@ -278,13 +281,15 @@ def truncate_many(
     back head moves (the data comes back into view; nothing is lost). The caller syncs at the
     end of its work (`sync_all`) to make the remaining head moves durable. Each target may carry
     the cumulative size at each offset of its cut, as read from the store before."""
-    moved = []
-    for log, cut, sizes in targets:
+    def move(target):
+        log, cut, sizes = target
         sizes = sizes or {}
-        moved.append({
+        return {
             s: log.segment(s).move_head(cut[s], durable=False, cum_size=sizes.get(s))
             for s in log.segment_ids if s in cut
-        })
+        }
+
+    moved = list(_IO_POOL.map(move, targets))
     # A chunk can newly fall behind a head only if the old head lay before the active chunk;
     # otherwise every earlier chunk was behind the old head already, and deleted then.
     deletable = {
@@ -303,3 +308,8 @@ def truncate_many(
             out[s] = TruncateResult(before, after, chunks, freed)
         results.append(out)
     return results
+
+
+def ends_many(logs: list[StreamLog]) -> list[dict[str, tuple[Head, Tail]]]:
+    """`StreamLog.ends` of many streams, the reads overlapped in threads."""
+    return list(_IO_POOL.map(StreamLog.ends, logs))
