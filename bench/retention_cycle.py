@@ -176,7 +176,7 @@ def _copy(database_url: str, data_dir: Path, to_snapshot: bool) -> None:
 
 
 _PHASES = (
-    ("retention.cycle", "stream_locks"), ("retention.cycle", "prepare_batch"),
+    ("retention.cycle", "prepare_batch"),
     ("retention.cycle", "decide"), ("retention.cycle", "truncate_many"),
     ("retention.cycle", "_complete"), ("retention.cycle", "_mark_full"),
     ("spark_tasks.retention_job", "decide_file"),
@@ -186,7 +186,6 @@ _saved: list = []
 
 def _time_phases() -> dict[str, float]:
     """Wrap the cycle's steps with timers (seconds spent in each, summed over batches)."""
-    import contextlib
     import functools
     import importlib
 
@@ -198,21 +197,13 @@ def _time_phases() -> dict[str, float]:
             continue
         _saved.append((module, name, original))
 
-        if name == "stream_locks":
-            @contextlib.contextmanager
-            def timed(*a, _f=original, _n=name, **kw):
-                t = time.perf_counter()
-                with _f(*a, **kw) as held:
-                    spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
-                    yield held
-        else:
-            def timed(*a, _f=original, _n=name, **kw):
-                t = time.perf_counter()
-                try:
-                    return _f(*a, **kw)
-                finally:
-                    spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
-            functools.update_wrapper(timed, original)
+        def timed(*a, _f=original, _n=name, **kw):
+            t = time.perf_counter()
+            try:
+                return _f(*a, **kw)
+            finally:
+                spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
+        functools.update_wrapper(timed, original)
         setattr(module, name, timed)
     return spent
 

@@ -2,8 +2,9 @@
 truncate, and keep the history. The rule itself is `retention.policy.decide`; this module gathers
 its inputs from the database and the store and applies its answer.
 
-Streams go through in batches (`BATCH`): a handful of queries per batch instead of per stream, one
-sync for all the heads a batch moves, so that a cycle over 100k streams takes seconds per 10k.
+Streams go through in batches (`BATCH`): a handful of queries per batch instead of per stream,
+and head moves made durable by one sync (before any chunk deletion, and at the end of the cycle)
+instead of two fsyncs per segment. Figures: bench/RESULTS.md.
 
 Safety: a Redis lock per stream keeps two cycles off one stream (a stream locked by another cycle
 is skipped: that cycle is deciding it); a truncation is recorded before the store is touched and
@@ -17,8 +18,7 @@ import gc
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,7 +33,7 @@ from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscript
 from streams.services import stream_log
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
-from .cuts import moves_head
+from .cuts import is_at_or_after, moves_head
 from .inputs_codec import considered
 from .models import CycleState, RetentionSetRecord, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
@@ -140,15 +140,6 @@ class Locks:
             script(keys=[_lock_key(stream.pk)], args=[self.token], client=pipe)
         pipe.execute()
         self.held = []
-
-
-@contextmanager
-def stream_locks(streams: list[Stream]) -> Iterator[list[Stream]]:
-    locks = Locks.take(streams)
-    try:
-        yield locks.held
-    finally:
-        locks.release()
 
 
 # -- gathering -----------------------------------------------------------------------------------
@@ -372,7 +363,7 @@ def _drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> N
     for cp in candidates.only("pk", "cuts"):
         for name, cut in (cp.cuts or {}).items():
             head = names.get(name)
-            if head and any(int(cut.get(s, 0)) < o for s, o in head.items()):
+            if head and not is_at_or_after({s: int(cut.get(s, 0)) for s in head}, head):
                 expired.append(cp.pk)
                 break
     if expired:

@@ -36,9 +36,11 @@ def check_streams(names: list, field: str = "streams") -> list[Stream]:
 def _start_cut(stream: Stream, start: str) -> tuple[dict[str, int], dict[str, int]]:
     """The cut at the head or the tail, with each segment's cumulative size there."""
     ends = stream_log(stream).ends()
-    pick = 0 if start == "head" else 1
-    cut = {s: (e[pick].offset if pick == 0 else e[pick].next_offset) for s, e in ends.items()}
-    return cut, {s: e[pick].cum_size for s, e in ends.items()}
+    if start == "head":
+        at = {s: (head.offset, head.cum_size) for s, (head, _) in ends.items()}
+    else:
+        at = {s: (tail.next_offset, tail.cum_size) for s, (_, tail) in ends.items()}
+    return {s: o for s, (o, _) in at.items()}, {s: size for s, (_, size) in at.items()}
 
 
 def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:

@@ -49,8 +49,8 @@ def _max_open_segments() -> int:
 
 MAX_OPEN_SEGMENTS = _max_open_segments()
 _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
-# Many small file reads and writes for many streams at once (a retention cycle's batch): a read
-# whose directory entry is not cached waits on the disk, and threads overlap those waits.
+# Many small file reads for many streams at once (a retention cycle's batch): a read whose
+# directory entry is not cached waits on the disk, and threads overlap those waits.
 _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
 
 
@@ -72,7 +72,7 @@ def open_segment(path: Path, config: StoreConfig) -> Segment:
 
 def _evict(count: int) -> None:
     busy = []
-    while count > 0 and len(_SEGMENTS) > len(busy) + 1:
+    while count > 0 and len(_SEGMENTS) > 1:  # the newest, just opened, stays
         old_path, old = _SEGMENTS.popitem(last=False)
         if not old._thread_lock.acquire(blocking=False):
             busy.append((old_path, old))
@@ -84,10 +84,6 @@ def _evict(count: int) -> None:
             old._thread_lock.release()
     for old_path, old in busy:
         _SEGMENTS[old_path] = old
-
-
-def open_segment_count() -> int:
-    return len(_SEGMENTS)
 
 
 def sync_all() -> None:
