@@ -4,13 +4,17 @@ Plain Python: the rules, used as the reference model of the Redis tracker and by
 
 State per (group, segment):
 - `floor`: the lowest offset not yet acknowledged. Everything below it is processed; it is what
-  the group's acknowledgement cut publishes, is persisted, and never moves backwards.
+  the group's checkpoints and acknowledgement cut publish, is persisted, and never moves back.
 - `next`: the next offset never handed out.
 - `leases`: offsets handed out and not yet acknowledged, each with its consumer, expiry, epoch
   (which delivery of the offset it is) and, for fan-out groups, the sinks that acknowledged it.
 - `acked`: offsets in [floor, next) acknowledged out of order, waiting for the floor to reach
   them.
-- `retry`: offsets to hand out again (a nack, an expired lease), each with the time it is due.
+- `retry`: offsets to hand out (again) once due: a nack, an expired lease, or a delayed event
+  passed over while it was not yet due (it holds the floor until it is delivered and acked).
+- `dead`: offsets out of deliveries under `dead_letter`, each with the time its append to the
+  dead-letter stream was claimed. They count as processed only once that append is done
+  (`dead_lettered`); a claim older than a lease is handed out again (the appender crashed).
 
 A delivery id names (offset, epoch): an acknowledgement of an older epoch (the lease expired and
 was handed to another consumer) is refused, so the new holder's work is never lost.
@@ -18,7 +22,7 @@ was handed to another consumer) is refused, so the new holder's work is never lo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -48,9 +52,17 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class HandOut:
+    deliveries: list[Delivery]
+    dead_letter: list[int]  # offsets to append to the dead-letter stream, then `dead_lettered`
+    missed: int  # events truncated away before this group processed them
+    floor: int
+
+
+@dataclass(frozen=True)
 class AckResult:
     acked: bool  # counted (every sink has acknowledged it)
-    reason: str = ""  # why not: "unknown", "stale", "waiting-for-sinks"
+    reason: str = ""  # why not: "unknown", "stale", "waiting-for-sinks", "already-acked"
 
 
 @dataclass
@@ -62,37 +74,69 @@ class SegmentAcks:
     retry: dict[int, float] = field(default_factory=dict)  # offset -> due time
     epochs: dict[int, int] = field(default_factory=dict)  # deliveries so far, above the floor
     poisoned: dict[int, str] = field(default_factory=dict)  # offset -> what on_poison did
+    dead: dict[int, float] = field(default_factory=dict)  # offset -> when its append was claimed
     halted_at: int | None = None
+    started: bool = False
 
     # -- handing out ---------------------------------------------------------------------------
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
-        max_deliveries: int, on_poison: Poison, visible: Iterable[int] | None = None,
-    ) -> list[Delivery]:
+        max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
+        delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
+    ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries first (oldest offset first), then offsets
-        never handed out, in order, up to `tail`. An offset out of deliveries is not handed out
-        again: `on_poison` decides (see `poison`). `visible`, when given, limits new offsets to
-        those that may be delivered now (delayed events are not)."""
+        never handed out, in order, up to `tail`.
+
+        `floor` is the persisted floor: it seeds a state never seen (a new group, or after Redis
+        lost everything) and lifts one that is behind it (Redis restored from an old snapshot).
+        `head` is the segment's head: offsets truncated away are skipped and counted as missed.
+        `delayed` maps offsets of events not yet due (within `scan_until`, the end of what the
+        caller looked at) to their delivery time: they are passed over and handed out when due.
+        An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
+        a halted segment resumes once `max_deliveries` is raised above the halted offset's
+        deliveries (it is delivered again) or `on_poison` is no longer `halt` (it is poisoned
+        the new way)."""
+        if not self.started:
+            self.floor = self.next = floor
+            self.started = True
+        elif floor > self.floor:
+            self._drop_below(floor)
+        missed = self.skip_to(head)
         self.expire(now)
+        dead = [o for o, claimed in self.dead.items() if claimed + lease_s <= now]
+        for offset in dead:
+            self.dead[offset] = now
+        if self.halted_at is not None:
+            halted = self.halted_at
+            if self.epochs.get(halted, 0) < max_deliveries:  # max_deliveries was raised
+                self.halted_at = None
+                self.retry[halted] = now
+            elif on_poison is not Poison.HALT:  # on_poison was changed
+                self.halted_at = None
+                if self.poison(halted, on_poison, now):
+                    dead.append(halted)
         out: list[Delivery] = []
         for offset in sorted(o for o, due in self.retry.items() if due <= now):
             if len(out) >= limit or self.halted_at is not None:
                 break
-            if self.epochs.get(offset, 0) >= max_deliveries:
-                del self.retry[offset]
-                self.poison(offset, on_poison)
-                continue
             del self.retry[offset]
+            if self.epochs.get(offset, 0) >= max_deliveries:
+                if self.poison(offset, on_poison, now):
+                    dead.append(offset)
+                continue
             out.append(self._lease(offset, consumer, now, lease_s))
-        allowed = None if visible is None else set(visible)
-        while len(out) < limit and self.next < tail and self.halted_at is None:
+        end = tail if scan_until is None else min(tail, scan_until)
+        delayed = delayed or {}
+        while len(out) < limit and self.next < end and self.halted_at is None:
             offset = self.next
-            if allowed is not None and offset not in allowed:
-                break  # a delayed event holds the order of its segment
             self.next += 1
+            due = delayed.get(offset)
+            if due is not None and due > now:
+                self.retry[offset] = due
+                continue
             out.append(self._lease(offset, consumer, now, lease_s))
-        return out
+        return HandOut(out, sorted(dead), missed, self.floor)
 
     def _lease(self, offset: int, consumer: str, now: float, lease_s: float) -> Delivery:
         epoch = self.epochs.get(offset, 0) + 1
@@ -142,14 +186,25 @@ class SegmentAcks:
         self.retry[delivery.offset] = now + delay_s
         return AckResult(True)
 
-    def poison(self, offset: int, on_poison: Poison) -> None:
-        """An offset out of deliveries: dead-lettered or skipped, it counts as processed (the
-        caller appends it to the dead-letter stream first); halted, the floor stops there."""
+    def poison(self, offset: int, on_poison: Poison, now: float) -> bool:
+        """An offset out of deliveries: skipped, it counts as processed; halted, the floor stops
+        there; dead-lettered, it waits for its append to the dead-letter stream (returns True:
+        the caller appends it, then calls `dead_lettered`)."""
         self.poisoned[offset] = on_poison.value
         if on_poison is Poison.HALT:
             self.halted_at = offset if self.halted_at is None else min(self.halted_at, offset)
-            return
+            return False
+        if on_poison is Poison.DEAD_LETTER:
+            self.dead[offset] = now
+            return True
         self._processed(offset)
+        return False
+
+    def dead_lettered(self, offsets: Iterable[int]) -> None:
+        """The appends of these offsets to the dead-letter stream are durable: processed."""
+        for offset in offsets:
+            if self.dead.pop(offset, None) is not None:
+                self._processed(offset)
 
     def _processed(self, offset: int) -> None:
         self.acked.add(offset)
@@ -167,10 +222,20 @@ class SegmentAcks:
             return 0
         missed = sum(1 for o in range(self.floor, min(head, self.next)) if o not in self.acked)
         missed += max(0, head - self.next)
-        self.floor = head
-        self.next = max(self.next, head)
-        self.acked = {o for o in self.acked if o >= head}
-        self.leases = {o: lease for o, lease in self.leases.items() if o >= head}
-        self.retry = {o: due for o, due in self.retry.items() if o >= head}
-        self.epochs = {o: e for o, e in self.epochs.items() if o >= head}
+        self._drop_below(head)
         return missed
+
+    def _drop_below(self, offset: int) -> None:
+        self.floor = offset
+        self.next = max(self.next, offset)
+        self.acked = {o for o in self.acked if o >= offset}
+        self.leases = {o: lease for o, lease in self.leases.items() if o >= offset}
+        self.retry = {o: due for o, due in self.retry.items() if o >= offset}
+        self.epochs = {o: e for o, e in self.epochs.items() if o >= offset}
+        self.dead = {o: t for o, t in self.dead.items() if o >= offset}
+        if self.halted_at is not None and self.halted_at < offset:
+            self.halted_at = None
+        while self.floor in self.acked:  # acks above the new floor may close the gap
+            self.acked.remove(self.floor)
+            self.epochs.pop(self.floor, None)
+            self.floor += 1

@@ -28,7 +28,10 @@ def test_the_floor_only_ever_covers_processed_offsets(ops, on_poison, max_delive
     last_floor = 0
     for kind, a, b in ops:
         if kind == "read":
-            got = acks.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
+            out = acks.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
+            got = out.deliveries
+            if b % 2:  # sometimes the dead-letter append is lost and claimed again later
+                acks.dead_lettered(out.dead_letter)
             live = {o for o, lease in acks.leases.items()}
             assert all(d.offset in live for d in got)
             assert len({d.offset for d in got}) == len(got)  # never the same offset twice at once
@@ -47,7 +50,8 @@ def test_the_floor_only_ever_covers_processed_offsets(ops, on_poison, max_delive
             acks.nack(d, now, float(b))
         elif kind == "wait":
             now += a
-        processed |= {o for o, what in acks.poisoned.items() if what != "halt"}
+        processed |= {o for o, what in acks.poisoned.items() if what == "skip"}
+        processed |= {o for o, what in acks.poisoned.items() if what == "dead_letter" and o not in acks.dead}
         assert acks.floor >= last_floor
         assert set(range(acks.floor)) <= processed  # nothing below the floor was left unprocessed
         assert all(o >= acks.floor for o in acks.leases)
@@ -64,7 +68,9 @@ def test_every_event_ends_acknowledged_or_poisoned_per_the_policy(on_poison, max
     acks = SegmentAcks()
     now = 0.0
     for _ in range(max_deliveries + 3):
-        for d in acks.hand_out(now, "c", 100, TAIL, LEASE_S, max_deliveries, on_poison):
+        out = acks.hand_out(now, "c", 100, TAIL, LEASE_S, max_deliveries, on_poison)
+        acks.dead_lettered(out.dead_letter)
+        for d in out.deliveries:
             if d.offset in failing:
                 acks.nack(d, now)
             else:
@@ -80,8 +86,8 @@ def test_every_event_ends_acknowledged_or_poisoned_per_the_policy(on_poison, max
 
 def test_an_expired_lease_is_handed_to_another_consumer_and_the_old_ack_is_refused():
     acks = SegmentAcks()
-    (first,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.DEAD_LETTER)
-    (again,) = acks.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.DEAD_LETTER)
+    (first,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.DEAD_LETTER).deliveries
+    (again,) = acks.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.DEAD_LETTER).deliveries
     assert (again.offset, again.delivery_count) == (first.offset, 2)
     assert acks.ack(first).reason == "stale"
     assert acks.ack(again).acked and acks.floor == 1
@@ -89,7 +95,7 @@ def test_an_expired_lease_is_handed_to_another_consumer_and_the_old_ack_is_refus
 
 def test_out_of_order_acks_move_the_floor_only_over_a_gap_free_prefix():
     acks = SegmentAcks()
-    got = acks.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP)
+    got = acks.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
     for i in (4, 2, 1):
         acks.ack(got[i])
     assert acks.floor == 0
@@ -101,7 +107,7 @@ def test_out_of_order_acks_move_the_floor_only_over_a_gap_free_prefix():
 
 def test_a_fan_out_delivery_counts_once_every_sink_acknowledged_it():
     acks = SegmentAcks()
-    (d,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)
+    (d,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
     assert acks.ack(d, sink="search", sinks={"search", "archive"}).reason == "waiting-for-sinks"
     assert acks.ack(d, sink="nope", sinks={"search", "archive"}).reason == "unknown-sink"
     assert acks.floor == 0
@@ -110,8 +116,51 @@ def test_a_fan_out_delivery_counts_once_every_sink_acknowledged_it():
 
 def test_a_truncation_past_the_floor_says_how_many_events_were_missed():
     acks = SegmentAcks()
-    got = acks.hand_out(0.0, "a", 4, TAIL, LEASE_S, 5, Poison.SKIP)
+    got = acks.hand_out(0.0, "a", 4, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
     acks.ack(got[1])
-    assert acks.skip_to(10) == 9  # 0, 2, 3 handed out but unacked, 4..9 never handed out
-    assert (acks.floor, acks.next, acks.leases) == (10, 10, {})
-    assert acks.hand_out(1.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)[0].offset == 10
+    out = acks.hand_out(1.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP, head=10)
+    assert out.missed == 9  # 0, 2, 3 handed out but unacked, 4..9 never handed out
+    assert [d.offset for d in out.deliveries] == [10] and out.floor == 10
+    assert acks.hand_out(2.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP, head=10).missed == 0
+
+
+def test_a_delayed_event_is_passed_over_and_holds_the_floor_until_delivered_and_acked():
+    acks = SegmentAcks()
+    out = acks.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP, delayed={1: 50.0})
+    assert [d.offset for d in out.deliveries] == [0, 2, 3]
+    for d in out.deliveries:
+        acks.ack(d)
+    assert acks.floor == 1  # 1 is not delivered yet
+    later = acks.hand_out(50.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)
+    assert [(d.offset, d.delivery_count) for d in later.deliveries] == [(1, 1)]
+    acks.ack(later.deliveries[0])
+    assert acks.floor == 4
+
+
+def test_a_dead_letter_counts_as_processed_only_once_its_append_is_confirmed():
+    acks = SegmentAcks()
+    (d,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 1, Poison.DEAD_LETTER).deliveries
+    acks.nack(d, 0.0)
+    out = acks.hand_out(1.0, "a", 1, TAIL, LEASE_S, 1, Poison.DEAD_LETTER)
+    assert out.dead_letter == [0] and acks.floor == 0
+    assert acks.hand_out(2.0, "a", 0, TAIL, LEASE_S, 1, Poison.DEAD_LETTER).dead_letter == []
+    # the appender died: a lease later the append is claimed again
+    assert acks.hand_out(1.0 + LEASE_S, "a", 0, TAIL, LEASE_S, 1, Poison.DEAD_LETTER).dead_letter == [0]
+    acks.dead_lettered([0])
+    assert acks.floor == 1
+
+
+def test_a_halted_segment_resumes_when_the_policy_changes():
+    acks = SegmentAcks()
+    (d,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 1, Poison.HALT).deliveries
+    acks.nack(d, 0.0)
+    assert acks.hand_out(1.0, "a", 5, TAIL, LEASE_S, 1, Poison.HALT).deliveries == []
+    assert acks.halted_at == 0
+    again = acks.hand_out(2.0, "a", 1, TAIL, LEASE_S, 2, Poison.HALT)  # max_deliveries raised
+    assert [(d.offset, d.delivery_count) for d in again.deliveries] == [(0, 2)]
+    acks.nack(again.deliveries[0], 2.0)
+    assert acks.hand_out(3.0, "a", 1, TAIL, LEASE_S, 2, Poison.HALT).deliveries == []
+    assert acks.halted_at == 0
+    out = acks.hand_out(4.0, "a", 1, TAIL, LEASE_S, 2, Poison.SKIP)  # on_poison changed
+    assert acks.halted_at is None and acks.floor == 1
+    assert [d.offset for d in out.deliveries] == [1]

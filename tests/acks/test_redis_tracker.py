@@ -17,6 +17,10 @@ _ids = itertools.count(1)
 
 op = st.one_of(
     st.tuples(st.just("read"), st.sampled_from("abc"), st.integers(1, 6)),
+    st.tuples(st.just("delayed"), st.integers(0, TAIL), st.integers(1, 20)),
+    st.tuples(st.just("truncate"), st.integers(0, TAIL), st.just(0)),
+    st.tuples(st.just("dead"), st.just(0), st.just(0)),
+    st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
     st.tuples(st.just("ack"), st.integers(0, 60), st.booleans()),
     st.tuples(st.just("nack"), st.integers(0, 60), st.integers(0, 3)),
     st.tuples(st.just("wait"), st.integers(1, 15), st.just(0)),
@@ -37,10 +41,11 @@ def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
     assert got.leases == {o: lease.epoch for o, lease in model.leases.items()}
     assert got.acked == model.acked
     assert got.retry == pytest.approx(model.retry)
-    assert got.poisoned == model.poisoned and got.halted_at == model.halted_at
+    assert got.poisoned == {o: what for o, what in model.poisoned.items() if o >= model.floor}
+    assert got.dead == pytest.approx(model.dead) and got.halted_at == model.halted_at
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(op, max_size=80), st.sampled_from(list(Poison)), st.integers(1, 3), st.booleans())
 def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out):
     sinks = ("archive", "search") if fan_out else ()
@@ -48,13 +53,26 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
     tracker = SegmentTracker(redis, next(_ids), 1, "0")
     try:
         now = 1000.0
+        head = 0
+        dead: list[int] = []
         handed: list[Delivery] = []
         for kind, a, b in ops:
-            if kind == "read":
-                want = model.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
-                got = tracker.hand_out(now, a, b, TAIL, LEASE_S, max_deliveries, on_poison)
+            if kind in ("read", "delayed"):
+                consumer, limit = (a, b) if kind == "read" else ("a", 3)
+                delayed = {a: now + b} if kind == "delayed" else None
+                args = (now, consumer, limit, TAIL, LEASE_S, max_deliveries, on_poison)
+                want = model.hand_out(*args, head=head, delayed=delayed)
+                got = tracker.hand_out(*args, head=head, delayed=delayed)
                 assert got == want
-                handed += got
+                handed += got.deliveries
+                dead = got.dead_letter
+            elif kind == "truncate":
+                head = max(head, a)
+            elif kind == "dead":
+                model.dead_lettered(dead)
+                tracker.dead_lettered(dead)
+            elif kind == "policy":
+                on_poison, max_deliveries = a, b
             elif kind in ("ack", "sink") and handed:
                 d = handed[a % len(handed)]
                 if kind == "ack" and b:
@@ -74,13 +92,13 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
 def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
     tracker = SegmentTracker(redis, next(_ids), 1, "0")
     try:
-        got = tracker.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=12)
+        got = tracker.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=12).deliveries
         assert [d.offset for d in got] == [12, 13, 14, 15, 16]
         for d in got[:3]:
             assert tracker.ack(d).acked
         assert tracker.state().floor == 15
         tracker.forget()  # Redis lost everything: FLUSHDB, a failover without persistence
-        again = tracker.hand_out(1.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=15)
+        again = tracker.hand_out(1.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=15).deliveries
         assert [d.offset for d in again] == [15, 16, 17, 18, 19]  # 15, 16 come again: at-least-once
     finally:
         tracker.forget()
@@ -89,11 +107,24 @@ def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
 def test_an_ack_from_an_expired_lease_is_refused_and_the_new_holder_acks(redis):
     tracker = SegmentTracker(redis, next(_ids), 1, "0")
     try:
-        (first,) = tracker.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)
-        (again,) = tracker.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.SKIP)
+        (first,) = tracker.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
+        (again,) = tracker.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
         assert (again.offset, again.delivery_count) == (first.offset, 2)
         assert tracker.ack(first).reason == "stale"
         assert tracker.nack(first, LEASE_S + 2).reason == "stale"
         assert tracker.ack(again).acked and tracker.state().floor == 1
+    finally:
+        tracker.forget()
+
+
+def test_a_restored_redis_behind_the_persisted_floor_is_lifted_to_it(redis):
+    """Redis restored from an old snapshot knows a floor below the persisted one: what the
+    database says was processed is not handed out again, and nothing counts as missed."""
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    try:
+        tracker.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP)
+        out = tracker.hand_out(1.0, "a", 2, TAIL, LEASE_S, 5, Poison.SKIP, floor=8)
+        assert [d.offset for d in out.deliveries] == [8, 9] and out.missed == 0 and out.floor == 8
+        assert tracker.state().leases == {8: 1, 9: 1}
     finally:
         tracker.forget()
