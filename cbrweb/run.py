@@ -54,7 +54,7 @@ def main() -> int:
         beat_schedule = str(var / "celerybeat-schedule")
         commands = {
             "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
-                    "-k", "gthread", "--threads", "2",
+                    "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
                     "--access-logfile", "-", "--graceful-timeout", "5"],
             "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1"],
             "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",

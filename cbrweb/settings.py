@@ -137,6 +137,10 @@ CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
 CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
+# reader groups: the most events one read hands out (and ids one ack takes), the longest long poll
+CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
+CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 30_000, minimum=0)
+CBR_CHECKPOINT_TICK = env_int("CBR_CHECKPOINT_TICK", 5, minimum=1)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
@@ -160,6 +164,10 @@ CELERY_BEAT_SCHEDULE = {
     "retention-cycle": {
         "task": "retention.tasks.run_retention_cycle",
         "schedule": float(CBR_RETENTION_INTERVAL),
+    },
+    "periodic-checkpoints": {
+        "task": "streams.tasks.periodic_checkpoints",
+        "schedule": float(CBR_CHECKPOINT_TICK),
     },
     "refresh-segment-stats": {
         "task": "streams.tasks.refresh_segment_stats",

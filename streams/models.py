@@ -157,6 +157,7 @@ class ReaderGroup(models.Model):
     on_poison = models.CharField(max_length=16, choices=OnPoison.choices, default="dead_letter")
     max_ack_pending = models.PositiveIntegerField(default=1000)
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     streams = models.ManyToManyField(Stream, through="Subscription", related_name="reader_groups")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -174,6 +175,10 @@ class ReaderGroup(models.Model):
     @property
     def is_subscriber(self) -> bool:
         return self.retention_type != RetentionType.NONE
+
+    @property
+    def sink_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.sinks or ()))
 
 
 class Subscription(models.Model):
@@ -196,6 +201,27 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reader_group} on {self.stream}"
+
+
+class ReadPosition(models.Model):
+    """A reader group's persisted floor on one segment: every offset below it was processed
+    (acknowledged, skipped or dead-lettered). It only moves forward; the pending and acknowledged
+    state above it lives in Redis (streams.ack_tracker), which starts again from here if lost."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="positions")
+    segment_id = models.CharField(max_length=64)
+    floor = models.BigIntegerField(default=0)
+    missed = models.BigIntegerField(default=0)  # events truncated away before they were processed
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["subscription_id", "segment_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["subscription", "segment_id"], name="read_position_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subscription}:{self.segment_id}@{self.floor}"
 
 
 class Checkpoint(models.Model):

@@ -9,6 +9,7 @@ Pravega, which leaves it empty until the first publish).
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from .domain.cuts import check_cut
@@ -69,13 +70,80 @@ def do_delete_reader_group(group: ReaderGroup) -> None:
     once for a stream that refuses publishing at its max)."""
     from retention.services import recheck_full_streams
 
+    from .consuming import forget_trackers
+
     streams = list(Stream.objects.filter(subscriptions__reader_group=group).select_related("retention_policy"))
+    group_id = group.pk
     with transaction.atomic():
         group.delete()
         recheck_full_streams(streams)
+        transaction.on_commit(lambda: forget_trackers(group_id))
 
 
-def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
+def do_update_reader_group(
+    group: ReaderGroup, changes: dict, *, generation: object = None, streams: list[Stream] | None = None
+) -> ReaderGroup:
+    """Change a group's settings; `generation` moves on by one. Transitions as in Pravega:
+    becoming NONE unsubscribes it from every stream (its cuts stop holding data); becoming a
+    subscriber subscribes it at its floors (what it has processed); a stream dropped from the list
+    is unsubscribed and its positions forgotten; a stream added starts at the group's start."""
+    from retention.services import recheck_full_streams
+
+    from .consuming import current_floors, forget_trackers
+
+    check_generation(group, generation)
+    was_subscriber = group.is_subscriber
+    with transaction.atomic():
+        bumped = ReaderGroup.objects.filter(pk=group.pk, generation=group.generation).update(
+            generation=F("generation") + 1, updated_at=timezone.now(), **changes
+        )
+        if not bumped:  # another update won the race
+            group.refresh_from_db(fields=["generation"])
+            check_generation(group, generation if generation is not None else -1)
+        group.refresh_from_db()
+        affected: list[Stream] = []
+        removed: list[int] = []
+        if streams is not None:
+            current = {
+                sub.stream_id: sub
+                for sub in Subscription.objects.filter(reader_group=group).select_related("stream__retention_policy")
+            }
+            wanted = {s.pk: s for s in streams}
+            for sid, sub in current.items():
+                if sid not in wanted:
+                    affected.append(sub.stream)
+                    removed.append(sid)
+                    sub.delete()
+            now = timezone.now()
+            for sid, stream in wanted.items():
+                if sid not in current:
+                    cut, sizes = _start_cut(stream, group.start)
+                    Subscription.objects.create(
+                        reader_group=group, stream=stream, acknowledgement_cut=cut,
+                        acknowledgement_sizes=sizes, acknowledged_at=now,
+                    )
+        subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy"))
+        if was_subscriber and not group.is_subscriber:
+            affected += [sub.stream for sub in subs]
+        elif group.is_subscriber and not was_subscriber:
+            floors = current_floors(group)
+            now = timezone.now()
+            for sub in subs:
+                cut = floors.get(sub.stream.full_name)
+                if cut is not None:
+                    log = stream_log(sub.stream)
+                    sub.acknowledgement_cut = cut
+                    sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
+                    sub.acknowledged_at = now
+                    sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
+        if affected:
+            recheck_full_streams(affected)
+        for sid in removed:
+            transaction.on_commit(lambda sid=sid: forget_trackers(group.pk, sid))
+    return group
+
+
+def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription, dict[str, int], object]:
     """updateTruncationStreamCut, validated in Pravega's order: the stream exists; the group is a
     subscriber of it; the generation matches; the cut covers exactly the stream's segments with
     offsets within [head, tail]; it is not behind the group's previous cut."""
@@ -89,16 +157,13 @@ def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
     )
     if stream is None:
         raise FieldError("stream", f"no stream {scope}/{name}", 404, "stream_not_found")
-    sub = Subscription.objects.filter(reader_group=group, stream=stream).first()
+    sub = Subscription.objects.filter(reader_group=group, stream=stream).select_related("stream").first()
     if sub is None or group.retention_type == RetentionType.NONE:
         raise FieldError(
             "stream", f"{group} is not a subscriber of {stream.full_name}", 404, "subscriber_not_found"
         )
-    generation = body.get("generation")
-    if generation is not None and generation != group.generation:
-        raise FieldError(
-            "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"
-        )
+    sub.stream = stream
+    check_generation(group, body.get("generation"))
     log = stream_log(stream)
     try:
         cut = check_cut(
@@ -116,13 +181,29 @@ def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
                 400,
                 "stream_cut_behind_previous",
             )
+    return sub, cut, log
+
+
+def check_generation(group: ReaderGroup, generation: object) -> None:
+    if generation is not None and generation != group.generation:
+        raise FieldError(
+            "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"
+        )
+
+
+def publish_cut(sub: Subscription, cut: dict[str, int], log) -> Subscription:
+    from retention.services import recheck_full_streams
+
+    previous = sub.acknowledgement_cut or {}
     sub.acknowledgement_cut = cut
     sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
     sub.acknowledged_at = timezone.now()
     with transaction.atomic():
         sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
         if cut != previous:
-            from retention.services import recheck_full_streams
-
-            recheck_full_streams([stream])
+            recheck_full_streams([sub.stream])
     return sub
+
+
+def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
+    return publish_cut(*check_truncation_cut(group, body))

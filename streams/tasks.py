@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import services
+from . import consuming, services
 from .models import Stream
 
 
@@ -20,3 +20,10 @@ def refresh_segment_stats() -> int:
     for stream in streams:
         services.refresh_segments(stream)
     return len(streams)
+
+
+@shared_task
+def periodic_checkpoints() -> int:
+    """Checkpoint AUTOMATIC reader groups whose `checkpoint_interval_s` has passed (their
+    acknowledgement cuts follow)."""
+    return consuming.periodic_checkpoints()

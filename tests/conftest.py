@@ -36,6 +36,22 @@ def redis_url(tmp_path_factory):
     proc.wait(10)
 
 
+@pytest.fixture(autouse=True)
+def redis_state(redis_url, settings):
+    """Every test talks to the run's Redis and leaves no reader-group state behind (databases
+    roll back between tests and reuse ids: a stale tracker must not meet a new group)."""
+    import redis
+
+    settings.REDIS_URL = redis_url
+    yield
+    client = redis.Redis.from_url(redis_url)
+    for pattern in ("cbr:acks:*", "cbr:rg:*"):
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def test_broker(redis_url):
     """Celery messages of the tests travel in a Redis database of their own (15), emptied first,

@@ -17,6 +17,7 @@ from streams.domain.errors import FieldError
 def exception_handler(exc, context):
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
+        body.update(exc.details)
         return Response(body, status=exc.status)
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)

@@ -12,12 +12,22 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from streams import reader_groups
-from streams.models import ReaderGroup, Subscription
+from streams import consuming, reader_groups
+from streams.domain.errors import FieldError
+from streams.models import ReaderGroup, RetentionType, Subscription
 
 from .serializers import (
+    AckAnswerSerializer,
+    AckRequestSerializer,
+    CheckpointRequestSerializer,
+    CheckpointSerializer,
+    NackRequestSerializer,
+    ReadAnswerSerializer,
     ReaderGroupCreateSerializer,
+    ReaderGroupDetailSerializer,
     ReaderGroupSerializer,
+    ReaderGroupUpdateSerializer,
+    ReadRequestSerializer,
     SubscriptionSerializer,
     TruncationCutSerializer,
 )
@@ -64,13 +74,28 @@ class ReaderGroupListView(GenericAPIView):
         streams = reader_groups.check_streams(args.pop("streams"))
         group = reader_groups.do_create_reader_group(streams=streams, **args)
         group = get_group(group.scope.name, group.name)
-        return Response(ReaderGroupSerializer(group).data, status=status.HTTP_201_CREATED)
+        return Response(ReaderGroupDetailSerializer(group).data, status=status.HTTP_201_CREATED)
 
 
 class ReaderGroupDetailView(APIView):
-    @extend_schema(responses=ReaderGroupSerializer)
+    @extend_schema(responses=ReaderGroupDetailSerializer)
     def get(self, request, scope, name):
-        return Response(ReaderGroupSerializer(get_group(scope, name)).data)
+        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
+
+    @extend_schema(request=ReaderGroupUpdateSerializer, responses=ReaderGroupDetailSerializer)
+    def patch(self, request, scope, name):
+        group = get_group(scope, name)
+        body = ReaderGroupUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changes = dict(body.validated_data)
+        generation = changes.pop("generation", None)
+        names = changes.pop("streams", None)
+        subscriber_after = changes.get("retention_type", group.retention_type) != RetentionType.NONE
+        if (group.is_subscriber or subscriber_after) and (denied := staff_only(request, "change subscribers")):
+            return denied
+        streams = reader_groups.check_streams(names) if names is not None else None
+        reader_groups.do_update_reader_group(group, changes, generation=generation, streams=streams)
+        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):
@@ -92,3 +117,90 @@ class TruncationCutView(APIView):
             "stream__scope", "stream__retention_policy", "reader_group"
         ).get(pk=sub.pk)
         return Response(SubscriptionSerializer(sub).data)
+
+
+def _body(request, allowed: set[str]) -> dict:
+    data = request.data
+    if not isinstance(data, dict):
+        raise FieldError("body", "must be a JSON object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise FieldError(unknown[0], "is not a field of this request")
+    return data
+
+
+def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
+    return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+
+
+class ReadView(APIView):
+    """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`."""
+
+    @extend_schema(request=ReadRequestSerializer, responses=ReadAnswerSerializer)
+    def post(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        body = ReadRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"])
+        return Response({
+            "deliveries": result.deliveries, "missed": result.missed,
+            "missed_by_stream": result.missed_by_stream,
+            "pending_limit_reached": result.pending_limit_reached,
+        })
+
+
+def _ack_answer(outcome: consuming.AckOutcome) -> Response:
+    return Response({"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks,
+                     "given_back": outcome.given_back})
+
+
+class AckView(APIView):
+    """Acknowledge deliveries, in any order; for fan-out groups, on behalf of one `sink`."""
+
+    @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
+    def post(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        data = _body(request, {"delivery_ids", "sink"})
+        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink")))
+
+
+class NackView(APIView):
+    """Give deliveries back: handed out again after `delay_ms`; `reason` goes with a dead letter."""
+
+    @extend_schema(request=NackRequestSerializer, responses=AckAnswerSerializer)
+    def post(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        body = NackRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"]))
+
+
+class CheckpointListView(APIView):
+    @extend_schema(responses=CheckpointSerializer(many=True))
+    def get(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data})
+
+    @extend_schema(request=CheckpointRequestSerializer, responses={201: CheckpointSerializer})
+    def post(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        body = CheckpointRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        cp_name = consuming.check_checkpoint_name(body.validated_data["name"])
+        cp = consuming.do_checkpoint(group, cp_name, body.validated_data["persist"])
+        return Response(CheckpointSerializer(cp).data, status=status.HTTP_201_CREATED)
+
+
+class CheckpointReleaseView(APIView):
+    @extend_schema(request=None, responses=SubscriptionSerializer(many=True))
+    def post(self, request, scope, name, checkpoint):
+        group = _group_for_consuming(scope, name)
+        if denied := staff_only(request, "release subscribers' data"):
+            return denied
+        subs = consuming.do_release_checkpoint(group, checkpoint)
+        subs = Subscription.objects.select_related(
+            "stream__scope", "stream__retention_policy", "reader_group"
+        ).filter(pk__in=[s.pk for s in subs])
+        return Response({"streams": SubscriptionSerializer(subs, many=True).data})

@@ -362,9 +362,128 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
         model = ReaderGroup
         fields = [
             "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
-            "on_poison", "max_ack_pending", "checkpoint_interval_s", "generation", "streams",
-            "created_at", "updated_at",
+            "on_poison", "max_ack_pending", "checkpoint_interval_s", "last_checkpoint_at",
+            "generation", "streams", "created_at", "updated_at",
         ]
+
+
+class PositionStateSerializer(serializers.Serializer):
+    stream = serializers.CharField()
+    segment = serializers.CharField()
+    floor = serializers.IntegerField(help_text="lowest offset not yet processed (persisted; never moves back)")
+    head = serializers.IntegerField()
+    tail = serializers.IntegerField()
+    lag_events = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="deliveries handed out and not yet acknowledged")
+    waiting = serializers.IntegerField(help_text="nacked with a delay, or delayed events not yet due")
+    redelivered = serializers.IntegerField()
+    dead_lettered = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    missed = serializers.IntegerField(help_text="events truncated away before the group processed them")
+    halted_at = serializers.IntegerField(allow_null=True)
+
+
+class ReaderGroupDetailSerializer(ReaderGroupSerializer):
+    """The detail: the group, its positions on every segment, and its latest checkpoints."""
+
+    positions = serializers.SerializerMethodField()
+    checkpoints = serializers.SerializerMethodField()
+
+    class Meta(ReaderGroupSerializer.Meta):
+        fields = [*ReaderGroupSerializer.Meta.fields, "positions", "checkpoints"]
+
+    def get_positions(self, group) -> list[dict]:
+        from streams.consuming import group_state
+
+        return PositionStateSerializer(group_state(group), many=True).data
+
+    def get_checkpoints(self, group) -> list[dict]:
+        return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data
+
+
+class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a reader group update"
+
+    generation = StrictIntegerField(min_value=0, required=False)
+    streams = serializers.ListField(child=serializers.CharField(), allow_empty=False, required=False)
+    retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
+    sinks = serializers.ListField(child=serializers.CharField(max_length=64), max_length=16, required=False)
+    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, required=False)
+    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, required=False)
+    on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
+    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, required=False, allow_null=True)
+
+    def validate_sinks(self, value):
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("sink names must be distinct")
+        return value
+
+
+class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a read"
+
+    max_events = StrictIntegerField(min_value=1, max_value=settings.CBR_MAX_READ_EVENTS)
+    wait_ms = StrictIntegerField(min_value=0, max_value=settings.CBR_MAX_WAIT_MS, default=0)
+    consumer = serializers.CharField(max_length=128, required=False, default="")
+
+
+class DeliverySerializer(serializers.Serializer):
+    delivery_id = serializers.CharField()
+    delivery_count = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField()
+    stream = serializers.CharField()
+    segment = serializers.CharField()
+    offset = serializers.IntegerField()
+    routing_key = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(allow_null=True)
+    published_at = serializers.DateTimeField()
+    deliver_at = serializers.DateTimeField(allow_null=True)
+    payload_b64 = serializers.CharField()
+    payload = serializers.CharField(required=False)
+
+
+class ReadAnswerSerializer(serializers.Serializer):
+    deliveries = DeliverySerializer(many=True)
+    missed = serializers.IntegerField(help_text="events truncated away before this group processed them")
+    missed_by_stream = serializers.DictField(child=serializers.IntegerField())
+    pending_limit_reached = serializers.BooleanField()
+
+
+class AckRequestSerializer(serializers.Serializer):
+    """For the schema: parsed by streams.consuming.ack (errors name `delivery_ids[i]`)."""
+
+    delivery_ids = serializers.ListField(child=serializers.CharField())
+    sink = serializers.CharField(required=False, help_text="for groups with sinks: which sink acknowledges")
+
+
+class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a nack"
+
+    delivery_ids = serializers.JSONField(help_text="the delivery ids to give back")
+    delay_ms = StrictIntegerField(min_value=0, max_value=7 * 86400 * 1000, default=0)
+    reason = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+
+
+class AckAnswerSerializer(serializers.Serializer):
+    acked = serializers.IntegerField()
+    waiting_for_sinks = serializers.IntegerField()
+    given_back = serializers.IntegerField()
+
+
+class CheckpointRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a checkpoint"
+
+    name = serializers.CharField(max_length=128)
+    persist = serializers.BooleanField(default=False)
+
+
+class CheckpointSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    cuts = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()))
+    persist = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
 
 
 class TruncationCutSerializer(serializers.Serializer):

@@ -32,6 +32,12 @@ urlpatterns = [
     path("reader-groups/", reader_group_views.ReaderGroupListView.as_view(), name="api-reader-groups"),
     path(RG, reader_group_views.ReaderGroupDetailView.as_view(), name="api-reader-group"),
     path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),
+    path(RG + "read/", reader_group_views.ReadView.as_view(), name="api-read"),
+    path(RG + "ack/", reader_group_views.AckView.as_view(), name="api-ack"),
+    path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),
+    path(RG + "checkpoints/", reader_group_views.CheckpointListView.as_view(), name="api-checkpoints"),
+    path(RG + "checkpoints/<name:checkpoint>/release/", reader_group_views.CheckpointReleaseView.as_view(),
+         name="api-checkpoint-release"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

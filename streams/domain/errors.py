@@ -8,9 +8,13 @@ from __future__ import annotations
 
 
 class FieldError(ValueError):
-    def __init__(self, field: str, message: str, status: int = 400, code: str = "invalid"):
+    def __init__(
+        self, field: str, message: str, status: int = 400, code: str = "invalid",
+        details: dict | None = None,
+    ):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
         self.status = status
         self.code = code
+        self.details = details or {}  # more of the answer, e.g. what was applied before a refusal

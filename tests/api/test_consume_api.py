@@ -1,0 +1,343 @@
+"""Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
+checkpoints, updates, against the real segment store and Redis."""
+
+import pytest
+
+from retention.models import RetentionPolicy
+from streams import consuming, services
+from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
+from streams.storage.framing import EventIn
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/reader-groups/"
+G = URL + "shop/billing/"
+
+
+class Clock:
+    def __init__(self, start: float = 1_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(consuming, "_now", clock)
+    return clock
+
+
+def key_for(stream, segment: str) -> bytes:
+    log = services.stream_log(stream)
+    return next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == segment)
+
+
+@pytest.fixture
+def stream():
+    """Ten events on each of two segments: e0..e9 on segment 0, f0..f9 on segment 1."""
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=key_for(stream, "0")) for i in range(10)])
+    services.do_publish(stream, [EventIn(f"f{i}".encode(), routing_key=key_for(stream, "1")) for i in range(10)])
+    return stream
+
+
+def create(api, **body):
+    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"],
+            "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body}
+    response = api.post(URL, body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def read(api, n, **extra):
+    response = api.post(G + "read/", {"max_events": n, **extra}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def ids(deliveries):
+    return [d["delivery_id"] for d in deliveries]
+
+
+def floors(api):
+    return {(p["stream"], p["segment"]): p["floor"] for p in api.get(G).json()["positions"]}
+
+
+def segments_of(stream):
+    return "0", "1"
+
+
+def test_read_hands_out_in_order_per_segment_fairly_and_never_twice(api, stream, clock):
+    create(api)
+    first = read(api, 6)["deliveries"]
+    by_seg = {}
+    for d in first:
+        by_seg.setdefault(d["segment"], []).append(d["offset"])
+        assert d["delivery_count"] == 1 and d["stream"] == "shop/orders"
+    assert by_seg == {"0": [0, 1, 2], "1": [0, 1, 2]}  # 3 from each: fair across segments
+    second = read(api, 100)["deliveries"]
+    assert len(second) == 14  # the rest, nothing of the first read again while its leases live
+    assert not {(d["segment"], d["offset"]) for d in first} & {(d["segment"], d["offset"]) for d in second}
+    assert read(api, 5)["deliveries"] == []
+    assert {d["payload"] for d in first + second} == {f"e{i}" for i in range(10)} | {f"f{i}" for i in range(10)}
+
+
+def test_out_of_order_acks_move_the_persisted_floor_over_the_acked_prefix_only(api, stream, clock):
+    create(api)
+    a, _ = segments_of(stream)
+    got = [d for d in read(api, 20)["deliveries"] if d["segment"] == a]
+    by_offset = {d["offset"]: d["delivery_id"] for d in got}
+    answer = api.post(G + "ack/", {"delivery_ids": [by_offset[3], by_offset[1], by_offset[2]]}, format="json")
+    assert answer.status_code == 200 and answer.json()["acked"] == 3
+    assert floors(api)[("shop/orders", a)] == 0  # 0 is not acknowledged yet
+    api.post(G + "ack/", {"delivery_ids": [by_offset[0]]}, format="json")
+    assert floors(api)[("shop/orders", a)] == 4
+    row = ReadPosition.objects.get(subscription__reader_group__name="billing", segment_id=a)
+    assert row.floor == 4
+    again = api.post(G + "ack/", {"delivery_ids": [by_offset[0]]}, format="json")  # a retried request
+    assert again.status_code == 200 and again.json()["acked"] == 0
+
+
+def test_an_expired_lease_is_redelivered_and_the_old_ack_refused_while_the_rest_apply(api, stream, clock):
+    create(api, ack_timeout_s=5)
+    first = read(api, 2)["deliveries"]
+    clock.now += 6
+    again = read(api, 2)["deliveries"]
+    assert sorted((d["segment"], d["offset"], d["delivery_count"]) for d in again) == sorted(
+        (d["segment"], d["offset"], 2) for d in first
+    )
+    d0 = again[0]
+    old = next(d for d in first if d["segment"] != d0["segment"])
+    answer = api.post(G + "ack/", {"delivery_ids": [d0["delivery_id"], old["delivery_id"]]}, format="json")
+    assert answer.status_code == 409, answer.content
+    body = answer.json()
+    assert body["code"] == "lease_lost" and body["field"] == "delivery_ids[1]" and body["acked"] == 1
+    assert floors(api)[("shop/orders", d0["segment"])] == 1
+    assert floors(api)[("shop/orders", old["segment"])] == 0
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"max_events": 0}, "max_events"),
+        ({"max_events": 10_001}, "max_events"),
+        ({"max_events": "5"}, "max_events"),
+        ({}, "max_events"),
+        ({"max_events": 5, "wait_ms": -1}, "wait_ms"),
+        ({"max_events": 5, "wait_ms": 600_000}, "wait_ms"),
+        ({"max_events": 5, "colour": "red"}, "colour"),
+    ],
+)
+def test_bad_reads_name_the_field(api, stream, body, field):
+    create(api)
+    response = api.post(G + "read/", body, format="json")
+    assert response.status_code == 400 and response.json()["field"] == field
+    assert read(api, 1)["deliveries"]  # nothing was handed out by the refused read
+
+
+def test_bad_acks_name_the_field_and_apply_nothing(api, stream, clock):
+    create(api)
+    create(api, name="other")
+    mine = read(api, 2)["deliveries"]
+    theirs = api.post(URL + "shop/other/read/", {"max_events": 1}, format="json").json()["deliveries"]
+    cases = [
+        ({"delivery_ids": []}, 400, "delivery_ids"),
+        ({"delivery_ids": "abc"}, 400, "delivery_ids"),
+        ({"delivery_ids": [mine[0]["delivery_id"], "nonsense"]}, 400, "delivery_ids[1]"),
+        ({"delivery_ids": [mine[0]["delivery_id"], theirs[0]["delivery_id"]]}, 400, "delivery_ids[1]"),
+        ({"delivery_ids": [mine[0]["delivery_id"]], "sink": "search"}, 400, "sink"),
+        ({"delivery_ids": [mine[0]["delivery_id"]], "extra": 1}, 400, "extra"),
+    ]
+    for body, status, field in cases:
+        response = api.post(G + "ack/", body, format="json")
+        assert response.status_code == status, (body, response.content)
+        assert response.json()["field"] == field
+    forged = mine[0]["delivery_id"].rsplit("-", 2)[0] + "-9-1"  # an offset never handed out
+    response = api.post(G + "ack/", {"delivery_ids": [forged]}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "unknown_delivery"
+    assert set(floors(api).values()) == {0}
+    for body, field in [({"delivery_ids": ids(mine), "delay_ms": -1}, "delay_ms"),
+                        ({"delivery_ids": ids(mine), "delay_ms": "5"}, "delay_ms")]:
+        response = api.post(G + "nack/", body, format="json")
+        assert response.status_code == 400 and response.json()["field"] == field
+    assert api.post(G + "ack/", {"delivery_ids": ids(mine)}, format="json").json()["acked"] == 2
+
+
+def test_a_nack_with_a_delay_redelivers_once_due(api, stream, clock):
+    create(api, streams=["shop/orders"])
+    (d,) = read(api, 1)["deliveries"]
+    nacked = api.post(G + "nack/", {"delivery_ids": [d["delivery_id"]], "delay_ms": 3000}, format="json")
+    assert nacked.json() == {"acked": 0, "waiting_for_sinks": 0, "given_back": 1}, nacked.content
+    later = read(api, 30)["deliveries"]
+    assert (d["segment"], d["offset"]) not in {(x["segment"], x["offset"]) for x in later}
+    clock.now += 3
+    (again,) = read(api, 5)["deliveries"]
+    assert (again["segment"], again["offset"], again["delivery_count"]) == (d["segment"], d["offset"], 2)
+
+
+def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, clock):
+    create(api, max_deliveries=2)
+    got = read(api, 20)["deliveries"]
+    d = next(x for x in got if (x["segment"], x["offset"]) == ("0", 3))
+    api.post(G + "ack/", {"delivery_ids": [x["delivery_id"] for x in got if x is not d]}, format="json")
+    api.post(G + "nack/", {"delivery_ids": [d["delivery_id"]], "reason": "bad input 0"}, format="json")
+    (again,) = read(api, 20)["deliveries"]
+    assert (again["segment"], again["offset"], again["delivery_count"]) == ("0", 3, 2)
+    api.post(G + "nack/", {"delivery_ids": [again["delivery_id"]], "reason": "bad input 1"}, format="json")
+    assert floors(api)[("shop/orders", "0")] == 3
+    assert read(api, 100)["deliveries"] == []  # out of deliveries: dead-lettered on the way
+    assert floors(api)[("shop/orders", "0")] == 10
+    dlq = Stream.objects.get(name="orders-dlq")
+    (event,), _ = services.read_events(dlq, {"0": 0}, 10)
+    headers = event.record.headers
+    assert event.record.payload.decode() == d["payload"]
+    assert headers["cbr-dlq-reason"] == "bad input 1"
+    assert headers["cbr-dlq-stream"] == "shop/orders" and headers["cbr-dlq-offset"] == str(d["offset"])
+    assert headers["cbr-dlq-deliveries"] == "2"
+    positions = {p["segment"]: p for p in api.get(G).json()["positions"]}
+    assert positions["0"]["dead_lettered"] == 1 and positions["0"]["redelivered"] == 1
+
+
+def test_halt_stops_the_floor_until_the_policy_changes(api, stream, clock):
+    group = create(api, max_deliveries=1, on_poison="halt")
+    a, _ = segments_of(stream)
+    got = read(api, 20)["deliveries"]
+    bad = next(d for d in got if d["segment"] == a and d["offset"] == 2)
+    api.post(G + "nack/", {"delivery_ids": [bad["delivery_id"]]}, format="json")
+    api.post(G + "ack/", {"delivery_ids": [x["delivery_id"] for x in got if x is not bad]}, format="json")
+    assert read(api, 10)["deliveries"] == []
+    positions = {p["segment"]: p for p in api.get(G).json()["positions"]}
+    assert positions[a]["halted_at"] == 2 and positions[a]["floor"] == 2
+    response = api.patch(G, {"on_poison": "skip", "generation": group["generation"]}, format="json")
+    assert response.status_code == 200 and response.json()["generation"] == group["generation"] + 1
+    read(api, 10)
+    positions = {p["segment"]: p for p in api.get(G).json()["positions"]}
+    assert positions[a]["halted_at"] is None and positions[a]["floor"] == 10
+
+
+def test_max_ack_pending_holds_back_a_consumer_until_it_acks(api, stream, clock):
+    create(api, max_ack_pending=3)
+    first = read(api, 10)
+    assert len(first["deliveries"]) == 3
+    blocked = read(api, 10)
+    assert blocked["deliveries"] == [] and blocked["pending_limit_reached"]
+    api.post(G + "ack/", {"delivery_ids": ids(first["deliveries"][:2])}, format="json")
+    assert len(read(api, 10)["deliveries"]) == 2
+
+
+def test_a_delayed_event_is_handed_out_only_when_due_and_holds_the_floor(api, clock):
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    due_ms = int((clock.now + 60) * 1000)
+    services.do_publish(stream, [EventIn(b"now-0"), EventIn(b"later", deliver_at_ms=due_ms), EventIn(b"now-2")])
+    create(api)
+    got = read(api, 10)["deliveries"]
+    assert [d["payload"] for d in got] == ["now-0", "now-2"]
+    api.post(G + "ack/", {"delivery_ids": ids(got)}, format="json")
+    assert floors(api)[("shop/orders", "0")] == 1  # waits for the delayed event
+    clock.now += 61
+    (later,) = read(api, 10)["deliveries"]
+    assert later["payload"] == "later" and later["deliver_at"] is not None
+    api.post(G + "ack/", {"delivery_ids": [later["delivery_id"]]}, format="json")
+    assert floors(api)[("shop/orders", "0")] == 3
+
+
+def test_a_group_behind_a_truncation_continues_at_the_head_and_is_told_what_it_missed(api, stream, clock):
+    create(api, retention_type="NONE")
+    a, b = segments_of(stream)
+    read(api, 2)  # offset 0 of each segment, never acknowledged
+    services.stream_log(stream).truncate({a: 5, b: 0})
+    answer = read(api, 100)
+    assert answer["missed"] == 5 and answer["missed_by_stream"] == {"shop/orders": 5}
+    assert min(d["offset"] for d in answer["deliveries"] if d["segment"] == a) == 5
+    positions = {p["segment"]: p for p in api.get(G).json()["positions"]}
+    assert positions[a]["missed"] == 5 and positions[a]["floor"] == 5
+
+
+def test_a_fan_out_event_counts_once_every_sink_acknowledged_it(api, stream, clock):
+    create(api, sinks=["archive", "search"], streams=["shop/orders"])
+    got = read(api, 20)["deliveries"]
+    assert api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "search"}, format="json").json() == {
+        "acked": 0, "waiting_for_sinks": 20, "given_back": 0,
+    }
+    assert set(floors(api).values()) == {0}
+    response = api.post(G + "ack/", {"delivery_ids": ids(got)}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "sink"
+    assert api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "archive"}, format="json").json()["acked"] == 20
+    assert set(floors(api).values()) == {10}
+
+
+def test_after_redis_forgets_everything_delivery_resumes_at_the_persisted_floor(api, stream, clock, redis_url):
+    import redis
+
+    create(api, streams=["shop/orders"])
+    a, _ = segments_of(stream)
+    got = [d for d in read(api, 20)["deliveries"] if d["segment"] == a]
+    api.post(G + "ack/", {"delivery_ids": ids(got[:4])}, format="json")
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*client.keys("cbr:acks:*"))
+    again = [d for d in read(api, 20)["deliveries"] if d["segment"] == a]
+    assert [d["offset"] for d in again] == list(range(4, 10))  # unacked ones come again, acked do not
+
+
+def test_an_automatic_group_publishes_its_floor_at_each_checkpoint(api, stream, clock):
+    RetentionPolicy.objects.create(stream=stream, limit_type="size", min_value=0, consumption_based=True)
+    create(api)
+    a, b = segments_of(stream)
+    got = read(api, 20)["deliveries"]
+    api.post(G + "ack/", {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == a and d["offset"] < 6]}, format="json")
+    response = api.post(G + "checkpoints/", {"name": "half", "persist": True}, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["cuts"] == {"shop/orders": {a: 6, b: 0}}
+    sub = Subscription.objects.get(reader_group__name="billing")
+    assert sub.acknowledgement_cut == {a: 6, b: 0}  # handed out but unacknowledged: not released
+    assert sub.acknowledgement_sizes[a] == services.stream_log(stream).segment(a).size_till(6)
+    dup = api.post(G + "checkpoints/", {"name": "half"}, format="json")
+    assert dup.status_code == 409 and dup.json()["field"] == "name"
+    auto = api.post(G + "checkpoints/", {"name": "auto-x"}, format="json")
+    assert auto.status_code == 400 and auto.json()["field"] == "name"
+    names = [c["name"] for c in api.get(G + "checkpoints/").json()["results"]]
+    assert "half" in names and all(n == "half" or n.startswith("auto-") for n in names)
+
+
+def test_a_manual_group_releases_at_a_persisted_checkpoint(api, stream, clock):
+    create(api, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+    a, b = segments_of(stream)
+    got = read(api, 20)["deliveries"]
+    api.post(G + "ack/", {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == b]}, format="json")
+    api.post(G + "checkpoints/", {"name": "cp1", "persist": True}, format="json")
+    api.post(G + "checkpoints/", {"name": "cp2"}, format="json")
+    sub = Subscription.objects.get(reader_group__name="billing")
+    assert sub.acknowledgement_cut == {a: 0, b: 0}  # a MANUAL group's checkpoint releases nothing by itself
+    assert api.post(G + "checkpoints/cp2/release/").status_code == 409
+    missing = api.post(G + "checkpoints/nope/release/")
+    assert missing.status_code == 404 and missing.json()["field"] == "checkpoint"
+    released = api.post(G + "checkpoints/cp1/release/")
+    assert released.status_code == 200, released.content
+    sub.refresh_from_db()
+    assert sub.acknowledgement_cut == {a: 0, b: 10}
+
+
+def test_updates_check_the_generation_and_move_subscriptions(api, stream, clock):
+    services.do_create_stream(scope="shop", name="refunds", segment_count=1)
+    group = create(api)
+    stale = api.patch(G, {"max_deliveries": 9, "generation": group["generation"] + 5}, format="json")
+    assert stale.status_code == 409 and stale.json()["field"] == "generation"
+    bad = api.patch(G, {"ack_timeout_s": 0}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "ack_timeout_s"
+    moved = api.patch(G, {"streams": ["shop/refunds"], "generation": 0}, format="json").json()
+    assert [s["stream"] for s in moved["streams"]] == ["shop/refunds"] and moved["generation"] == 1
+    assert not Subscription.objects.filter(reader_group__name="billing", stream=stream).exists()
+    none = api.patch(G, {"retention_type": "NONE"}, format="json").json()
+    assert none["retention_type"] == "NONE" and none["generation"] == 2
+    assert ReaderGroup.objects.get(name="billing").max_deliveries == 5  # the stale update changed nothing
+
+
+def test_a_subscriber_becoming_one_again_is_subscribed_at_its_floor(api, stream, clock):
+    create(api, retention_type="NONE")
+    a, b = segments_of(stream)
+    got = read(api, 20)["deliveries"]
+    api.post(G + "ack/", {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == a]}, format="json")
+    api.patch(G, {"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
+    assert Subscription.objects.get(reader_group__name="billing").acknowledgement_cut == {a: 10, b: 0}
