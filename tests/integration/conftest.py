@@ -78,3 +78,74 @@ def _wait_for_other_sessions_to_close(connection, timeout: float = 15) -> None:
             if cur.fetchone()[0] == 0:
                 return
         time.sleep(0.1)
+
+
+@dataclass
+class WebServer:
+    """The real web server (gunicorn, two processes), on the test database, Redis and segment
+    store; `kill()` is a kill -9 of all of it, `start()` brings it back."""
+
+    env: dict
+    port: int
+    log_path: Path
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import urllib.request
+
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{self.port}",
+             "-w", "2", "-k", "gthread", "--threads", "4", "--graceful-timeout", "2"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/login/", timeout=2).read()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.kill()
+                    raise RuntimeError(f"the web server did not start: {self.log_path.read_text()[-2000:]}") from None
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        import signal
+
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def web_server(django_db_setup, django_db_blocker, settings, data_dir, tmp_path):
+    from django.db import connection
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(data_dir),
+        "CBR_VAR_DIR": str(tmp_path / "var"),
+    }
+    server = WebServer(env, _free_port(), tmp_path / "web.log")
+    server.start()
+    yield server
+    server.kill()
+    with django_db_blocker.unblock():
+        _wait_for_other_sessions_to_close(connection)

@@ -1,0 +1,272 @@
+"""A small Python client of CBR's REST API: publish, consume at least once, checkpoint.
+
+Standard library only (it imports nothing from Django or from the rest of CBR): copy this one
+file into a program, or import `streams.client` from a checkout.
+
+    from streams.client import Client
+
+    cbr = Client("http://127.0.0.1:8000", username="admin", password="…")
+    cbr.create_stream("shop", "orders", segment_count=4)
+    cbr.publish("shop/orders", ["first", {"payload": "second", "routing_key": "user-7"}])
+
+    group = cbr.create_reader_group("shop", "billing", ["shop/orders"],
+                                    retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")
+    for message in group.consume(max_events=100, wait_ms=1000, idle_stop=True):
+        with message:                    # acked when the block ends; an exception nacks it
+            handle(message.payload)      # (and is swallowed: the event comes again later)
+
+Acknowledgements are sent in batches: those of one read go in one request before the next read
+(and when the loop ends). A consumer that dies before that is covered by at-least-once: the
+unacknowledged events come again once their leases expire.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+
+class CBRError(Exception):
+    """An error answer: `status` (HTTP), `code`, `field` (what was wrong), the whole `body`."""
+
+    def __init__(self, status: int, body: dict):
+        self.status = status
+        self.body = body
+        self.code = body.get("code", "error")
+        self.field = body.get("field")
+        super().__init__(f"{status} {self.code}: {body.get('message', body)}")
+
+
+class Client:
+    def __init__(
+        self, base_url: str, *, token: str | None = None, username: str | None = None,
+        password: str | None = None, timeout: float = 60.0,
+    ):
+        url = urllib.parse.urlsplit(base_url)
+        if url.scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be http(s)://…, not {base_url!r}")
+        self._scheme, self._netloc = url.scheme, url.netloc
+        self._prefix = url.path.rstrip("/") + "/api/v1/"
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+        self.token = token
+        if token is None and username is not None:
+            self.token = self.request("POST", "auth/token/", {"username": username, "password": password})["token"]
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            self._conn = cls(self._netloc, timeout=self._timeout)
+        return self._conn
+
+    def request(self, method: str, path: str, body: object = None) -> dict:
+        """One API call; answers the decoded JSON, raises CBRError for an error answer. A dropped
+        keep-alive connection is reopened once (only for requests that are safe to repeat: reads,
+        and acks, which are idempotent)."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Token {self.token}"
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request(method, self._prefix + path, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if attempt or not _repeatable(method, path):
+                    raise
+        try:
+            answer = json.loads(raw) if raw else {}
+        except ValueError:  # not JSON: a proxy's or a dying server's page
+            answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
+        if response.status >= 400 or answer.get("code") == "not_json":
+            raise CBRError(response.status, answer if isinstance(answer, dict) else {"message": answer})
+        return answer
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- streams -------------------------------------------------------------------------------
+
+    def create_stream(self, scope: str, name: str, segment_count: int = 1, **settings) -> dict:
+        return self.request("POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings})
+
+    def stream(self, stream: str) -> dict:
+        return self.request("GET", f"streams/{stream}/")
+
+    def publish(self, stream: str, events: Iterable[str | bytes | dict]) -> list[dict]:
+        """Append events (text, bytes, or full event objects); answers their positions."""
+        body = {"events": [_event(e) for e in events]}
+        return self.request("POST", f"streams/{stream}/events/", body)["positions"]
+
+    def set_retention_policy(self, stream: str, **policy) -> dict:
+        return self.request("PUT", f"streams/{stream}/retention-policy/", policy)
+
+    # -- reader groups -------------------------------------------------------------------------
+
+    def create_reader_group(self, scope: str, name: str, streams: list[str], **config) -> ReaderGroup:
+        self.request("POST", "reader-groups/", {"scope": scope, "name": name, "streams": streams, **config})
+        return ReaderGroup(self, f"{scope}/{name}")
+
+    def reader_group(self, group: str) -> ReaderGroup:
+        """A handle on an existing group ("scope/name")."""
+        return ReaderGroup(self, group)
+
+
+@dataclass
+class Message:
+    """One delivery. As a context manager: acknowledged when the block ends normally; an
+    exception gives it back (nack, with the exception as the reason) and is swallowed."""
+
+    group: ReaderGroup
+    data: dict
+    outcome: str | None = field(default=None, repr=False)  # "ack" | "nack" once decided
+    reason: str = field(default="", repr=False)
+
+    @property
+    def delivery_id(self) -> str:
+        return self.data["delivery_id"]
+
+    @property
+    def payload(self) -> bytes:
+        return base64.b64decode(self.data["payload_b64"])
+
+    @property
+    def text(self) -> str | None:
+        return self.data.get("payload")
+
+    @property
+    def delivery_count(self) -> int:
+        return self.data["delivery_count"]
+
+    def ack(self) -> None:
+        self.outcome = "ack"
+
+    def nack(self, reason: str = "") -> None:
+        self.outcome, self.reason = "nack", reason
+
+    def __enter__(self) -> Message:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None:
+            if self.outcome is None:
+                self.ack()
+            return False
+        if kind in (KeyboardInterrupt, SystemExit, GeneratorExit):
+            return False  # stopping: not acknowledged, it comes again after its lease
+        self.nack(f"{kind.__name__}: {exc}"[:500])
+        return True
+
+
+class ReaderGroup:
+    def __init__(self, client: Client, name: str):
+        self.client = client
+        self.name = name
+        self._path = f"reader-groups/{name}/"
+
+    def info(self) -> dict:
+        return self.client.request("GET", self._path)
+
+    def read(self, max_events: int = 100, wait_ms: int = 0, consumer: str | None = None) -> list[Message]:
+        body: dict = {"max_events": max_events, "wait_ms": wait_ms}
+        if consumer:
+            body["consumer"] = consumer
+        answer = self.client.request("POST", self._path + "read/", body)
+        return [Message(self, d) for d in answer["deliveries"]]
+
+    def ack(self, messages: Iterable[Message | str], sink: str | None = None) -> dict:
+        body: dict = {"delivery_ids": [_id(m) for m in messages]}
+        if sink is not None:
+            body["sink"] = sink
+        return self.client.request("POST", self._path + "ack/", body)
+
+    def nack(self, messages: Iterable[Message | str], delay_ms: int = 0, reason: str = "") -> dict:
+        body = {"delivery_ids": [_id(m) for m in messages], "delay_ms": delay_ms, "reason": reason}
+        return self.client.request("POST", self._path + "nack/", body)
+
+    def checkpoint(self, name: str, persist: bool = False) -> dict:
+        return self.client.request("POST", self._path + "checkpoints/", {"name": name, "persist": persist})
+
+    def release(self, checkpoint: str) -> dict:
+        return self.client.request("POST", self._path + f"checkpoints/{checkpoint}/release/")
+
+    def consume(
+        self, max_events: int = 100, wait_ms: int = 1000, consumer: str | None = None,
+        idle_stop: bool = False, sink: str | None = None,
+    ) -> Iterator[Message]:
+        """Messages, read `max_events` at a time (long-polling `wait_ms`), settled in batches:
+        those acknowledged in one request, those given back in another (one per reason).
+        `idle_stop` ends the loop at the first read that finds nothing."""
+        batch: list[Message] = []
+        try:
+            while True:
+                batch = self.read(max_events, wait_ms, consumer)
+                if not batch and idle_stop:
+                    return
+                for message in batch:
+                    yield message
+                self._settle(batch, sink)
+                batch = []
+        finally:
+            self._settle(batch, sink)
+
+    def _settle(self, batch: list[Message], sink: str | None) -> None:
+        acks = [m for m in batch if m.outcome == "ack"]
+        if acks:
+            self.ack(acks, sink)
+        reasons: dict[str, list[Message]] = {}
+        for m in batch:
+            if m.outcome == "nack":
+                reasons.setdefault(m.reason, []).append(m)
+        for reason, messages in reasons.items():
+            self.nack(messages, reason=reason)
+        for m in batch:
+            m.outcome = "settled" if m.outcome else None
+
+
+def _id(m: Message | str) -> str:
+    return m if isinstance(m, str) else m.delivery_id
+
+
+def _event(e: str | bytes | dict) -> dict:
+    if isinstance(e, dict):
+        return e
+    if isinstance(e, bytes):
+        try:
+            return {"payload": e.decode()}
+        except UnicodeDecodeError:
+            return {"payload_b64": base64.b64encode(e).decode()}
+    return {"payload": e}
+
+
+def _repeatable(method: str, path: str) -> bool:
+    return method == "GET" or path.endswith(("/ack/", "/read/"))
+
+
+def wait_for(predicate, timeout: float = 10.0, every: float = 0.1):
+    """Poll `predicate` until it answers something true (a helper for scripts and tests)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)

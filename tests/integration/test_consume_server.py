@@ -1,0 +1,187 @@
+"""Consuming through the real web server (gunicorn, two processes) with the Python client:
+competing consumers, a consumer that dies holding leases, the web server killed mid-ack, Redis
+flushed mid-run, and retention following an AUTOMATIC group's checkpoint."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import redis as redis_lib
+
+from streams import services
+from streams.client import CBRError, Client
+from streams.models import ReadPosition
+from streams.storage.framing import EventIn
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def token(django_user_model):
+    from rest_framework.authtoken.models import Token
+
+    user = django_user_model.objects.create_user("it", password="pw-it-123", is_staff=True, is_superuser=True)
+    return Token.objects.create(user=user).key
+
+
+def fill(name: str, segments: int, per_segment: int):
+    stream = services.do_create_stream(scope="it", name=name, segment_count=segments)
+    log = services.stream_log(stream)
+    for seg in stream.segment_ids:
+        key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
+        services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(per_segment)])
+    return stream
+
+
+def persisted_floors(group: str) -> dict[str, int]:
+    return dict(
+        ReadPosition.objects.filter(subscription__reader_group__name=group).values_list("segment_id", "floor")
+    )
+
+
+def test_two_consumers_of_one_group_never_share_a_live_delivery(web_server, token):
+    fill("shared", 4, 300)
+    Client(web_server.url, token=token).create_reader_group("it", "pair", ["it/shared"], ack_timeout_s=120)
+    seen: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+    errors = []
+
+    def consume(name):
+        try:
+            with Client(web_server.url, token=token) as cbr:
+                group = cbr.reader_group("it/pair")
+                for message in group.consume(max_events=37, wait_ms=200, consumer=name, idle_stop=True):
+                    with message:
+                        seen[name].append((message.data["segment"], message.data["offset"]))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(n,)) for n in seen]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    a, b = set(seen["a"]), set(seen["b"])
+    assert len(a) == len(seen["a"]) and len(b) == len(seen["b"])  # nobody got one twice
+    assert not a & b  # no event was live with both at once (leases outlive the run)
+    assert a | b == {(str(s), o) for s in range(4) for o in range(300)}
+    assert seen["a"] and seen["b"]  # both did work
+    assert persisted_floors("pair") == {str(s): 300 for s in range(4)}
+
+
+CONSUMER = """
+import sys, time
+from streams.client import Client
+group = Client(sys.argv[1], token=sys.argv[2]).reader_group("it/dies")
+got = group.read(max_events=5)
+print(",".join(f"{m.data['segment']}:{m.data['offset']}" for m in got), flush=True)
+time.sleep(600)  # holds its leases until killed
+"""
+
+
+def test_a_consumer_killed_holding_leases_has_them_redelivered_after_the_timeout(web_server, token):
+    fill("dying", 1, 20)
+    cbr = Client(web_server.url, token=token)
+    group = cbr.create_reader_group("it", "dies", ["it/dying"], ack_timeout_s=2)
+    proc = subprocess.Popen([sys.executable, "-c", CONSUMER, web_server.url, token], stdout=subprocess.PIPE,
+                            text=True, cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    held = proc.stdout.readline().strip().split(",")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert held == [f"0:{i}" for i in range(5)]
+    assert [m.data["offset"] for m in group.read(max_events=5)] == [5, 6, 7, 8, 9]  # live leases: not yet
+    time.sleep(2.2)
+    again = group.read(max_events=5)
+    assert [(m.data["offset"], m.delivery_count) for m in again] == [(i, 2) for i in range(5)]
+
+
+PER_SEGMENT = 6000
+
+
+def test_kill_9_of_the_web_server_mid_ack_loses_nothing(web_server, token):
+    fill("crashy", 2, PER_SEGMENT)
+    Client(web_server.url, token=token).create_reader_group("it", "crash", ["it/crashy"], ack_timeout_s=3)
+    processed: set[tuple[str, int]] = set()
+    floors_seen: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set():
+            try:
+                with Client(web_server.url, token=token, timeout=5) as cbr:
+                    group = cbr.reader_group("it/crash")
+                    while not stop.is_set():
+                        batch = group.read(max_events=100, wait_ms=100)
+                        processed.update((m.data["segment"], m.data["offset"]) for m in batch)  # work done
+                        group.ack(batch)  # may be cut off by the kill: the events come again
+            except (OSError, CBRError):
+                time.sleep(0.05)  # the server is down (or answering 5xx while it dies): retry
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    kills = []
+    for _ in range(3):  # kill -9 the whole server three times while it is acknowledging
+        time.sleep(0.4)
+        floors_seen.append(persisted_floors("crash"))
+        web_server.kill()
+        kills.append(persisted_floors("crash"))
+        floors_seen.append(kills[-1])
+        web_server.start()
+    assert sum(kills[-1].values()) < 2 * PER_SEGMENT  # the kills came while it was consuming
+    deadline = time.monotonic() + 90
+    while persisted_floors("crash") != {"0": PER_SEGMENT, "1": PER_SEGMENT} and time.monotonic() < deadline:
+        floors_seen.append(persisted_floors("crash"))
+        time.sleep(0.2)
+    stop.set()
+    thread.join(30)
+    assert persisted_floors("crash") == {"0": PER_SEGMENT, "1": PER_SEGMENT}
+    assert processed == {(s, o) for s in ("0", "1") for o in range(PER_SEGMENT)}  # every event processed
+    for seg in ("0", "1"):  # and the persisted floor never moved back
+        values = [f.get(seg, 0) for f in floors_seen]
+        assert values == sorted(values)
+
+
+def test_redis_flushed_mid_run_redelivers_from_the_persisted_floor_and_loses_nothing(web_server, token, settings):
+    fill("flushed", 2, 500)
+    cbr = Client(web_server.url, token=token)
+    group = cbr.create_reader_group("it", "flush", ["it/flushed"])
+    first = group.read(max_events=300)
+    acked = [m for m in first if m.data["offset"] < 100]
+    group.ack(acked)
+    before = persisted_floors("flush")
+    assert before == {"0": 100, "1": 100}
+    redis_lib.Redis.from_url(settings.REDIS_URL).flushdb()  # everything above the floor is forgotten
+    counts: dict[tuple[str, int], int] = {}
+    for message in group.consume(max_events=200, wait_ms=0, idle_stop=True):
+        with message:
+            key = (message.data["segment"], message.data["offset"])
+            counts[key] = counts.get(key, 0) + 1
+    assert set(counts) == {(s, o) for s in ("0", "1") for o in range(100, 500)}  # nothing lost
+    assert all(v == 1 for v in counts.values())
+    assert persisted_floors("flush") == {"0": 500, "1": 500}
+
+
+def test_retention_truncates_exactly_at_an_automatic_groups_checkpoint(web_server, token):
+    from django.core.management import call_command
+
+    fill("kept", 2, 100)
+    cbr = Client(web_server.url, token=token)
+    cbr.set_retention_policy("it/kept", limit_type="size", min=0, consumption_based=True)
+    group = cbr.create_reader_group("it", "auto", ["it/kept"],
+                                    retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
+                                    checkpoint_interval_s=3600)
+    batch = group.read(max_events=200)
+    half = [m for m in batch if m.data["offset"] < 50 or (m.data["segment"] == "1" and m.data["offset"] < 70)]
+    group.ack(half)
+    cp = group.checkpoint("half", persist=True)
+    assert cp["cuts"] == {"it/kept": {"0": 50, "1": 70}}
+    call_command("run_retention_cycle", stream="it/kept")
+    detail = cbr.stream("it/kept")
+    assert detail["head_cut"] == {"0": 50, "1": 70}  # exactly the processed position, no further
+    history = cbr.request("GET", "streams/it/kept/truncations/")["results"]
+    assert history[0]["after_cut"] == {"0": 50, "1": 70}
+    assert history[0]["subscribers"][0]["name"] == "it/auto"
