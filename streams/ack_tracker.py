@@ -30,19 +30,37 @@ _PARTS = ("state", "leases", "holder", "epochs", "acked", "retry", "poison", "de
 _COMMON = """
 local state, leases, holder, epochs, acked, retry, poison, dead, reason =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local function forget_offset(o)
-  redis.call('HDEL', epochs, o)
-  redis.call('HDEL', poison, o)
-  redis.call('HDEL', reason, o)
+local function in_chunks(command, key, items, width)
+  -- one call per 500 items: `width` values per item (HDEL: 1; HSET, ZADD: 2)
+  local step = 500 * width
+  for i = 1, #items, step do
+    redis.call(command, key, unpack(items, i, math.min(i + step - 1, #items)))
+  end
 end
 local function advance()
+  -- move the floor over the acknowledged offsets right above it, a run at a time
   local floor = tonumber(redis.call('HGET', state, 'floor'))
-  while redis.call('ZSCORE', acked, floor) do
-    redis.call('ZREM', acked, floor)
-    forget_offset(floor)
-    floor = floor + 1
+  local start = floor
+  while true do
+    local run = redis.call('ZRANGEBYSCORE', acked, floor, floor + 999)
+    local n = 0
+    for _, m in ipairs(run) do
+      if tonumber(m) ~= floor + n then break end
+      n = n + 1
+    end
+    if n == 0 then break end
+    redis.call('ZREMRANGEBYSCORE', acked, floor, floor + n - 1)
+    floor = floor + n
+    if n < 1000 then break end
   end
-  redis.call('HSET', state, 'floor', floor)
+  if floor > start then
+    local gone = {}
+    for o = start, floor - 1 do table.insert(gone, o) end
+    in_chunks('HDEL', epochs, gone, 1)
+    if redis.call('HLEN', poison) > 0 then in_chunks('HDEL', poison, gone, 1) end
+    if redis.call('HLEN', reason) > 0 then in_chunks('HDEL', reason, gone, 1) end
+    redis.call('HSET', state, 'floor', floor)
+  end
   return floor
 end
 local function below(key, offset, kind)
@@ -164,16 +182,28 @@ for _, o in ipairs(ordered) do
 end
 local nxt = tonumber(redis.call('HGET', state, 'next'))
 local stop = math.min(tail, scan_until)
-while #out / 2 < limit and nxt < stop and not is_halted() do
-  local o = nxt
-  nxt = nxt + 1
-  local when = delayed[o]
-  if when and when > now then
-    redis.call('ZADD', retry, when, o)
-  else
-    lease(o)
+-- offsets never handed out: their first delivery, written in batches
+local first_epochs, first_leases, first_holders = {}, {}, {}
+local holding = '1|' .. consumer .. '|'
+if not is_halted() then
+  while #out / 2 < limit and nxt < stop do
+    local o = nxt
+    nxt = nxt + 1
+    local when = delayed[o]
+    if when and when > now then
+      redis.call('ZADD', retry, when, o)
+    else
+      table.insert(out, o)
+      table.insert(out, 1)
+      table.insert(first_epochs, o); table.insert(first_epochs, 1)
+      table.insert(first_leases, now + lease_s); table.insert(first_leases, o)
+      table.insert(first_holders, o); table.insert(first_holders, holding)
+    end
   end
 end
+in_chunks('HSET', epochs, first_epochs, 2)
+in_chunks('ZADD', leases, first_leases, 2)
+in_chunks('HSET', holder, first_holders, 2)
 redis.call('HSET', state, 'next', nxt)
 table.sort(dead_out)
 return {out, dead_out, missed, tonumber(redis.call('HGET', state, 'floor'))}
@@ -184,12 +214,14 @@ _ACK_MANY = _COMMON + """
 local sink, nsinks = ARGV[1], tonumber(ARGV[2])
 local required = {}
 for i = 3, 2 + nsinks do required[ARGV[i]] = true end
-local answers = {}
+local answers, done, done_scored, seen = {}, {}, {}, {}
 for i = 3 + nsinks, #ARGV, 2 do
   local o, epoch = ARGV[i], ARGV[i + 1]
   local answer = 'ok'
   local h = redis.call('HGET', holder, o)
-  if not h then
+  if seen[o] then
+    answer = 'already-acked'  -- named twice in one batch
+  elseif not h then
     local floor = tonumber(redis.call('HGET', state, 'floor') or '0')
     if tonumber(o) < floor or redis.call('ZSCORE', acked, o) then answer = 'already-acked'
     else answer = 'unknown' end
@@ -213,13 +245,17 @@ for i = 3 + nsinks, #ARGV, 2 do
       end
     end
     if answer == 'ok' then
-      redis.call('HDEL', holder, o)
-      redis.call('ZREM', leases, o)
-      redis.call('ZADD', acked, o, o)
+      seen[o] = true
+      table.insert(done, o)
+      table.insert(done_scored, o)
+      table.insert(done_scored, o)
     end
   end
   table.insert(answers, answer)
 end
+in_chunks('HDEL', holder, done, 1)
+in_chunks('ZREM', leases, done, 1)
+in_chunks('ZADD', acked, done_scored, 2)
 local floor = 0
 if redis.call('HEXISTS', state, 'floor') == 1 then floor = advance() end
 return {answers, floor}

@@ -1,5 +1,6 @@
-"""`/metrics` for Prometheus: gauges read at scrape time from the segment store (the truth) and
-the truncation history, so every web process answers the same numbers."""
+"""`/metrics` for Prometheus: gauges read at scrape time from the segment store (the truth), the
+truncation history and the reader groups' acknowledgement state in Redis, so every web process
+answers the same numbers."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from django.db.models import Count
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states
 
-from .models import Stream
+from .consuming import group_state
+from .group_states import totals_by_stream
+from .models import ReaderGroup, Stream
 from .services import stream_state
 
 
@@ -44,6 +47,7 @@ class StreamCollector:
         truncations.add_metric([], TruncationRecord.objects.count())
         yield from (held, events, disk, published, appended, reclaimed, truncations)
         yield from _consumption_metrics()
+        yield from _reader_group_metrics()
         yield from _cycle_metrics()
 
 
@@ -82,6 +86,42 @@ def _consumption_metrics():
             stale.add_metric([name, group], 1 if sub.active else 0)
     without.add_metric([], count)
     yield from (unconsumed, without, acked, lag, stale)
+
+
+def _reader_group_metrics():
+    """Every reader group's positions, summed over each stream's segments (`group_state` per
+    group: two queries and one Redis round trip each)."""
+    labels = ["stream", "reader_group"]
+    pending = GaugeMetricFamily(
+        "cbr_reader_group_pending", "Deliveries handed out and not yet acknowledged", labels=labels
+    )
+    lag = GaugeMetricFamily(
+        "cbr_reader_group_floor_lag_events",
+        "Events from the reader group's floor (or the head) to the tail: not yet processed",
+        labels=labels,
+    )
+    halted = GaugeMetricFamily(
+        "cbr_reader_group_halted",
+        "1 while a poison event halts the group on some segment of the stream (on_poison: halt)",
+        labels=labels,
+    )
+    redelivered = CounterMetricFamily(
+        "cbr_reader_group_redelivered", "Deliveries handed out again (nacked or lease expired)",
+        labels=labels,
+    )
+    dead_lettered = CounterMetricFamily(
+        "cbr_reader_group_dead_lettered", "Events appended to the stream's dead-letter stream",
+        labels=labels,
+    )
+    for group in ReaderGroup.objects.select_related("scope"):
+        name = str(group)
+        for stream, t in totals_by_stream(group_state(group)).items():
+            pending.add_metric([stream, name], t.pending)
+            lag.add_metric([stream, name], t.lag_events)
+            halted.add_metric([stream, name], 1 if t.halted else 0)
+            redelivered.add_metric([stream, name], t.redelivered)
+            dead_lettered.add_metric([stream, name], t.dead_lettered)
+    yield from (pending, lag, halted, redelivered, dead_lettered)
 
 
 def _cycle_metrics():

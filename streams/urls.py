@@ -12,4 +12,6 @@ urlpatterns = [
     path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
     path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
     path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
+    path("reader-groups/", views.reader_group_list, name="reader-groups"),
+    path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
 ]

@@ -15,8 +15,10 @@ from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
 
 from . import services
+from .consuming import checkpoint_interval_s
 from .forms import PolicyForm
-from .models import Stream
+from .group_states import group_overview, group_summaries
+from .models import ReaderGroup, Stream
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -161,3 +163,27 @@ def run_retention_now(request, scope, name):
 def cycle_status(request, pk):
     cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope"), pk=pk)
     return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": cycle.stream})
+
+
+# -- reader groups -------------------------------------------------------------------------
+
+
+@login_required
+def reader_group_list(request):
+    groups = ReaderGroup.objects.select_related("scope").prefetch_related("subscription_set__stream__scope")
+    page = Paginator(groups, 25).get_page(request.GET.get("page"))
+    context = {"page": page, "rows": group_summaries(page)}
+    if htmx_partial(request):
+        return render(request, "streams/reader_groups.html#group-table", context)
+    return render(request, "streams/reader_groups.html", context)
+
+
+@login_required
+def reader_group_detail(request, scope, name):
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    context = {"group": group, "overview": group_overview(group)}
+    if htmx_partial(request):
+        return render(request, "streams/reader_group.html#group-positions", context)
+    context["checkpoints"] = group.checkpoints.all()[:10]
+    context["checkpoint_interval_s"] = checkpoint_interval_s(group)
+    return render(request, "streams/reader_group.html", context)

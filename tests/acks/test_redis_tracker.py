@@ -128,3 +128,14 @@ def test_a_restored_redis_behind_the_persisted_floor_is_lifted_to_it(redis):
         assert tracker.state().leases == {8: 1, 9: 1}
     finally:
         tracker.forget()
+
+
+def test_a_batch_naming_a_delivery_twice_counts_it_once(redis):
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    try:
+        got = tracker.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
+        results, floor = tracker.ack_many([got[1], got[0], got[1], got[2]])
+        assert [r.acked for r in results] == [True, True, False, True]
+        assert results[2].reason == "already-acked" and floor == 3
+    finally:
+        tracker.forget()

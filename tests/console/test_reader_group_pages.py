@@ -1,0 +1,278 @@
+"""The reader-group pages of the console and their series on /metrics: the numbers a person sees
+after consuming over REST (DESIGN.md §7, §11), against the real segment store and Redis."""
+
+import re
+from html import unescape
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from retention.services import do_truncate
+from streams import services
+from streams.storage.framing import EventIn
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/reader-groups/"
+G = API + "shop/billing/"
+PAGE = "/reader-groups/shop/billing/"
+
+
+@pytest.fixture
+def stream():
+    """One segment of ten events; event i carries (i + 1) * 10 bytes (550 in all)."""
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    services.do_publish(stream, [EventIn(b"x" * ((i + 1) * 10)) for i in range(10)])
+    return stream
+
+
+@pytest.fixture
+def admin_client(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+def create(api, name="billing", **body):
+    body = {"scope": "shop", "name": name, "streams": ["shop/orders"],
+            "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body}
+    response = api.post(API, body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def read(api, n, group=G):
+    response = api.post(group + "read/", {"max_events": n}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()["deliveries"]
+
+
+def ack(api, deliveries, group=G):
+    response = api.post(group + "ack/", {"delivery_ids": [d["delivery_id"] for d in deliveries]}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def nack(api, deliveries, group=G):
+    response = api.post(group + "nack/", {"delivery_ids": [d["delivery_id"] for d in deliveries]}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def text(html: str) -> str:
+    """What a person reads: tags dropped, entities decoded, white space folded."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def rows(html: str) -> list[list[str]]:
+    """Every table row of the page, as the text of its cells."""
+    return [
+        [text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)
+    ]
+
+
+def row_of(html: str, first_cell: str) -> list[str]:
+    found = [r for r in rows(html) if r and r[0].startswith(first_cell)]
+    assert len(found) == 1, rows(html)
+    return found[0]
+
+
+SEGMENT_COLUMNS = ["segment", "floor", "head", "tail", "lag_events", "lag_bytes", "pending", "waiting",
+                   "redelivered", "dead_lettered", "skipped", "missed"]
+
+
+def segment_row(html: str, segment: str = "0") -> dict[str, str]:
+    cells = next(r for r in rows(html) if len(r) == len(SEGMENT_COLUMNS) and r[0].split()[0] == segment)
+    return dict(zip(SEGMENT_COLUMNS, cells, strict=True))
+
+
+def test_reader_group_pages_need_a_login(client):
+    for url in ("/reader-groups/", PAGE):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_the_list_shows_each_group_with_its_lag_pending_and_last_checkpoint(admin_client, api, stream):
+    # given: billing read 6 of 10 events and acknowledged the first 4; audit read nothing
+    create(api)
+    create(api, name="audit", retention_type="NONE")
+    got = read(api, 6)
+    ack(api, got[:4])  # an AUTOMATIC group's first ack is its first checkpoint
+    # when
+    html = admin_client.get("/reader-groups/").content.decode()
+    # then: group, type, streams, lag (events), pending, status, last checkpoint
+    assert row_of(html, "shop/billing") == ["shop/billing", "automatic", "shop/orders", "6", "2", "ok", "now"]
+    assert row_of(html, "shop/audit") == ["shop/audit", "none", "shop/orders", "10", "0", "ok", "never"]
+    assert 'href="/reader-groups/shop/billing/"' in html and 'href="/streams/shop/orders/"' in html
+    assert "2 reader groups" in text(html)
+
+
+def test_the_list_flags_a_halted_group_in_red(admin_client, api, stream):
+    create(api, max_deliveries=1, on_poison="halt")
+    nack(api, read(api, 1))
+    assert read(api, 5) == []  # offset 0 is out of deliveries: the group halts there
+    html = admin_client.get("/reader-groups/").content.decode()
+    assert row_of(html, "shop/billing")[5] == "halted"
+    assert 'class="chip bad" title="shop/orders segment 0 at offset 0">halted</span>' in html
+
+
+def test_the_list_table_is_sent_alone_to_htmx_and_polls(admin_client, api, stream):
+    create(api)
+    fragment = admin_client.get("/reader-groups/", HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="group-table"') and "<html" not in fragment
+    assert 'hx-trigger="every 5s"' in fragment and row_of(fragment, "shop/billing")[3] == "10"
+
+
+def test_the_group_page_shows_floor_and_lag_in_events_and_bytes(admin_client, api, stream):
+    # given: 6 of 10 events handed out, the first 4 acknowledged
+    create(api)
+    got = read(api, 6)
+    ack(api, got[:4])
+    # when
+    html = admin_client.get(PAGE).content.decode()
+    # then: the floor is at 4; events 4..9 are lag: (5 + 6 + … + 10) * 10 = 450 bytes
+    assert segment_row(html) == {
+        "segment": "0", "floor": "4", "head": "0", "tail": "10", "lag_events": "6", "lag_bytes": "450 bytes",
+        "pending": "2", "waiting": "0", "redelivered": "0", "dead_lettered": "0", "skipped": "0", "missed": "0",
+    }
+    page = text(html)
+    assert "Lag (events) 6 from the floor" in page and "Lag (bytes) 450 bytes" in page
+    assert "Pending 2 live deliveries, at most 1,000" in page
+    # the acknowledgement cut the automatic checkpoint published, and its age
+    assert "Acknowledgement cut 0:4 active Acknowledged now" in page
+    assert "no dead letters" in page
+
+
+def test_the_group_page_shows_the_settings_and_the_latest_checkpoints(admin_client, api, stream):
+    create(api, ack_timeout_s=90, max_deliveries=3, on_poison="skip", max_ack_pending=50,
+           checkpoint_interval_s=600, sinks=["search", "audit"])
+    response = api.post(G + "checkpoints/", {"name": "before-deploy", "persist": True}, format="json")
+    assert response.status_code == 201, response.content
+    page = text(admin_client.get(PAGE).content.decode())
+    assert ("Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Generation 0 Start head Sinks audit search "
+            "Checkpoint interval 10 min Last checkpoint now Ack timeout 1 min 30 s Max deliveries 3 "
+            "On poison skip Max ack pending 50") in page
+    assert "before-deploy persisted now shop/orders 0:0" in page
+
+
+def test_a_group_that_is_not_a_subscriber_says_its_cut_holds_nothing(admin_client, api, stream):
+    create(api, retention_type="NONE")
+    page = text(admin_client.get(PAGE).content.decode())
+    assert "Acknowledgement cut — not a subscriber (retention type NONE): its positions hold no data back" in page
+    assert "Acknowledged" not in page
+    assert "Checkpoint interval — only AUTOMATIC groups checkpoint by themselves" in page
+
+
+def test_lag_starts_at_the_head_once_truncation_passed_the_floor(admin_client, api, stream):
+    create(api, retention_type="NONE")
+    ack(api, read(api, 4))
+    do_truncate(stream, {"0": 6}, rule="manual", trigger="console")
+    row = segment_row(admin_client.get(PAGE).content.decode())
+    # events 6..9 are left: (7 + 8 + 9 + 10) * 10 bytes
+    assert (row["floor"], row["head"], row["lag_events"], row["lag_bytes"]) == ("4", "6", "4", "340 bytes")
+
+
+def test_the_positions_refresh_themselves_through_htmx(admin_client, api, stream):
+    create(api)
+    html = admin_client.get(PAGE).content.decode()
+    assert '<div id="group-positions" hx-get="/reader-groups/shop/billing/" hx-trigger="every 3s"' in html
+    ack(api, read(api, 3))
+    fragment = admin_client.get(PAGE, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="group-positions"') and 'hx-trigger="every 3s"' in fragment
+    assert "<html" not in fragment and "Settings" not in fragment
+    row = segment_row(fragment)
+    assert (row["floor"], row["lag_events"], row["lag_bytes"]) == ("3", "7", "490 bytes")
+
+
+def test_a_halted_group_shows_the_poison_banner(admin_client, api, stream):
+    # given: offsets 0..2 handed out, 0 and 1 acknowledged, 2 given back with one delivery allowed
+    create(api, max_deliveries=1, on_poison="halt")
+    got = read(api, 3)
+    ack(api, got[:2])
+    nack(api, got[2:])
+    assert read(api, 10) == []
+    # when
+    html = admin_client.get(PAGE).content.decode()
+    # then
+    assert 'class="notice warn" role="alert"' in html
+    assert ("halted at offset 2 of shop/orders segment 0: change on_poison or raise max_deliveries to resume"
+            in text(html))
+    row = segment_row(html)
+    assert (row["segment"], row["floor"], row["lag_events"]) == ("0 halted at 2", "2", "8")
+    # a policy change and a read resume it: the banner goes
+    group = api.get(G).json()
+    response = api.patch(G, {"on_poison": "skip", "generation": group["generation"]}, format="json")
+    assert response.status_code == 200, response.content
+    read(api, 10)
+    html = admin_client.get(PAGE).content.decode()
+    assert "halted at offset" not in html and segment_row(html)["skipped"] == "1"
+
+
+def test_the_group_page_links_the_dead_letter_stream_once_it_exists(admin_client, api, stream):
+    create(api, max_deliveries=2)
+    nack(api, read(api, 1))
+    nack(api, read(api, 1))  # the second delivery of offset 0, given back again
+    assert "no dead letters" in admin_client.get(PAGE).content.decode()
+    assert [d["offset"] for d in read(api, 1)] == [1]  # offset 0 went to shop/orders-dlq
+    html = admin_client.get(PAGE).content.decode()
+    assert 'dead letters: <a href="/streams/shop/orders-dlq/">shop/orders-dlq</a>' in html
+    row = segment_row(html)
+    assert (row["floor"], row["redelivered"], row["dead_lettered"], row["pending"]) == ("1", "1", "1", "1")
+    assert "Dead-lettered 1 after 2 deliveries" in text(html)
+
+
+def test_the_group_page_costs_no_query_per_segment(admin_client, api, stream):
+    wide = services.do_create_stream(scope="shop", name="clicks", segment_count=8)
+    services.do_publish(wide, [EventIn(b"y")] * 40)
+    create(api)
+    create(api, name="wide", streams=["shop/clicks"])
+    queries = {}
+    for url in (PAGE, "/reader-groups/shop/wide/"):
+        admin_client.get(url)  # the first visit makes the position rows
+        with CaptureQueriesContext(connection) as ctx:
+            assert admin_client.get(url).status_code == 200
+        queries[url] = len(ctx.captured_queries)
+    assert queries[PAGE] == queries["/reader-groups/shop/wide/"]
+
+
+def test_navigation_and_the_stream_page_lead_to_the_reader_groups(admin_client, api, stream):
+    create(api)
+    assert '<a href="/reader-groups/"' in admin_client.get("/").content.decode()
+    html = admin_client.get("/streams/shop/orders/").content.decode()
+    assert '<a href="/reader-groups/shop/billing/">shop/billing</a>' in html
+
+
+def test_metrics_carry_each_groups_positions_per_stream(client, api, stream):
+    # billing: 6 handed out, 4 acknowledged; audit: offset 0 nacked once, then halted on it
+    create(api)
+    got = read(api, 6)
+    ack(api, got[:4])
+    audit = API + "shop/audit/"
+    create(api, name="audit", max_deliveries=2, on_poison="halt")
+    nack(api, read(api, 1, audit), audit)
+    nack(api, read(api, 1, audit), audit)
+    assert read(api, 1, audit) == []
+    text_ = client.get("/metrics").content.decode()
+    billing = 'reader_group="shop/billing",stream="shop/orders"'
+    assert f"cbr_reader_group_pending{{{billing}}} 2.0" in text_
+    assert f"cbr_reader_group_floor_lag_events{{{billing}}} 6.0" in text_
+    assert f"cbr_reader_group_halted{{{billing}}} 0.0" in text_
+    assert f"cbr_reader_group_redelivered_total{{{billing}}} 0.0" in text_
+    assert f"cbr_reader_group_dead_lettered_total{{{billing}}} 0.0" in text_
+    audit_labels = 'reader_group="shop/audit",stream="shop/orders"'
+    assert f"cbr_reader_group_halted{{{audit_labels}}} 1.0" in text_
+    assert f"cbr_reader_group_redelivered_total{{{audit_labels}}} 1.0" in text_
+    assert f"cbr_reader_group_pending{{{audit_labels}}} 0.0" in text_
+    assert f"cbr_reader_group_floor_lag_events{{{audit_labels}}} 10.0" in text_
+    assert "# TYPE cbr_reader_group_dead_lettered_total counter" in text_
+    assert "# TYPE cbr_reader_group_halted gauge" in text_
+
+
+def test_metrics_sum_a_groups_segments_per_stream(client, api):
+    wide = services.do_create_stream(scope="shop", name="clicks", segment_count=4)
+    services.do_publish(wide, [EventIn(b"y")] * 40)
+    create(api, name="wide", streams=["shop/clicks"])
+    read(api, 6, API + "shop/wide/")
+    text_ = client.get("/metrics").content.decode()
+    labels = 'reader_group="shop/wide",stream="shop/clicks"'
+    assert f"cbr_reader_group_pending{{{labels}}} 6.0" in text_
+    assert f"cbr_reader_group_floor_lag_events{{{labels}}} 40.0" in text_
