@@ -6,10 +6,14 @@ compare.
 Keys, per reader group, stream and segment (`{g:s:seg}` keeps them in one Redis Cluster slot):
     cbr:acks:{g:s:seg}:state   hash: floor, next, halted (absent: not halted), and counters
                                redelivered, dead_lettered, skipped
-    cbr:acks:{g:s:seg}:leases  sorted set: offset by lease expiry
-    cbr:acks:{g:s:seg}:holder  hash: offset -> "epoch|consumer|sink,sink"
-    cbr:acks:{g:s:seg}:epochs  hash: offset -> deliveries so far (above the floor)
-    cbr:acks:{g:s:seg}:acked   sorted set: offsets acknowledged above the floor
+    cbr:acks:{g:s:seg}:leases  sorted set: offset by lease expiry (the live deliveries)
+    cbr:acks:{g:s:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
+    cbr:acks:{g:s:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
+                               what `next` implies (1 below it, 0 from it): redeliveries, and
+                               delayed events passed over (0)
+    cbr:acks:{g:s:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
+                               every bit below the floor is set (state's `abase`, a multiple
+                               of 8 at or below the floor, moves up with it)
     cbr:acks:{g:s:seg}:retry   sorted set: offset by the time it is due (again)
     cbr:acks:{g:s:seg}:poison  hash: offset -> what on_poison did (above the floor)
     cbr:acks:{g:s:seg}:dead    sorted set: offset by when its dead-letter append was claimed
@@ -25,71 +29,151 @@ from dataclasses import dataclass
 from .domain.acks import AckResult, Delivery, HandOut, Poison
 
 _PREFIX = "cbr:acks:"
-_PARTS = ("state", "leases", "holder", "epochs", "acked", "retry", "poison", "dead", "reason")
+_PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason")
 
 _COMMON = """
-local state, leases, holder, epochs, acked, retry, poison, dead, reason =
+local state, leases, sinks, epochs, acked, retry, poison, dead, reason =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local function in_chunks(command, key, items, width)
-  -- one call per 500 items: `width` values per item (HDEL: 1; HSET, ZADD: 2)
+  -- one call per 500 items: `width` values per item (HDEL, ZREM: 1; HSET, ZADD: 2)
   local step = 500 * width
   for i = 1, #items, step do
     redis.call(command, key, unpack(items, i, math.min(i + step - 1, #items)))
   end
 end
-local function advance()
-  -- move the floor over the acknowledged offsets right above it, a run at a time
-  local floor = tonumber(redis.call('HGET', state, 'floor'))
-  local start = floor
-  while true do
-    local run = redis.call('ZRANGEBYSCORE', acked, floor, floor + 999)
-    local n = 0
-    for _, m in ipairs(run) do
-      if tonumber(m) ~= floor + n then break end
-      n = n + 1
+local function epoch_of(o)
+  -- deliveries so far; not stored for the common case: 1 below `next`, 0 from it
+  local e = redis.call('HGET', epochs, o)
+  if e then return tonumber(e) end
+  if tonumber(o) < tonumber(redis.call('HGET', state, 'next')) then return 1 end
+  return 0
+end
+local function forget(from, to)
+  -- the floor passed [from, to): drop what the side tables hold about those offsets
+  if to <= from then return end
+  for _, key in ipairs({epochs, poison, reason, sinks}) do
+    local n = redis.call('HLEN', key)
+    if n > 0 and n <= 64 then
+      local gone = {}
+      for _, f in ipairs(redis.call('HKEYS', key)) do
+        local v = tonumber(f)
+        if v >= from and v < to then table.insert(gone, f) end
+      end
+      if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+    elseif n > 64 then
+      local gone = {}
+      for o = from, to - 1 do gone[#gone + 1] = o end
+      in_chunks('HDEL', key, gone, 1)
     end
-    if n == 0 then break end
-    redis.call('ZREMRANGEBYSCORE', acked, floor, floor + n - 1)
-    floor = floor + n
-    if n < 1000 then break end
   end
-  if floor > start then
-    local gone = {}
-    for o = start, floor - 1 do table.insert(gone, o) end
-    in_chunks('HDEL', epochs, gone, 1)
-    if redis.call('HLEN', poison) > 0 then in_chunks('HDEL', poison, gone, 1) end
-    if redis.call('HLEN', reason) > 0 then in_chunks('HDEL', reason, gone, 1) end
+end
+-- `acked` is a bitmap: bit (o - abase) is 1 once offset o is processed. Every bit below the
+-- floor is 1; `abase` (a multiple of 8, at or below the floor) moves up as the floor does.
+local function abase() return tonumber(redis.call('HGET', state, 'abase') or '0') end
+local function mark(offsets)
+  -- set the offsets' bits: whole bytes of a contiguous run at once, single bits otherwise
+  local base, ops, bits, sorted = abase(), {}, {}, true
+  for _, o in ipairs(offsets) do
+    local b = tonumber(o) - base
+    if sorted and #bits > 0 and b < bits[#bits] then sorted = false end
+    bits[#bits + 1] = b
+  end
+  if not sorted then table.sort(bits) end
+  local i = 1
+  while i <= #bits do
+    local j = i
+    while j < #bits and bits[j + 1] <= bits[j] + 1 do j = j + 1 end
+    local a, b = bits[i], bits[j] + 1  -- the run [a, b)
+    local first, last = math.ceil(a / 8), math.floor(b / 8)  -- whole bytes [first, last)
+    if last - first >= 2 then
+      redis.call('SETRANGE', acked, first, string.rep('\\255', last - first))
+      for x = a, first * 8 - 1 do ops[#ops + 1] = x end
+      for x = last * 8, b - 1 do ops[#ops + 1] = x end
+    else
+      for x = a, b - 1 do ops[#ops + 1] = x end
+    end
+    i = j + 1
+  end
+  for _, x in ipairs(ops) do redis.call('SETBIT', acked, x, 1) end
+end
+local function is_acked(o)
+  o = tonumber(o)
+  if o < tonumber(redis.call('HGET', state, 'floor')) then return true end
+  return redis.call('GETBIT', acked, o - abase()) == 1
+end
+local function count_acked(from, to)
+  -- processed offsets in [from, to), from at or above the floor
+  local base = abase()
+  local n = 0
+  local lo, hi = from - base, to - base
+  local first_byte, last_byte = math.ceil(lo / 8), math.floor(hi / 8) - 1
+  if first_byte <= last_byte then
+    n = n + redis.call('BITCOUNT', acked, first_byte, last_byte)
+    for b = lo, first_byte * 8 - 1 do n = n + redis.call('GETBIT', acked, b) end
+    for b = (last_byte + 1) * 8, hi - 1 do n = n + redis.call('GETBIT', acked, b) end
+  else
+    for b = lo, hi - 1 do n = n + redis.call('GETBIT', acked, b) end
+  end
+  return n
+end
+local function rebase(offset)
+  -- drop the bitmap's bytes wholly below `offset` (a multiple of 8 at or below the floor)
+  local base = abase()
+  local skip = (offset - base) / 8
+  if skip <= 0 then return end
+  local rest = redis.call('GETRANGE', acked, skip, -1)
+  if rest == '' then redis.call('DEL', acked) else redis.call('SET', acked, rest) end
+  redis.call('HSET', state, 'abase', offset)
+end
+local function advance()
+  -- move the floor over the processed offsets right above it
+  local floor = tonumber(redis.call('HGET', state, 'floor'))
+  local base = abase()
+  local pos = redis.call('BITPOS', acked, 0, math.floor((floor - base) / 8))
+  if pos >= 0 and base + pos > floor then
+    local start = floor
+    floor = base + pos
     redis.call('HSET', state, 'floor', floor)
+    forget(start, floor)
+    if floor - base >= 65536 then rebase(floor - floor % 8) end
   end
   return floor
 end
+local function start_at(offset)
+  -- a fresh bitmap whose floor is `offset`
+  redis.call('DEL', acked)
+  local base = offset - offset % 8
+  redis.call('HSET', state, 'abase', base)
+  local below = {}
+  for o = base, offset - 1 do below[#below + 1] = o end
+  mark(below)
+end
 local function below(key, offset, kind)
   local gone = {}
-  if kind == 'hash' then
-    for _, o in ipairs(redis.call('HKEYS', key)) do
-      if tonumber(o) < offset then table.insert(gone, o) end
-    end
-    for _, o in ipairs(gone) do redis.call('HDEL', key, o) end
-  else
-    for _, o in ipairs(redis.call('ZRANGE', key, 0, -1)) do
-      if tonumber(o) < offset then table.insert(gone, o) end
-    end
-    for _, o in ipairs(gone) do redis.call('ZREM', key, o) end
+  local members
+  if kind == 'hash' then members = redis.call('HKEYS', key) else members = redis.call('ZRANGE', key, 0, -1) end
+  for _, o in ipairs(members) do
+    if tonumber(o) < offset then table.insert(gone, o) end
   end
-  return gone
+  if #gone > 0 then
+    if kind == 'hash' then in_chunks('HDEL', key, gone, 1) else in_chunks('ZREM', key, gone, 1) end
+  end
 end
 local function drop_below(offset)
+  local nxt = tonumber(redis.call('HGET', state, 'next'))
+  -- keep the processed offsets at or above `offset`; all below it count as processed
+  local base = abase()
+  local keep = offset - offset % 8
+  if keep > base then rebase(keep) end
+  local below_offset = {}
+  for o = keep, offset - 1 do below_offset[#below_offset + 1] = o end
+  mark(below_offset)
   redis.call('HSET', state, 'floor', offset)
-  if tonumber(redis.call('HGET', state, 'next')) < offset then
-    redis.call('HSET', state, 'next', offset)
-  end
-  redis.call('ZREMRANGEBYSCORE', acked, '-inf', '(' .. offset)
-  for _, o in ipairs(below(holder, offset, 'hash')) do redis.call('ZREM', leases, o) end
+  if nxt < offset then redis.call('HSET', state, 'next', offset) end
+  below(leases, offset, 'zset')
   below(retry, offset, 'zset')
-  below(epochs, offset, 'hash')
-  below(poison, offset, 'hash')
   below(dead, offset, 'zset')
-  below(reason, offset, 'hash')
+  for _, key in ipairs({epochs, poison, reason, sinks}) do below(key, offset, 'hash') end
   local halted = redis.call('HGET', state, 'halted')
   if halted and tonumber(halted) < offset then redis.call('HDEL', state, 'halted') end
   return advance()
@@ -97,14 +181,15 @@ end
 """
 
 _HAND_OUT = _COMMON + """
-local now, consumer, limit, tail, lease_s = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local max_deliveries, on_poison, scan_until = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local persisted, head = tonumber(ARGV[9]), tonumber(ARGV[10])
+local now, limit, tail, lease_s = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_deliveries, on_poison, scan_until = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local persisted, head = tonumber(ARGV[8]), tonumber(ARGV[9])
 local delayed = {}
-for i = 11, #ARGV, 2 do delayed[tonumber(ARGV[i])] = tonumber(ARGV[i + 1]) end
+for o, due in string.gmatch(ARGV[10], '(%d+):([%d.e+-]+)') do delayed[tonumber(o)] = tonumber(due) end
 
 if redis.call('HEXISTS', state, 'floor') == 0 then
   redis.call('HSET', state, 'floor', persisted, 'next', persisted)
+  start_at(persisted)
 elseif persisted > tonumber(redis.call('HGET', state, 'floor')) then
   drop_below(persisted)
 end
@@ -114,7 +199,7 @@ if head > floor then
   local nxt = tonumber(redis.call('HGET', state, 'next'))
   local upto = math.min(head, nxt)
   if upto > floor then
-    missed = (upto - floor) - redis.call('ZCOUNT', acked, floor, upto - 1)
+    missed = (upto - floor) - count_acked(floor, upto)
   end
   missed = missed + math.max(0, head - nxt)
   drop_below(head)
@@ -122,7 +207,7 @@ end
 -- expired leases are due again at once
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', now)) do
   redis.call('ZREM', leases, o)
-  redis.call('HDEL', holder, o)
+  redis.call('HDEL', sinks, o)
   redis.call('ZADD', retry, now, o)
   redis.call('HSET', reason, o, 'lease expired')
 end
@@ -142,7 +227,7 @@ local function poison_it(o)
     redis.call('ZADD', dead, now, o)
     table.insert(dead_out, o)
   else
-    redis.call('ZADD', acked, o, o)
+    mark({o})
     redis.call('HINCRBY', state, 'skipped', 1)
     advance()
   end
@@ -150,7 +235,7 @@ end
 local halted = redis.call('HGET', state, 'halted')
 if halted then
   local h = tonumber(halted)
-  if tonumber(redis.call('HGET', epochs, h) or '0') < max_deliveries then
+  if epoch_of(h) < max_deliveries then
     redis.call('HDEL', state, 'halted')
     redis.call('ZADD', retry, now, h)
   elseif on_poison ~= 'halt' then
@@ -158,129 +243,148 @@ if halted then
     poison_it(h)
   end
 end
-local out = {}
-local function lease(o)
-  local epoch = redis.call('HINCRBY', epochs, o, 1)
-  if epoch > 1 then redis.call('HINCRBY', state, 'redelivered', 1) end
-  redis.call('ZADD', leases, now + lease_s, o)
-  redis.call('HSET', holder, o, epoch .. '|' .. consumer .. '|')
-  table.insert(out, o)
-  table.insert(out, epoch)
-end
+local again = {}
+local count = 0
 local due = redis.call('ZRANGEBYSCORE', retry, '-inf', now)
 local ordered = {}
 for _, o in ipairs(due) do table.insert(ordered, tonumber(o)) end
 table.sort(ordered)
 for _, o in ipairs(ordered) do
-  if #out / 2 >= limit or is_halted() then break end
+  if count >= limit or is_halted() then break end
   redis.call('ZREM', retry, o)
-  if tonumber(redis.call('HGET', epochs, o) or '0') >= max_deliveries then
+  local e = epoch_of(o)
+  if e >= max_deliveries then
     poison_it(o)
   else
-    lease(o)
+    e = e + 1
+    if e == 1 then redis.call('HDEL', epochs, o) else
+      redis.call('HSET', epochs, o, e)
+      redis.call('HINCRBY', state, 'redelivered', 1)
+    end
+    redis.call('ZADD', leases, now + lease_s, o)
+    again[#again + 1] = o .. ':' .. e
+    count = count + 1
   end
 end
+-- offsets never handed out: their first delivery (epoch 1, not stored), leased in batches
 local nxt = tonumber(redis.call('HGET', state, 'next'))
 local stop = math.min(tail, scan_until)
--- offsets never handed out: their first delivery, written in batches
-local first_epochs, first_leases, first_holders = {}, {}, {}
-local holding = '1|' .. consumer .. '|'
+local first, first_leases = {}, {}
 if not is_halted() then
-  while #out / 2 < limit and nxt < stop do
+  local expires = now + lease_s
+  while count < limit and nxt < stop do
     local o = nxt
     nxt = nxt + 1
     local when = delayed[o]
     if when and when > now then
       redis.call('ZADD', retry, when, o)
+      redis.call('HSET', epochs, o, 0)
     else
-      table.insert(out, o)
-      table.insert(out, 1)
-      table.insert(first_epochs, o); table.insert(first_epochs, 1)
-      table.insert(first_leases, now + lease_s); table.insert(first_leases, o)
-      table.insert(first_holders, o); table.insert(first_holders, holding)
+      first[#first + 1] = o
+      first_leases[#first_leases + 1] = expires
+      first_leases[#first_leases + 1] = o
+      count = count + 1
     end
   end
 end
-in_chunks('HSET', epochs, first_epochs, 2)
 in_chunks('ZADD', leases, first_leases, 2)
-in_chunks('HSET', holder, first_holders, 2)
 redis.call('HSET', state, 'next', nxt)
 table.sort(dead_out)
-return {out, dead_out, missed, tonumber(redis.call('HGET', state, 'floor'))}
+return {table.concat(again, ','), table.concat(first, ','), dead_out, missed,
+        tonumber(redis.call('HGET', state, 'floor'))}
 """
 
-# ARGV: sink, number of sinks, the sinks, then (offset, epoch) pairs
+# ARGV: sink, number of sinks, the sinks, then "offset:epoch,offset:epoch,…"
+# returns {floor, {index, reason, index, reason, …}} for the deliveries not counted
 _ACK_MANY = _COMMON + """
 local sink, nsinks = ARGV[1], tonumber(ARGV[2])
 local required = {}
 for i = 3, 2 + nsinks do required[ARGV[i]] = true end
-local answers, done, done_scored, seen = {}, {}, {}, {}
-for i = 3 + nsinks, #ARGV, 2 do
-  local o, epoch = ARGV[i], ARGV[i + 1]
+local offs, eps = {}, {}
+for o, epoch in string.gmatch(ARGV[3 + nsinks], '(%d+):(%d+)') do
+  offs[#offs + 1] = o
+  eps[#eps + 1] = tonumber(epoch)
+end
+-- one lookup per 500 ids rather than one per id
+local function many(command, key)
+  local out = {}
+  for i = 1, #offs, 500 do
+    local part = redis.call(command, key, unpack(offs, i, math.min(i + 499, #offs)))
+    for _, v in ipairs(part) do out[#out + 1] = v end
+  end
+  return out
+end
+local live = many('ZMSCORE', leases)
+local stored = {}
+if redis.call('HLEN', epochs) > 0 then stored = many('HMGET', epochs) end
+local nxt = tonumber(redis.call('HGET', state, 'next') or '0')
+local bad, done, seen = {}, {}, {}
+for i, o in ipairs(offs) do
   local answer = 'ok'
-  local h = redis.call('HGET', holder, o)
-  if seen[o] then
+  local n = tonumber(o)
+  if seen[n] then
     answer = 'already-acked'  -- named twice in one batch
-  elseif not h then
+  elseif not live[i] then
     local floor = tonumber(redis.call('HGET', state, 'floor') or '0')
-    if tonumber(o) < floor or redis.call('ZSCORE', acked, o) then answer = 'already-acked'
-    else answer = 'unknown' end
+    if is_acked(n) then answer = 'already-acked' else answer = 'unknown' end
   else
-    local e, consumer, sinks = string.match(h, '^(%d+)|([^|]*)|(.*)$')
-    if e ~= epoch then
+    local e = stored[i]
+    if e then e = tonumber(e) elseif n < nxt then e = 1 else e = 0 end
+    if e ~= eps[i] then
       answer = 'stale'
     elseif nsinks > 0 then
       if not required[sink] then
         answer = 'unknown-sink'
       else
         local have, count, list = {}, 0, {}
-        for s in string.gmatch(sinks, '[^,]+') do have[s] = true end
+        for s in string.gmatch(redis.call('HGET', sinks, o) or '', '[^,]+') do have[s] = true end
         have[sink] = true
         for s, _ in pairs(have) do table.insert(list, s); count = count + 1 end
         if count < nsinks then
           table.sort(list)
-          redis.call('HSET', holder, o, e .. '|' .. consumer .. '|' .. table.concat(list, ','))
+          redis.call('HSET', sinks, o, table.concat(list, ','))
           answer = 'waiting-for-sinks'
         end
       end
     end
-    if answer == 'ok' then
-      seen[o] = true
-      table.insert(done, o)
-      table.insert(done_scored, o)
-      table.insert(done_scored, o)
-    end
   end
-  table.insert(answers, answer)
+  if answer == 'ok' then
+    seen[n] = true
+    done[#done + 1] = n
+  else
+    bad[#bad + 1] = i
+    bad[#bad + 1] = answer
+  end
 end
-in_chunks('HDEL', holder, done, 1)
+if #done == 0 then
+  return {tonumber(redis.call('HGET', state, 'floor') or '0'), bad}
+end
 in_chunks('ZREM', leases, done, 1)
-in_chunks('ZADD', acked, done_scored, 2)
-local floor = 0
-if redis.call('HEXISTS', state, 'floor') == 1 then floor = advance() end
-return {answers, floor}
+mark(done)
+return {advance(), bad}
 """
 
-# ARGV: due, reason, then (offset, epoch) pairs
+# ARGV: due, reason, "offset:epoch,…"; returns {index, reason, …} for those not given back
 _NACK_MANY = _COMMON + """
 local due, why = ARGV[1], ARGV[2]
-local answers = {}
-for i = 3, #ARGV, 2 do
-  local o, epoch = ARGV[i], ARGV[i + 1]
-  local h = redis.call('HGET', holder, o)
-  if not h then
-    table.insert(answers, 'unknown')
-  elseif string.match(h, '^(%d+)|') ~= epoch then
-    table.insert(answers, 'stale')
+local bad = {}
+local i = 0
+for o, epoch in string.gmatch(ARGV[3], '(%d+):(%d+)') do
+  i = i + 1
+  if not redis.call('ZSCORE', leases, o) then
+    bad[#bad + 1] = i
+    bad[#bad + 1] = 'unknown'
+  elseif epoch_of(o) ~= tonumber(epoch) then
+    bad[#bad + 1] = i
+    bad[#bad + 1] = 'stale'
   else
-    redis.call('HDEL', holder, o)
     redis.call('ZREM', leases, o)
+    redis.call('HDEL', sinks, o)
     redis.call('ZADD', retry, due, o)
     if why ~= '' then redis.call('HSET', reason, o, why) end
-    table.insert(answers, 'ok')
   end
 end
-return answers
+return bad
 """
 
 # ARGV: offsets whose dead-letter appends are durable
@@ -288,7 +392,7 @@ _DEAD_LETTERED = _COMMON + """
 for _, o in ipairs(ARGV) do
   if redis.call('ZSCORE', dead, o) then
     redis.call('ZREM', dead, o)
-    redis.call('ZADD', acked, o, o)
+    mark({o})
     redis.call('HINCRBY', state, 'dead_lettered', 1)
   end
 end
@@ -348,24 +452,27 @@ class SegmentTracker:
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: dict[int, float] | None = None, scan_until: int | None = None,
     ) -> HandOut:
-        """As `SegmentAcks.hand_out`."""
-        args = [now, consumer, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
-                tail if scan_until is None else scan_until, floor, head]
-        for offset, due in (delayed or {}).items():
-            args += [offset, due]
-        flat, dead, missed, new_floor = self._hand_out(keys=self.keys, args=args)
-        deliveries = [Delivery(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+        """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
+        args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
+                tail if scan_until is None else scan_until, floor, head,
+                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items())]
+        again, first, dead, missed, new_floor = self._hand_out(keys=self.keys, args=args)
+        deliveries = []
+        if again:
+            for item in _text(again).split(","):
+                offset, epoch = item.split(":")
+                deliveries.append(Delivery(int(offset), int(epoch)))
+        if first:
+            deliveries += [Delivery(int(o), 1) for o in _text(first).split(",")]
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor))
 
     def ack_many(
         self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = ()
     ) -> tuple[list[AckResult], int]:
         """Acknowledge a batch; returns each delivery's result and the floor after them."""
-        args: list = [sink or "", len(sinks), *sinks]
-        for d in deliveries:
-            args += [d.offset, d.epoch]
-        answers, floor = self._ack(keys=self.keys, args=args)
-        return [_result(a) for a in answers], int(floor)
+        packed = ",".join(f"{d.offset}:{d.epoch}" for d in deliveries)
+        floor, bad = self._ack(keys=self.keys, args=[sink or "", len(sinks), *sinks, packed])
+        return _results(len(deliveries), bad), int(floor)
 
     def ack(self, delivery: Delivery, sink: str | None = None, sinks: tuple[str, ...] = ()) -> AckResult:
         return self.ack_many([delivery], sink, sinks)[0][0]
@@ -373,10 +480,8 @@ class SegmentTracker:
     def nack_many(
         self, deliveries: list[Delivery], now: float, delay_s: float = 0.0, reason: str = ""
     ) -> list[AckResult]:
-        args: list = [now + delay_s, reason]
-        for d in deliveries:
-            args += [d.offset, d.epoch]
-        return [_result(a) for a in self._nack(keys=self.keys, args=args)]
+        packed = ",".join(f"{d.offset}:{d.epoch}" for d in deliveries)
+        return _results(len(deliveries), self._nack(keys=self.keys, args=[now + delay_s, reason, packed]))
 
     def nack(self, delivery: Delivery, now: float, delay_s: float = 0.0, reason: str = "") -> AckResult:
         return self.nack_many([delivery], now, delay_s, reason)[0]
@@ -394,12 +499,14 @@ class SegmentTracker:
     def state(self) -> TrackerState:
         r = self.redis
         state = {_text(k): _text(v) for k, v in r.hgetall(self.keys[0]).items()}
-        holder = {int(k): int(_text(v).split("|", 1)[0]) for k, v in r.hgetall(self.keys[2]).items()}
+        nxt = int(state.get("next", 0))
+        epochs = {int(k): int(v) for k, v in r.hgetall(self.keys[3]).items()}
+        leased = [int(m) for m in r.zrange(self.keys[1], 0, -1)]
         return TrackerState(
             floor=int(state.get("floor", 0)),
-            next=int(state.get("next", 0)),
-            leases=holder,
-            acked={int(m) for m in r.zrange(self.keys[4], 0, -1)},
+            next=nxt,
+            leases={o: epochs.get(o, 1 if o < nxt else 0) for o in leased},
+            acked=_bits_from(r.get(self.keys[4]) or b"", int(state.get("abase", 0)), int(state.get("floor", 0))),
             retry={int(m): s for m, s in r.zrange(self.keys[5], 0, -1, withscores=True)},
             poisoned={int(k): _text(v) for k, v in r.hgetall(self.keys[6]).items()},
             dead={int(m): s for m, s in r.zrange(self.keys[7], 0, -1, withscores=True)},
@@ -410,9 +517,26 @@ class SegmentTracker:
         self.redis.delete(*self.keys)
 
 
-def _result(answer) -> AckResult:
-    answer = _text(answer)
-    return AckResult(answer == "ok", "" if answer == "ok" else answer)
+_OK = AckResult(True)
+
+
+def _bits_from(bitmap: bytes, base: int, floor: int) -> set[int]:
+    """The processed offsets at or above the floor, from the `acked` bitmap."""
+    out = set()
+    for i, byte in enumerate(bitmap):
+        if byte:
+            for bit in range(8):
+                if byte & (0x80 >> bit) and base + 8 * i + bit >= floor:
+                    out.add(base + 8 * i + bit)
+    return out
+
+
+def _results(n: int, bad: list) -> list[AckResult]:
+    """All acknowledged but the (1-based index, reason) pairs the script sent back."""
+    results = [_OK] * n
+    for i in range(0, len(bad), 2):
+        results[int(bad[i]) - 1] = AckResult(False, _text(bad[i + 1]))
+    return results
 
 
 def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
@@ -423,13 +547,14 @@ def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
         pipe.hgetall(state)
         pipe.zcard(leases)
         pipe.zcard(retry)
-        pipe.zcard(acked)
+        pipe.bitcount(acked)
         pipe.zcard(dead)
     answers = pipe.execute()
     out = []
     for i in range(len(trackers)):
         state_raw, pending, waiting, acked, dead = answers[5 * i: 5 * i + 5]
         state = {_text(k): int(v) for k, v in state_raw.items()}
+        acked -= state.get("floor", 0) - state.get("abase", 0)  # the bits below the floor
         out.append(
             TrackerStats(
                 floor=state.get("floor"), next=state.get("next"), pending=pending, waiting=waiting,

@@ -318,7 +318,7 @@ def _dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int
             "cbr-dlq-segment": slot.segment,
             "cbr-dlq-offset": str(offset),
             "cbr-dlq-reader-group": str(group),
-            "cbr-dlq-deliveries": (epoch or b"0").decode(),
+            "cbr-dlq-deliveries": (epoch or b"1").decode(),
             "cbr-dlq-at": str(now_ms),
         })
         events.append(EventIn(rec.payload, rec.routing_key, rec.key, headers))

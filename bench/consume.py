@@ -1,0 +1,782 @@
+"""Consume throughput (issue 4): read 1000 / ack 1000 per request over HTTP, against two peers.
+
+What it measures, all on this machine and in one run:
+  cbr        the real server (gunicorn, gthread; PostgreSQL; Redis; CBR_FSYNC=batch): N events
+             published first (untimed), then C consumer processes, each with its own
+             `streams.client.Client`, loop `read(max_events=1000)` → `ack(those ids)` until every
+             event is acked: events/s end to end, p50/p99 of the read and of the ack requests,
+             the consumers' time in each, and the Redis time in the tracker's scripts. Once for
+             a NONE group and once for an AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT group (which
+             checkpoints every --checkpoint-interval seconds, from the ack path).
+  redis      Redis Streams: the same N events XADDed (untimed), then C consumers each sending
+             the XACK of their previous batch and XREADGROUP COUNT 1000 in one pipeline.
+  jetstream  NATS JetStream (file storage, interest retention, a durable pull consumer with
+             explicit acks), the same N events published (untimed) before each figure:
+             (a) C consumers `fetch(1000)`, then `msg.ack()` each message: JetStream's ordinary
+                 ack, sent without waiting for a reply (not `ack_sync`). The target is against
+                 this figure;
+             (b) the same acks after a raw no_wait pull request whose batch a callback collects,
+                 since nats-py's fetch, which waits for every message with a task and a timer of
+                 its own, bounds (a) rather than the server (--no-jetstream-raw skips it).
+             The clock stops when the stream reports 0 messages: interest retention removes a
+             message once it is acked, so that is when the server has every ack.
+  tracker    `streams.ack_tracker.SegmentTracker` alone against Redis: 100k offsets handed out,
+             then acked in a shuffled order 1000 at a time (out-of-order acks/s, and how much of
+             that is inside Redis), and the Redis memory one pending delivery costs (MEMORY USAGE
+             of the tracker's keys, and INFO used_memory).
+Targets: ≥ 50 000 events/s acked end to end and ≥ 1.0× JetStream (the Redis ratio is shown too);
+the tracker ≥ 200 000 out-of-order acks/s.
+
+Usage: .venv/bin/python bench/consume.py [--events 200000] [--segments 4] [--consumers 2]
+       [--batch 1000] [--only cbr,redis,jetstream,tracker] [--rounds 1]
+       [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench_consume]
+       [--redis-url redis://127.0.0.1:6379/3] [--nats-url nats://127.0.0.1:4222]
+       [--web-workers 2] [--web-threads 8]
+The database is created if missing and migrated; the Redis database of --redis-url is emptied
+(FLUSHDB) before the CBR part. The figures, from a quiet machine, go into bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _common import ROOT, machine, manage, wait_http
+
+from streams.client import Client
+
+PARTS = ("cbr", "redis", "jetstream", "tracker")
+PUBLISH_BATCH = 10_000
+GROUP_TYPES = {"NONE": "none", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT": "automatic"}
+REDIS = "Redis Streams XREADGROUP+XACK pipelined"
+JETSTREAM = "JetStream pull fetch + msg.ack()"
+JETSTREAM_RAW = "JetStream raw pull request + msg.ack()"
+TRACKER_SHUFFLED = "tracker: out-of-order acks (ack_many)"
+TARGET_EVENTS_S = 50_000
+TARGET_TRACKER_ACKS_S = 200_000
+
+
+def payload(i: int) -> str:
+    """100 bytes, numbered: events can be told apart when something goes wrong."""
+    return f"{i:09d} " + "x" * 90
+
+
+@dataclass
+class Figure:
+    name: str
+    events: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+    bytes_per_pending: float | None = None  # the tracker's memory figure
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def ms(values: list[float]) -> str:
+    return f"p50 {pct(values, 0.5) * 1000:6.1f} ms  p99 {pct(values, 0.99) * 1000:6.1f} ms"
+
+
+def script_seconds(r) -> float:
+    """Seconds Redis has spent running scripts (EVALSHA, every client's) since its stats were reset."""
+    stats = r.info("commandstats")
+    return sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / 1e6
+
+
+# -- consumer processes ------------------------------------------------------------------------
+# Every peer's consumers are separate processes (spawned, so none inherits a connection or an
+# event loop), each with its own connection; the clock starts when all of them are connected.
+
+
+def _child(target, i: int, args: tuple, events, go) -> None:
+    def start() -> None:
+        events.put(("ready", i))
+        go.wait()
+
+    try:
+        events.put(("done", target(i, start, *args)))
+    except BaseException:
+        events.put(("error", traceback.format_exc()))
+
+
+def run_crew(target, consumers: int, args: tuple, while_running=None, timeout: float = 600) -> tuple[float, list[dict]]:
+    """Start `consumers` processes running `target(i, start, *args)`; answers the start time and
+    their results. `while_running(t0)`, when given, runs in this process meanwhile."""
+    ctx = mp.get_context("spawn")
+    events, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_child, args=(target, i, args, events, go), daemon=True) for i in range(consumers)]
+    for p in procs:
+        p.start()
+    try:
+        ready = 0
+        while ready < consumers:
+            kind, value = events.get(timeout=120)
+            if kind != "ready":
+                raise SystemExit(f"a consumer failed before the start:\n{value}")
+            ready += 1
+        t0 = time.monotonic()
+        go.set()
+        if while_running is not None:
+            while_running(t0)
+        results = []
+        while len(results) < consumers:
+            try:
+                kind, value = events.get(timeout=timeout)
+            except queue.Empty:
+                raise SystemExit("consumers did not finish in time") from None
+            if kind == "error":
+                raise SystemExit(f"a consumer failed:\n{value}")
+            results.append(value)
+        return t0, results
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+
+
+def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -> dict:
+    client = Client(url, token=token)
+    rg = client.reader_group(group)
+    rg.info()  # the connection is open before the clock starts
+    start()
+    reads, acks, sizes, n_acked, t_end = [], [], [], 0, time.monotonic()
+    while True:
+        t = time.monotonic()
+        messages = rg.read(max_events=batch, consumer=f"c{i}")
+        t1 = time.monotonic()
+        if not messages:
+            break  # everything handed out (max_ack_pending leaves room for every consumer's batch)
+        reads.append(t1 - t)
+        sizes.append(len(messages))
+        answer = rg.ack(messages)
+        t_end = time.monotonic()
+        acks.append(t_end - t1)
+        n_acked += answer["acked"]
+    client.close()
+    return {"read": reads, "ack": acks, "sizes": sizes, "n_read": sum(sizes), "n_acked": n_acked, "t_end": t_end}
+
+
+def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -> dict:
+    import redis
+
+    r = redis.Redis.from_url(url)
+    r.ping()
+    start()
+    trips, ids, n_read, n_acked, t_end = [], [], 0, 0, time.monotonic()
+    while True:
+        t = time.monotonic()
+        pipe = r.pipeline(transaction=False)
+        if ids:
+            pipe.xack(key, group, *ids)
+        pipe.xreadgroup(group, f"c{i}", {key: ">"}, count=batch)
+        answers = pipe.execute()
+        t1 = time.monotonic()
+        trips.append(t1 - t)
+        if ids:
+            n_acked += answers[0]
+            t_end = t1
+        got = answers[-1]
+        if isinstance(got, dict):  # RESP3
+            got = list(got.items())
+        ids = [mid for mid, _ in got[0][1]] if got else []
+        if not ids:
+            break
+        n_read += len(ids)
+    r.close()
+    return {"trip": trips, "n_read": n_read, "n_acked": n_acked, "t_end": t_end}
+
+
+def _jetstream_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    return asyncio.run(_jetstream_consume(start, url, stream, durable, batch, total, fetched))
+
+
+async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    import nats
+
+    nc = await nats.connect(url)
+    sub = await nc.jetstream().pull_subscribe_bind(durable=durable, stream=stream)
+    start()
+    fetches, acks, n_read, t_end = [], [], 0, time.monotonic()
+    # A fetch with nothing left waits for its timeout; the shared count of fetched messages says
+    # when there is nothing left (the lease, ack_wait, outlasts the run: nothing comes twice).
+    while fetched.value < total:
+        t = time.monotonic()
+        try:
+            messages = await sub.fetch(batch, timeout=0.5)
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            continue
+        t1 = time.monotonic()
+        for m in messages:
+            await m.ack()
+        t_end = time.monotonic()
+        fetches.append(t1 - t)
+        acks.append(t_end - t1)
+        n_read += len(messages)
+        with fetched.get_lock():
+            fetched.value += len(messages)
+    await nc.flush()
+    await nc.close()
+    return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
+
+
+def _jetstream_raw_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    return asyncio.run(_jetstream_raw_consume(start, url, stream, durable, batch, total, fetched))
+
+
+async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    """The same pull consumer without nats-py's `fetch`, which waits for each message with a
+    task and a timer of its own: one no_wait pull request, the batch collected by a callback."""
+    import json
+
+    import nats
+
+    nc = await nats.connect(url)
+    inbox = nc.new_inbox()
+    got: list = []
+    complete = asyncio.Event()
+
+    async def on_message(msg) -> None:
+        if msg.headers and msg.headers.get("Status"):  # 404 no messages, 408: the pull is over
+            complete.set()
+            return
+        got.append(msg)
+        if len(got) >= batch:
+            complete.set()
+
+    await nc.subscribe(inbox, cb=on_message, pending_msgs_limit=4 * batch)
+    request = json.dumps({"batch": batch, "no_wait": True}).encode()
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+    start()
+    fetches, acks, n_read, t_end = [], [], 0, time.monotonic()
+    while fetched.value < total:
+        got.clear()
+        complete.clear()
+        t = time.monotonic()
+        await nc.publish(next_subject, request, reply=inbox)
+        try:
+            await asyncio.wait_for(complete.wait(), 5)
+        except asyncio.TimeoutError:
+            pass
+        messages = list(got)
+        if not messages:
+            await asyncio.sleep(0.01)
+            continue
+        t1 = time.monotonic()
+        for m in messages:
+            await m.ack()
+        t_end = time.monotonic()
+        fetches.append(t1 - t)
+        acks.append(t_end - t1)
+        n_read += len(messages)
+        with fetched.get_lock():
+            fetched.value += len(messages)
+    await nc.flush()
+    await nc.close()
+    return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
+
+
+# -- CBR -------------------------------------------------------------------------------------
+
+
+class CBRServer:
+    """A database, a flushed Redis database, a temporary store and gunicorn, as cbrweb/run.py
+    starts it; a staff user's token; a stream with N events published before any timing."""
+
+    def __init__(self, args):
+        self.args = args
+        self.work = Path(tempfile.mkdtemp(prefix="bench-consume-", dir=ROOT / "var"))
+        self.server: subprocess.Popen | None = None
+        self.stream = f"consume{time.strftime('%m%d%H%M%S')}"
+
+    def start(self) -> None:
+        a = self.args
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "DATABASE_URL": a.database_url,
+               "REDIS_URL": a.redis_url, "CBR_DATA_DIR": str(self.work / "data"), "CBR_FSYNC": "batch",
+               "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
+        create_database(a.database_url)
+        import redis
+
+        self.redis = redis.Redis.from_url(a.redis_url)
+        self.redis.flushdb()
+        manage(env, "migrate", "--noinput")
+        self.token = manage(env, "shell", "-c", (
+            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+            "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True, 'is_superuser': True});"
+            "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{port}",
+             "-w", str(a.web_workers), "-k", "gthread", "--threads", str(a.web_threads),
+             "--log-level", "warning", "--graceful-timeout", "5"],
+            cwd=ROOT, env=env, start_new_session=True,
+        )
+        wait_http(f"{self.url}/login/")
+        self._warm_up()
+        self._publish()
+
+    def api(self) -> Client:
+        """A new client for each set-up step: gunicorn closes a keep-alive connection idle for 2 s,
+        and the client reopens one only for requests that are safe to repeat."""
+        return Client(self.url, token=self.token)
+
+    def _warm_up(self) -> None:
+        """Each worker imports the consuming views on its first request: not the benchmark's
+        business. A few reads and acks on a small stream, over separate connections so that
+        both workers are likely to take some."""
+        with self.api() as api:
+            api.create_stream("bench", f"{self.stream}-warm", segment_count=1)
+            api.publish(f"bench/{self.stream}-warm", [payload(i) for i in range(200)])
+            api.create_reader_group("bench", f"{self.stream}-warm", [f"bench/{self.stream}-warm"])
+        for _ in range(8):
+            with self.api() as c:
+                rg = c.reader_group(f"bench/{self.stream}-warm")
+                rg.ack(rg.read(max_events=20))
+
+    def _publish(self) -> None:
+        a = self.args
+        with self.api() as api:
+            api.create_stream("bench", self.stream, segment_count=a.segments)
+            t0 = time.monotonic()
+            for start in range(0, a.events, PUBLISH_BATCH):
+                api.publish(f"bench/{self.stream}",
+                            [payload(i) for i in range(start, min(a.events, start + PUBLISH_BATCH))])
+            el = time.monotonic() - t0
+        print(f"cbr: published {a.events:,} events on {a.segments} segment(s) in {el:.1f} s "
+              f"({a.events / el:,.0f} events/s, untimed)", flush=True)
+
+    def consume(self, retention_type: str, round_no: int) -> Figure:
+        a = self.args
+        name = f"{self.stream}-{GROUP_TYPES[retention_type]}-{round_no}"
+        config = {"retention_type": retention_type, "ack_timeout_s": 600,
+                  "max_ack_pending": max(10_000, a.consumers * a.batch)}
+        if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
+            config["checkpoint_interval_s"] = a.checkpoint_interval
+        with self.api() as api:
+            api.create_reader_group("bench", name, [f"bench/{self.stream}"], **config)
+        scripts0 = script_seconds(self.redis)
+        t0, results = run_crew(_cbr_consumer, a.consumers, (self.url, self.token, f"bench/{name}", a.batch))
+        in_scripts = script_seconds(self.redis) - scripts0
+        seconds = max(r["t_end"] for r in results) - t0
+        n_read = sum(r["n_read"] for r in results)
+        n_acked = sum(r["n_acked"] for r in results)
+        reads = [x for r in results for x in r["read"]]
+        acks = [x for r in results for x in r["ack"]]
+        sizes = [x for r in results for x in r["sizes"]]
+        in_read, in_ack = sum(reads), sum(acks)
+        with self.api() as api:
+            detail = api.reader_group(f"bench/{name}").info()
+        lag = sum(p["lag_events"] for p in detail["positions"])
+        pending = sum(p["pending"] for p in detail["positions"])
+        fig = Figure(f"CBR HTTP read+ack, {GROUP_TYPES[retention_type]} group", n_acked, seconds, [
+            f"read  {ms(reads)}  ({len(reads)} requests)",
+            f"ack   {ms(acks)}  ({len(acks)} requests)",
+            f"consumers' time: {in_read / (in_read + in_ack):.0%} in reads, {in_ack / (in_read + in_ack):.0%} in acks",
+            f"events per read: mean {statistics.mean(sizes):,.0f}; {sum(1 for x in sizes if x < a.batch)} of "
+            f"{len(sizes)} reads answered fewer than {a.batch}",
+            f"Redis ran the tracker's scripts {in_scripts:.2f} s of the {seconds:.2f} s "
+            f"({in_scripts / max(1, n_acked) * 1e6:.0f} us per event)",
+        ])
+        if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
+            fig.notes.append(f"checkpoint interval {a.checkpoint_interval} s; "
+                             f"{len(detail['checkpoints'])} automatic checkpoint(s) kept at the end")
+        if n_read != a.events or n_acked != a.events or lag or pending:
+            fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; "
+                             f"lag {lag:,}, pending {pending:,} after the run")
+        return fig
+
+    def stop(self) -> None:
+        if self.server is not None:
+            try:
+                os.killpg(self.server.pid, signal.SIGTERM)
+                self.server.wait(20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                self.server.kill()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def create_database(url: str) -> None:
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- Redis Streams -----------------------------------------------------------------------------
+
+
+class RedisStreams:
+    def __init__(self, args):
+        import redis
+
+        self.args = args
+        self.redis = redis.Redis.from_url(args.redis_url)
+        self.key = f"cbr-bench-consume-{os.getpid()}"
+
+    def start(self) -> None:
+        a = self.args
+        self.redis.delete(self.key)
+        for start in range(0, a.events, PUBLISH_BATCH):
+            pipe = self.redis.pipeline(transaction=False)
+            for i in range(start, min(a.events, start + PUBLISH_BATCH)):
+                pipe.xadd(self.key, {"p": payload(i)})
+            pipe.execute()
+
+    def consume(self, round_no: int) -> Figure:
+        a = self.args
+        group = f"g{round_no}"
+        self.redis.xgroup_create(self.key, group, id="0")
+        t0, results = run_crew(_redis_consumer, a.consumers, (a.redis_url, self.key, group, a.batch))
+        seconds = max(r["t_end"] for r in results) - t0
+        n_read = sum(r["n_read"] for r in results)
+        n_acked = sum(r["n_acked"] for r in results)
+        pending = self.redis.xpending(self.key, group)["pending"]
+        fig = Figure(REDIS, n_acked, seconds, [
+            f"round trip (XACK previous + XREADGROUP) {ms([x for r in results for x in r['trip']])}",
+        ])
+        if n_read != a.events or n_acked != a.events or pending:
+            fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; pending {pending:,}")
+        return fig
+
+    def stop(self) -> None:
+        self.redis.delete(self.key)
+
+
+# -- NATS JetStream ------------------------------------------------------------------------------
+
+
+class JetStream:
+    """Interest retention removes each message once acked, so every round publishes again."""
+
+    def __init__(self, args):
+        self.args = args
+        self.stream = f"CBR_BENCH_CONSUME_{os.getpid()}"
+        self.subject = f"cbr.bench.consume.{os.getpid()}"
+
+    async def _prepare(self, durable: str) -> None:
+        import nats
+        from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType
+
+        a = self.args
+        nc = await nats.connect(a.nats_url)
+        js = nc.jetstream()
+        try:
+            await js.delete_stream(self.stream)
+        except nats.js.errors.NotFoundError:
+            pass
+        await js.add_stream(name=self.stream, subjects=[self.subject], retention=RetentionPolicy.INTEREST,
+                            storage=StorageType.FILE)
+        # the consumer first: an interest stream drops what is published while nobody is interested
+        await js.add_consumer(self.stream, config=ConsumerConfig(
+            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=600,
+            max_ack_pending=max(10_000, a.consumers * a.batch), filter_subject=self.subject,
+        ))
+        t0 = time.monotonic()
+        for i in range(a.events):
+            await js.publish_async(self.subject, payload(i).encode())
+        await js.publish_async_completed()
+        el = time.monotonic() - t0
+        info = await js.stream_info(self.stream)
+        if info.state.messages != a.events:
+            raise SystemExit(f"jetstream: the stream holds {info.state.messages} messages, not {a.events}")
+        print(f"jetstream: published {a.events:,} events in {el:.1f} s ({a.events / el:,.0f} events/s, untimed)", flush=True)
+        await nc.close()
+
+    async def _wait_empty(self, t0: float) -> float:
+        import nats
+
+        nc = await nats.connect(self.args.nats_url)
+        js = nc.jetstream()
+        deadline = t0 + max(120, self.args.events / 500)
+        while True:
+            info = await js.stream_info(self.stream)
+            if info.state.messages == 0:
+                at = time.monotonic()
+                await nc.close()
+                return at
+            if time.monotonic() > deadline:
+                raise SystemExit(f"jetstream: {info.state.messages} messages still unacked")
+            await asyncio.sleep(0.005)
+
+    async def _delete(self) -> None:
+        import nats
+
+        nc = await nats.connect(self.args.nats_url)
+        try:
+            await nc.jetstream().delete_stream(self.stream)
+        except nats.js.errors.NotFoundError:
+            pass
+        await nc.close()
+
+    def consume(self, round_no: int, raw: bool = False) -> Figure:
+        a = self.args
+        durable = f"bench{round_no}{'raw' if raw else ''}"
+        asyncio.run(self._prepare(durable))
+        fetched = mp.get_context("spawn").Value("q", 0)
+        emptied: list[float] = []
+        t0, results = run_crew(
+            _jetstream_raw_consumer if raw else _jetstream_consumer, a.consumers,
+            (a.nats_url, self.stream, durable, a.batch, a.events, fetched),
+            while_running=lambda t0: emptied.append(asyncio.run(self._wait_empty(t0))),
+        )
+        last_ack_sent = max(r["t_end"] for r in results)
+        n_read = sum(r["n_read"] for r in results)
+        name = JETSTREAM_RAW if raw else JETSTREAM
+        fig = Figure(name, n_read, max(emptied[0], last_ack_sent) - t0, [
+            f"{'pull request' if raw else 'fetch'} {ms([x for r in results for x in r['read']])}",
+            f"acks of one batch (msg.ack(), no reply awaited) {ms([x for r in results for x in r['ack']])}",
+            f"the stream was empty {(emptied[0] - last_ack_sent) * 1000:+.0f} ms after the last ack was sent",
+        ])
+        if n_read != a.events:
+            fig.notes.append(f"CHECK FAILED: fetched {n_read:,} of {a.events:,}")
+        return fig
+
+    def stop(self) -> None:
+        asyncio.run(self._delete())
+
+
+# -- the ack tracker alone ---------------------------------------------------------------------
+
+
+def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000, ack_batch: int = 1000) -> list[Figure]:
+    import redis
+
+    from streams.ack_tracker import SegmentTracker
+    from streams.domain.acks import Poison
+
+    r = redis.Redis.from_url(redis_url)
+    group_id = 10**15 + os.getpid()  # no real group has such an id
+    now = time.time()
+
+    def tracker(n: int) -> SegmentTracker:
+        t = SegmentTracker(r, group_id, n, "0")
+        t.forget()
+        return t
+
+    def hand_out_all(t: SegmentTracker) -> list:
+        out = []
+        while len(out) < deliveries:
+            got = t.hand_out(now, "bench", hand_out_limit, deliveries, 3600.0, 5, Poison.DEAD_LETTER)
+            if not got.deliveries:
+                raise SystemExit("tracker: hand_out gave nothing before the tail")
+            out += got.deliveries
+        return out
+
+    def ack_all(t: SegmentTracker, handed: list) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        floor = 0
+        for i in range(0, len(handed), ack_batch):
+            results, floor = t.ack_many(handed[i:i + ack_batch])
+            if not all(x.acked for x in results):
+                raise SystemExit(f"tracker: an ack was refused: {next(x for x in results if not x.acked)}")
+        return time.perf_counter() - t0, floor
+
+    figures = []
+    trackers = [tracker(n) for n in (1, 2, 3)]
+    try:
+        shuffled = trackers[0]
+        t0 = time.perf_counter()
+        handed = hand_out_all(shuffled)
+        hand_out_s = time.perf_counter() - t0
+        random.Random(4).shuffle(handed)
+        scripts0 = script_seconds(r)
+        ack_s, floor = ack_all(shuffled, handed)
+        in_scripts = script_seconds(r) - scripts0
+        fig = Figure(TRACKER_SHUFFLED, deliveries, ack_s, [
+            f"{deliveries:,} offsets acked in a shuffled order, {ack_batch} per ack_many",
+            f"inside Redis: {in_scripts / deliveries * 1e6:.1f} us per ack; in this process and on the way: "
+            f"{(ack_s - in_scripts) / deliveries * 1e6:.1f} us",
+            f"hand_out of the same, {hand_out_limit:,} per call: {deliveries / hand_out_s:,.0f} deliveries/s",
+        ])
+        if floor != deliveries:
+            fig.notes.append(f"CHECK FAILED: floor {floor:,} after acking all {deliveries:,}")
+        figures.append(fig)
+
+        in_order = trackers[1]
+        ack_s, _ = ack_all(in_order, hand_out_all(in_order))
+        figures.append(Figure("tracker: in-order acks (reference)", deliveries, ack_s))
+        in_order.forget()
+
+        # Memory: Redis's own accounting of the keys, and the server's used_memory around it.
+        pending = trackers[2]
+        used0 = r.info("memory")["used_memory"]
+        handed = hand_out_all(pending)
+        used1 = r.info("memory")["used_memory"]
+        by_keys = sum(r.memory_usage(k, samples=0) or 0 for k in pending.keys)
+        # everything acked but the first offset: the floor cannot move, every ack is remembered
+        ack_all(pending, handed[1:])
+        used2 = r.info("memory")["used_memory"]
+        by_keys_acked = sum(r.memory_usage(k, samples=0) or 0 for k in pending.keys)
+        figures.append(Figure("tracker: Redis memory per pending delivery", deliveries, 1.0, bytes_per_pending=by_keys / deliveries, notes=[
+            f"MEMORY USAGE of the tracker's keys: {by_keys / deliveries:,.0f} B per pending delivery "
+            f"({by_keys / 2**20:.1f} MiB for {deliveries:,})",
+            f"INFO used_memory delta: {(used1 - used0) / deliveries:,.0f} B per pending delivery",
+            f"acked but held above a stuck floor (all but the first acked): "
+            f"{by_keys_acked / (deliveries - 1):,.1f} B per offset by MEMORY USAGE, "
+            f"{(used2 - used0) / (deliveries - 1):,.1f} B by used_memory",
+        ]))
+    finally:
+        for t in trackers:
+            t.forget()
+        r.close()
+    return figures
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--segments", type=int, default=4)
+    parser.add_argument("--consumers", type=int, default=2, help="consumer processes, for every peer")
+    parser.add_argument("--batch", type=int, default=1000, help="events per read / fetch, and ids per ack")
+    parser.add_argument("--only", action="append", help=f"parts to run ({', '.join(PARTS)}): repeat or comma-separate")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; medians are reported")
+    parser.add_argument("--retention-types", default=",".join(GROUP_TYPES),
+                        help="CBR reader groups to time, one run each per round")
+    parser.add_argument("--checkpoint-interval", type=int, default=1, help="of the AUTOMATIC group, seconds")
+    parser.add_argument("--no-jetstream-raw", dest="jetstream_raw", action="store_false",
+                        help="skip the second JetStream figure (pull requests without nats-py's fetch)")
+    parser.add_argument("--tracker-deliveries", type=int, default=100_000)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench_consume")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/3")
+    parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--web-threads", type=int, default=8)
+    args = parser.parse_args()
+    parts = {p.strip() for group in (args.only or [",".join(PARTS)]) for p in group.split(",") if p.strip()}
+    if parts - set(PARTS):
+        parser.error(f"--only takes {', '.join(PARTS)}, not {', '.join(sorted(parts - set(PARTS)))}")
+    args.parts = [p for p in PARTS if p in parts]
+    args.types = [t.strip() for t in args.retention_types.split(",") if t.strip()]
+    if set(args.types) - set(GROUP_TYPES):
+        parser.error(f"--retention-types takes {', '.join(GROUP_TYPES)}")
+    return args
+
+
+def show(fig: Figure) -> None:
+    unit = "acks/s" if fig.name.startswith("tracker") else "events/s"
+    if fig.bytes_per_pending is None:
+        print(f"{fig.name:48s} {fig.rate:10,.0f} {unit}  ({fig.events:,} in {fig.seconds:.2f} s)", flush=True)
+    else:
+        print(fig.name, flush=True)
+    for note in fig.notes:
+        print(f"    {note}", flush=True)
+
+
+def main() -> None:
+    args = parse_args()
+    (ROOT / "var").mkdir(exist_ok=True)
+    print(f"machine: {machine()}")
+    print(f"workload: {args.events:,} events of ~100 B, {args.consumers} consumer processes, "
+          f"batches of {args.batch}, {args.rounds} round(s); parts: {', '.join(args.parts)}", flush=True)
+    cbr = redis_streams = jetstream = None
+    figures: dict[str, list[Figure]] = {}
+
+    def keep(fig: Figure) -> None:
+        show(fig)
+        figures.setdefault(fig.name, []).append(fig)
+
+    try:
+        if "cbr" in args.parts:
+            print(f"cbr: database {args.database_url}, Redis {args.redis_url} (flushed), "
+                  f"gunicorn {args.web_workers} workers x {args.web_threads} threads, fsync per batch", flush=True)
+            cbr = CBRServer(args)
+            cbr.start()
+        if "redis" in args.parts:
+            redis_streams = RedisStreams(args)
+            redis_streams.start()
+        if "jetstream" in args.parts:
+            jetstream = JetStream(args)
+        for round_no in range(args.rounds):
+            if cbr is not None:
+                for retention_type in args.types:
+                    keep(cbr.consume(retention_type, round_no))
+            if redis_streams is not None:
+                keep(redis_streams.consume(round_no))
+            if jetstream is not None:
+                keep(jetstream.consume(round_no))
+                if args.jetstream_raw:
+                    keep(jetstream.consume(round_no, raw=True))
+            if "tracker" in args.parts:
+                for fig in bench_tracker(args.redis_url, args.tracker_deliveries):
+                    keep(fig)
+    finally:
+        for part in (cbr, redis_streams, jetstream):
+            if part is not None:
+                part.stop()
+    summary(args, figures)
+
+
+def summary(args, figures: dict[str, list[Figure]]) -> None:
+    """Medians over the rounds; each CBR figure against the peers, and the targets. The JetStream
+    target is against the fetch figure (the issue's definition); the raw pull is shown beside it
+    because nats-py's fetch, not the server, bounds the first."""
+
+    def median(name: str) -> float | None:
+        figs = figures.get(name)
+        return statistics.median(f.rate for f in figs) if figs else None
+
+    peers = {"JetStream": median(JETSTREAM), "JS raw": median(JETSTREAM_RAW), "Redis": median(REDIS)}
+    print()
+    print(f"summary: medians of {args.rounds} round(s), {args.events:,} events, {args.consumers} consumers, "
+          f"batches of {args.batch}")
+    print(f"{'':48s} {'per s':>10s}  " + "  ".join(f"{'vs ' + k:>12s}" for k in peers) + "  target")
+    for name, figs in figures.items():
+        if figs[0].bytes_per_pending is not None:
+            continue
+        rate = median(name)
+        ratios = "  ".join(
+            f"{rate / v:11.2f}x" if v and not name.startswith("tracker") else f"{'':12s}" for v in peers.values()
+        )
+        target = ""
+        if name.startswith("CBR"):
+            target = f">= {TARGET_EVENTS_S:,}/s {'met' if rate >= TARGET_EVENTS_S else 'NOT met'}"
+            if peers["JetStream"]:
+                target += f"; >= 1.0x JetStream {'met' if rate >= peers['JetStream'] else 'NOT met'}"
+        elif name == TRACKER_SHUFFLED:
+            target = f">= {TARGET_TRACKER_ACKS_S:,} acks/s {'met' if rate >= TARGET_TRACKER_ACKS_S else 'NOT met'}"
+        spread = f"  (range {min(f.rate for f in figs):,.0f}-{max(f.rate for f in figs):,.0f})" if len(figs) > 1 else ""
+        print(f"{name:48s} {rate:10,.0f}  {ratios}  {target}{spread}")
+    for name, figs in figures.items():
+        if figs[0].bytes_per_pending is not None:
+            bytes_each = statistics.median(f.bytes_per_pending for f in figs)
+            print(f"{name:48s} {bytes_each:10,.0f} B  (MEMORY USAGE of the tracker's keys / pending deliveries)")
+
+
+if __name__ == "__main__":
+    main()
