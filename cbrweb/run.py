@@ -55,7 +55,7 @@ def main() -> int:
         commands = {
             "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
                     "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
-                    "--access-logfile", "-", "--graceful-timeout", "5"],
+                    "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"],
             "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1"],
             "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",
                      "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",

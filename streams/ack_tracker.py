@@ -291,7 +291,7 @@ in_chunks('ZADD', leases, first_leases, 2)
 redis.call('HSET', state, 'next', nxt)
 table.sort(dead_out)
 return {table.concat(again, ','), table.concat(first, ','), dead_out, missed,
-        tonumber(redis.call('HGET', state, 'floor'))}
+        tonumber(redis.call('HGET', state, 'floor')), nxt}
 """
 
 # ARGV: sink, number of sinks, the sinks, then "offset:epoch,offset:epoch,…"
@@ -456,7 +456,7 @@ class SegmentTracker:
         args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
                 tail if scan_until is None else scan_until, floor, head,
                 ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items())]
-        again, first, dead, missed, new_floor = self._hand_out(keys=self.keys, args=args)
+        again, first, dead, missed, new_floor, nxt = self._hand_out(keys=self.keys, args=args)
         deliveries = []
         if again:
             for item in _text(again).split(","):
@@ -464,7 +464,7 @@ class SegmentTracker:
                 deliveries.append(Delivery(int(offset), int(epoch)))
         if first:
             deliveries += [Delivery(int(o), 1) for o in _text(first).split(",")]
-        return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor))
+        return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
 
     def ack_many(
         self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = ()

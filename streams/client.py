@@ -43,6 +43,8 @@ class CBRError(Exception):
 
 
 class Client:
+    IDLE_S = 1.0  # reopen a keep-alive connection idle longer than this (gunicorn keeps 2 s)
+
     def __init__(
         self, base_url: str, *, token: str | None = None, username: str | None = None,
         password: str | None = None, timeout: float = 60.0,
@@ -54,6 +56,7 @@ class Client:
         self._prefix = url.path.rstrip("/") + "/api/v1/"
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
+        self._used = 0.0
         self.token = token
         if token is None and username is not None:
             self.token = self.request("POST", "auth/token/", {"username": username, "password": password})["token"]
@@ -61,6 +64,8 @@ class Client:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is not None and time.monotonic() - self._used > self.IDLE_S:
+            self.close()  # the server may have closed an idle keep-alive connection meanwhile
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
             self._conn = cls(self._netloc, timeout=self._timeout)
@@ -78,8 +83,15 @@ class Client:
             conn = self._connection()
             try:
                 conn.request(method, self._prefix + path, body=data, headers=headers)
+            except (ConnectionResetError, BrokenPipeError):  # not sent: safe to send again
+                self.close()
+                if attempt:
+                    raise
+                continue
+            try:
                 response = conn.getresponse()
                 raw = response.read()
+                self._used = time.monotonic()
                 break
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 self.close()

@@ -22,12 +22,14 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import BigIntegerField, Case, F, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
 from .ack_tracker import SegmentTracker
+from .api.serializers import event_json
 from .domain.acks import AckResult, Delivery, Poison
 from .domain.errors import FieldError
 from .models import Checkpoint, ReaderGroup, ReadPosition, RetentionType, Stream, Subscription
@@ -84,23 +86,32 @@ def delivery_id(group: ReaderGroup, stream: Stream, segment: str, d: Delivery) -
 
 
 def slots(group: ReaderGroup) -> list[Slot]:
-    """The group's positions on every segment of its streams (rows made on first use)."""
-    subs = list(
-        Subscription.objects.filter(reader_group=group)
-        .select_related("stream__scope")
-        .prefetch_related("positions")
-        .order_by("stream__scope__name", "stream__name")
+    """The group's positions on every segment of its streams (rows made on first use). One query
+    when every position exists."""
+    positions = list(
+        ReadPosition.objects.filter(subscription__reader_group=group)
+        .select_related("subscription__stream__scope")
+        .order_by("subscription__stream__scope__name", "subscription__stream__name", "segment_id")
     )
+    by_sub: dict[int, dict[str, ReadPosition]] = defaultdict(dict)
+    subs: dict[int, Subscription] = {}
+    for p in positions:
+        by_sub[p.subscription_id][p.segment_id] = p
+        subs[p.subscription_id] = p.subscription
+    if Subscription.objects.filter(reader_group=group).count() != len(subs) or any(
+        len(by_sub[sid]) != sub.stream.segment_count for sid, sub in subs.items()
+    ):
+        for sub in Subscription.objects.filter(reader_group=group).select_related("stream__scope"):
+            missing = [s for s in sub.stream.segment_ids if s not in by_sub[sub.pk]]
+            if missing:
+                by_sub[sub.pk].update(_make_positions(sub, missing))
+            subs[sub.pk] = sub
     redis = get_redis()
     out = []
-    for sub in subs:
-        have = {p.segment_id: p for p in sub.positions.all()}
-        missing = [s for s in sub.stream.segment_ids if s not in have]
-        if missing:
-            have.update(_make_positions(sub, missing))
+    for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
         for seg in sub.stream.segment_ids:
             tracker = SegmentTracker(redis, group.pk, sub.stream.pk, seg)
-            out.append(Slot(sub, sub.stream, seg, have[seg], tracker))
+            out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))
     return out
 
 
@@ -120,16 +131,23 @@ def _make_positions(sub: Subscription, segments: list[str]) -> dict[str, ReadPos
     }
 
 
-def _persist_floor(slot: Slot, floor: int, missed: int = 0) -> None:
-    """Floors only move forward: the update applies only where the row is behind."""
-    if floor > slot.position.floor:
-        ReadPosition.objects.filter(pk=slot.position.pk, floor__lt=floor).update(
-            floor=floor, updated_at=timezone.now()
-        )
-        slot.position.floor = floor
-    if missed:
-        ReadPosition.objects.filter(pk=slot.position.pk).update(missed=F("missed") + missed)
-        slot.position.missed += missed
+def _persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
+    """Persist (slot, floor, missed) moves in one statement. Floors only move forward: each row
+    takes the greater of its floor and the new one."""
+    moves = [(slot, floor, missed) for slot, floor, missed in moves
+             if floor > slot.position.floor or missed]
+    if not moves:
+        return
+    floors = Case(*[When(pk=slot.position.pk, then=Value(floor)) for slot, floor, _ in moves],
+                  output_field=BigIntegerField())
+    missed = Case(*[When(pk=slot.position.pk, then=Value(m)) for slot, _, m in moves],
+                  default=Value(0), output_field=BigIntegerField())
+    ReadPosition.objects.filter(pk__in=[slot.position.pk for slot, _, _ in moves]).update(
+        floor=Greatest(F("floor"), floors), missed=F("missed") + missed, updated_at=timezone.now()
+    )
+    for slot, floor, m in moves:
+        slot.position.floor = max(slot.position.floor, floor)
+        slot.position.missed += m
 
 
 def _seen_key(group_id: int) -> str:
@@ -217,35 +235,40 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
                 or dead_due or head.offset > slot.position.floor:
             work.append((slot, start, head.offset, tail.next_offset))
     random.shuffle(work)  # fair across segments: no segment is always served first
+    moves = []
+    expires = _iso(now + lease_s)
     for n, (slot, start, head, tail) in enumerate(work):
         remaining = limit - len(result.deliveries)
         if remaining <= 0:
             break
         share = math.ceil(remaining / (len(work) - n))
         seg = stream_log(slot.stream).segment(slot.segment)
-        ahead = {r.offset: r for r in seg.read(max(start, head), share)} if start < tail else {}
-        delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
-                   if r.deliver_at_ms is not None and r.deliver_at_ms > now_ms}
-        scan_until = max(ahead) + 1 if ahead else max(start, head)
-        out = slot.tracker.hand_out(
-            now, consumer, share, tail, lease_s, group.max_deliveries, on_poison,
-            floor=slot.position.floor, head=head, delayed=delayed, scan_until=scan_until,
-        )
-        floor = out.floor
-        if out.dead_letter:
-            floor = _dead_letter(group, slot, out.dead_letter, now_ms) or floor
-        _persist_floor(slot, floor, out.missed)
-        if out.missed:
-            result.missed += out.missed
-            name = slot.stream.full_name
-            result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
-        records = _records(seg, [d.offset for d in out.deliveries], ahead)
-        expires = _iso(now + lease_s)
-        for d in out.deliveries:
-            rec = records.get(d.offset)
-            if rec is None:
-                continue  # truncated away meanwhile: the next read skips it and counts it missed
-            result.deliveries.append(_delivery_json(group, slot, rec, d, expires))
+        got: list[tuple[Record, Delivery]] = []
+        for _attempt in range(3):  # a competing consumer may take the offsets looked at first
+            ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
+            delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
+                       if r.deliver_at_ms is not None and r.deliver_at_ms > now_ms}
+            scan_until = max(ahead) + 1 if ahead else max(start, head)
+            out = slot.tracker.hand_out(
+                now, consumer, share - len(got), tail, lease_s, group.max_deliveries, on_poison,
+                floor=slot.position.floor, head=head, delayed=delayed, scan_until=scan_until,
+            )
+            floor = out.floor
+            if out.dead_letter:
+                floor = _dead_letter(group, slot, out.dead_letter, now_ms) or floor
+            moves.append((slot, floor, out.missed))
+            if out.missed:
+                result.missed += out.missed
+                name = slot.stream.full_name
+                result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
+            records = _records(seg, [d.offset for d in out.deliveries], ahead)
+            # an offset truncated away meanwhile is skipped: the next read counts it missed
+            got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
+            if len(got) >= share or out.next <= scan_until or out.next >= tail:
+                break  # served, or nothing taken from under us: no second look
+            start = out.next
+        result.deliveries += _deliveries_json(group, slot, got, expires)
+    _persist_floors(moves)
     return result
 
 
@@ -269,14 +292,18 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _delivery_json(group, slot: Slot, rec: Record, d: Delivery, expires: str) -> dict:
-    from .api.serializers import event_json
-
-    out = event_json(StreamRecord(slot.segment, rec))
-    out["stream"] = slot.stream.full_name
-    out["delivery_id"] = delivery_id(group, slot.stream, slot.segment, d)
-    out["delivery_count"] = d.delivery_count
-    out["lease_expires_at"] = expires
+def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
+    """Each event as every answer carries it, plus the delivery's fields."""
+    prefix = f"{group.pk}-{slot.stream.pk}-{slot.segment}-"
+    stream = slot.stream.full_name
+    out = []
+    for rec, d in got:
+        event = event_json(StreamRecord(slot.segment, rec))
+        event["stream"] = stream
+        event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
+        event["delivery_count"] = d.epoch
+        event["lease_expires_at"] = expires
+        out.append(event)
     return out
 
 
@@ -387,11 +414,13 @@ def ack(group: ReaderGroup, ids: object, sink: object = None) -> AckOutcome:
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     mark_seen(group, _now())
+    moves = []
     for key, items in by_slot.items():
         slot = slot_of[key]
         results, floor = slot.tracker.ack_many([d for _, d in items], sink, sinks)
         _tally(outcome, ids, items, results)
-        _persist_floor(slot, floor)
+        moves.append((slot, floor, 0))
+    _persist_floors(moves)
     maybe_checkpoint(group)
     _refusal(outcome, ids, "acknowledged")
     return outcome
@@ -438,9 +467,8 @@ def current_floors(group: ReaderGroup, group_slots: list[Slot] | None = None) ->
     live = pipe.execute()
     heads: dict[int, dict[str, int]] = {}
     cuts: dict[str, dict[str, int]] = {}
-    for slot, floor in zip(group_slots, live, strict=True):
-        if floor is not None:
-            _persist_floor(slot, int(floor))
+    _persist_floors([(slot, int(floor), 0) for slot, floor in zip(group_slots, live, strict=True) if floor is not None])
+    for slot in group_slots:
         if slot.stream.pk not in heads:
             heads[slot.stream.pk] = stream_log(slot.stream).head_cut()
         head = heads[slot.stream.pk][slot.segment]

@@ -3,6 +3,7 @@ and retention.policy_spec, which these call so that errors name the same fields 
 
 from __future__ import annotations
 
+import functools
 from base64 import b64encode
 from datetime import UTC, datetime
 
@@ -272,6 +273,7 @@ class RetentionSetRecordSerializer(serializers.ModelSerializer):
         fields = ["recorded_at", "size_bytes", "cut"]
 
 
+@functools.lru_cache(maxsize=4096)  # events of one batch share their publication time
 def _ms_to_iso(ms: int | None) -> str | None:
     if ms is None:
         return None

@@ -57,6 +57,7 @@ class HandOut:
     dead_letter: list[int]  # offsets to append to the dead-letter stream, then `dead_lettered`
     missed: int  # events truncated away before this group processed them
     floor: int
+    next: int  # the next offset never handed out, after this hand-out
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class SegmentAcks:
                 self.retry[offset] = due
                 continue
             out.append(self._lease(offset, consumer, now, lease_s))
-        return HandOut(out, sorted(dead), missed, self.floor)
+        return HandOut(out, sorted(dead), missed, self.floor, self.next)
 
     def _lease(self, offset: int, consumer: str, now: float, lease_s: float) -> Delivery:
         epoch = self.epochs.get(offset, 0) + 1
