@@ -264,8 +264,8 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             records = _records(seg, [d.offset for d in out.deliveries], ahead)
             # an offset truncated away meanwhile is skipped: the next read counts it missed
             got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
-            if len(got) >= share or out.next <= scan_until or out.next >= tail:
-                break  # served, or nothing taken from under us: no second look
+            if len(got) >= share or out.next >= tail:
+                break  # served, or nothing left: no second look
             start = out.next
         result.deliveries += _deliveries_json(group, slot, got, expires)
     _persist_floors(moves)
@@ -365,8 +365,17 @@ def _parse_ids(group: ReaderGroup, ids: object, group_slots: list[Slot]) -> dict
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
         raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
     known = {(s.stream.pk, s.segment): s for s in group_slots}
+    prefixes = {f"{group.pk}-{sid}-{seg}": (sid, seg) for sid, seg in known}
     by_slot: dict[tuple, list] = defaultdict(list)
     for i, raw in enumerate(ids):
+        if type(raw) is str:  # the common case, without a regular expression
+            head, _, epoch = raw.rpartition("-")
+            prefix, _, offset = head.rpartition("-")
+            key = prefixes.get(prefix)
+            if key is not None and offset.isascii() and offset.isdigit() and epoch.isascii() \
+                    and epoch.isdigit() and len(offset) <= 18 and len(epoch) <= 9:
+                by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+                continue
         m = _DELIVERY_ID.match(raw) if isinstance(raw, str) else None
         if m is None:
             raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", 400, "unknown_delivery")
