@@ -134,7 +134,11 @@ def _make_positions(sub: Subscription, segments: list[str]) -> dict[str, ReadPos
 def _persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     """Persist (slot, floor, missed) moves in one statement. Floors only move forward: each row
     takes the greater of its floor and the new one."""
-    moves = [(slot, floor, missed) for slot, floor, missed in moves
+    merged: dict[int, tuple[Slot, int, int]] = {}
+    for slot, floor, missed in moves:  # one slot may move more than once in a request
+        _, f, m = merged.get(slot.position.pk, (slot, floor, 0))
+        merged[slot.position.pk] = (slot, max(f, floor), m + missed)
+    moves = [(slot, floor, missed) for slot, floor, missed in merged.values()
              if floor > slot.position.floor or missed]
     if not moves:
         return
