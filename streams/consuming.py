@@ -39,6 +39,7 @@ from .storage.store import StreamRecord
 
 AUTO_PREFIX = "auto-"
 AUTO_CHECKPOINTS_KEPT = 3
+SEEN_TTL_S = 30 * 86400
 DEFAULT_CHECKPOINT_INTERVAL_S = 30  # Pravega's automatic checkpoint interval
 _now = time.time  # the clock of leases and delays (tests replace it)
 _DELIVERY_ID = re.compile(r"^(\d{1,18})-(\d{1,18})-(\d{1,9})-(\d{1,18})-(\d{1,9})$")
@@ -98,9 +99,9 @@ def slots(group: ReaderGroup) -> list[Slot]:
     for p in positions:
         by_sub[p.subscription_id][p.segment_id] = p
         subs[p.subscription_id] = p.subscription
-    if Subscription.objects.filter(reader_group=group).count() != len(subs) or any(
-        len(by_sub[sid]) != sub.stream.segment_count for sid, sub in subs.items()
-    ):
+    # Subscriptions are made with their positions (and migration 0004 gave older ones theirs):
+    # only a group with none, or a stream with fewer rows than segments, needs a second look.
+    if not subs or any(len(by_sub[sid]) != sub.stream.segment_count for sid, sub in subs.items()):
         for sub in Subscription.objects.filter(reader_group=group).select_related("stream__scope"):
             missing = [s for s in sub.stream.segment_ids if s not in by_sub[sub.pk]]
             if missing:
@@ -161,7 +162,7 @@ def _seen_key(group_id: int) -> str:
 def mark_seen(group: ReaderGroup, now: float) -> None:
     """A consumer of the group read or acknowledged: the group is alive (its checkpoints count as
     acknowledgements for `subscriber_timeout_s`; a group nobody consumes goes stale)."""
-    get_redis().set(_seen_key(group.pk), now, ex=30 * 86400)
+    get_redis().set(_seen_key(group.pk), now, ex=SEEN_TTL_S)
 
 
 def last_seen(group: ReaderGroup) -> datetime | None:
@@ -192,7 +193,6 @@ def read(group: ReaderGroup, max_events: int, wait_ms: int = 0, consumer: str = 
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll)."""
     group_slots = slots(group)
-    mark_seen(group, _now())
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
@@ -211,6 +211,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     on_poison = Poison(group.on_poison)
     redis = get_redis()
     pipe = redis.pipeline(transaction=False)
+    pipe.set(_seen_key(group.pk), now, ex=SEEN_TTL_S)  # see mark_seen
     for slot in group_slots:
         state, leases, _, _, _, retry, _, dead, _ = slot.tracker.keys
         pipe.hmget(state, "next", "halted")
@@ -218,7 +219,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         pipe.zcount(leases, "-inf", now)  # expired: due again
         pipe.zcount(retry, "-inf", now)
         pipe.zcount(dead, "-inf", now - lease_s)
-    answers = pipe.execute()
+    answers = pipe.execute()[1:]
     live = sum(answers[5 * i + 1] for i in range(len(group_slots)))
     room = group.max_ack_pending - live
     result = ReadResult([])

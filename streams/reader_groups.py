@@ -15,7 +15,7 @@ from django.utils import timezone
 from .domain.cuts import check_cut
 from .domain.errors import FieldError
 from .domain.names import split_stream_name
-from .models import ReaderGroup, RetentionType, Scope, Stream, Subscription
+from .models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
 from .services import stream_log
 
 
@@ -44,22 +44,27 @@ def _start_cut(stream: Stream, start: str) -> tuple[dict[str, int], dict[str, in
     return {s: o for s, (o, _) in at.items()}, {s: size for s, (_, size) in at.items()}
 
 
+def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
+    """The group's registration on a stream, with its positions, both at its start position."""
+    cut, sizes = _start_cut(stream, group.start)
+    sub = Subscription.objects.create(
+        reader_group=group, stream=stream, acknowledgement_cut=cut,
+        acknowledgement_sizes=sizes, acknowledged_at=now,
+    )
+    ReadPosition.objects.bulk_create(
+        ReadPosition(subscription=sub, segment_id=s, floor=o) for s, o in cut.items()
+    )
+    return sub
+
+
 def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:
     now = timezone.now()
     try:
         with transaction.atomic():
             scope_row, _ = Scope.objects.get_or_create(name=scope)
             group = ReaderGroup.objects.create(scope=scope_row, name=name, **config)
-            subscriptions = []
             for stream in streams:
-                cut, sizes = _start_cut(stream, group.start)
-                subscriptions.append(
-                    Subscription(
-                        reader_group=group, stream=stream, acknowledgement_cut=cut,
-                        acknowledgement_sizes=sizes, acknowledged_at=now,
-                    )
-                )
-            Subscription.objects.bulk_create(subscriptions)
+                _subscribe(group, stream, now)
     except IntegrityError:
         raise FieldError("name", f"reader group {scope}/{name} exists", 409, "duplicate") from None
     return group
@@ -117,11 +122,7 @@ def do_update_reader_group(
             now = timezone.now()
             for sid, stream in wanted.items():
                 if sid not in current:
-                    cut, sizes = _start_cut(stream, group.start)
-                    Subscription.objects.create(
-                        reader_group=group, stream=stream, acknowledgement_cut=cut,
-                        acknowledgement_sizes=sizes, acknowledged_at=now,
-                    )
+                    _subscribe(group, stream, now)
         subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy"))
         if was_subscriber and not group.is_subscriber:
             affected += [sub.stream for sub in subs]
