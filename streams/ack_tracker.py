@@ -24,6 +24,7 @@ everything above it is delivered again (at-least-once), nothing is lost.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from .domain.acks import AckResult, Delivery, HandOut, Poison
@@ -435,6 +436,18 @@ class TrackerStats:
     skipped: int
 
 
+_SCRIPT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scripts(redis) -> tuple:
+    """The four scripts, registered once per client (registering hashes the source)."""
+    if redis not in _SCRIPT_CACHE:
+        _SCRIPT_CACHE[redis] = tuple(
+            redis.register_script(src) for src in (_HAND_OUT, _ACK_MANY, _NACK_MANY, _DEAD_LETTERED)
+        )
+    return _SCRIPT_CACHE[redis]
+
+
 class SegmentTracker:
     """One reader group's acknowledgement state on one segment, in Redis."""
 
@@ -442,10 +455,7 @@ class SegmentTracker:
         self.redis = redis
         tag = f"{_PREFIX}{{{group_id}:{stream_id}:{segment}}}"
         self.keys = [f"{tag}:{part}" for part in _PARTS]
-        self._hand_out = redis.register_script(_HAND_OUT)
-        self._ack = redis.register_script(_ACK_MANY)
-        self._nack = redis.register_script(_NACK_MANY)
-        self._dead_lettered = redis.register_script(_DEAD_LETTERED)
+        self._hand_out, self._ack, self._nack, self._dead_lettered = _scripts(redis)
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
@@ -467,12 +477,20 @@ class SegmentTracker:
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
 
     def ack_many(
-        self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = ()
-    ) -> tuple[list[AckResult], int]:
-        """Acknowledge a batch; returns each delivery's result and the floor after them."""
+        self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = (),
+        pipe=None,
+    ):
+        """Acknowledge a batch; returns each delivery's result and the floor after them. With a
+        pipeline, queues the script and returns a function that reads its answer (several
+        segments' acks then travel in one round trip)."""
         packed = ",".join(f"{d.offset}:{d.epoch}" for d in deliveries)
-        floor, bad = self._ack(keys=self.keys, args=[sink or "", len(sinks), *sinks, packed])
-        return _results(len(deliveries), bad), int(floor)
+        args = [sink or "", len(sinks), *sinks, packed]
+        n = len(deliveries)
+        if pipe is not None:
+            self._ack(keys=self.keys, args=args, client=pipe)
+            return lambda answer: (_results(n, answer[1]), int(answer[0]))
+        floor, bad = self._ack(keys=self.keys, args=args)
+        return _results(n, bad), int(floor)
 
     def ack(self, delivery: Delivery, sink: str | None = None, sinks: tuple[str, ...] = ()) -> AckResult:
         return self.ack_many([delivery], sink, sinks)[0][0]

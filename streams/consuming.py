@@ -428,10 +428,14 @@ def ack(group: ReaderGroup, ids: object, sink: object = None) -> AckOutcome:
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     mark_seen(group, _now())
+    pipe = get_redis().pipeline(transaction=False)
+    readers = [
+        (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
+        for key, items in by_slot.items()
+    ]
     moves = []
-    for key, items in by_slot.items():
-        slot = slot_of[key]
-        results, floor = slot.tracker.ack_many([d for _, d in items], sink, sinks)
+    for (slot, items, reader), answer in zip(readers, pipe.execute(), strict=True):
+        results, floor = reader(answer)
         _tally(outcome, ids, items, results)
         moves.append((slot, floor, 0))
     _persist_floors(moves)
