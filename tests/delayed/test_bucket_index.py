@@ -1,0 +1,112 @@
+"""The bucket index's rules (streams.domain.delayed) on DELAYED-DELIVERY.md's worked examples,
+and on random delays: handed out in (deliver_at, position) order, never early, all of them."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.domain.delayed import (
+    BucketIndex,
+    DelayedConfig,
+    Index,
+    cut_segments,
+    merge_choice,
+    recovery_plan,
+)
+
+
+def times(segments):
+    return [[ix.deliver_at for ix in s.indexes] for s in segments]
+
+
+def at(ts):
+    return [Index(t, 1, 0, i) for i, t in enumerate(ts)]
+
+
+def test_segments_close_at_the_count_limit_or_the_window():
+    assert times(cut_segments(at([100, 101, 105, 108, 109, 115, 130]), 10, 3)) == [
+        [100, 101, 105], [108, 109, 115], [130],
+    ]
+
+
+def test_segments_close_at_the_window_without_a_count_limit():
+    assert times(cut_segments(at([1000, 1005, 1009, 1010, 1025]), 10, -1)) == [
+        [1000, 1005, 1009], [1010], [1025],
+    ]
+
+
+def test_a_segment_records_its_time_range_and_offsets_per_chunk():
+    (seg,) = cut_segments([Index(5, 1, 0, 7), Index(6, 1, 0, 9), Index(7, 2, 1, 3)], 100, -1)
+    assert (seg.min_time, seg.max_time) == (5, 7)
+    assert {k: list(v) for k, v in seg.bitmaps.items()} == {(1, 0): [7, 9], (2, 1): [3]}
+
+
+def test_the_101_chunk_example_seals_five_buckets_of_four_segments():
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=20, max_time_step_per_segment=3600,
+                                      max_indexes_per_segment=5))
+    for i in range(1, 102):
+        assert index.add(Index(10 * i, i, 0, 0), now=0) == "mutable"
+    assert [(b.first_chunk, b.last_chunk) for b in index.buckets] == [
+        (1, 20), (21, 40), (41, 60), (61, 80), (81, 100),
+    ]
+    assert all([len(s.indexes) for s in b.segments] == [5, 5, 5, 5] for b in index.buckets)
+    assert [ix.chunk for ix in index.mutable] == [101]
+    assert index.queued == 25  # the first segment of each bucket, nothing more
+
+
+def test_the_merge_takes_the_adjacent_pair_with_the_fewest_remaining():
+    assert merge_choice([5, 3, 2, 4, 3]) == 1  # the 2nd and 3rd
+
+
+def test_adding_is_deduplicated_and_old_chunks_go_straight_to_the_queue():
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=100,
+                                      max_indexes_per_segment=10))
+    assert index.add(Index(50, 1, 0, 0), now=10) == "mutable"
+    assert index.add(Index(50, 1, 0, 0), now=10) == "duplicate"
+    assert index.add(Index(5, 1, 0, 1), now=10) == "ordinary"  # already due: not delayed
+    index.add(Index(60, 1, 0, 2), now=10)
+    index.add(Index(70, 2, 0, 0), now=10)  # a newer chunk with 2 held: chunk 1 sealed
+    assert [(b.first_chunk, b.last_chunk) for b in index.buckets] == [(1, 1)]
+    assert index.add(Index(40, 1, 0, 5), now=10) == "queue"  # inside the immutable bucket's range
+    assert index.contains((1, 0, 5)) and index.contains((1, 0, 2)) and not index.contains((1, 0, 9))
+
+
+def test_recovery_drops_missing_and_enclosed_buckets():
+    assert recovery_plan([(1, 20, True), (1, 40, True), (21, 40, True), (41, 60, False)]) == [0, 2, 3]
+
+
+delays = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3), st.integers(1, 500)), min_size=1, max_size=200)
+
+
+@settings(max_examples=150, deadline=None)
+@given(delays, st.integers(1, 8), st.integers(1, 50), st.sampled_from([-1, 1, 3]), st.sampled_from([None, 1, 2]))
+def test_random_delays_come_out_in_order_never_early_all_of_them(events, min_count, window, per_segment, max_buckets):
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=min_count, max_time_step_per_segment=window,
+                                      max_indexes_per_segment=per_segment, max_num_buckets=max_buckets))
+    added = set()
+    offsets: dict[tuple[int, int], int] = {}
+    for chunk, segment, delay in sorted(events, key=lambda e: e[0]):  # chunks arrive in order
+        offset = offsets.setdefault((chunk, segment), 0)
+        offsets[(chunk, segment)] += 1
+        ix = Index(delay, chunk, segment, offset)
+        if index.add(ix, now=0) != "duplicate":
+            added.add(ix)
+        index.merge_if_needed()
+    index.seal()
+    got = []
+    for now in range(0, 520, 7):
+        due = index.pop_due(now)
+        assert all(ix.deliver_at <= now for ix in due)  # never early
+        got += due
+        index.merge_if_needed()
+    assert got == sorted(added)  # in (deliver_at, position) order, each once, none lost
+    assert index.pending == 0 and not index.buckets
+
+
+def test_indexes_below_the_floor_are_dropped_not_handed_out():
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=1, max_time_step_per_segment=10,
+                                      max_indexes_per_segment=2))
+    for offset in range(6):
+        index.add(Index(100 + offset, 1 + offset // 3, 0, offset), now=0)
+    index.seal()
+    assert [ix.offset for ix in index.pop_due(200, floor=lambda segment: 4)] == [4, 5]
+    assert index.pending == 0
