@@ -389,7 +389,7 @@ class Segment:
             if pos - last >= self.config.index_interval_bytes:
                 entries += INDEX_ENTRY.pack(rec.offset, pos)
                 last = pos
-        _write_atomically(self.chunk_path(base, "idx"), bytes(entries))
+        write_atomically(self.chunk_path(base, "idx"), bytes(entries))
 
     # -- appending --------------------------------------------------------------------------
 
@@ -744,7 +744,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` durably: a temporary file, fsync, rename, fsync of the directory."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)

@@ -1,0 +1,141 @@
+"""Snapshots of sealed delayed-delivery buckets (DELAYED-DELIVERY.md "Cutting snapshot
+segments"): what survives a restart of the index, so recovery reads snapshots instead of
+replaying the stream.
+
+A snapshot is two files in the bucket directory of a stream:
+- `<name>.parquet`: the bucket's indexes in order, one row each (`segment_no` says which snapshot
+  segment a row belongs to; `deliver_at`, `chunk`, `segment`, `offset`). The same columns the
+  Spark job writes, so either may build a bucket.
+- `<name>.json`: the metadata: the bucket's chunk range, per segment its time range and count,
+  and the CRC32C and size of the Parquet file. Recovery reads this alone to skip due segments.
+Both are written durably (temporary file, fsync, rename, fsync of the directory), Parquet
+first: a metadata file names a Parquet file that is complete. The caller registers the bucket in
+the database only after `write_snapshot` returns. Anything unreadable or not matching its
+checksum raises `CorruptSnapshot`, never a partial bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from crc32c import crc32c
+
+from streams.domain.delayed import Bucket, Index, SnapshotSegment
+
+from .segment import write_atomically
+
+SCHEMA = pa.schema([
+    ("segment_no", pa.int32()),
+    ("deliver_at", pa.int64()),
+    ("chunk", pa.int64()),
+    ("segment", pa.int32()),
+    ("offset", pa.int64()),
+])
+FORMAT = 1
+
+
+class CorruptSnapshot(Exception):
+    """The snapshot cannot be trusted: its range must be rebuilt by replaying the stream."""
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    name: str
+    first_chunk: int
+    last_chunk: int
+    segments: list[dict]  # [{"min": t, "max": t, "count": n}, …]
+    parquet_bytes: int
+
+    @property
+    def count(self) -> int:
+        return sum(s["count"] for s in self.segments)
+
+
+def bucket_table(bucket: Bucket) -> pa.Table:
+    columns: dict[str, list[int]] = {name: [] for name in SCHEMA.names}
+    for no, segment in enumerate(bucket.segments):
+        for ix in segment.indexes:
+            columns["segment_no"].append(no)
+            columns["deliver_at"].append(ix.deliver_at)
+            columns["chunk"].append(ix.chunk)
+            columns["segment"].append(ix.segment)
+            columns["offset"].append(ix.offset)
+    return pa.table(columns, schema=SCHEMA)
+
+
+def write_snapshot(directory: Path, name: str, bucket: Bucket) -> SnapshotInfo:
+    directory.mkdir(parents=True, exist_ok=True)
+    sink = pa.BufferOutputStream()
+    pq.write_table(bucket_table(bucket), sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    write_atomically(directory / f"{name}.parquet", data)
+    info = SnapshotInfo(
+        name=name,
+        first_chunk=bucket.first_chunk,
+        last_chunk=bucket.last_chunk,
+        segments=[{"min": s.min_time, "max": s.max_time, "count": len(s.indexes)} for s in bucket.segments],
+        parquet_bytes=len(data),
+    )
+    meta = {
+        "format": FORMAT, "first_chunk": info.first_chunk, "last_chunk": info.last_chunk,
+        "segments": info.segments, "parquet_bytes": len(data), "parquet_crc32c": crc32c(data),
+    }
+    write_atomically(directory / f"{name}.json", orjson.dumps(meta))
+    return info
+
+
+def read_metadata(directory: Path, name: str) -> tuple[SnapshotInfo, int]:
+    """The metadata and the Parquet file's expected CRC32C."""
+    try:
+        meta = orjson.loads((directory / f"{name}.json").read_bytes())
+        if meta["format"] != FORMAT:
+            raise CorruptSnapshot(f"{name}: unknown snapshot format {meta['format']}")
+        info = SnapshotInfo(name, int(meta["first_chunk"]), int(meta["last_chunk"]),
+                            [{"min": int(s["min"]), "max": int(s["max"]), "count": int(s["count"])}
+                             for s in meta["segments"]], int(meta["parquet_bytes"]))
+        return info, int(meta["parquet_crc32c"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptSnapshot(f"{name}: metadata unreadable ({exc})") from exc
+
+
+def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None) -> Bucket:
+    """The bucket as written; with `skip_due_before`, leading segments whose latest time is
+    before it are left out (recovery: their events are delivered as ordinary ones)."""
+    info, crc = read_metadata(directory, name)
+    try:
+        data = (directory / f"{name}.parquet").read_bytes()
+    except OSError as exc:
+        raise CorruptSnapshot(f"{name}: data unreadable ({exc})") from exc
+    if len(data) != info.parquet_bytes or crc32c(data) != crc:
+        raise CorruptSnapshot(f"{name}: data does not match its checksum")
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptSnapshot(f"{name}: not Parquet ({exc})") from exc
+    first = 0
+    if skip_due_before is not None:
+        while first < len(info.segments) and info.segments[first]["max"] < skip_due_before:
+            first += 1
+    rows = table.to_pydict()
+    by_segment: list[list[Index]] = [[] for _ in info.segments]
+    for no, at, chunk, seg, offset in zip(rows["segment_no"], rows["deliver_at"], rows["chunk"],
+                                          rows["segment"], rows["offset"], strict=True):
+        if no >= first:
+            by_segment[no].append(Index(at, chunk, seg, offset))
+    if [len(s) for s in by_segment[first:]] != [s["count"] for s in info.segments[first:]]:
+        raise CorruptSnapshot(f"{name}: segment counts do not match the metadata")
+    segments = [SnapshotSegment(ixs) for ixs in by_segment[first:]]
+    return Bucket(info.first_chunk, info.last_chunk, segments)
+
+
+def delete_snapshot(directory: Path, name: str) -> None:
+    """Metadata first: a Parquet file without metadata is an orphan, never a half bucket."""
+    for suffix in (".json", ".parquet"):
+        try:
+            (directory / f"{name}{suffix}").unlink()
+        except FileNotFoundError:
+            pass
