@@ -59,25 +59,38 @@ class SnapshotSegment:
         return self.indexes[-1].deliver_at
 
 
+class SegmentCutter:
+    """Places sorted indexes into snapshot segments one at a time: a segment opens at its first
+    index with the window `[t0, t0 + window - 1]` and closes when the next index falls outside it
+    or when it holds `max_per_segment` indexes (-1: no count limit). The one cutter, used in
+    process and by the Spark job."""
+
+    def __init__(self, window: int, max_per_segment: int):
+        self.window = window
+        self.max_per_segment = max_per_segment
+        self.segment_no = -1
+        self._count = 0
+        self._t0 = 0
+
+    def place(self, deliver_at: int) -> int:
+        full = self.max_per_segment != -1 and self._count >= self.max_per_segment
+        if self.segment_no < 0 or deliver_at > self._t0 + self.window - 1 or full:
+            self.segment_no += 1
+            self._count = 0
+            self._t0 = deliver_at
+        self._count += 1
+        return self.segment_no
+
+
 def cut_segments(indexes: Iterable[Index], window: int, max_per_segment: int) -> list[SnapshotSegment]:
-    """Cut sorted indexes into snapshot segments: a segment opens at its first index with the
-    window `[t0, t0 + window - 1]` and closes when the next index falls outside it or when it
-    holds `max_per_segment` indexes (-1: no count limit). The one cutter, in process and in
-    Spark."""
-    segments: list[SnapshotSegment] = []
-    current: list[Index] = []
-    t0 = 0
+    """Cut sorted indexes into snapshot segments (see SegmentCutter)."""
+    cutter = SegmentCutter(window, max_per_segment)
+    groups: list[list[Index]] = []
     for ix in indexes:
-        full = max_per_segment != -1 and len(current) >= max_per_segment
-        if current and (ix.deliver_at > t0 + window - 1 or full):
-            segments.append(SnapshotSegment(current))
-            current = []
-        if not current:
-            t0 = ix.deliver_at
-        current.append(ix)
-    if current:
-        segments.append(SnapshotSegment(current))
-    return segments
+        if cutter.place(ix.deliver_at) == len(groups):
+            groups.append([])
+        groups[-1].append(ix)
+    return [SnapshotSegment(g) for g in groups]
 
 
 @dataclass

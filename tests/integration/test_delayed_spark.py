@@ -1,0 +1,29 @@
+"""Spark and in-process sealing cut a bucket into the same snapshot segments."""
+
+import random
+
+import pytest
+
+from streams.domain.delayed import BucketIndex, DelayedConfig, Index
+from streams.storage.delayed_snapshots import bucket_table
+
+pytestmark = pytest.mark.integration
+
+
+def test_spark_and_in_process_sealing_produce_identical_snapshots(spark):
+    from spark_tasks.delayed_job import cut_frame
+
+    rng = random.Random(3)
+    indexes = [Index(rng.randrange(0, 50_000), chunk, rng.randrange(4), offset)
+               for chunk in range(1, 40) for offset in range(chunk * 100, chunk * 100 + rng.randrange(20, 80))]
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=10**9, max_time_step_per_segment=700,
+                                      max_indexes_per_segment=50))
+    for ix in indexes:
+        index.add(ix, now=-1)
+    local = bucket_table(index.seal()).to_pylist()
+    shuffled = indexes[:]
+    rng.shuffle(shuffled)
+    frame = spark.createDataFrame([tuple(ix) for ix in shuffled], "deliver_at bigint, chunk bigint, segment int, offset bigint")
+    remote = [row.asDict() for row in cut_frame(frame.repartition(4), 700, 50).collect()]
+    assert remote == local
+    assert max(r["segment_no"] for r in local) > 10  # a real cut, many segments
