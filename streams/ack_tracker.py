@@ -3,21 +3,22 @@ one state and each step is atomic (one Lua script per read, per ack batch, per n
 plain model is the reference: the tests run the same random interleavings through both and
 compare.
 
-Keys, per reader group, stream and segment (`{g:s:seg}` keeps them in one Redis Cluster slot):
-    cbr:acks:{g:s:seg}:state   hash: floor, next, halted (absent: not halted), and counters
+Keys, per reader group, subscription (the group on one stream) and segment (`{g:sub:seg}` keeps
+them in one Redis Cluster slot):
+    cbr:acks:{g:sub:seg}:state   hash: floor, next, halted (absent: not halted), and counters
                                redelivered, dead_lettered, skipped
-    cbr:acks:{g:s:seg}:leases  sorted set: offset by lease expiry (the live deliveries)
-    cbr:acks:{g:s:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
-    cbr:acks:{g:s:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
+    cbr:acks:{g:sub:seg}:leases  sorted set: offset by lease expiry (the live deliveries)
+    cbr:acks:{g:sub:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
+    cbr:acks:{g:sub:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
                                what `next` implies (1 below it, 0 from it): redeliveries, and
                                delayed events passed over (0)
-    cbr:acks:{g:s:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
+    cbr:acks:{g:sub:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
                                every bit below the floor is set (state's `abase`, a multiple
                                of 8 at or below the floor, moves up with it)
-    cbr:acks:{g:s:seg}:retry   sorted set: offset by the time it is due (again)
-    cbr:acks:{g:s:seg}:poison  hash: offset -> what on_poison did (above the floor)
-    cbr:acks:{g:s:seg}:dead    sorted set: offset by when its dead-letter append was claimed
-    cbr:acks:{g:s:seg}:reason  hash: offset -> why it was last given back (nack reason, timeout)
+    cbr:acks:{g:sub:seg}:retry   sorted set: offset by the time it is due (again)
+    cbr:acks:{g:sub:seg}:poison  hash: offset -> what on_poison did (above the floor)
+    cbr:acks:{g:sub:seg}:dead    sorted set: offset by when its dead-letter append was claimed
+    cbr:acks:{g:sub:seg}:reason  hash: offset -> why it was last given back (nack reason, timeout)
 If Redis loses these keys, the tracker starts again from the floor persisted in the database:
 everything above it is delivered again (at-least-once), nothing is lost.
 """
@@ -98,8 +99,12 @@ local function mark(offsets)
   for _, x in ipairs(ops) do redis.call('SETBIT', acked, x, 1) end
 end
 local function is_acked(o)
+  -- processed? (false for a segment Redis knows nothing of, and for offsets never handed out)
   o = tonumber(o)
-  if o < tonumber(redis.call('HGET', state, 'floor')) then return true end
+  local floor, nxt = redis.call('HGET', state, 'floor'), redis.call('HGET', state, 'next')
+  if not floor then return false end
+  if o < tonumber(floor) then return true end
+  if o >= tonumber(nxt) then return false end
   return redis.call('GETBIT', acked, o - abase()) == 1
 end
 local function count_acked(from, to)
@@ -326,7 +331,6 @@ for i, o in ipairs(offs) do
   if seen[n] then
     answer = 'already-acked'  -- named twice in one batch
   elseif not live[i] then
-    local floor = tonumber(redis.call('HGET', state, 'floor') or '0')
     if is_acked(n) then answer = 'already-acked' else answer = 'unknown' end
   else
     local e = stored[i]
@@ -340,7 +344,10 @@ for i, o in ipairs(offs) do
         local have, count, list = {}, 0, {}
         for s in string.gmatch(redis.call('HGET', sinks, o) or '', '[^,]+') do have[s] = true end
         have[sink] = true
-        for s, _ in pairs(have) do table.insert(list, s); count = count + 1 end
+        for s, _ in pairs(have) do
+          table.insert(list, s)
+          if required[s] then count = count + 1 end  -- a sink no longer declared counts for nothing
+        end
         if count < nsinks then
           table.sort(list)
           redis.call('HSET', sinks, o, table.concat(list, ','))
@@ -451,9 +458,9 @@ def _scripts(redis) -> tuple:
 class SegmentTracker:
     """One reader group's acknowledgement state on one segment, in Redis."""
 
-    def __init__(self, redis, group_id: int, stream_id: int, segment: str):
+    def __init__(self, redis, group_id: int, subscription_id: int, segment: str):
         self.redis = redis
-        tag = f"{_PREFIX}{{{group_id}:{stream_id}:{segment}}}"
+        tag = f"{_PREFIX}{{{group_id}:{subscription_id}:{segment}}}"
         self.keys = [f"{tag}:{part}" for part in _PARTS]
         self._hand_out, self._ack, self._nack, self._dead_lettered = _scripts(redis)
 

@@ -194,6 +194,7 @@ class ReaderGroup:
         self.client = client
         self.name = name
         self._path = f"reader-groups/{name}/"
+        self.refused = 0  # settlements the server refused in consume() (leases lost meanwhile)
 
     def info(self) -> dict:
         return self.client.request("GET", self._path)
@@ -242,17 +243,25 @@ class ReaderGroup:
             self._settle(batch, sink)
 
     def _settle(self, batch: list[Message], sink: str | None) -> None:
+        """Send the batch's acks and nacks. A delivery whose lease was lost meanwhile (it took
+        longer than `ack_timeout_s`: someone else holds it now) is refused by the server while the
+        rest applies; that is normal at-least-once life, not a reason to stop consuming."""
         acks = [m for m in batch if m.outcome == "ack"]
-        if acks:
-            self.ack(acks, sink)
         reasons: dict[str, list[Message]] = {}
         for m in batch:
             if m.outcome == "nack":
                 reasons.setdefault(m.reason, []).append(m)
-        for reason, messages in reasons.items():
-            self.nack(messages, reason=reason)
         for m in batch:
             m.outcome = "settled" if m.outcome else None
+        calls = [lambda: self.ack(acks, sink)] if acks else []
+        calls += [lambda r=r, ms=ms: self.nack(ms, reason=r) for r, ms in reasons.items()]
+        for call in calls:
+            try:
+                call()
+            except CBRError as exc:
+                if exc.code not in ("lease_lost", "unknown_delivery"):
+                    raise
+                self.refused += len(exc.body.get("refused", []))
 
 
 def _id(m: Message | str) -> str:

@@ -111,7 +111,8 @@ def slots(group: ReaderGroup) -> list[Slot]:
     out = []
     for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
         for seg in sub.stream.segment_ids:
-            tracker = SegmentTracker(redis, group.pk, sub.stream.pk, seg)
+            # keyed by the subscription: a stream dropped and added again starts afresh
+            tracker = SegmentTracker(redis, group.pk, sub.pk, seg)
             out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))
     return out
 
@@ -170,10 +171,10 @@ def last_seen(group: ReaderGroup) -> datetime | None:
     return datetime.fromtimestamp(float(value), tz=UTC) if value is not None else None
 
 
-def forget_trackers(group_id: int, stream_id: int | None = None) -> None:
+def forget_trackers(group_id: int, subscription_id: int | None = None) -> None:
     """Drop a group's Redis state (the group was deleted, or stopped reading a stream)."""
     redis = get_redis()
-    pattern = f"cbr:acks:{{{group_id}:{'' if stream_id is None else f'{stream_id}:'}*"
+    pattern = f"cbr:acks:{{{group_id}:{'' if subscription_id is None else f'{subscription_id}:'}*"
     batch = []
     for key in redis.scan_iter(match=pattern, count=1000):
         batch.append(key)
@@ -182,7 +183,7 @@ def forget_trackers(group_id: int, stream_id: int | None = None) -> None:
             batch = []
     if batch:
         redis.delete(*batch)
-    if stream_id is None:
+    if subscription_id is None:
         redis.delete(_seen_key(group_id))
 
 
@@ -286,9 +287,15 @@ def _records(seg, offsets: list[int], known: dict[int, Record]) -> dict[int, Rec
         j = i
         while j + 1 < len(missing) and missing[j + 1] == missing[j] + 1:
             j += 1
-        for rec in seg.read(missing[i], j - i + 1):
-            if missing[i] <= rec.offset <= missing[j]:
-                out[rec.offset] = rec
+        start = missing[i]
+        while start <= missing[j]:  # a read stops at its byte cap: go on until the run is whole
+            got = seg.read(start, missing[j] - start + 1)
+            if not got:
+                break  # truncated away (or gone): the caller decides
+            for rec in got:
+                if missing[i] <= rec.offset <= missing[j]:
+                    out[rec.offset] = rec
+            start = got[-1].offset + 1
         i = j + 1
     return out
 
@@ -338,11 +345,14 @@ def _dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int
     records = _records(seg, offsets, {})
     reasons = slot.tracker.reasons(offsets)
     epochs = get_redis().hmget(slot.tracker.keys[3], offsets)
-    events = []
+    head = seg.read_head().offset
+    events, settled = [], []
     for offset, epoch in zip(offsets, epochs, strict=True):
         rec = records.get(offset)
         if rec is None:
-            continue  # truncated away: nothing left to dead-letter
+            if offset < head:
+                settled.append(offset)  # truncated away: nothing left to dead-letter
+            continue  # not read this time: the claim stays and expires, it is tried again
         headers = dict(rec.headers or {})
         headers.update({
             "cbr-dlq-reason": reasons.get(offset, "max deliveries reached"),
@@ -354,9 +364,10 @@ def _dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int
             "cbr-dlq-at": str(now_ms),
         })
         events.append(EventIn(rec.payload, rec.routing_key, rec.key, headers))
+        settled.append(offset)
     if events:
         do_publish(_dead_letter_stream(slot.stream), events)
-    return slot.tracker.dead_lettered(offsets)
+    return slot.tracker.dead_lettered(settled)
 
 
 # -- ack / nack ----------------------------------------------------------------------------
@@ -570,7 +581,8 @@ def _publish(group: ReaderGroup, cuts: dict[str, dict[str, int]]) -> None:
 
     moved = []
     seen = last_seen(group)
-    for sub in Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy"):
+    subs = Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy")
+    for sub in subs.select_for_update(of=("self",)):  # concurrent checkpoints: the greater cut wins
         cut = cuts.get(sub.stream.full_name)
         if cut is None:
             continue

@@ -117,7 +117,7 @@ def do_update_reader_group(
             for sid, sub in current.items():
                 if sid not in wanted:
                     affected.append(sub.stream)
-                    removed.append(sid)
+                    removed.append(sub.pk)
                     sub.delete()
             now = timezone.now()
             for sid, stream in wanted.items():
@@ -139,8 +139,8 @@ def do_update_reader_group(
                     sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
         if affected:
             recheck_full_streams(affected)
-        for sid in removed:
-            transaction.on_commit(lambda sid=sid: forget_trackers(group.pk, sid))
+        for sub_id in removed:
+            transaction.on_commit(lambda sub_id=sub_id: forget_trackers(group.pk, sub_id))
     return group
 
 
@@ -195,11 +195,20 @@ def check_generation(group: ReaderGroup, generation: object) -> None:
 def publish_cut(sub: Subscription, cut: dict[str, int], log) -> Subscription:
     from retention.services import recheck_full_streams
 
-    previous = sub.acknowledgement_cut or {}
-    sub.acknowledgement_cut = cut
-    sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
-    sub.acknowledged_at = timezone.now()
+    sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
     with transaction.atomic():
+        # the row locked, the "not behind" check again: a concurrent publish may have moved it
+        locked = Subscription.objects.select_for_update().get(pk=sub.pk)
+        previous = locked.acknowledgement_cut or {}
+        for seg, offset in cut.items():
+            if offset < previous.get(seg, 0):
+                raise FieldError(
+                    f"stream_cut.{seg}", f"offset {offset} is behind the group's previous cut ({previous[seg]})",
+                    400, "stream_cut_behind_previous",
+                )
+        sub.acknowledgement_cut = cut
+        sub.acknowledgement_sizes = sizes
+        sub.acknowledged_at = timezone.now()
         sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
         if cut != previous:
             recheck_full_streams([sub.stream])

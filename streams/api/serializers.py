@@ -4,6 +4,7 @@ and retention.policy_spec, which these call so that errors name the same fields 
 from __future__ import annotations
 
 import functools
+import re
 from base64 import b64encode
 from datetime import UTC, datetime
 
@@ -49,6 +50,15 @@ class RefusesUnknownFields:
         if unknown:
             raise serializers.ValidationError({sorted(unknown)[0]: [f"is not a field of {self.what}"]})
         return attrs
+
+
+def valid_sinks(value: list[str]) -> list[str]:
+    for name in value:
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", name):
+            raise serializers.ValidationError(f"sink {name!r}: 1-64 letters, digits, '_', '.', ':' or '-'")
+    if len(set(value)) != len(value):
+        raise serializers.ValidationError("sink names must be distinct")
+    return value
 
 
 def valid_name(value, field):
@@ -309,11 +319,11 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
     start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
     sinks = serializers.ListField(child=serializers.CharField(max_length=64), default=list, max_length=16)
-    ack_timeout_s = StrictIntegerField(min_value=1, default=30)
-    max_deliveries = StrictIntegerField(min_value=1, default=5)
+    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, default=30)
+    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, default=5)
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
-    max_ack_pending = StrictIntegerField(min_value=1, default=1000)
-    checkpoint_interval_s = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -322,9 +332,7 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
         return valid_name(value, "name")
 
     def validate_sinks(self, value):
-        if len(set(value)) != len(value):
-            raise serializers.ValidationError("sink names must be distinct")
-        return value
+        return valid_sinks(value)
 
 
 class SubscriptionSerializer(serializers.Serializer):
@@ -414,12 +422,10 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     max_deliveries = StrictIntegerField(min_value=1, max_value=1000, required=False)
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
-    checkpoint_interval_s = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
 
     def validate_sinks(self, value):
-        if len(set(value)) != len(value):
-            raise serializers.ValidationError("sink names must be distinct")
-        return value
+        return valid_sinks(value)
 
 
 class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):

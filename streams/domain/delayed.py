@@ -286,8 +286,9 @@ class BucketIndex:
             return None
         i = merge_choice([b.remaining for b in self.buckets])
         left, right = self.buckets[i], self.buckets[i + 1]
-        done = {ix.position for b in (left, right) for s in b.segments[: max(b.loaded - 1, 0)]
-                for ix in s.indexes}  # segments wholly handed out
+        # handed out already: everything loaded into the queue and no longer queued
+        done = {ix.position for b in (left, right) for s in b.segments[: b.loaded]
+                for ix in s.indexes} - self._queued
         merged_indexes = heapq.merge(*(s.indexes for b in (left, right) for s in b.segments))
         keep = [ix for ix in merged_indexes if ix.position not in done]
         merged = Bucket(left.first_chunk, right.last_chunk, cut_segments(

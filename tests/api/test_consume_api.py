@@ -341,3 +341,52 @@ def test_a_subscriber_becoming_one_again_is_subscribed_at_its_floor(api, stream,
     api.post(G + "ack/", {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == a]}, format="json")
     api.patch(G, {"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
     assert Subscription.objects.get(reader_group__name="billing").acknowledgement_cut == {a: 10, b: 0}
+
+
+def test_a_stale_sink_never_completes_a_delivery_and_sink_names_are_checked(api, stream, clock):
+    create(api, sinks=["a", "b"])
+    got = read(api, 1)["deliveries"]
+    api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "a"}, format="json")
+    api.patch(G, {"sinks": ["b", "c"]}, format="json")
+    assert api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "b"}, format="json").json()["waiting_for_sinks"] == 1
+    assert set(floors(api).values()) == {0}  # "a" acked under the old sinks: c has not
+    assert api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "c"}, format="json").json()["acked"] == 1
+    bad = api.patch(G, {"sinks": ["x,y"]}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"].startswith("sinks")
+
+
+def test_acks_redis_knows_nothing_of_are_refused_not_a_500(api, stream, clock, redis_url):
+    import redis
+
+    create(api)
+    got = read(api, 2)["deliveries"]
+    redis.Redis.from_url(redis_url).flushdb()
+    response = api.post(G + "ack/", {"delivery_ids": ids(got)}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "unknown_delivery"
+    far = got[0]["delivery_id"].rsplit("-", 2)[0] + "-5000000000-1"
+    response = api.post(G + "ack/", {"delivery_ids": [far]}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "delivery_ids[0]"
+
+
+def test_huge_timeouts_are_refused_at_create(api, stream):
+    response = api.post(URL, {"scope": "shop", "name": "x", "streams": ["shop/orders"], "ack_timeout_s": 10**12}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "ack_timeout_s"
+
+
+def test_redeliveries_past_a_reads_byte_cap_are_all_handed_out_and_dead_lettered(api, clock):
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    big = "x" * (1024 * 1024)
+    for i in range(12):
+        services.do_publish(stream, [EventIn(f"{i:02d}{big}".encode())])
+    create(api, max_deliveries=2, ack_timeout_s=5)
+    first = read(api, 12)["deliveries"]
+    assert len(first) == 12
+    clock.now += 6
+    again = read(api, 12)["deliveries"]  # 12 MiB of redeliveries: more than one read's byte cap
+    assert [d["offset"] for d in again] == list(range(12))
+    clock.now += 6
+    assert read(api, 12)["deliveries"] == []  # out of deliveries: all dead-lettered
+    assert floors(api)[("shop/orders", "0")] == 12
+    dlq = Stream.objects.get(name="orders-dlq")
+    events, _ = services.read_events(dlq, {"0": 0}, 100)
+    assert sorted(e.record.payload[:2].decode() for e in events) == [f"{i:02d}" for i in range(12)]

@@ -110,3 +110,20 @@ def test_indexes_below_the_floor_are_dropped_not_handed_out():
     index.seal()
     assert [ix.offset for ix in index.pop_due(200, floor=lambda segment: 4)] == [4, 5]
     assert index.pending == 0
+
+
+def test_a_merge_after_some_were_handed_out_hands_none_out_twice():
+    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=5,
+                                      max_indexes_per_segment=2, max_num_buckets=None))
+    for chunk, times in ((1, (10, 12)), (2, (11, 13)), (3, (50, 60))):
+        for offset, t in enumerate(times):
+            index.add(Index(t, chunk, 0, offset), now=0)
+    index.seal()
+    first = index.pop_due(10)  # 10 goes; 12 of its segment is still queued
+    assert [ix.deliver_at for ix in first] == [10]
+    index.config = DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=5,
+                                 max_indexes_per_segment=2, max_num_buckets=1)
+    while index.merge_if_needed():
+        pass
+    rest = index.pop_due(100)
+    assert [ix.deliver_at for ix in rest] == [11, 12, 13, 50, 60]  # 10 not again, none lost
