@@ -390,3 +390,22 @@ def test_redeliveries_past_a_reads_byte_cap_are_all_handed_out_and_dead_lettered
     dlq = Stream.objects.get(name="orders-dlq")
     events, _ = services.read_events(dlq, {"0": 0}, 100)
     assert sorted(e.record.payload[:2].decode() for e in events) == [f"{i:02d}" for i in range(12)]
+
+
+def test_two_groups_each_receive_every_delayed_event_and_a_slow_one_holds_back_nobody(api, clock):
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    base_ms = int(clock.now * 1000)
+    services.do_publish(stream, [EventIn(f"d{i}".encode(), deliver_at_ms=base_ms + (5 - i) * 10_000) for i in range(5)])
+    create(api)
+    create(api, name="slow")
+    assert read(api, 10)["deliveries"] == []  # nothing due yet
+    got = []
+    for _ in range(6):
+        clock.now += 10
+        batch = read(api, 10)["deliveries"]
+        api.post(G + "ack/", {"delivery_ids": ids(batch)}, format="json")
+        got += [d["payload"] for d in batch]
+    assert got == ["d4", "d3", "d2", "d1", "d0"]  # by due time, not by offset; none early
+    assert floors(api)[("shop/orders", "0")] == 5
+    slow = api.post(URL + "shop/slow/read/", {"max_events": 10}, format="json").json()["deliveries"]
+    assert sorted(d["payload"] for d in slow) == ["d0", "d1", "d2", "d3", "d4"]  # all due now
