@@ -251,10 +251,13 @@ if halted then
 end
 local again = {}
 local count = 0
-local due = redis.call('ZRANGEBYSCORE', retry, '-inf', now)
+-- due ones by (due time, offset): the sorted set orders equal times by member text, not number
+local due = redis.call('ZRANGEBYSCORE', retry, '-inf', now, 'WITHSCORES')
+local pairs_due = {}
+for i = 1, #due, 2 do pairs_due[#pairs_due + 1] = {tonumber(due[i + 1]), tonumber(due[i])} end
+table.sort(pairs_due, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
 local ordered = {}
-for _, o in ipairs(due) do table.insert(ordered, tonumber(o)) end
-table.sort(ordered)
+for _, p in ipairs(pairs_due) do ordered[#ordered + 1] = p[2] end
 for _, o in ipairs(ordered) do
   if count >= limit or is_halted() then break end
   redis.call('ZREM', retry, o)

@@ -86,8 +86,9 @@ class SegmentAcks:
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
     ) -> HandOut:
-        """Up to `limit` deliveries: due redeliveries first (oldest offset first), then offsets
-        never handed out, in order, up to `tail`.
+        """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
+        came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
+        offsets never handed out, in order, up to `tail`.
 
         `floor` is the persisted floor: it seeds a state never seen (a new group, or after Redis
         lost everything) and lifts one that is behind it (Redis restored from an old snapshot).
@@ -118,7 +119,7 @@ class SegmentAcks:
                 if self.poison(halted, on_poison, now):
                     dead.append(halted)
         out: list[Delivery] = []
-        for offset in sorted(o for o, due in self.retry.items() if due <= now):
+        for _, offset in sorted((due, o) for o, due in self.retry.items() if due <= now):
             if len(out) >= limit or self.halted_at is not None:
                 break
             del self.retry[offset]

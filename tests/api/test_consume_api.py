@@ -409,3 +409,15 @@ def test_two_groups_each_receive_every_delayed_event_and_a_slow_one_holds_back_n
     assert floors(api)[("shop/orders", "0")] == 5
     slow = api.post(URL + "shop/slow/read/", {"max_events": 10}, format="json").json()["deliveries"]
     assert sorted(d["payload"] for d in slow) == ["d0", "d1", "d2", "d3", "d4"]  # all due now
+
+
+def test_delayed_events_due_together_come_out_by_due_time_then_offset(api, clock):
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    base_ms = int(clock.now * 1000)
+    due = [30, 10, 20, 10, 40]  # seconds from now, by offset
+    services.do_publish(stream, [EventIn(f"o{i}".encode(), deliver_at_ms=base_ms + d * 1000) for i, d in enumerate(due)])
+    create(api)
+    assert read(api, 10)["deliveries"] == []
+    clock.now += 60  # all due at once
+    got = read(api, 10)["deliveries"]
+    assert [d["payload"] for d in got] == ["o1", "o3", "o2", "o0", "o4"]
