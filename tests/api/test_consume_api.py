@@ -25,7 +25,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(consuming, "_now", clock)
+    monkeypatch.setattr(consuming.positions, "clock", clock)
     return clock
 
 

@@ -1,0 +1,34 @@
+"""Consuming through a reader group (DESIGN.md §7): read, ack, nack, dead letters, checkpoints.
+The only place that moves a group's floors; the views, tasks and the console call these.
+
+The rules live in `streams.domain.acks` and run in Redis (`streams.ack_tracker`); this module
+joins them to the segment store (what to hand out, the events themselves) and to the database
+(the persisted floors, checkpoints and acknowledgement cuts).
+
+A delivery id is `"<group>-<stream>-<segment>-<offset>-<epoch>"`: it names the group it belongs
+to, where the event is, and which delivery of it this is (an older epoch is a lease that expired
+and was handed to someone else: its acknowledgement is refused).
+"""
+
+from .acking import AckOutcome, ack, nack
+from .checkpoints import (
+    AUTO_PREFIX,
+    check_checkpoint_name,
+    checkpoint_interval_s,
+    current_floors,
+    do_checkpoint,
+    do_release_checkpoint,
+    maybe_checkpoint,
+    periodic_checkpoints,
+)
+from .dead_letters import dead_letter_name
+from .positions import Slot, forget_trackers, last_seen, mark_seen, slots
+from .reading import ReadResult, read
+from .state import PositionState, group_state
+
+__all__ = [
+    "AUTO_PREFIX", "AckOutcome", "PositionState", "ReadResult", "Slot", "ack", "check_checkpoint_name",
+    "checkpoint_interval_s", "current_floors", "dead_letter_name", "do_checkpoint",
+    "do_release_checkpoint", "forget_trackers", "group_state", "last_seen", "mark_seen",
+    "maybe_checkpoint", "nack", "periodic_checkpoints", "read", "slots",
+]

@@ -1,0 +1,138 @@
+"""Acknowledging and giving back deliveries, in batches, in any order."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from cbrweb.redis_client import get_redis
+
+from ..domain.acks import AckResult, Delivery
+from ..domain.errors import FieldError
+from ..models import ReaderGroup
+from . import positions
+from .checkpoints import maybe_checkpoint
+from .positions import Slot, persist_floors, mark_seen, slots
+
+_DELIVERY_ID = re.compile(r"^(\d{1,18})-(\d{1,18})-(\d{1,9})-(\d{1,18})-(\d{1,9})$")
+
+
+@dataclass
+class AckOutcome:
+    acked: int = 0  # counted as processed
+    waiting_for_sinks: int = 0
+    given_back: int = 0  # nacks
+    refused: list[dict] = field(default_factory=list)
+
+
+def _parse_ids(group: ReaderGroup, ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
+    """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
+    before anything is applied."""
+    if not isinstance(ids, list) or not ids:
+        raise FieldError("delivery_ids", "must be a non-empty list of delivery ids")
+    if len(ids) > settings.CBR_MAX_READ_EVENTS:
+        raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
+    known = {(s.stream.pk, s.segment): s for s in group_slots}
+    prefixes = {f"{group.pk}-{sid}-{seg}": (sid, seg) for sid, seg in known}
+    by_slot: dict[tuple, list] = defaultdict(list)
+    for i, raw in enumerate(ids):
+        if type(raw) is str:  # the common case, without a regular expression
+            head, _, epoch = raw.rpartition("-")
+            prefix, _, offset = head.rpartition("-")
+            key = prefixes.get(prefix)
+            if key is not None and offset.isascii() and offset.isdigit() and epoch.isascii() \
+                    and epoch.isdigit() and len(offset) <= 18 and len(epoch) <= 9:
+                by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+                continue
+        m = _DELIVERY_ID.match(raw) if isinstance(raw, str) else None
+        if m is None:
+            raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", 400, "unknown_delivery")
+        gid, sid, seg, offset, epoch = m.groups()
+        if int(gid) != group.pk:
+            raise FieldError(f"delivery_ids[{i}]", "belongs to another reader group", 400, "unknown_delivery")
+        key = (int(sid), str(int(seg)))
+        if key not in known:
+            raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", 400, "unknown_delivery")
+        by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+    return by_slot
+
+
+def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
+    if not outcome.refused:
+        return
+    first = outcome.refused[0]
+    unknown = [r for r in outcome.refused if r["reason"] != "stale"]
+    status, code = (400, "unknown_delivery") if unknown else (409, "lease_lost")
+    first = (unknown or outcome.refused)[0]
+    detail = {
+        "unknown": "is not a live delivery of this group (never handed out, or already given back)",
+        "stale": "its lease expired and the event was handed out again: this delivery is void",
+    }.get(first["reason"], first["reason"])
+    details = {"refused": outcome.refused, "acked": outcome.acked,
+               "waiting_for_sinks": outcome.waiting_for_sinks, "given_back": outcome.given_back}
+    raise FieldError(
+        first["field"],
+        f"{detail}; {len(outcome.refused)} of {len(ids)} refused, the others were {verb}",
+        status, code, details,
+    )
+
+
+def ack(group: ReaderGroup, ids: object, sink: object = None) -> AckOutcome:
+    """Acknowledge deliveries, in any order. For a fan-out group, `sink` says which sink
+    acknowledges; an event counts once every sink has. A retried ack is harmless."""
+    sinks = group.sink_names
+    if sinks:
+        if sink not in sinks:
+            raise FieldError("sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
+    elif sink is not None:
+        raise FieldError("sink", "this group declares no sinks")
+    group_slots = slots(group)
+    by_slot = _parse_ids(group, ids, group_slots)
+    slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
+    outcome = AckOutcome()
+    mark_seen(group, positions.clock())
+    pipe = get_redis().pipeline(transaction=False)
+    readers = [
+        (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
+        for key, items in by_slot.items()
+    ]
+    moves = []
+    for (slot, items, reader), answer in zip(readers, pipe.execute(), strict=True):
+        results, floor = reader(answer)
+        _tally(outcome, ids, items, results)
+        moves.append((slot, floor, 0))
+    persist_floors(moves)
+    maybe_checkpoint(group)
+    _refusal(outcome, ids, "acknowledged")
+    return outcome
+
+
+def nack(group: ReaderGroup, ids: object, delay_ms: int = 0, reason: str = "") -> AckOutcome:
+    """Give deliveries back: each is handed out again after `delay_ms`."""
+    group_slots = slots(group)
+    by_slot = _parse_ids(group, ids, group_slots)
+    slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
+    outcome = AckOutcome()
+    now = positions.clock()
+    for key, items in by_slot.items():
+        results = slot_of[key].tracker.nack_many([d for _, d in items], now, delay_ms / 1000, reason)
+        _tally(outcome, ids, items, results, nack=True)
+    _refusal(outcome, ids, "given back")
+    return outcome
+
+
+def _tally(outcome: AckOutcome, ids: list, items: list, results: list[AckResult], nack: bool = False) -> None:
+    for (i, _), result in zip(items, results, strict=True):
+        if result.acked:
+            if nack:
+                outcome.given_back += 1
+            else:
+                outcome.acked += 1
+        elif result.reason == "waiting-for-sinks":
+            outcome.waiting_for_sinks += 1
+        elif result.reason != "already-acked":
+            outcome.refused.append({"field": f"delivery_ids[{i}]", "delivery_id": ids[i], "reason": result.reason})
+

@@ -1,0 +1,138 @@
+"""Reading: hand out deliveries fair across a group's segments (DESIGN.md §7)."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+from cbrweb.redis_client import get_redis
+
+from ..api.serializers import event_json
+from ..domain.acks import Delivery, Poison
+from ..models import ReaderGroup
+from ..services import stream_log
+from ..storage.framing import Record
+from ..storage.store import StreamRecord
+from . import positions
+from .dead_letters import dead_letter
+from .positions import SEEN_TTL_S, Slot, persist_floors, seen_key, records_at, slots
+
+
+@dataclass
+class ReadResult:
+    deliveries: list[dict]
+    missed: int = 0
+    missed_by_stream: dict[str, int] = field(default_factory=dict)
+    pending_limit_reached: bool = False
+
+
+def read(group: ReaderGroup, max_events: int, wait_ms: int = 0, consumer: str = "") -> ReadResult:
+    """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
+    to that long for the first one (long poll)."""
+    group_slots = slots(group)
+    deadline = time.monotonic() + wait_ms / 1000
+    pause = 0.02
+    while True:
+        result = _read_once(group, group_slots, max_events, consumer or "default")
+        left = deadline - time.monotonic()
+        if result.deliveries or result.pending_limit_reached or left <= 0:
+            return result
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.25)
+
+
+def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, consumer: str) -> ReadResult:
+    now = positions.clock()
+    now_ms = int(now * 1000)
+    lease_s = float(group.ack_timeout_s)
+    on_poison = Poison(group.on_poison)
+    redis = get_redis()
+    pipe = redis.pipeline(transaction=False)
+    pipe.set(seen_key(group.pk), now, ex=SEEN_TTL_S)  # see mark_seen
+    for slot in group_slots:
+        state, leases, _, _, _, retry, _, dead, _ = slot.tracker.keys
+        pipe.hmget(state, "next", "halted")
+        pipe.zcount(leases, f"({now}", "+inf")  # live leases
+        pipe.zcount(leases, "-inf", now)  # expired: due again
+        pipe.zcount(retry, "-inf", now)
+        pipe.zcount(dead, "-inf", now - lease_s)
+    answers = pipe.execute()[1:]
+    live = sum(answers[5 * i + 1] for i in range(len(group_slots)))
+    room = group.max_ack_pending - live
+    result = ReadResult([])
+    if room <= 0:
+        result.pending_limit_reached = True
+        return result
+    limit = min(max_events, room)
+    ends = {}
+    for slot in group_slots:
+        if slot.stream.pk not in ends:
+            ends[slot.stream.pk] = stream_log(slot.stream).ends()
+    work = []
+    for i, slot in enumerate(group_slots):
+        (nxt, halted), _, expired, retry_due, dead_due = answers[5 * i: 5 * i + 5]
+        head, tail = ends[slot.stream.pk][slot.segment]
+        start = slot.position.floor if nxt is None else int(nxt)
+        if max(start, head.offset) < tail.next_offset or halted is not None or expired or retry_due \
+                or dead_due or head.offset > slot.position.floor:
+            work.append((slot, start, head.offset, tail.next_offset))
+    random.shuffle(work)  # fair across segments: no segment is always served first
+    moves = []
+    expires = _iso(now + lease_s)
+    for n, (slot, start, head, tail) in enumerate(work):
+        remaining = limit - len(result.deliveries)
+        if remaining <= 0:
+            break
+        share = math.ceil(remaining / (len(work) - n))
+        seg = stream_log(slot.stream).segment(slot.segment)
+        got: list[tuple[Record, Delivery]] = []
+        for _attempt in range(3):  # a competing consumer may take the offsets looked at first
+            ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
+            delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
+                       if r.deliver_at_ms is not None and r.deliver_at_ms > now_ms}
+            scan_until = max(ahead) + 1 if ahead else max(start, head)
+            out = slot.tracker.hand_out(
+                now, consumer, share - len(got), tail, lease_s, group.max_deliveries, on_poison,
+                floor=slot.position.floor, head=head, delayed=delayed, scan_until=scan_until,
+            )
+            floor = out.floor
+            if out.dead_letter:
+                floor = dead_letter(group, slot, out.dead_letter, now_ms) or floor
+            moves.append((slot, floor, out.missed))
+            if out.missed:
+                result.missed += out.missed
+                name = slot.stream.full_name
+                result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
+            records = records_at(seg, [d.offset for d in out.deliveries], ahead)
+            # an offset truncated away meanwhile is skipped: the next read counts it missed
+            got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
+            if len(got) >= share or out.next >= tail:
+                break  # served, or nothing left: no second look
+            start = out.next
+        result.deliveries += _deliveries_json(group, slot, got, expires)
+    persist_floors(moves)
+    return result
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
+    """Each event as every answer carries it, plus the delivery's fields."""
+    prefix = f"{group.pk}-{slot.stream.pk}-{slot.segment}-"
+    stream = slot.stream.full_name
+    out = []
+    for rec, d in got:
+        event = event_json(StreamRecord(slot.segment, rec))
+        event["stream"] = stream
+        event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
+        event["delivery_count"] = d.epoch
+        event["lease_expires_at"] = expires
+        out.append(event)
+    return out
+
