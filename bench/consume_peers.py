@@ -1,0 +1,268 @@
+"""The peers of bench/consume.py on the same machine: Redis Streams (XREADGROUP + XACK,
+pipelined) and NATS JetStream (interest retention, a durable pull consumer, explicit acks)."""
+
+
+import asyncio
+import multiprocessing as mp
+import os
+import time
+
+
+from consume_common import Figure, JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, ms, payload, run_crew
+
+
+def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -> dict:
+    import redis
+
+    r = redis.Redis.from_url(url)
+    r.ping()
+    start()
+    trips, ids, n_read, n_acked, t_end = [], [], 0, 0, time.monotonic()
+    while True:
+        t = time.monotonic()
+        pipe = r.pipeline(transaction=False)
+        if ids:
+            pipe.xack(key, group, *ids)
+        pipe.xreadgroup(group, f"c{i}", {key: ">"}, count=batch)
+        answers = pipe.execute()
+        t1 = time.monotonic()
+        trips.append(t1 - t)
+        if ids:
+            n_acked += answers[0]
+            t_end = t1
+        got = answers[-1]
+        if isinstance(got, dict):  # RESP3
+            got = list(got.items())
+        ids = [mid for mid, _ in got[0][1]] if got else []
+        if not ids:
+            break
+        n_read += len(ids)
+    r.close()
+    return {"trip": trips, "n_read": n_read, "n_acked": n_acked, "t_end": t_end}
+
+
+def _jetstream_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    return asyncio.run(_jetstream_consume(start, url, stream, durable, batch, total, fetched))
+
+
+async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    import nats
+
+    nc = await nats.connect(url)
+    sub = await nc.jetstream().pull_subscribe_bind(durable=durable, stream=stream)
+    start()
+    fetches, acks, n_read, t_end = [], [], 0, time.monotonic()
+    # A fetch with nothing left waits for its timeout; the shared count of fetched messages says
+    # when there is nothing left (the lease, ack_wait, outlasts the run: nothing comes twice).
+    while fetched.value < total:
+        t = time.monotonic()
+        try:
+            messages = await sub.fetch(batch, timeout=0.5)
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            continue
+        t1 = time.monotonic()
+        for m in messages:
+            await m.ack()
+        t_end = time.monotonic()
+        fetches.append(t1 - t)
+        acks.append(t_end - t1)
+        n_read += len(messages)
+        with fetched.get_lock():
+            fetched.value += len(messages)
+    await nc.flush()
+    await nc.close()
+    return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
+
+
+def _jetstream_raw_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    return asyncio.run(_jetstream_raw_consume(start, url, stream, durable, batch, total, fetched))
+
+
+async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+    """The same pull consumer without nats-py's `fetch`, which waits for each message with a
+    task and a timer of its own: one no_wait pull request, the batch collected by a callback."""
+    import json
+
+    import nats
+
+    nc = await nats.connect(url)
+    inbox = nc.new_inbox()
+    got: list = []
+    complete = asyncio.Event()
+
+    async def on_message(msg) -> None:
+        if msg.headers and msg.headers.get("Status"):  # 404 no messages, 408: the pull is over
+            complete.set()
+            return
+        got.append(msg)
+        if len(got) >= batch:
+            complete.set()
+
+    await nc.subscribe(inbox, cb=on_message, pending_msgs_limit=4 * batch)
+    request = json.dumps({"batch": batch, "no_wait": True}).encode()
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+    start()
+    fetches, acks, n_read, t_end = [], [], 0, time.monotonic()
+    while fetched.value < total:
+        got.clear()
+        complete.clear()
+        t = time.monotonic()
+        await nc.publish(next_subject, request, reply=inbox)
+        try:
+            await asyncio.wait_for(complete.wait(), 5)
+        except asyncio.TimeoutError:
+            pass
+        messages = list(got)
+        if not messages:
+            await asyncio.sleep(0.01)
+            continue
+        t1 = time.monotonic()
+        for m in messages:
+            await m.ack()
+        t_end = time.monotonic()
+        fetches.append(t1 - t)
+        acks.append(t_end - t1)
+        n_read += len(messages)
+        with fetched.get_lock():
+            fetched.value += len(messages)
+    await nc.flush()
+    await nc.close()
+    return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
+
+
+# -- CBR -------------------------------------------------------------------------------------
+
+
+
+class RedisStreams:
+    def __init__(self, args):
+        import redis
+
+        self.args = args
+        self.redis = redis.Redis.from_url(args.redis_url)
+        self.key = f"cbr-bench-consume-{os.getpid()}"
+
+    def start(self) -> None:
+        a = self.args
+        self.redis.delete(self.key)
+        for start in range(0, a.events, PUBLISH_BATCH):
+            pipe = self.redis.pipeline(transaction=False)
+            for i in range(start, min(a.events, start + PUBLISH_BATCH)):
+                pipe.xadd(self.key, {"p": payload(i)})
+            pipe.execute()
+
+    def consume(self, round_no: int) -> Figure:
+        a = self.args
+        group = f"g{round_no}"
+        self.redis.xgroup_create(self.key, group, id="0")
+        t0, results = run_crew(_redis_consumer, a.consumers, (a.redis_url, self.key, group, a.batch))
+        seconds = max(r["t_end"] for r in results) - t0
+        n_read = sum(r["n_read"] for r in results)
+        n_acked = sum(r["n_acked"] for r in results)
+        pending = self.redis.xpending(self.key, group)["pending"]
+        fig = Figure(REDIS, n_acked, seconds, [
+            f"round trip (XACK previous + XREADGROUP) {ms([x for r in results for x in r['trip']])}",
+        ])
+        if n_read != a.events or n_acked != a.events or pending:
+            fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; pending {pending:,}")
+        return fig
+
+    def stop(self) -> None:
+        self.redis.delete(self.key)
+
+
+# -- NATS JetStream ------------------------------------------------------------------------------
+
+
+class JetStream:
+    """Interest retention removes each message once acked, so every round publishes again."""
+
+    def __init__(self, args):
+        self.args = args
+        self.stream = f"CBR_BENCH_CONSUME_{os.getpid()}"
+        self.subject = f"cbr.bench.consume.{os.getpid()}"
+
+    async def _prepare(self, durable: str) -> None:
+        import nats
+        from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType
+
+        a = self.args
+        nc = await nats.connect(a.nats_url)
+        js = nc.jetstream()
+        try:
+            await js.delete_stream(self.stream)
+        except nats.js.errors.NotFoundError:
+            pass
+        await js.add_stream(name=self.stream, subjects=[self.subject], retention=RetentionPolicy.INTEREST,
+                            storage=StorageType.FILE)
+        # the consumer first: an interest stream drops what is published while nobody is interested
+        await js.add_consumer(self.stream, config=ConsumerConfig(
+            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=600,
+            max_ack_pending=max(10_000, a.consumers * a.batch), filter_subject=self.subject,
+        ))
+        t0 = time.monotonic()
+        for i in range(a.events):
+            await js.publish_async(self.subject, payload(i).encode())
+        await js.publish_async_completed()
+        el = time.monotonic() - t0
+        info = await js.stream_info(self.stream)
+        if info.state.messages != a.events:
+            raise SystemExit(f"jetstream: the stream holds {info.state.messages} messages, not {a.events}")
+        print(f"jetstream: published {a.events:,} events in {el:.1f} s ({a.events / el:,.0f} events/s, untimed)", flush=True)
+        await nc.close()
+
+    async def _wait_empty(self, t0: float) -> float:
+        import nats
+
+        nc = await nats.connect(self.args.nats_url)
+        js = nc.jetstream()
+        deadline = t0 + max(120, self.args.events / 500)
+        while True:
+            info = await js.stream_info(self.stream)
+            if info.state.messages == 0:
+                at = time.monotonic()
+                await nc.close()
+                return at
+            if time.monotonic() > deadline:
+                raise SystemExit(f"jetstream: {info.state.messages} messages still unacked")
+            await asyncio.sleep(0.005)
+
+    async def _delete(self) -> None:
+        import nats
+
+        nc = await nats.connect(self.args.nats_url)
+        try:
+            await nc.jetstream().delete_stream(self.stream)
+        except nats.js.errors.NotFoundError:
+            pass
+        await nc.close()
+
+    def consume(self, round_no: int, raw: bool = False) -> Figure:
+        a = self.args
+        durable = f"bench{round_no}{'raw' if raw else ''}"
+        asyncio.run(self._prepare(durable))
+        fetched = mp.get_context("spawn").Value("q", 0)
+        emptied: list[float] = []
+        t0, results = run_crew(
+            _jetstream_raw_consumer if raw else _jetstream_consumer, a.consumers,
+            (a.nats_url, self.stream, durable, a.batch, a.events, fetched),
+            while_running=lambda t0: emptied.append(asyncio.run(self._wait_empty(t0))),
+        )
+        last_ack_sent = max(r["t_end"] for r in results)
+        n_read = sum(r["n_read"] for r in results)
+        name = JETSTREAM_RAW if raw else JETSTREAM
+        fig = Figure(name, n_read, max(emptied[0], last_ack_sent) - t0, [
+            f"{'pull request' if raw else 'fetch'} {ms([x for r in results for x in r['read']])}",
+            f"acks of one batch (msg.ack(), no reply awaited) {ms([x for r in results for x in r['ack']])}",
+            f"the stream was empty {(emptied[0] - last_ack_sent) * 1000:+.0f} ms after the last ack was sent",
+        ])
+        if n_read != a.events:
+            fig.notes.append(f"CHECK FAILED: fetched {n_read:,} of {a.events:,}")
+        return fig
+
+    def stop(self) -> None:
+        asyncio.run(self._delete())
+
+
+# -- the ack tracker alone ---------------------------------------------------------------------
+
