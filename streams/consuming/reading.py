@@ -112,6 +112,8 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
             if len(got) >= share or out.next >= tail:
                 break  # served, or nothing left: no second look
+            if not out.deliveries and out.next <= max(start, head):
+                break  # no progress at all (a halted segment): a second look would not help
             start = out.next
         result.deliveries += _deliveries_json(group, slot, got, expires)
     persist_floors(moves)
