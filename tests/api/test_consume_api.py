@@ -421,3 +421,25 @@ def test_delayed_events_due_together_come_out_by_due_time_then_offset(api, clock
     clock.now += 60  # all due at once
     got = read(api, 10)["deliveries"]
     assert [d["payload"] for d in got] == ["o1", "o3", "o2", "o0", "o4"]
+
+
+def test_beat_checkpoints_automatic_groups_when_due_and_keeps_the_last_three(api, stream, clock):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from streams.models import Checkpoint
+
+    create(api, checkpoint_interval_s=60)
+    create(api, name="manual", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+    got = [d for d in read(api, 20)["deliveries"] if d["segment"] == "0" and d["offset"] < 3]
+    api.post(G + "ack/", {"delivery_ids": ids(got)}, format="json")  # the first ack checkpoints at once
+    group = ReaderGroup.objects.get(name="billing")
+    assert Subscription.objects.get(reader_group=group).acknowledgement_cut == {"0": 3, "1": 0}
+    assert consuming.periodic_checkpoints() == 0  # not due: the interval has not passed
+    for _ in range(4):
+        ReaderGroup.objects.filter(pk=group.pk).update(last_checkpoint_at=timezone.now() - timedelta(seconds=61))
+        assert consuming.periodic_checkpoints() == 1  # only the AUTOMATIC group, once due
+    autos = Checkpoint.objects.filter(reader_group=group, name__startswith="auto-")
+    assert autos.count() == 3 and all(c.cuts == {"shop/orders": {"0": 3, "1": 0}} for c in autos)
+    assert not Checkpoint.objects.filter(reader_group__name="manual").exists()
