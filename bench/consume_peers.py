@@ -41,6 +41,20 @@ def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -
     return {"trip": trips, "n_read": n_read, "n_acked": n_acked, "t_end": t_end}
 
 
+async def _ack_all(messages, t: float, fetches: list, acks: list, fetched) -> float:
+    """Ack a fetched batch (`msg.ack()`, no reply awaited), time the fetch and the acks, count it
+    in the shared total; returns when the acks were sent."""
+    t1 = time.monotonic()
+    for m in messages:
+        await m.ack()
+    t_end = time.monotonic()
+    fetches.append(t1 - t)
+    acks.append(t_end - t1)
+    with fetched.get_lock():
+        fetched.value += len(messages)
+    return t_end
+
+
 def _jetstream_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
     return asyncio.run(_jetstream_consume(start, url, stream, durable, batch, total, fetched))
 
@@ -60,15 +74,8 @@ async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: 
             messages = await sub.fetch(batch, timeout=0.5)
         except (nats.errors.TimeoutError, asyncio.TimeoutError):
             continue
-        t1 = time.monotonic()
-        for m in messages:
-            await m.ack()
-        t_end = time.monotonic()
-        fetches.append(t1 - t)
-        acks.append(t_end - t1)
+        t_end = await _ack_all(messages, t, fetches, acks, fetched)
         n_read += len(messages)
-        with fetched.get_lock():
-            fetched.value += len(messages)
     await nc.flush()
     await nc.close()
     return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
@@ -116,15 +123,8 @@ async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, bat
         if not messages:
             await asyncio.sleep(0.01)
             continue
-        t1 = time.monotonic()
-        for m in messages:
-            await m.ack()
-        t_end = time.monotonic()
-        fetches.append(t1 - t)
-        acks.append(t_end - t1)
+        t_end = await _ack_all(messages, t, fetches, acks, fetched)
         n_read += len(messages)
-        with fetched.get_lock():
-            fetched.value += len(messages)
     await nc.flush()
     await nc.close()
     return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}

@@ -436,20 +436,11 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     consumer = serializers.CharField(max_length=128, required=False, default="")
 
 
-class DeliverySerializer(serializers.Serializer):
+class DeliverySerializer(EventOutSerializer):
     delivery_id = serializers.CharField()
     delivery_count = serializers.IntegerField()
     lease_expires_at = serializers.DateTimeField()
     stream = serializers.CharField()
-    segment = serializers.CharField()
-    offset = serializers.IntegerField()
-    routing_key = serializers.CharField(allow_null=True)
-    key = serializers.CharField(allow_null=True)
-    headers = serializers.DictField(allow_null=True)
-    published_at = serializers.DateTimeField()
-    deliver_at = serializers.DateTimeField(allow_null=True)
-    payload_b64 = serializers.CharField()
-    payload = serializers.CharField(required=False)
 
 
 class ReadAnswerSerializer(serializers.Serializer):
