@@ -162,6 +162,7 @@ local max_deliveries, on_poison, scan_until = tonumber(ARGV[5]), ARGV[6], tonumb
 local persisted, head = tonumber(ARGV[8]), tonumber(ARGV[9])
 local delayed = {}
 for o, due in string.gmatch(ARGV[10], '(%d+):([%d.e+-]+)') do delayed[tonumber(o)] = tonumber(due) end
+local released = tonumber(ARGV[11])
 
 if redis.call('HEXISTS', state, 'floor') == 0 then
   redis.call('HSET', state, 'floor', persisted, 'next', persisted)
@@ -255,9 +256,8 @@ if not is_halted() then
     local o = nxt
     nxt = nxt + 1
     local when = delayed[o]
-    if when and when > now then
-      redis.call('ZADD', retry, when, o)
-      redis.call('HSET', epochs, o, 0)
+    if when and when > now and when > released then
+      -- passed over, holding the floor: the stream's delayed index hands it back when due
     else
       first[#first + 1] = o
       first_leases[#first_leases + 1] = expires
@@ -379,4 +379,26 @@ for _, o in ipairs(ARGV) do
 end
 if redis.call('HEXISTS', state, 'floor') == 0 then return 0 end
 return advance()
+"""
+
+# ARGV: "offset:due,…" delayed events the stream's index released (streams.domain.acks.fan_out);
+# returns the offsets queued for this group
+FAN_OUT = _COMMON + """
+local floor = redis.call('HGET', state, 'floor')
+if not floor then return {} end  -- a group not started yet reads them as ordinary events
+floor = tonumber(floor)
+local nxt = tonumber(redis.call('HGET', state, 'next'))
+local halted = tonumber(redis.call('HGET', state, 'halted') or '-1')
+local queued = {}
+for o, due in string.gmatch(ARGV[1], '(%d+):([%d.e+-]+)') do
+  local n = tonumber(o)
+  if n >= floor and n < nxt and n ~= halted and not is_acked(n)
+      and not redis.call('ZSCORE', leases, o) and not redis.call('ZSCORE', retry, o)
+      and not redis.call('ZSCORE', dead, o) and redis.call('HEXISTS', poison, o) == 0 then
+    redis.call('ZADD', retry, due, o)
+    redis.call('HSET', epochs, o, 0)  -- never handed out: its first delivery comes
+    queued[#queued + 1] = n
+  end
+end
+return queued
 """

@@ -11,7 +11,7 @@ them in one Redis Cluster slot):
     cbr:acks:{g:sub:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
     cbr:acks:{g:sub:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
                                what `next` implies (1 below it, 0 from it): redeliveries, and
-                               delayed events passed over (0)
+                               delayed events the stream's index handed back (0)
     cbr:acks:{g:sub:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
                                every bit below the floor is set (state's `abase`, a multiple
                                of 8 at or below the floor, moves up with it)
@@ -28,7 +28,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from .ack_scripts import ACK_MANY, DEAD_LETTERED, HAND_OUT, NACK_MANY
+from .ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY
 from .domain.acks import AckResult, Delivery, HandOut, Poison
 
 _PREFIX = "cbr:acks:"
@@ -73,10 +73,10 @@ _SCRIPT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _scripts(redis) -> tuple:
-    """The four scripts, registered once per client (registering hashes the source)."""
+    """The scripts, registered once per client (registering hashes the source)."""
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
-            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED)
+            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -88,17 +88,18 @@ class SegmentTracker:
         self.redis = redis
         tag = f"{_PREFIX}{{{group_id}:{subscription_id}:{segment}}}"
         self.keys = [f"{tag}:{part}" for part in _PARTS]
-        self._hand_out, self._ack, self._nack, self._dead_lettered = _scripts(redis)
+        self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out = _scripts(redis)
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: dict[int, float] | None = None, scan_until: int | None = None,
+        released: float = 0.0,
     ) -> HandOut:
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
         args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
                 tail if scan_until is None else scan_until, floor, head,
-                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items())]
+                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()), released]
         again, first, dead, missed, new_floor, nxt = self._hand_out(keys=self.keys, args=args)
         deliveries = []
         if again:
@@ -108,6 +109,14 @@ class SegmentTracker:
         if first:
             deliveries += [Delivery(int(o), 1) for o in _text(first).split(",")]
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
+
+    def fan_out(self, due: dict[int, float], pipe=None) -> list[int] | None:
+        """As `SegmentAcks.fan_out`; with `pipe`, queued on the pipeline (returns None)."""
+        args = [",".join(f"{o}:{at!r}" for o, at in due.items())]
+        if pipe is not None:
+            self._fan_out(keys=self.keys, args=args, client=pipe)
+            return None
+        return [int(o) for o in self._fan_out(keys=self.keys, args=args)]
 
     def ack_many(
         self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = (),

@@ -11,7 +11,8 @@ State per (group, segment):
 - `acked`: offsets in [floor, next) acknowledged out of order, waiting for the floor to reach
   them.
 - `retry`: offsets to hand out (again) once due: a nack, an expired lease, or a delayed event
-  passed over while it was not yet due (it holds the floor until it is delivered and acked).
+  the stream's shared index released (`fan_out`). A delayed event passed over while not yet
+  due is kept nowhere here: it holds the floor until the index hands it back and it is acked.
 - `dead`: offsets out of deliveries under `dead_letter`, each with the time its append to the
   dead-letter stream was claimed. They count as processed only once that append is done
   (`dead_lettered`); a claim older than a lease is handed out again (the appender crashed).
@@ -85,6 +86,7 @@ class SegmentAcks:
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
+        released: float = 0.0,
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -94,7 +96,10 @@ class SegmentAcks:
         lost everything) and lifts one that is behind it (Redis restored from an old snapshot).
         `head` is the segment's head: offsets truncated away are skipped and counted as missed.
         `delayed` maps offsets of events not yet due (within `scan_until`, the end of what the
-        caller looked at) to their delivery time: they are passed over and handed out when due.
+        caller looked at) to their delivery time: they are passed over, holding the floor, and
+        the stream's shared delayed index hands them back when due (`fan_out`). `released` is
+        the latest delivery time that index has released: an event due by then is handed out
+        as an ordinary one (the index may have released it before this cursor passed it).
         An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
         a halted segment resumes once `max_deliveries` is raised above the halted offset's
         deliveries (it is delivered again) or `on_poison` is no longer `halt` (it is poisoned
@@ -134,11 +139,24 @@ class SegmentAcks:
             offset = self.next
             self.next += 1
             due = delayed.get(offset)
-            if due is not None and due > now:
-                self.retry[offset] = due
-                continue
+            if due is not None and due > now and due > released:
+                continue  # the shared index hands it back when due
             out.append(self._lease(offset, consumer, now, lease_s))
         return HandOut(out, sorted(dead), missed, self.floor, self.next)
+
+    def fan_out(self, due: Mapping[int, float]) -> list[int]:
+        """Delayed events the stream's index released (offset -> delivery time): each one this
+        cursor passed over and that is not processed, handed out or queued already is queued
+        to be handed out (by delivery time). Returns the offsets queued."""
+        queued = []
+        for offset, at in sorted(due.items()):
+            if not self.started or not self.floor <= offset < self.next or offset in self.acked \
+                    or offset in self.leases or offset in self.retry or offset in self.dead \
+                    or offset in self.poisoned or offset == self.halted_at:
+                continue
+            self.retry[offset] = at
+            queued.append(offset)
+        return queued
 
     def _lease(self, offset: int, consumer: str, now: float, lease_s: float) -> Delivery:
         epoch = self.epochs.get(offset, 0) + 1

@@ -131,10 +131,21 @@ def test_a_delayed_event_is_passed_over_and_holds_the_floor_until_delivered_and_
     for d in out.deliveries:
         acks.ack(d)
     assert acks.floor == 1  # 1 is not delivered yet
+    assert acks.hand_out(50.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries[0].offset == 4
+    assert acks.fan_out({1: 50.0}) == [1]  # the stream's index hands it back when due
+    assert acks.fan_out({1: 50.0}) == []  # once
     later = acks.hand_out(50.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP)
     assert [(d.offset, d.delivery_count) for d in later.deliveries] == [(1, 1)]
     acks.ack(later.deliveries[0])
     assert acks.floor == 4
+    assert acks.fan_out({1: 50.0}) == []  # processed already: a repeat of the index is dropped
+
+
+def test_a_delayed_event_the_index_released_before_the_cursor_passed_it_is_ordinary():
+    acks = SegmentAcks()
+    out = acks.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP, delayed={1: 50.0}, released=50.0)
+    assert [d.offset for d in out.deliveries] == [0, 1, 2]
+    assert acks.fan_out({1: 50.0}) == []  # leased already
 
 
 def test_a_dead_letter_counts_as_processed_only_once_its_append_is_confirmed():

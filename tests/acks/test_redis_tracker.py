@@ -18,6 +18,7 @@ _ids = itertools.count(1)
 op = st.one_of(
     st.tuples(st.just("read"), st.sampled_from("abc"), st.integers(1, 6)),
     st.tuples(st.just("delayed"), st.integers(0, TAIL), st.integers(1, 20)),
+    st.tuples(st.just("fanout"), st.just(0), st.booleans()),
     st.tuples(st.just("truncate"), st.integers(0, TAIL), st.just(0)),
     st.tuples(st.just("dead"), st.just(0), st.just(0)),
     st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
@@ -56,16 +57,21 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
         head = 0
         dead: list[int] = []
         handed: list[Delivery] = []
+        passed: dict[int, float] = {}  # delayed events shown to a read (what the index holds)
         for kind, a, b in ops:
             if kind in ("read", "delayed"):
                 consumer, limit = (a, b) if kind == "read" else ("a", 3)
                 delayed = {a: now + b} if kind == "delayed" else None
+                passed.update(delayed or {})
                 args = (now, consumer, limit, TAIL, LEASE_S, max_deliveries, on_poison)
                 want = model.hand_out(*args, head=head, delayed=delayed)
                 got = tracker.hand_out(*args, head=head, delayed=delayed)
                 assert got == want
                 handed += got.deliveries
                 dead = got.dead_letter
+            elif kind == "fanout":  # the index releases what is due (all it holds, when b)
+                due = {o: at for o, at in passed.items() if b or at <= now}
+                assert tracker.fan_out(due) == model.fan_out(due)
             elif kind == "truncate":
                 head = max(head, a)
             elif kind == "dead":
