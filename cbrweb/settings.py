@@ -141,6 +141,12 @@ CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
 CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 30_000, minimum=0)
 CBR_CHECKPOINT_TICK = env_int("CBR_CHECKPOINT_TICK", 5, minimum=1)
+# delayed delivery: how often beat looks after the delayed indexes (seal, load, merge, delete,
+# recover); a bucket this large is sealed by a Spark job; how far a reader's clock may lag
+# the publisher's
+CBR_DELAYED_TICK = env_int("CBR_DELAYED_TICK", 2, minimum=1)
+CBR_DELAYED_SPARK_MIN_INDEXES = env_int("CBR_DELAYED_SPARK_MIN_INDEXES", 500_000, minimum=1)
+CBR_DELAY_CLOCK_SKEW_MS = env_int("CBR_DELAY_CLOCK_SKEW_MS", 2_000, minimum=0)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
@@ -168,6 +174,10 @@ CELERY_BEAT_SCHEDULE = {
     "periodic-checkpoints": {
         "task": "streams.tasks.periodic_checkpoints",
         "schedule": float(CBR_CHECKPOINT_TICK),
+    },
+    "delayed-maintenance": {
+        "task": "streams.tasks.delayed_maintenance",
+        "schedule": float(CBR_DELAYED_TICK),
     },
     "refresh-segment-stats": {
         "task": "streams.tasks.refresh_segment_stats",

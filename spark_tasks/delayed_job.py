@@ -25,3 +25,20 @@ def cut_frame(frame, window: int, max_per_segment: int):
     ddl = ", ".join(f"{name} {'int' if SCHEMA.field(name).type.bit_width == 32 else 'bigint'}" for name in SCHEMA.names)
     single = frame.select(*ORDER).coalesce(1).sortWithinPartitions(*ORDER)
     return single.mapInPandas(cut, schema=ddl)
+
+
+def cut_indexes(indexes, window: int, max_per_segment: int):
+    """A bucket's indexes → its snapshot segments, cut on Spark (the session of
+    `spark_tasks.session`)."""
+    from streams.domain.delayed import Index, SnapshotSegment
+
+    from .session import get_spark
+
+    spark = get_spark()
+    frame = spark.createDataFrame([tuple(ix) for ix in indexes], "deliver_at bigint, chunk bigint, segment int, offset bigint")
+    groups: list[list] = []
+    for row in cut_frame(frame, window, max_per_segment).toLocalIterator():
+        if row.segment_no == len(groups):
+            groups.append([])
+        groups[-1].append(Index(row.deliver_at, row.chunk, row.segment, row.offset))
+    return [SnapshotSegment(g) for g in groups]

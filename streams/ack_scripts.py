@@ -162,7 +162,10 @@ local max_deliveries, on_poison, scan_until = tonumber(ARGV[5]), ARGV[6], tonumb
 local persisted, head = tonumber(ARGV[8]), tonumber(ARGV[9])
 local delayed = {}
 for o, due in string.gmatch(ARGV[10], '(%d+):([%d.e+-]+)') do delayed[tonumber(o)] = tonumber(due) end
-local released = tonumber(ARGV[11])
+-- the stream's delayed index (streams.delaying): what it released, and whether it is live
+local index = redis.call('HMGET', KEYS[10], 'released', 'recovered')
+local released = tonumber(index[1] or '0') / 1000
+local index_live = index[2] ~= false
 
 if redis.call('HEXISTS', state, 'floor') == 0 then
   redis.call('HSET', state, 'floor', persisted, 'next', persisted)
@@ -254,9 +257,11 @@ if not is_halted() then
   local expires = now + lease_s
   while count < limit and nxt < stop do
     local o = nxt
-    nxt = nxt + 1
     local when = delayed[o]
-    if when and when > now and when > released then
+    local later = when and when > now and when > released
+    if later and not index_live then break end  -- wait for the index's recovery
+    nxt = nxt + 1
+    if later then
       -- passed over, holding the floor: the stream's delayed index hands it back when due
     else
       first[#first + 1] = o

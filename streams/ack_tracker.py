@@ -84,23 +84,25 @@ def _scripts(redis) -> tuple:
 class SegmentTracker:
     """One reader group's acknowledgement state on one segment, in Redis."""
 
-    def __init__(self, redis, group_id: int, subscription_id: int, segment: str):
+    def __init__(self, redis, group_id: int, subscription_id: int, segment: str, index_key: str = ""):
+        """`index_key`: the state hash of the stream's delayed index (its `released` time and
+        `recovered` mark; see streams.delaying)."""
         self.redis = redis
         tag = f"{_PREFIX}{{{group_id}:{subscription_id}:{segment}}}"
         self.keys = [f"{tag}:{part}" for part in _PARTS]
+        self.index_key = index_key or f"{tag}:no-index"
         self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out = _scripts(redis)
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: dict[int, float] | None = None, scan_until: int | None = None,
-        released: float = 0.0,
     ) -> HandOut:
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
         args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
                 tail if scan_until is None else scan_until, floor, head,
-                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()), released]
-        again, first, dead, missed, new_floor, nxt = self._hand_out(keys=self.keys, args=args)
+                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items())]
+        again, first, dead, missed, new_floor, nxt = self._hand_out(keys=[*self.keys, self.index_key], args=args)
         deliveries = []
         if again:
             for item in _text(again).split(","):

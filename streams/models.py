@@ -65,6 +65,10 @@ class Stream(models.Model):
         max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE
     )
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
+    # The delayed index's settings (DELAYED-DELIVERY.md "Configuration"); absent keys take the
+    # defaults: min_index_count_per_bucket, max_time_step_per_segment_s, max_indexes_per_segment,
+    # max_num_buckets.
+    delayed_index = models.JSONField(default=dict, blank=True)
     # Set by a retention cycle while the stream is at its max under `reject_publish` and a
     # subscriber still needs the data: publishing is refused (507) until a cycle clears it.
     full_since = models.DateTimeField(null=True, blank=True)
@@ -241,3 +245,52 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reader_group}:{self.name}"
+
+
+class DelayedIndex(models.Model):
+    """A stream's delayed index, as far as it must survive Redis: per segment, the highest offset
+    a registered bucket covers (recovery re-reads the stream only above it)."""
+
+    stream = models.OneToOneField(Stream, on_delete=models.CASCADE, related_name="delayed")
+    sealed_through = models.JSONField(default=dict)  # {"0": offset, …}
+    recovered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class DelayedBucket(models.Model):
+    """A sealed bucket of the delayed index: registered only once its snapshot is durable."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="delayed_buckets")
+    first_chunk = models.BigIntegerField()  # chunks of the index: see streams.delaying
+    last_chunk = models.BigIntegerField()
+    name = models.CharField(max_length=64)  # the snapshot's files: <name>.parquet, <name>.json
+    ranges = models.JSONField(default=dict)  # {"0": [lowest, highest offset], …}
+    segments = models.JSONField(default=list)  # [{"min": ms, "max": ms, "count": n}, …]
+    index_count = models.BigIntegerField(default=0)
+    snapshot_bytes = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["stream_id", "first_chunk"]
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "first_chunk"], name="delayed_bucket_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:[{self.first_chunk},{self.last_chunk}]"
+
+
+class DelayedOp(models.Model):
+    """One operation on a stream's delayed buckets, for the console's log (the last few hundred
+    per stream are kept)."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="delayed_ops")
+    type = models.CharField(max_length=16)  # create, load, merge, delete, recover, rebuild
+    state = models.CharField(max_length=8)  # succeed, failed
+    latency_ms = models.FloatField(default=0)
+    detail = models.CharField(max_length=500, blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["stream", "-at"], name="delayed_op_recent")]

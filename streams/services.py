@@ -5,6 +5,7 @@ these; they never touch the store or write rows themselves."""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from .models import Scope, Segment, Stream
 from .storage.framing import EventIn
 from .storage.segment import SegmentInfo, StoreConfig
 from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
+
+logger = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -166,8 +169,22 @@ def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
 
 
 def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
-    """Append a validated batch; returns once it is durable (CBR_FSYNC)."""
-    return stream_log(stream).append(events)
+    """Append a validated batch; returns once it is durable (CBR_FSYNC). Delayed events go to
+    the stream's delayed index as each segment's part commits (streams.delaying)."""
+    if not any(ev.deliver_at_ms is not None for ev in events):
+        return stream_log(stream).append(events)
+    from .delaying.handing import publish_hook  # noqa: PLC0415  (it imports this module)
+
+    hook = publish_hook(stream)
+    positions = stream_log(stream).append(events, on_commit=hook)
+    if hook.sealed:  # the mutable bucket was sealed: snapshot it now, not at the next beat
+        from .tasks import maintain_delayed_index  # noqa: PLC0415
+
+        try:
+            maintain_delayed_index.delay(stream.pk)
+        except Exception:  # the broker is down: beat's next round seals it
+            logger.warning("could not queue the sealing of %s's delayed bucket", stream, exc_info=True)
+    return positions
 
 
 def read_events(

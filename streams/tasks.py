@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from . import consuming, services
+from .delaying import maintenance
 from .models import Stream
 
 
@@ -27,3 +28,16 @@ def periodic_checkpoints() -> int:
     """Checkpoint AUTOMATIC reader groups whose `checkpoint_interval_s` has passed (their
     acknowledgement cuts follow)."""
     return consuming.periodic_checkpoints()
+
+
+@shared_task
+def delayed_maintenance() -> int:
+    """Look after every stream's delayed index (streams.delaying.maintenance)."""
+    return maintenance.maintain_all()
+
+
+@shared_task
+def maintain_delayed_index(stream_id: int) -> dict:
+    """One stream's delayed index, at once (a publish sealed its mutable bucket)."""
+    stream = Stream.objects.filter(pk=stream_id).first()
+    return maintenance.maintain(stream) if stream is not None else {}

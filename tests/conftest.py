@@ -45,7 +45,7 @@ def redis_state(redis_url, settings):
     settings.REDIS_URL = redis_url
     yield
     client = redis.Redis.from_url(redis_url)
-    for pattern in ("cbr:acks:*", "cbr:rg:*"):
+    for pattern in ("cbr:acks:*", "cbr:rg:*", "cbr:dl:*"):
         keys = list(client.scan_iter(match=pattern, count=1000))
         if keys:
             client.delete(*keys)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from cbrweb.redis_client import get_redis
 
 from ..ack_tracker import SegmentTracker
+from ..delaying.index import state_key as delayed_state_key
 from ..models import ReaderGroup, ReadPosition, Stream, Subscription
 from ..services import stream_log
 from ..storage.framing import Record
@@ -61,7 +62,7 @@ def slots(group: ReaderGroup) -> list[Slot]:
     for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
         for seg in sub.stream.segment_ids:
             # keyed by the subscription: a stream dropped and added again starts afresh
-            tracker = SegmentTracker(redis, group.pk, sub.pk, seg)
+            tracker = SegmentTracker(redis, group.pk, sub.pk, seg, delayed_state_key(sub.stream_id))
             out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))
     return out
 

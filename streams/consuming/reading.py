@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from cbrweb.redis_client import get_redis
 
 from ..api.serializers import event_json
+from ..delaying.handing import release_due
 from ..domain.acks import Delivery, Poison
 from ..models import ReaderGroup
 from ..services import stream_log
@@ -51,6 +52,8 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     lease_s = float(group.ack_timeout_s)
     on_poison = Poison(group.on_poison)
     redis = get_redis()
+    for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
+        release_due(stream, now_ms)  # due delayed events: to every group of the stream
     pipe = redis.pipeline(transaction=False)
     pipe.set(seen_key(group.pk), now, ex=SEEN_TTL_S)  # see mark_seen
     for slot in group_slots:
@@ -92,8 +95,11 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         got: list[tuple[Record, Delivery]] = []
         for _attempt in range(3):  # a competing consumer may take the offsets looked at first
             ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
+            # not due by a clock read after the records: an event published with a delivery
+            # time already past when it was read is ordinary (the index did not take it)
+            after_ms = int(positions.clock() * 1000)
             delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
-                       if r.deliver_at_ms is not None and r.deliver_at_ms > now_ms}
+                       if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms}
             scan_until = max(ahead) + 1 if ahead else max(start, head)
             out = slot.tracker.hand_out(
                 now, consumer, share - len(got), tail, lease_s, group.max_deliveries, on_poison,

@@ -86,7 +86,7 @@ class SegmentAcks:
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
-        released: float = 0.0,
+        released: float = 0.0, index_live: bool = True,
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -99,7 +99,10 @@ class SegmentAcks:
         caller looked at) to their delivery time: they are passed over, holding the floor, and
         the stream's shared delayed index hands them back when due (`fan_out`). `released` is
         the latest delivery time that index has released: an event due by then is handed out
-        as an ordinary one (the index may have released it before this cursor passed it).
+        as an ordinary one (the index may have released it before this cursor passed it). While
+        the index is not live (Redis lost it and recovery has not finished) the cursor stops at
+        the first delayed event instead: recovery skips what is due by then, so nothing it
+        skips may be passed over before.
         An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
         a halted segment resumes once `max_deliveries` is raised above the halted offset's
         deliveries (it is delivered again) or `on_poison` is no longer `halt` (it is poisoned
@@ -137,8 +140,10 @@ class SegmentAcks:
         delayed = delayed or {}
         while len(out) < limit and self.next < end and self.halted_at is None:
             offset = self.next
-            self.next += 1
             due = delayed.get(offset)
+            if due is not None and due > now and due > released and not index_live:
+                break
+            self.next += 1
             if due is not None and due > now and due > released:
                 continue  # the shared index hands it back when due
             out.append(self._lease(offset, consumer, now, lease_s))

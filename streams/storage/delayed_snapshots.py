@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 from crc32c import crc32c
 
@@ -102,9 +103,7 @@ def read_metadata(directory: Path, name: str) -> tuple[SnapshotInfo, int]:
         raise CorruptSnapshot(f"{name}: metadata unreadable ({exc})") from exc
 
 
-def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None) -> Bucket:
-    """The bucket as written; with `skip_due_before`, leading segments whose latest time is
-    before it are left out (recovery: their events are delivered as ordinary ones)."""
+def _checked_table(directory: Path, name: str) -> tuple[SnapshotInfo, pa.Table]:
     info, crc = read_metadata(directory, name)
     try:
         data = (directory / f"{name}.parquet").read_bytes()
@@ -113,9 +112,26 @@ def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None
     if len(data) != info.parquet_bytes or crc32c(data) != crc:
         raise CorruptSnapshot(f"{name}: data does not match its checksum")
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        return info, pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
         raise CorruptSnapshot(f"{name}: not Parquet ({exc})") from exc
+
+
+def read_segment(directory: Path, name: str, number: int) -> list[Index]:
+    """One snapshot segment's indexes, in order (what a load puts into the shared queue)."""
+    info, table = _checked_table(directory, name)
+    rows = table.filter(pa.compute.equal(table["segment_no"], number)).to_pydict()
+    out = [Index(at, chunk, seg, offset) for at, chunk, seg, offset in
+           zip(rows["deliver_at"], rows["chunk"], rows["segment"], rows["offset"], strict=True)]
+    if number >= len(info.segments) or len(out) != info.segments[number]["count"]:
+        raise CorruptSnapshot(f"{name}: segment {number} does not match the metadata")
+    return out
+
+
+def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None) -> Bucket:
+    """The bucket as written; with `skip_due_before`, leading segments whose latest time is
+    before it are left out (recovery: their events are delivered as ordinary ones)."""
+    info, table = _checked_table(directory, name)
     first = 0
     if skip_due_before is not None:
         while first < len(info.segments) and info.segments[first]["max"] < skip_due_before:

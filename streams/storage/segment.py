@@ -393,8 +393,10 @@ class Segment:
 
     # -- appending --------------------------------------------------------------------------
 
-    def append(self, events: list[EventIn], now_ms: int | None = None) -> AppendResult:
-        """Append a batch; returns once it is committed (and durable unless fsync is `never`)."""
+    def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> AppendResult:
+        """Append a batch; returns once it is committed (and durable unless fsync is `never`).
+        `on_commit(first_offset, now_ms)` runs once the batch is committed, still under the
+        segment's lock: what it records about the batch is recorded in offset order."""
         if not events:
             raise ValueError("an append needs at least one event")
         sealed = None
@@ -431,6 +433,8 @@ class Segment:
                 BOOT_ID,
             )
             self._write_tail(new_tail)
+            if on_commit is not None:
+                on_commit(tail.next_offset, now_ms)
         return AppendResult(tail.next_offset, len(events), cum_after, sealed)
 
     def _should_roll(self, tail: Tail, now_ms: int) -> bool:

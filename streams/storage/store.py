@@ -124,8 +124,10 @@ class StreamLog:
         n = len(self.segment_ids)
         return self.segment_ids[min(int(key_space_position(routing_key) * n), n - 1)]
 
-    def append(self, events: list[EventIn], now_ms: int | None = None) -> list[Position]:
+    def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> list[Position]:
         """Append a validated batch; returns each event's (segment, offset), in the order given.
+        `on_commit(segment_id, first_offset, events, now_ms)` runs for each segment's part once it
+        is committed, under that segment's lock (see `Segment.append`).
 
         Events with a routing key go to the key's segment, in order; events without one are
         spread round-robin from a random segment (Pravega gives them a random key). Segments are
@@ -150,12 +152,17 @@ class StreamLog:
                 groups.setdefault(seg_id, []).append(ev)
         # The Parquet copy of a chunk an append sealed is made by `seal_due_chunks` (a Celery
         # beat task), never here: a publish must not wait for it.
+        def hook(seg_id: str, evs: list[EventIn]):
+            if on_commit is None:
+                return None
+            return lambda first, at: on_commit(seg_id, first, evs, at)
+
         if len(groups) == 1:
             ((seg_id, evs),) = groups.items()
-            firsts = {seg_id: self.segment(seg_id).append(evs, now_ms).first_offset}
+            firsts = {seg_id: self.segment(seg_id).append(evs, now_ms, hook(seg_id, evs)).first_offset}
         else:
             futures = {
-                seg_id: _APPEND_POOL.submit(self.segment(seg_id).append, evs, now_ms)
+                seg_id: _APPEND_POOL.submit(self.segment(seg_id).append, evs, now_ms, hook(seg_id, evs))
                 for seg_id, evs in groups.items()
             }
             firsts = {seg_id: f.result().first_offset for seg_id, f in futures.items()}

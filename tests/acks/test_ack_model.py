@@ -148,6 +148,14 @@ def test_a_delayed_event_the_index_released_before_the_cursor_passed_it_is_ordin
     assert acks.fan_out({1: 50.0}) == []  # leased already
 
 
+def test_while_the_index_is_not_live_the_cursor_waits_at_a_delayed_event():
+    acks = SegmentAcks()
+    out = acks.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP, delayed={1: 50.0}, index_live=False)
+    assert [d.offset for d in out.deliveries] == [0] and out.next == 1
+    out = acks.hand_out(1.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP, delayed={1: 50.0})
+    assert [d.offset for d in out.deliveries] == [2, 3, 4] and acks.floor == 0
+
+
 def test_a_dead_letter_counts_as_processed_only_once_its_append_is_confirmed():
     acks = SegmentAcks()
     (d,) = acks.hand_out(0.0, "a", 1, TAIL, LEASE_S, 1, Poison.DEAD_LETTER).deliveries

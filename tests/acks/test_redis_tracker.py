@@ -19,6 +19,7 @@ op = st.one_of(
     st.tuples(st.just("read"), st.sampled_from("abc"), st.integers(1, 6)),
     st.tuples(st.just("delayed"), st.integers(0, TAIL), st.integers(1, 20)),
     st.tuples(st.just("fanout"), st.just(0), st.booleans()),
+    st.tuples(st.just("index"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("truncate"), st.integers(0, TAIL), st.just(0)),
     st.tuples(st.just("dead"), st.just(0), st.just(0)),
     st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
@@ -51,7 +52,9 @@ def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
 def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out):
     sinks = ("archive", "search") if fan_out else ()
     model = SegmentAcks()
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, next(_ids), 1, "0", index_key=f"cbr:test:index:{next(_ids)}")
+    redis.hset(tracker.index_key, mapping={"released": 0, "recovered": 1})
+    released, live = 0.0, True  # the stream's delayed index: what it released, and whether live
     try:
         now = 1000.0
         head = 0
@@ -64,7 +67,7 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 delayed = {a: now + b} if kind == "delayed" else None
                 passed.update(delayed or {})
                 args = (now, consumer, limit, TAIL, LEASE_S, max_deliveries, on_poison)
-                want = model.hand_out(*args, head=head, delayed=delayed)
+                want = model.hand_out(*args, head=head, delayed=delayed, released=released, index_live=live)
                 got = tracker.hand_out(*args, head=head, delayed=delayed)
                 assert got == want
                 handed += got.deliveries
@@ -72,6 +75,13 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
             elif kind == "fanout":  # the index releases what is due (all it holds, when b)
                 due = {o: at for o, at in passed.items() if b or at <= now}
                 assert tracker.fan_out(due) == model.fan_out(due)
+            elif kind == "index":  # the index released up to now + a; lost and not recovered: not b
+                released, live = max(released, now + a), b
+                redis.hset(tracker.index_key, "released", int(released * 1000))
+                if live:
+                    redis.hset(tracker.index_key, "recovered", 1)
+                else:
+                    redis.hdel(tracker.index_key, "recovered")
             elif kind == "truncate":
                 head = max(head, a)
             elif kind == "dead":
@@ -93,6 +103,7 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
             same(model, tracker)
     finally:
         tracker.forget()
+        redis.delete(tracker.index_key)
 
 
 def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):

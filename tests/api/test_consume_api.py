@@ -1,6 +1,8 @@
 """Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
 checkpoints, updates, against the real segment store and Redis."""
 
+import time
+
 import pytest
 
 from retention.models import RetentionPolicy
@@ -15,8 +17,11 @@ G = URL + "shop/billing/"
 
 
 class Clock:
-    def __init__(self, start: float = 1_000_000.0):
-        self.now = start
+    """The readers' clock, from the real time (publishing stamps and indexes delayed events by
+    the real clock) forward as a test moves it."""
+
+    def __init__(self, start: float | None = None):
+        self.now = time.time() if start is None else start
 
     def __call__(self) -> float:
         return self.now

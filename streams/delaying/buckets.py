@@ -1,0 +1,337 @@
+"""The sealed buckets of a stream's delayed index: sealing the mutable bucket into a durable
+snapshot, loading snapshot segments into the shared queue, merging, deleting what is finished,
+and recovering the index after Redis lost it (DELAYED-DELIVERY.md). Heavy steps take the
+stream's maintenance lock; loads are safe without it (each is conditional in Redis)."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cbrweb.redis_client import get_redis
+
+from ..domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, recovery_plan
+from ..models import DelayedBucket, DelayedIndex, DelayedOp, Stream
+from ..services import stream_log
+from ..storage import delayed_snapshots as snapshots
+from ..storage.delayed_snapshots import CorruptSnapshot
+from . import handing
+from .index import DelayIndex
+
+log = logging.getLogger(__name__)
+OPS_KEPT = 300
+
+
+def snapshot_dir(stream: Stream) -> Path:
+    return Path(settings.CBR_DATA_DIR) / "delayed" / stream.storage_key
+
+
+# -- the operations log ------------------------------------------------------------------------
+
+
+def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = "") -> None:
+    """Count one bucket operation (metrics) and keep it in the console's log."""
+    latency = (time.monotonic() - started) * 1000
+    state = "succeed" if ok else "failed"
+    redis = get_redis()
+    pipe = redis.pipeline(transaction=False)
+    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:{state}", 1)
+    pipe.hincrbyfloat(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:ms", latency)
+    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:latency", f"{kind}:{_latency_bucket(latency)}", 1)
+    pipe.execute()
+    DelayedOp.objects.create(stream=stream, type=kind, state=state, latency_ms=latency, detail=detail[:500])
+    if DelayedOp.objects.filter(stream=stream).count() > OPS_KEPT + 50:
+        keep = DelayedOp.objects.filter(stream=stream).values_list("pk", flat=True)[:OPS_KEPT]
+        DelayedOp.objects.filter(stream=stream).exclude(pk__in=list(keep)).delete()
+
+
+LATENCY_BOUNDS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000, 30000)
+
+
+def _latency_bucket(ms: float) -> str:
+    return next((str(b) for b in LATENCY_BOUNDS_MS if ms <= b), "+Inf")
+
+
+@contextmanager
+def maintenance_lock(stream: Stream, ttl_s: int = 600) -> Iterator[bool]:
+    """One process at a time seals, merges, deletes or recovers a stream's buckets."""
+    redis = get_redis()
+    key = f"cbr:dl:{{{stream.pk}}}:lock"
+    token = f"{time.time()}"
+    got = bool(redis.set(key, token, nx=True, ex=ttl_s))
+    try:
+        yield got
+    finally:
+        if got and redis.get(key) == token.encode():
+            redis.delete(key)
+
+
+# -- sealing -----------------------------------------------------------------------------------
+
+
+def cut(stream: Stream, indexes: list[Index]) -> list[SnapshotSegment]:
+    """Sort and cut a bucket's indexes into snapshot segments: in process, or as a Spark job
+    from `CBR_DELAYED_SPARK_MIN_INDEXES` indexes up (the same cutter either way)."""
+    config = handing.config_of(stream)
+    if len(indexes) >= settings.CBR_DELAYED_SPARK_MIN_INDEXES:
+        from spark_tasks.delayed_job import cut_indexes  # noqa: PLC0415  (Spark only when needed)
+
+        return cut_indexes(indexes, config.max_time_step_per_segment, config.max_indexes_per_segment)
+    return cut_segments(sorted(indexes), config.max_time_step_per_segment, config.max_indexes_per_segment)
+
+
+def _entries(indexes) -> list[tuple[int, int, int]]:
+    return [(ix.segment, ix.offset, ix.deliver_at) for ix in indexes]
+
+
+def _edge(segments: list[dict], number: int) -> int | None:
+    """The frontier after loading segment `number`: its latest time, None for the last one."""
+    return segments[number]["max"] if number + 1 < len(segments) else None
+
+
+def seal(stream: Stream, gen: int, index: DelayIndex | None = None) -> DelayedBucket | None:
+    """Seal generation `gen` (renamed from the mutable bucket by the index): snapshot, durable,
+    then registered, then its first segment loaded; each step may be repeated after a crash."""
+    index = index or handing.index_of(stream)
+    started = time.monotonic()
+    row = DelayedBucket.objects.filter(stream=stream, first_chunk=gen).first()
+    if row is None:
+        entries, ranges = index.sealing_entries(gen)
+        if not entries:
+            index.drop_gen(gen)  # every index of it came due while it waited
+            return None
+        segments = cut(stream, [Index(at, gen, seg, off) for seg, off, at in entries])
+        row = _register(stream, Bucket(gen, gen, segments), f"b{gen}-{time.time_ns()}", ranges)
+        record(stream, "create", True, started, f"chunk {gen}: {len(entries)} indexes, {len(segments)} segments")
+    first = snapshots.read_segment(snapshot_dir(stream), row.name, 0)
+    index.load(row.pk, 0, _entries(first), _edge(row.segments, 0), drop_gen=gen)
+    return row
+
+
+def _register(stream: Stream, bucket: Bucket, name: str, ranges: dict, replaces=()) -> DelayedBucket:
+    """Write the snapshot durably, then register it (and drop the rows it replaces) in one
+    transaction; raise the stream's sealed-through offsets."""
+    info = snapshots.write_snapshot(snapshot_dir(stream), name, bucket)
+    with transaction.atomic():
+        DelayedBucket.objects.filter(pk__in=[r.pk for r in replaces]).delete()
+        row = DelayedBucket.objects.create(
+            stream=stream, first_chunk=bucket.first_chunk, last_chunk=bucket.last_chunk, name=name,
+            ranges=ranges, segments=info.segments, index_count=info.count, snapshot_bytes=info.parquet_bytes,
+        )
+        meta, _ = DelayedIndex.objects.select_for_update().get_or_create(stream=stream)
+        through = dict(meta.sealed_through)
+        for seg, (_, hi) in ranges.items():
+            through[seg] = max(through.get(seg, -1), hi)
+        if through != meta.sealed_through:
+            meta.sealed_through = through
+            meta.save(update_fields=["sealed_through"])
+    return row
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_next(stream: Stream, bucket_id: int, index: DelayIndex) -> bool:
+    """Load a bucket's next snapshot segment into the shared queue (its current one is running
+    out). False when the snapshot cannot be read: maintenance rebuilds it by replay."""
+    started = time.monotonic()
+    row = DelayedBucket.objects.filter(stream=stream, pk=bucket_id).first()
+    number = index.loaded().get(bucket_id, 0)
+    if row is None or number >= len(row.segments):
+        index.forget_bucket(bucket_id)  # merged or deleted meanwhile: nothing to load from it
+        return True
+    try:
+        entries = snapshots.read_segment(snapshot_dir(stream), row.name, number)
+    except CorruptSnapshot as exc:
+        log.error("delayed index of %s: %s", stream, exc)
+        record(stream, "load", False, started, str(exc))
+        return False
+    if index.load(bucket_id, number, _entries(entries), _edge(row.segments, number)):
+        record(stream, "load", True, started, f"bucket {row.first_chunk}-{row.last_chunk} segment {number}")
+    return True
+
+
+# -- merging and deleting ----------------------------------------------------------------------
+
+
+def remaining(row: DelayedBucket, loaded: int) -> int:
+    """Indexes of the bucket not yet handed out, as far as its counts tell: its loaded
+    segment's and those after it."""
+    return sum(s["count"] for s in row.segments[max(loaded - 1, 0):])
+
+
+def delete_bucket(stream: Stream, row: DelayedBucket, index: DelayIndex, why: str) -> None:
+    started = time.monotonic()
+    snapshots.delete_snapshot(snapshot_dir(stream), row.name)  # the snapshot, then its registration
+    row.delete()
+    index.forget_bucket(row.pk)
+    record(stream, "delete", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {why}")
+
+
+def delete_finished(stream: Stream, index: DelayIndex, now_ms: int) -> int:
+    """Delete buckets with nothing left to hand out: every segment loaded and released, or wholly
+    truncated away. (The stream's head counts as a floor: a new reader group may start there.)"""
+    state = index.state()
+    released = int(state.get("released", 0))
+    loaded = index.loaded()
+    heads = {s: c for s, c in stream_log(stream).head_cut().items()}
+    gone = 0
+    for row in DelayedBucket.objects.filter(stream=stream):
+        done = loaded.get(row.pk, 0) >= len(row.segments) and row.segments and row.segments[-1]["max"] <= released
+        below = all(hi < heads.get(seg, 0) for seg, (_, hi) in row.ranges.items())
+        if done or below:
+            delete_bucket(stream, row, index, "all handed out" if done else "below the head")
+            gone += 1
+    return gone
+
+
+def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
+    """Over `max_num_buckets`: merge the adjacent pair with the fewest remaining indexes, from
+    all their segments; the sources go only once the merged snapshot is durable."""
+    limit = handing.config_of(stream).max_num_buckets
+    rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
+    if limit is None or len(rows) <= limit:
+        return None
+    started = time.monotonic()
+    loaded = index.loaded()
+    i = merge_choice([remaining(r, loaded.get(r.pk, 0)) for r in rows])
+    left, right = rows[i], rows[i + 1]
+    directory = snapshot_dir(stream)
+    try:
+        sources = [snapshots.read_snapshot(directory, r.name) for r in (left, right)]
+    except CorruptSnapshot as exc:
+        record(stream, "merge", False, started, str(exc))
+        return None
+    released = int(index.state().get("released", 0))
+    merged = list(heapq.merge(*[[ix for s in b.segments for ix in s.indexes] for b in sources]))
+    old = [ix for ix in merged if ix.deliver_at <= released]
+    still = set(m for m, q in zip([f"{ix.segment}:{ix.offset}" for ix in old],
+                                  index.queued([f"{ix.segment}:{ix.offset}" for ix in old])) if q)
+    keep = [ix for ix in merged if ix.deliver_at > released or f"{ix.segment}:{ix.offset}" in still]
+    ranges = dict(left.ranges)
+    for seg, (lo, hi) in right.ranges.items():
+        have = ranges.get(seg)
+        ranges[seg] = [min(lo, have[0]), max(hi, have[1])] if have else [lo, hi]
+    config = handing.config_of(stream)
+    bucket = Bucket(left.first_chunk, right.last_chunk,
+                    cut_segments(keep, config.max_time_step_per_segment, config.max_indexes_per_segment))
+    if not bucket.segments:
+        for r in (left, right):
+            delete_bucket(stream, r, index, "merged: nothing left")
+        return None
+    row = _register(stream, bucket, f"m{left.first_chunk}-{right.last_chunk}-{time.time_ns()}", ranges,
+                    replaces=(left, right))
+    for r in (left, right):
+        index.forget_bucket(r.pk)
+    first = bucket.segments[0].indexes
+    index.load(row.pk, 0, _entries(first), _edge(row.segments, 0))
+    for r in (left, right):
+        snapshots.delete_snapshot(directory, r.name)
+    record(stream, "merge", True, started,
+           f"buckets {left.first_chunk}-{left.last_chunk} + {right.first_chunk}-{right.last_chunk}: {len(keep)} indexes")
+    return row
+
+
+# -- recovery ----------------------------------------------------------------------------------
+
+
+def _delayed_in(stream: Stream, segment: str, start: int, end: int | None, after_ms: int) -> Iterator[list[tuple[int, int, int]]]:
+    """The stream's events in [start, end) of a segment that are due after `after_ms`, in
+    batches: what a replay indexes."""
+    seg = stream_log(stream).segment(segment)
+    stop = seg.committed_tail().next_offset if end is None else end
+    at = start
+    while at < stop:
+        records = seg.read(at, min(10_000, stop - at))
+        if not records:
+            break
+        batch = [(int(segment), r.offset, r.deliver_at_ms) for r in records
+                 if r.offset < stop and r.deliver_at_ms is not None and r.deliver_at_ms > after_ms]
+        if batch:
+            yield batch
+        at = records[-1].offset + 1
+
+
+def rebuild(stream: Stream, row: DelayedBucket, now_ms: int) -> DelayedBucket | None:
+    """Rebuild an unreadable snapshot by replaying its range of the stream."""
+    started = time.monotonic()
+    indexes = [Index(at, row.first_chunk, seg, off)
+               for seg_id, (lo, hi) in row.ranges.items()
+               for batch in _delayed_in(stream, seg_id, lo, hi + 1, now_ms)
+               for seg, off, at in batch]
+    if not indexes:
+        snapshots.delete_snapshot(snapshot_dir(stream), row.name)
+        row.delete()
+        record(stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: nothing left")
+        return None
+    bucket = Bucket(row.first_chunk, row.last_chunk, cut(stream, indexes))
+    new = _register(stream, bucket, f"r{row.first_chunk}-{row.last_chunk}-{time.time_ns()}", row.ranges,
+                    replaces=(row,))
+    snapshots.delete_snapshot(snapshot_dir(stream), row.name)
+    record(stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {len(indexes)} indexes replayed")
+    return new
+
+
+def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dict:
+    """Make the index live again after Redis lost it: from the snapshots (leading segments
+    already due are skipped: readers start again from their floors and deliver them as ordinary
+    events), an unreadable snapshot rebuilt by replay, buckets with nothing left, a missing
+    snapshot or a range another encloses deleted; then the mutable part rebuilt by re-reading
+    the stream above what the buckets cover."""
+    index = index or handing.index_of(stream)
+    started = time.monotonic()
+    directory = snapshot_dir(stream)
+    rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
+    infos: list = []
+    for i, row in enumerate(rows):
+        try:
+            snapshots.read_metadata(directory, row.name)
+            if not (directory / f"{row.name}.parquet").exists():
+                raise CorruptSnapshot(f"{row.name}: data missing")
+            infos.append(row)
+        except CorruptSnapshot as exc:
+            log.error("delayed index of %s: %s: rebuilt by replay", stream, exc)
+            rows[i] = rebuild(stream, row, now_ms)
+            infos.append(rows[i])
+    live = [r for r in infos if r is not None]
+    for i in sorted(recovery_plan([(r.first_chunk, r.last_chunk, True) for r in live]), reverse=True):
+        delete_bucket(stream, live.pop(i), index, "enclosed by another (an interrupted merge)")
+    loaded = 0
+    for row in live:
+        first = next((n for n, s in enumerate(row.segments) if s["max"] >= now_ms), None)
+        if first is None:
+            delete_bucket(stream, row, index, "all due")
+            continue
+        try:
+            entries = snapshots.read_segment(directory, row.name, first)
+        except CorruptSnapshot:
+            row = rebuild(stream, row, now_ms)
+            if row is None:
+                continue
+            first, entries = 0, snapshots.read_segment(directory, row.name, 0)
+        index.redis.hset(index.keys[5], row.pk, first)
+        index.load(row.pk, first, _entries(entries), _edge(row.segments, first))
+        loaded += 1
+    meta, _ = DelayedIndex.objects.get_or_create(stream=stream)
+    log_ = stream_log(stream)
+    heads = log_.head_cut()
+    config = handing.config_of(stream)
+    replayed = 0
+    for seg_id in stream.segment_ids:
+        start = max(heads[seg_id], meta.sealed_through.get(seg_id, -1) + 1)
+        for batch in _delayed_in(stream, seg_id, start, None, now_ms):
+            index.add(batch, now_ms, config.min_index_count_per_bucket)
+            replayed += len(batch)
+    index.mark_recovered()
+    meta.recovered_at = timezone.now()
+    meta.save(update_fields=["recovered_at"])
+    record(stream, "recover", True, started, f"{loaded} buckets loaded, {replayed} indexes re-read")
+    return {"buckets": loaded, "replayed": replayed}

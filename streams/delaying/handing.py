@@ -1,0 +1,118 @@
+"""Delayed events in and out: publishing indexes them (under the segment's lock, so in offset
+order), reads release the due ones to every reader group of the stream."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from django.conf import settings
+
+from cbrweb.redis_client import get_redis
+
+from ..ack_tracker import SegmentTracker
+from ..domain.delayed import DelayedConfig
+from ..models import DelayedIndex, Stream, Subscription
+from ..storage.framing import EventIn
+from .index import DelayIndex, Released, state_key
+
+log = logging.getLogger(__name__)
+
+DEFAULTS = {
+    "min_index_count_per_bucket": 50_000,
+    "max_time_step_per_segment_s": 300,
+    "max_indexes_per_segment": 5_000,
+    "max_num_buckets": None,
+}
+
+
+def config_of(stream: Stream) -> DelayedConfig:
+    """The stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration")."""
+    values = {**DEFAULTS, **(stream.delayed_index or {})}
+    return DelayedConfig(
+        min_index_count_per_bucket=int(values["min_index_count_per_bucket"]),
+        max_time_step_per_segment=int(values["max_time_step_per_segment_s"]) * 1000,
+        max_indexes_per_segment=int(values["max_indexes_per_segment"]),
+        max_num_buckets=None if values["max_num_buckets"] is None else int(values["max_num_buckets"]),
+    )
+
+
+def index_of(stream: Stream) -> DelayIndex:
+    return DelayIndex(get_redis(), stream.pk)
+
+
+def publish_hook(stream: Stream):
+    """What `StreamLog.append` calls for each segment's part of a batch once it is committed,
+    under the segment's lock: its delayed events go to the index. An event due within
+    `CBR_DELAY_CLOCK_SKEW_MS` is indexed as well (it is released at once, harmlessly), so a
+    reader whose clock is a little behind the publisher's cannot pass it over unindexed."""
+    skew = settings.CBR_DELAY_CLOCK_SKEW_MS
+    sealed: list[int] = []
+
+    def on_commit(segment_id: str, first: int, events: list[EventIn], now_ms: int) -> None:
+        entries = [(int(segment_id), first + i, ev.deliver_at_ms) for i, ev in enumerate(events)
+                   if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - skew]
+        if not entries:
+            return
+        index = index_of(stream)
+        _, _, _, gen, live = index.add(entries, now_ms, config_of(stream).min_index_count_per_bucket)
+        if gen:
+            sealed.append(gen)
+        if not live:
+            ensure_live(stream, index)
+
+    on_commit.sealed = sealed  # generations to seal once the publish is done
+    return on_commit
+
+
+def ensure_live(stream: Stream, index: DelayIndex) -> bool:
+    """A stream whose index never existed is live at once; one Redis lost waits for recovery
+    (streams.delaying.buckets.recover, run by the maintenance task)."""
+    row, created = DelayedIndex.objects.get_or_create(stream=stream)
+    if created:
+        index.mark_recovered()
+        return True
+    return index.is_recovered()
+
+
+def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTracker]]:
+    """Every reader group's tracker on these segments of the stream."""
+    redis = get_redis()
+    key = state_key(stream.pk)
+    subs = Subscription.objects.filter(stream=stream).values_list("reader_group_id", "pk")
+    return [(seg, SegmentTracker(redis, g, sub, str(seg), key)) for g, sub in subs for seg in sorted(segments)]
+
+
+def fan_out(stream: Stream, released: list[Released]) -> None:
+    """Hand released indexes to every reader group of the stream: each group queues those its
+    cursor passed over and has not processed (streams.domain.acks.fan_out); the others are
+    ordinary events to it, or below its floor."""
+    by_segment: dict[int, dict[int, float]] = defaultdict(dict)
+    for r in released:
+        by_segment[r.segment][r.offset] = r.deliver_at / 1000
+    pipe = get_redis().pipeline(transaction=False)
+    for seg, tracker in trackers_of(stream, set(by_segment)):
+        tracker.fan_out(by_segment[seg], pipe)
+    pipe.execute()
+
+
+def release_due(stream: Stream, now_ms: int, limit: int = 10_000) -> int:
+    """Release what is due from the stream's index to its reader groups; loads the next
+    snapshot segment of a bucket when its loaded one runs out. Returns how many went out."""
+    from .buckets import load_next  # noqa: PLC0415  (buckets imports this module)
+
+    index = index_of(stream)
+    total = 0
+    for _ in range(100):
+        claimed, load = index.pop(now_ms, limit)
+        if claimed:
+            fan_out(stream, claimed)
+            index.handed(claimed)
+            total += len(claimed)
+        if load is not None:
+            if not load_next(stream, load, index):
+                break  # the load failed (logged): maintenance rebuilds the bucket
+            continue
+        if len(claimed) < limit:
+            break
+    return total

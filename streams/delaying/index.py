@@ -1,0 +1,189 @@
+"""The hot part of a stream's delayed index, in Redis: shared by every reader group of the stream.
+
+Keys, per stream (`{dl:S}` keeps them in one Redis Cluster slot):
+    cbr:dl:{S}:state        hash: gen (the mutable bucket's chunk of the index: numbered from
+                            the clock in ms when the index starts, +1 per seal), count (indexes it
+                            took), released (the latest delivery time handed to the groups, ms),
+                            recovered (set once the index is live: see `recover`), sealing
+                            (generations being sealed), lo:<segment> / hi:<segment> (the offsets
+                            the mutable bucket spans)
+    cbr:dl:{S}:mutable      sorted set: "segment:offset" by delivery time: the last mutable bucket
+    cbr:dl:{S}:sealing:<g>  the same, for a bucket being sealed (renamed from mutable), with
+    cbr:dl:{S}:sealrange:<g> its offsets' span per segment
+    cbr:dl:{S}:queue        sorted set: the shared queue: the loaded snapshot segment of each
+                            sealed bucket (and indexes recovery queued directly)
+    cbr:dl:{S}:frontier     sorted set: bucket id by the latest time of its loaded segment, for
+                            buckets with more segments to load: nothing at or past it is handed
+                            out before that bucket's next segment is loaded
+    cbr:dl:{S}:loaded       hash: bucket id -> snapshot segments loaded so far
+    cbr:dl:{S}:due          sorted set: "segment:offset:deliver_at" released and being handed to
+                            the groups, by claim expiry (0: not claimed yet)
+
+An index chunk (Pulsar's ledger) is one publish batch on one segment: the mutable bucket is
+sealed when the first batch after it holds `min_index_count_per_bucket` indexes arrives, so a
+batch's indexes live in one bucket. A bucket is named by its generation (`gen`) and, after a
+merge, spans generations `[first_chunk, last_chunk]`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from .scripts import ADD, DROP_GEN, LOAD, POP
+
+_SCRIPTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PARTS = ("state", "mutable", "queue", "due", "frontier", "loaded")
+
+
+def state_key(stream_id: int) -> str:
+    return f"cbr:dl:{{{stream_id}}}:state"
+
+
+@dataclass(frozen=True)
+class Released:
+    """An index handed to the groups: its position and delivery time (ms)."""
+
+    segment: int
+    offset: int
+    deliver_at: int
+
+    @property
+    def member(self) -> str:
+        return f"{self.segment}:{self.offset}:{self.deliver_at}"
+
+
+def _scripts(redis) -> tuple:
+    if redis not in _SCRIPTS:
+        _SCRIPTS[redis] = tuple(redis.register_script(src) for src in (ADD, POP, LOAD, DROP_GEN))
+    return _SCRIPTS[redis]
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def packed(entries) -> str:
+    """(segment, offset, deliver_at) triples as the scripts take them."""
+    return ",".join(f"{s}:{o}:{d}" for s, o, d in entries)
+
+
+class DelayIndex:
+    """One stream's index in Redis (the scripts do every step atomically)."""
+
+    def __init__(self, redis, stream_id: int):
+        self.redis = redis
+        self.stream_id = stream_id
+        tag = f"cbr:dl:{{{stream_id}}}"
+        self.prefix = tag
+        self.keys = [f"{tag}:{part}" for part in _PARTS]
+        self._add, self._pop, self._load, self._drop_gen = _scripts(redis)
+
+    # -- adding ----------------------------------------------------------------------------------
+
+    def add(self, entries: list[tuple[int, int, int]], now_ms: int, min_count: int) -> tuple[int, int, int, int, bool]:
+        """Index one publish batch's delayed events on one segment: (segment, offset,
+        deliver_at ms). Returns (added, duplicates, due already, generation sealed or 0, live)."""
+        added, dups, due, sealed, live = self._add(keys=self.keys, args=[now_ms, min_count, packed(entries)])
+        return int(added), int(dups), int(due), int(sealed), bool(live)
+
+    # -- handing out -----------------------------------------------------------------------------
+
+    def pop(self, now_ms: int, limit: int, claim_ms: int = 30_000) -> tuple[list[Released], int | None]:
+        """Release due indexes (never past a bucket whose next segment must be loaded first) and
+        claim up to `limit` of them for handing to the groups; also the bucket to load, if any."""
+        claimed, load = self._pop(keys=self.keys, args=[now_ms, limit, now_ms + claim_ms])
+        out = []
+        for m in claimed:
+            seg, off, at = _text(m).split(":")
+            out.append(Released(int(seg), int(off), int(at)))
+        load = _text(load)
+        return out, (int(load) if load else None)
+
+    def handed(self, released: list[Released]) -> None:
+        """Every group has them: they leave the hand-out area."""
+        if released:
+            self.redis.zrem(self.keys[3], *[r.member for r in released])
+
+    def load(self, bucket_id: int, expected: int, entries, edge: int | None, drop_gen: int | None = None) -> bool:
+        """Load a bucket's next snapshot segment into the shared queue, unless another process
+        did (`expected`: segments loaded before this one)."""
+        args = [bucket_id, expected, "" if edge is None else edge, "" if drop_gen is None else drop_gen, packed(entries)]
+        return bool(self._load(keys=self.keys, args=args))
+
+    def drop_gen(self, gen: int) -> None:
+        self._drop_gen(keys=self.keys, args=[gen])
+
+    # -- reading state ---------------------------------------------------------------------------
+
+    def state(self) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(self.keys[0]).items()}
+
+    def sealing(self) -> list[int]:
+        value = self.redis.hget(self.keys[0], "sealing")
+        return [int(g) for g in _text(value).split(",") if g] if value else []
+
+    def sealing_entries(self, gen: int) -> tuple[list[tuple[int, int, int]], dict[str, list[int]]]:
+        """The indexes of a bucket being sealed, and its offsets' span per segment."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(f"{self.prefix}:sealing:{gen}", 0, -1, withscores=True)
+        pipe.hgetall(f"{self.prefix}:sealrange:{gen}")
+        rows, marks = pipe.execute()
+        entries = []
+        for m, score in rows:
+            seg, off = _text(m).split(":")
+            entries.append((int(seg), int(off), int(score)))
+        ranges: dict[str, list[int]] = {}
+        for k, v in marks.items():
+            kind, seg = _text(k).split(":")
+            ranges.setdefault(seg, [0, 0])[0 if kind == "lo" else 1] = int(v)
+        return entries, ranges
+
+    def loaded(self) -> dict[int, int]:
+        return {int(k): int(v) for k, v in self.redis.hgetall(self.keys[5]).items()}
+
+    def frontier(self) -> dict[int, int]:
+        return {int(m): int(s) for m, s in self.redis.zrange(self.keys[4], 0, -1, withscores=True)}
+
+    def queued(self, members: list[str]) -> list[bool]:
+        if not members:
+            return []
+        return [s is not None for s in self.redis.zmscore(self.keys[2], members)]
+
+    def counts(self) -> dict[str, int]:
+        """Indexes held in Redis: mutable, being sealed, queued, being handed out."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(self.keys[1])
+        pipe.zcard(self.keys[2])
+        pipe.zcard(self.keys[3])
+        gens = self.sealing()
+        for g in gens:
+            pipe.zcard(f"{self.prefix}:sealing:{g}")
+        mutable, queue, due, *sealing = pipe.execute()
+        return {"mutable": mutable, "queue": queue, "due": due, "sealing": sum(sealing)}
+
+    def next_due(self) -> int | None:
+        """The earliest delivery time the index holds in Redis (ms)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in [self.keys[1], self.keys[2], *[f"{self.prefix}:sealing:{g}" for g in self.sealing()]]:
+            pipe.zrange(key, 0, 0, withscores=True)
+        times = [int(rows[0][1]) for rows in pipe.execute() if rows]
+        return min(times) if times else None
+
+    def mark_recovered(self) -> None:
+        self.redis.hset(self.keys[0], "recovered", 1)
+
+    def is_recovered(self) -> bool:
+        return bool(self.redis.hexists(self.keys[0], "recovered"))
+
+    def forget_bucket(self, bucket_id: int) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(self.keys[4], bucket_id)
+        pipe.hdel(self.keys[5], bucket_id)
+        pipe.execute()
+
+    def forget(self) -> None:
+        """Drop every key of the index (the stream was deleted)."""
+        keys = list(self.redis.scan_iter(match=f"{self.prefix}:*", count=1000))
+        if keys:
+            self.redis.delete(*keys)
