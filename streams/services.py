@@ -103,6 +103,7 @@ def do_create_stream(
     cleanup_policy: str = "delete",
     on_max_limit: str = "truncate",
     max_delay_s: int | None = None,
+    delayed_index: dict | None = None,
     description: str = "",
     policy: PolicySpec | None = None,
     user=None,
@@ -117,6 +118,7 @@ def do_create_stream(
                 cleanup_policy=cleanup_policy,
                 on_max_limit=on_max_limit,
                 max_delay_s=max_delay_s,
+                delayed_index=delayed_index or {},
                 description=description,
             )
             Segment.objects.bulk_create(
@@ -138,10 +140,14 @@ def do_update_stream(stream: Stream, changes: dict) -> Stream:
 
 
 def do_delete_stream(stream: Stream) -> None:
+    from .delaying.buckets import forget_index  # noqa: PLC0415  (it imports this module)
+
     log = stream_log(stream)
+    forget = forget_index(stream)
     with transaction.atomic():
         stream.delete()
         transaction.on_commit(log.delete)
+        transaction.on_commit(forget)
 
 
 def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPolicy:
@@ -177,6 +183,10 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
 
     hook = publish_hook(stream)
     positions = stream_log(stream).append(events, on_commit=hook)
+    if hook.not_live:
+        from .delaying.handing import ensure_live, index_of  # noqa: PLC0415
+
+        ensure_live(stream, index_of(stream))
     if hook.sealed:  # the mutable bucket was sealed: snapshot it now, not at the next beat
         from .tasks import maintain_delayed_index  # noqa: PLC0415
 

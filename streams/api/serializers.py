@@ -104,6 +104,28 @@ class RetentionPolicySerializer(serializers.ModelSerializer):
         ]
 
 
+class DelayedIndexSerializer(serializers.Serializer):
+    """A stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration"); an absent key
+    takes its default (50000, 300, 5000, never merge)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["is not a setting of the delayed index"]})
+        return super().to_internal_value(data)
+
+    min_index_count_per_bucket = StrictIntegerField(min_value=1, max_value=10_000_000, required=False)
+    max_time_step_per_segment_s = StrictIntegerField(min_value=1, max_value=30 * 86400, required=False)
+    max_indexes_per_segment = StrictIntegerField(min_value=-1, max_value=1_000_000, required=False)
+    max_num_buckets = StrictIntegerField(min_value=2, max_value=100_000, required=False, allow_null=True)
+
+    def validate_max_indexes_per_segment(self, value):
+        if value == 0:
+            raise serializers.ValidationError("must be positive, or -1 for no count limit")
+        return value
+
+
 class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a stream"
 
@@ -113,6 +135,7 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
@@ -132,6 +155,7 @@ class StreamUpdateSerializer(serializers.Serializer):
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False)
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
@@ -172,6 +196,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "cleanup_policy",
             "on_max_limit",
             "max_delay_s",
+            "delayed_index",
             "description",
             "head_cut",
             "tail_cut",

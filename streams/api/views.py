@@ -99,6 +99,7 @@ class StreamListView(GenericAPIView):
             cleanup_policy=args["cleanup_policy"],
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
+            delayed_index=dict(args.get("delayed_index") or {}),
             description=args.get("description", ""),
             policy=args.get("retention_policy"),
             user=request.user,
@@ -122,7 +123,10 @@ class StreamDetailView(APIView):
         stream = get_stream(scope, name)
         body = StreamUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        services.do_update_stream(stream, dict(body.validated_data))
+        changes = dict(body.validated_data)
+        if "delayed_index" in changes:  # the keys given replace theirs, the others stay
+            changes["delayed_index"] = {**stream.delayed_index, **changes["delayed_index"]}
+        services.do_update_stream(stream, changes)
         return Response(StreamSerializer(stream, context=stream_answer([stream])).data)
 
     @extend_schema(responses={204: None})
@@ -161,7 +165,7 @@ class EventsView(APIView):
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
         stream = get_object_or_404(
-            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "full_since"),
+            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "full_since"),
             scope__name=scope, name=name,
         )
         if stream.full_since is not None:

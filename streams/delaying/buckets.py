@@ -170,9 +170,10 @@ def remaining(row: DelayedBucket, loaded: int) -> int:
 
 def delete_bucket(stream: Stream, row: DelayedBucket, index: DelayIndex, why: str) -> None:
     started = time.monotonic()
+    bucket_id = row.pk
     snapshots.delete_snapshot(snapshot_dir(stream), row.name)  # the snapshot, then its registration
     row.delete()
-    index.forget_bucket(row.pk)
+    index.forget_bucket(bucket_id)
     record(stream, "delete", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {why}")
 
 
@@ -268,8 +269,7 @@ def rebuild(stream: Stream, row: DelayedBucket, now_ms: int) -> DelayedBucket | 
                for batch in _delayed_in(stream, seg_id, lo, hi + 1, now_ms)
                for seg, off, at in batch]
     if not indexes:
-        snapshots.delete_snapshot(snapshot_dir(stream), row.name)
-        row.delete()
+        delete_bucket(stream, row, handing.index_of(stream), "rebuilt: nothing left")
         record(stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: nothing left")
         return None
     bucket = Bucket(row.first_chunk, row.last_chunk, cut(stream, indexes))
@@ -335,3 +335,19 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
     meta.save(update_fields=["recovered_at"])
     record(stream, "recover", True, started, f"{loaded} buckets loaded, {replayed} indexes re-read")
     return {"buckets": loaded, "replayed": replayed}
+
+
+def forget_index(stream: Stream):
+    """What deleting a stream does to its delayed index, once the deletion commits: its Redis
+    keys and its snapshots go."""
+    import shutil  # noqa: PLC0415
+
+    index = handing.index_of(stream)
+    directory = snapshot_dir(stream)
+
+    def forget() -> None:
+        index.forget()
+        index.redis.delete(f"cbr:dl:{{{stream.pk}}}:ops", f"cbr:dl:{{{stream.pk}}}:latency")
+        shutil.rmtree(directory, ignore_errors=True)
+
+    return forget

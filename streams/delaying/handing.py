@@ -47,6 +47,8 @@ def publish_hook(stream: Stream):
     `CBR_DELAY_CLOCK_SKEW_MS` is indexed as well (it is released at once, harmlessly), so a
     reader whose clock is a little behind the publisher's cannot pass it over unindexed."""
     skew = settings.CBR_DELAY_CLOCK_SKEW_MS
+    min_count = config_of(stream).min_index_count_per_bucket  # read here: the hook runs in threads
+    index = index_of(stream)
     sealed: list[int] = []
 
     def on_commit(segment_id: str, first: int, events: list[EventIn], now_ms: int) -> None:
@@ -54,14 +56,15 @@ def publish_hook(stream: Stream):
                    if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - skew]
         if not entries:
             return
-        index = index_of(stream)
-        _, _, _, gen, live = index.add(entries, now_ms, config_of(stream).min_index_count_per_bucket)
+        _, _, _, gen, live = index.add(entries, now_ms, min_count)
         if gen:
             sealed.append(gen)
         if not live:
-            ensure_live(stream, index)
+            missing.append(True)
 
+    missing: list[bool] = []
     on_commit.sealed = sealed  # generations to seal once the publish is done
+    on_commit.not_live = missing  # the index is not live: see `ensure_live`, after the append
     return on_commit
 
 
