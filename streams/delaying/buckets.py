@@ -328,8 +328,10 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
     for seg_id in stream.segment_ids:
         start = max(heads[seg_id], meta.sealed_through.get(seg_id, -1) + 1)
         for batch in _delayed_in(stream, seg_id, start, None, now_ms):
-            index.add(batch, now_ms, config.min_index_count_per_bucket)
+            gen = index.add(batch, now_ms, config.min_index_count_per_bucket)[3]
             replayed += len(batch)
+            if gen:
+                seal(stream, gen, index)  # as it goes: a long replay never piles up in Redis
     index.mark_recovered()
     meta.recovered_at = timezone.now()
     meta.save(update_fields=["recovered_at"])
