@@ -87,7 +87,7 @@ def drain(api, clock, group="billing", step_s=7, until_s=400, maintain=None) -> 
     return got
 
 
-def check_on_time_and_once(got, due, step_s=7):
+def check_on_time_and_once(got, due, step_s=7, ordered=True):
     seen = [(d["segment"], d["offset"]) for _, d in got]
     assert len(seen) == len(set(seen)), "an event was handed out twice"
     assert set(seen) == set(due), "an event was lost"
@@ -95,6 +95,8 @@ def check_on_time_and_once(got, due, step_s=7):
         when = due[(d["segment"], d["offset"])]
         assert when <= at * 1000, "handed out early"
         assert at * 1000 - when <= step_s * 1000 + 1, "handed out late"
+    if not ordered:
+        return
     # within each read round, by delivery time (the fairness across segments aside)
     by_round: dict[float, list] = {}
     for at, d in got:
@@ -200,7 +202,9 @@ def test_a_corrupt_snapshot_is_rebuilt_by_replaying_its_range(api, clock, redis)
     rebuilt = DelayedOp.objects.filter(stream=stream, type="rebuild").first()
     assert rebuilt is not None and rebuilt.state == "succeed"
     got = drain(api, clock, maintain=lambda: maintenance.maintain(stream, int(clock.now * 1000)))
-    check_on_time_and_once(got, due)
+    # after Redis lost everything readers start again from their floors and read what is due by
+    # then as ordinary events: on time and once, but not in time order with the index's ones
+    check_on_time_and_once(got, due, ordered=False)
 
 
 @pytest.mark.parametrize(
