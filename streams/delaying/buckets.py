@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,11 +62,13 @@ def _latency_bucket(ms: float) -> str:
 
 
 @contextmanager
-def maintenance_lock(stream: Stream, ttl_s: int = 600) -> Iterator[bool]:
-    """One process at a time seals, merges, deletes or recovers a stream's buckets."""
+def maintenance_lock(stream: Stream, ttl_s: int | None = None) -> Iterator[bool]:
+    """One process at a time seals, merges, deletes or recovers a stream's buckets (a holder
+    that died frees it after `CBR_DELAYED_LOCK_S`; every step is safe to repeat)."""
+    ttl_s = ttl_s or settings.CBR_DELAYED_LOCK_S
     redis = get_redis()
     key = f"cbr:dl:{{{stream.pk}}}:lock"
-    token = f"{time.time()}"
+    token = f"{os.getpid()}:{time.time()}"
     got = bool(redis.set(key, token, nx=True, ex=ttl_s))
     try:
         yield got
