@@ -87,3 +87,25 @@ def _wait_done(api, cycle_id, timeout=60):
             return body
         time.sleep(0.2)
     raise AssertionError(f"cycle {cycle_id} did not finish: {body}")
+
+
+def test_a_publish_that_fills_the_mutable_delayed_bucket_has_the_worker_seal_it(celery_worker, settings):
+    import time
+
+    from streams.delaying import handing
+    from streams.models import DelayedBucket, DelayedOp
+
+    settings.CBR_DATA_DIR = celery_worker.data_dir
+    settings.REDIS_URL = celery_worker.broker_url  # the worker's Redis holds the index too
+    stream = services.do_create_stream(scope="it", name="later", delayed_index={"min_index_count_per_bucket": 10})
+    due_ms = int(time.time() * 1000) + 3_600_000
+    for b in range(3):  # batches 2 and 3 each find 10 indexes in the mutable bucket: sealed
+        services.do_publish(stream, [EventIn(f"{b}-{i}".encode(), deliver_at_ms=due_ms + i) for i in range(10)])
+    deadline = time.monotonic() + 60
+    while DelayedBucket.objects.filter(stream=stream).count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [b.index_count for b in DelayedBucket.objects.filter(stream=stream)] == [10, 10]
+    assert DelayedOp.objects.filter(stream=stream, type="create", state="succeed").count() == 2
+    counts = handing.index_of(stream).counts()
+    assert counts["mutable"] == 10 and counts["sealing"] == 0 and counts["queue"] > 0
+    assert tasks.delayed_maintenance.delay().get(timeout=60) >= 1  # beat's round, on the worker
