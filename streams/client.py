@@ -124,9 +124,16 @@ class Client:
     def stream(self, stream: str) -> dict:
         return self.request("GET", f"streams/{stream}/")
 
-    def publish(self, stream: str, events: Iterable[str | bytes | dict]) -> list[dict]:
-        """Append events (text, bytes, or full event objects); answers their positions."""
-        body = {"events": [_event(e) for e in events]}
+    def publish(self, stream: str, events: Iterable[str | bytes | dict], *, delay_ms: int | None = None,
+                deliver_at: str | int | None = None) -> list[dict]:
+        """Append events (text, bytes, or full event objects); answers their positions. With
+        `delay_ms` or `deliver_at` (ISO 8601 or epoch ms), every event of the call is delayed:
+        reader groups receive it only from then on (an event object's own setting wins)."""
+        when = {"delay_ms": delay_ms} if delay_ms is not None else {}
+        if deliver_at is not None:
+            when = {"deliver_at": deliver_at}
+        body = {"events": [{**when, **_event(e)} if when and not ({"delay_ms", "deliver_at"} & set(_event(e)))
+                           else _event(e) for e in events]}
         return self.request("POST", f"streams/{stream}/events/", body)["positions"]
 
     def set_retention_policy(self, stream: str, **policy) -> dict:
@@ -207,7 +214,10 @@ class ReaderGroup:
         return [Message(self, d) for d in answer["deliveries"]]
 
     def ack(self, messages: Iterable[Message | str], sink: str | None = None) -> dict:
+        """Acknowledge deliveries (none: nothing is sent)."""
         body: dict = {"delivery_ids": [_id(m) for m in messages]}
+        if not body["delivery_ids"]:
+            return {"acked": 0, "waiting_for_sinks": 0, "given_back": 0}
         if sink is not None:
             body["sink"] = sink
         return self.client.request("POST", self._path + "ack/", body)

@@ -185,3 +185,23 @@ def test_retention_truncates_exactly_at_an_automatic_groups_checkpoint(web_serve
     history = cbr.request("GET", "streams/it/kept/truncations/")["results"]
     assert history[0]["after_cut"] == {"0": 50, "1": 70}
     assert history[0]["subscribers"][0]["name"] == "it/auto"
+
+
+def test_delayed_events_published_with_the_client_arrive_when_due_and_not_before(web_server, token):
+    cbr = Client(web_server.url, token=token)
+    cbr.create_stream("it", "reminders", segment_count=2)
+    group = cbr.create_reader_group("it", "remind", ["it/reminders"], retention_type="NONE")
+    sent = time.time()
+    cbr.publish("it/reminders", ["now"])
+    cbr.publish("it/reminders", [f"later-{i}" for i in range(6)], delay_ms=1500)
+    first = group.read(max_events=100)
+    assert [m.data["payload"] for m in first] == ["now"]
+    group.ack(first)
+    got = []
+    while len(got) < 6 and time.time() - sent < 20:
+        batch = group.read(max_events=100, wait_ms=500)
+        got += [(time.time(), m.data) for m in batch]
+        group.ack(batch)
+    assert sorted(d["payload"] for _, d in got) == [f"later-{i}" for i in range(6)]
+    assert all(at >= sent + 1.5 for at, _ in got)  # none before it was due
+    assert all(d["deliver_at"] is not None and d["delivery_count"] == 1 for _, d in got)
