@@ -221,3 +221,26 @@ def test_bad_delayed_index_settings_are_refused_naming_the_field(api, settings_,
     answer = api.post("/api/v1/streams/", body, format="json")
     assert answer.status_code == 400 and answer.json()["field"] == field
     assert not Stream.objects.filter(name="orders").exists()
+
+
+def test_the_delayed_index_command_recovers_and_replays_a_stream(api, clock, redis):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    stream = make_stream(api)
+    publish_delayed(stream, int(clock.now * 1000), 100, 300, seed=6)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    sealed = sum(r.index_count for r in DelayedBucket.objects.filter(stream=stream))
+    flush_redis(redis)
+    out = StringIO()
+    call_command("delayed_index", "--stream", "shop/orders", "--recover", stdout=out)
+    assert "recovered in" in out.getvalue() and handing.index_of(stream).is_recovered()
+    held = handing.index_of(stream).counts()
+    assert held["mutable"] + sum(r.index_count for r in DelayedBucket.objects.filter(stream=stream)) == 100
+    assert sealed >= 80
+    out = StringIO()
+    call_command("delayed_index", "--stream", "shop/orders", "--replay", stdout=out)
+    assert "100 indexes re-read" in out.getvalue()
+    with pytest.raises(Exception, match="no stream"):
+        call_command("delayed_index", "--stream", "shop/nope")
