@@ -197,6 +197,23 @@ def delete_finished(stream: Stream, index: DelayIndex, now_ms: int) -> int:
     return gone
 
 
+def delete_orphans(stream: Stream, older_than_s: int = 600) -> int:
+    """Snapshot files no registration names (a seal or merge that died before registering),
+    once they are old enough not to be one in progress."""
+    directory = snapshot_dir(stream)
+    if not directory.exists():
+        return 0
+    names = set(DelayedBucket.objects.filter(stream=stream).values_list("name", flat=True))
+    gone = 0
+    cutoff = time.time() - older_than_s
+    for path in directory.iterdir():
+        name = path.name.split(".")[0]
+        if name not in names and path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
 def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
     """Over `max_num_buckets`: merge the adjacent pair with the fewest remaining indexes, from
     all their segments; the sources go only once the merged snapshot is durable."""

@@ -6,31 +6,47 @@ from __future__ import annotations
 
 import time
 
+from django.db.models import Count
+
 from ..models import DelayedBucket, DelayedIndex, Stream
 from . import buckets, handing
 
 
-def maintain(stream: Stream, now_ms: int | None = None) -> dict:
-    """One round for one stream; skipped when another process holds the stream's lock."""
+SWEEP_S = 60  # finished buckets are looked for when something was released, or this often
+
+
+def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None = None) -> dict:
+    """One round for one stream; skipped when another process holds the stream's lock. Cheap
+    when there is nothing to do (a few Redis calls): `bucket_count`, when the caller knows it,
+    spares a query."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     index = handing.index_of(stream)
     done = {"recovered": False, "sealed": 0, "deleted": 0, "merged": 0, "released": 0}
     with buckets.maintenance_lock(stream) as got:
         if not got:
             return done
-        if not index.is_recovered():
+        state = index.state()
+        if "recovered" not in state:
             buckets.recover(stream, now_ms, index)
             done["recovered"] = True
         for gen in index.sealing():
             done["sealed"] += buckets.seal(stream, gen, index) is not None
         loaded = index.loaded()
-        for row in DelayedBucket.objects.filter(stream=stream).exclude(pk__in=list(loaded)):
-            buckets.load_next(stream, row.pk, index)  # registered, never loaded (a crash between)
-        done["deleted"] = buckets.delete_finished(stream, index, now_ms)
-        for _ in range(8):
-            if buckets.merge_if_needed(stream, index) is None:
-                break
-            done["merged"] += 1
+        if bucket_count is None or bucket_count != len(loaded) or done["sealed"] or done["recovered"]:
+            for row in DelayedBucket.objects.filter(stream=stream).exclude(pk__in=list(loaded)):
+                buckets.load_next(stream, row.pk, index)  # registered, never loaded (a crash between)
+        released, swept = state.get("released", "0"), state.get("swept", "")
+        last_sweep = float(state.get("swept_at", 0))
+        if released != swept or now_ms - last_sweep > SWEEP_S * 1000 or done["recovered"]:
+            done["deleted"] = buckets.delete_finished(stream, index, now_ms)
+            buckets.delete_orphans(stream)
+            index.redis.hset(index.keys[0], mapping={"swept": released, "swept_at": now_ms})
+        limit = handing.config_of(stream).max_num_buckets
+        if limit is not None and (bucket_count is None or bucket_count + done["sealed"] > limit):
+            for _ in range(8):
+                if buckets.merge_if_needed(stream, index) is None:
+                    break
+                done["merged"] += 1
     done["released"] = handing.release_due(stream, now_ms)
     return done
 
@@ -39,6 +55,7 @@ def maintain_all(now_ms: int | None = None) -> int:
     """Every stream with a delayed index."""
     ids = DelayedIndex.objects.values_list("stream_id", flat=True)
     streams = Stream.objects.filter(pk__in=list(ids)).select_related("scope")
+    counts = dict(DelayedBucket.objects.values("stream_id").annotate(n=Count("id")).values_list("stream_id", "n"))
     for stream in streams:
-        maintain(stream, now_ms)
+        maintain(stream, now_ms, counts.get(stream.pk, 0))
     return len(streams)
