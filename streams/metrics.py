@@ -1,13 +1,14 @@
 """`/metrics` for Prometheus: gauges read at scrape time from the segment store (the truth), the
-truncation history and the reader groups' acknowledgement state in Redis, so every web process
-answers the same numbers."""
+truncation history, the reader groups' acknowledgement state and the delayed indexes in Redis,
+so every web process answers the same numbers."""
 
 from __future__ import annotations
 
 from django.http import HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.utils import floatToGoString
 
 from django.db.models import Count
 
@@ -15,6 +16,7 @@ from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states
 
 from .consuming import group_state
+from .delaying.state import LATENCY_LES, delayed_state
 from .group_states import totals_by_stream
 from .models import ReaderGroup, Stream
 from .services import stream_state
@@ -48,6 +50,7 @@ class StreamCollector:
         yield from (held, events, disk, published, appended, reclaimed, truncations)
         yield from _consumption_metrics()
         yield from _reader_group_metrics()
+        yield from _delayed_metrics()
         yield from _cycle_metrics()
 
 
@@ -122,6 +125,58 @@ def _reader_group_metrics():
             redelivered.add_metric([stream, name], t.redelivered)
             dead_lettered.add_metric([stream, name], t.dead_lettered)
     yield from (pending, lag, halted, redelivered, dead_lettered)
+
+
+def _delayed_metrics():
+    """Per stream with a delayed index (DELAYED-DELIVERY.md "Metrics"): `delayed_state` each,
+    without its due-time histogram; one query for the streams, one for all their buckets."""
+    labels = ["stream"]
+    buckets = GaugeMetricFamily(
+        "cbr_delayed_message_index_bucket_total", "Buckets of the delayed index: the sealed ones + the mutable one",
+        labels=labels,
+    )
+    loaded = GaugeMetricFamily(
+        "cbr_delayed_message_index_loaded", "Delayed indexes held in Redis (mutable, sealing, queued, due)",
+        labels=labels,
+    )
+    snapshot = GaugeMetricFamily(
+        "cbr_delayed_message_index_bucket_snapshot_size_bytes", "Bytes of the sealed buckets' snapshots",
+        labels=labels,
+    )
+    pending = GaugeMetricFamily(
+        "cbr_delayed_message_pending", "Delayed events not yet handed to the reader groups", labels=labels
+    )
+    ops = CounterMetricFamily(
+        "cbr_delayed_message_index_bucket_op_count", "Operations on the delayed index's buckets",
+        labels=["stream", "type", "state"],
+    )
+    latency = HistogramMetricFamily(
+        "cbr_delayed_message_index_bucket_op_latency_ms", "Latency of the operations on the delayed index's buckets (ms)",
+        labels=["stream", "type"],
+    )
+    streams = Stream.objects.filter(delayed__isnull=False).select_related("scope").prefetch_related("delayed_buckets")
+    for stream in streams:
+        state = delayed_state(stream, bins=0)
+        name = stream.full_name
+        buckets.add_metric([name], len(state.buckets) + 1)
+        loaded.add_metric([name], state.hot_total)
+        snapshot.add_metric([name], state.snapshot_bytes)
+        pending.add_metric([name], state.pending)
+        for kind, figures in state.ops.items():
+            ops.add_metric([name, kind, "succeed"], figures.succeed)
+            ops.add_metric([name, kind, "failed"], figures.failed)
+            latency.add_metric([name, kind], _cumulative(figures.latency), figures.latency_ms_sum)
+    yield from (buckets, loaded, snapshot, pending, ops, latency)
+
+
+def _cumulative(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """Prometheus buckets (each counts every observation up to its bound) from Redis's counts of
+    the observations that fell in each."""
+    total, out = 0, []
+    for le in LATENCY_LES:
+        total += counts[le]
+        out.append((floatToGoString(le), total))
+    return out
 
 
 def _cycle_metrics():

@@ -10,6 +10,7 @@ urlpatterns = [
     path("streams/", views.stream_list, name="streams"),
     path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
     path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+    path("streams/<name:scope>/<name:name>/delayed/", views.delayed_panel, name="delayed"),
     path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
     path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
     path("reader-groups/", views.reader_group_list, name="reader-groups"),

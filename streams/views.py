@@ -16,6 +16,7 @@ from retention.subscribers import consumption_states, subscriber_states
 
 from . import services
 from .consuming import checkpoint_interval_s
+from .delaying.state import delayed_state
 from .forms import PolicyForm
 from .group_states import group_overview, group_summaries
 from .models import ReaderGroup, Stream
@@ -76,7 +77,7 @@ def stream_list(request):
 
 def _stream(scope: str, name: str) -> Stream:
     return get_object_or_404(
-        Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
+        Stream.objects.select_related("scope", "retention_policy", "delayed"), scope__name=scope, name=name
     )
 
 
@@ -103,13 +104,29 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "retention_set": stream.retention_set.all(),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
+        **_delayed_context(stream),
     }
+
+
+def _delayed_context(stream) -> dict:
+    """The delayed-delivery panel, for a stream that ever had a delayed event (it has a
+    DelayedIndex row from then on)."""
+    if getattr(stream, "delayed", None) is None:
+        return {"delayed": None}
+    return {"stream": stream, "delayed": delayed_state(stream), "delayed_ops": stream.delayed_ops.all()[:20]}
 
 
 @login_required
 def stream_detail(request, scope, name):
     stream = _stream(scope, name)
     return render(request, "streams/detail.html", _detail_context(request, stream))
+
+
+@login_required
+def delayed_panel(request, scope, name):
+    """The delayed-delivery panel alone: the stream page polls it every 3 s."""
+    stream = _stream(scope, name)
+    return render(request, "streams/detail.html#delayed-panel", _delayed_context(stream))
 
 
 @login_required

@@ -1,4 +1,6 @@
-"""Console filters: stream cuts and durations as people read them."""
+"""Console filters: stream cuts, durations and delivery times as people read them."""
+
+from datetime import datetime, timezone
 
 from django import template
 
@@ -39,3 +41,12 @@ def cut_type(retention_type: str) -> str:
     return {"MANUAL_RELEASE_AT_USER_STREAMCUT": "manual", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT": "automatic"}.get(
         retention_type, retention_type.lower()
     )
+
+
+@register.filter
+def from_ms(value):
+    """Milliseconds since the epoch (a delivery time) → an aware datetime, for `date` and
+    `naturaltime`; None stays None."""
+    if value is None:
+        return None
+    return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)

@@ -1,9 +1,6 @@
 """The reader-group pages of the console and their series on /metrics: the numbers a person sees
 after consuming over REST (DESIGN.md §7, §11), against the real segment store and Redis."""
 
-import re
-from html import unescape
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -11,6 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from retention.services import do_truncate
 from streams import services
 from streams.storage.framing import EventIn
+
+from page_text import row_of, rows, text
 
 pytestmark = pytest.mark.django_db
 
@@ -55,25 +54,6 @@ def ack(api, deliveries, group=G):
 def nack(api, deliveries, group=G):
     response = api.post(group + "nack/", {"delivery_ids": [d["delivery_id"] for d in deliveries]}, format="json")
     assert response.status_code == 200, response.content
-
-
-def text(html: str) -> str:
-    """What a person reads: tags dropped, entities decoded, white space folded."""
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
-
-
-def rows(html: str) -> list[list[str]]:
-    """Every table row of the page, as the text of its cells."""
-    return [
-        [text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)
-    ]
-
-
-def row_of(html: str, first_cell: str) -> list[str]:
-    found = [r for r in rows(html) if r and r[0].startswith(first_cell)]
-    assert len(found) == 1, rows(html)
-    return found[0]
 
 
 SEGMENT_COLUMNS = ["segment", "floor", "head", "tail", "lag_events", "lag_bytes", "pending", "waiting",
