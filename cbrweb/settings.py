@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "streams",
     "retention",
+    "compaction",
 ]
 
 MIDDLEWARE = [
@@ -136,6 +137,10 @@ CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
 CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
+# a compaction that died holding its stream's lock frees it after this; tests pause a run between
+# writing its generation and switching to it (to kill it there)
+CBR_COMPACTION_LOCK_S = env_int("CBR_COMPACTION_LOCK_S", 3600, minimum=1)
+CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S = env_int("CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S", 0, minimum=0)
 CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 # reader groups: the most events one read hands out (and ids one ack takes), the longest long poll
 CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
@@ -176,6 +181,10 @@ CELERY_BEAT_SCHEDULE = {
     "periodic-checkpoints": {
         "task": "streams.tasks.periodic_checkpoints",
         "schedule": float(CBR_CHECKPOINT_TICK),
+    },
+    "compaction": {
+        "task": "compaction.tasks.compact_due_streams",
+        "schedule": float(CBR_COMPACTION_INTERVAL),
     },
     "delayed-maintenance": {
         "task": "streams.tasks.delayed_maintenance",

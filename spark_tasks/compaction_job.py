@@ -84,3 +84,49 @@ def compact(previous: DataFrame | None, events: DataFrame, now: datetime, settin
         rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
     view = tombstone_lifecycle(latest_per_key(rows), now, settings.delete_retention_s)
     return retention_marks(view, now, settings.retention_s, settings.retention_bytes)
+
+
+@dataclass
+class CompactionStats:
+    view: DataFrame
+    events_in: int  # previous view rows + new events
+    bytes_in: int
+    keyless: int
+    tombstones_dropped: int
+    marked: int
+
+
+def compact_with_stats(previous: DataFrame | None, events: DataFrame, now: datetime,
+                       settings: CompactionSettings) -> CompactionStats:
+    """`compact`, counting what each step dropped (the run's history record). The latest rows
+    per key are cached for the counts and the write."""
+    new_rows = as_view_rows(events)
+    rows = drop_keyless(new_rows)
+    if previous is not None:
+        rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
+    latest = latest_per_key(rows).cache()
+    alive = tombstone_lifecycle(latest, now, settings.delete_retention_s)
+    view = retention_marks(alive, now, settings.retention_s, settings.retention_bytes)
+    incoming = new_rows.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("key").isNull().cast("int")).alias("keyless"),
+                            F.sum("payload_size").alias("bytes")).first()
+    before = (previous.agg(F.count(F.lit(1)).alias("n"), F.sum("payload_size").alias("bytes")).first()
+              if previous is not None else None)
+    n_latest = latest.count()
+    n_alive = alive.count()
+    n_view = view.count()
+    return CompactionStats(
+        view=view,
+        events_in=incoming["n"] + (before["n"] if before else 0),
+        bytes_in=(incoming["bytes"] or 0) + ((before["bytes"] or 0) if before else 0),
+        keyless=incoming["keyless"] or 0,
+        tombstones_dropped=n_latest - n_alive,
+        marked=n_alive - n_view,
+    )
+
+
+def summary(view: DataFrame) -> dict:
+    """Rows, keys, tombstones and payload bytes of a written view."""
+    row = view.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("key").alias("keys"),
+                   F.sum((F.col("payload_size") == 0).cast("int")).alias("tombstones"),
+                   F.sum("payload_size").alias("bytes")).first()
+    return {"rows": row["rows"], "keys": row["keys"], "tombstones": row["tombstones"] or 0, "bytes": row["bytes"] or 0}

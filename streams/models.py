@@ -65,6 +65,13 @@ class Stream(models.Model):
         max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE
     )
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
+    # Compaction (COMPACTION.md): chunks younger than the lag are not compacted; a tombstone stays
+    # in the view this long after the run that first kept it; with `compact,delete` the view has
+    # a retention window of its own (time and/or payload bytes, newest first).
+    min_compaction_lag_s = models.PositiveIntegerField(default=0)
+    delete_retention_s = models.PositiveIntegerField(default=86_400)
+    compacted_retention_s = models.PositiveIntegerField(null=True, blank=True)
+    compacted_retention_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     # The delayed index's settings (DELAYED-DELIVERY.md "Configuration"); absent keys take the
     # defaults: min_index_count_per_bucket, max_time_step_per_segment_s, max_indexes_per_segment,
     # max_num_buckets.

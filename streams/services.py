@@ -54,6 +54,7 @@ def publish_limits(stream: Stream) -> PublishLimits:
         max_event_bytes=settings.CBR_MAX_EVENT_BYTES,
         max_batch_events=settings.CBR_MAX_BATCH_EVENTS,
         max_delay_s=stream.max_delay_s,
+        require_key=stream.cleanup_policy != "delete",
     )
 
 
@@ -104,6 +105,7 @@ def do_create_stream(
     on_max_limit: str = "truncate",
     max_delay_s: int | None = None,
     delayed_index: dict | None = None,
+    compaction: dict | None = None,
     description: str = "",
     policy: PolicySpec | None = None,
     user=None,
@@ -119,6 +121,7 @@ def do_create_stream(
                 on_max_limit=on_max_limit,
                 max_delay_s=max_delay_s,
                 delayed_index=delayed_index or {},
+                **(compaction or {}),
                 description=description,
             )
             Segment.objects.bulk_create(

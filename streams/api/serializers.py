@@ -136,6 +136,10 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
+    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
+    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
+    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
@@ -156,6 +160,10 @@ class StreamUpdateSerializer(serializers.Serializer):
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
+    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
+    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
+    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
@@ -197,6 +205,10 @@ class StreamSerializer(serializers.ModelSerializer):
             "on_max_limit",
             "max_delay_s",
             "delayed_index",
+            "min_compaction_lag_s",
+            "delete_retention_s",
+            "compacted_retention_s",
+            "compacted_retention_bytes",
             "description",
             "head_cut",
             "tail_cut",

@@ -2,6 +2,8 @@ from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
+from compaction.api import views as compaction_views
+
 from . import reader_group_views, views
 
 
@@ -29,6 +31,8 @@ urlpatterns = [
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
     path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),
+    path(S + "compacted/", compaction_views.CompactedViewView.as_view(), name="api-compacted"),
+    path(S + "compactions/", compaction_views.CompactionListView.as_view(), name="api-compactions"),
     path("reader-groups/", reader_group_views.ReaderGroupListView.as_view(), name="api-reader-groups"),
     path(RG, reader_group_views.ReaderGroupDetailView.as_view(), name="api-reader-group"),
     path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),

@@ -38,6 +38,7 @@ from .serializers import (
 )
 
 MAX_READ_LIMIT = 10_000
+COMPACTION_SETTINGS = ("min_compaction_lag_s", "delete_retention_s", "compacted_retention_s", "compacted_retention_bytes")
 
 
 class IsStaffForWrites(IsAuthenticated):
@@ -100,6 +101,7 @@ class StreamListView(GenericAPIView):
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
             delayed_index=dict(args.get("delayed_index") or {}),
+            compaction={k: args[k] for k in COMPACTION_SETTINGS if k in args},
             description=args.get("description", ""),
             policy=args.get("retention_policy"),
             user=request.user,
@@ -165,7 +167,8 @@ class EventsView(APIView):
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
         stream = get_object_or_404(
-            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "full_since"),
+            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy",
+                                "full_since"),
             scope__name=scope, name=name,
         )
         if stream.full_since is not None:

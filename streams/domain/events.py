@@ -25,6 +25,7 @@ class PublishLimits:
     max_event_bytes: int
     max_batch_events: int
     max_delay_s: int | None = None
+    require_key: bool = False  # a compacted stream: every event needs a compaction key
 
 
 def parse_batch(body: object, limits: PublishLimits, now_ms: int) -> list[EventIn]:
@@ -42,7 +43,7 @@ def parse_batch(body: object, limits: PublishLimits, now_ms: int) -> list[EventI
 
 def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> EventIn:
     # The common case first, cheaply: `{"payload": "<text>"}` within the size limit.
-    if type(ev) is dict and len(ev) == 1:
+    if type(ev) is dict and len(ev) == 1 and not limits.require_key:
         text = ev.get("payload")
         if type(text) is str:
             payload = text.encode()
@@ -61,10 +62,13 @@ def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> 
             status=413,
             code="event_too_large",
         )
+    key = _key(ev.get("key"), f"{field}.key")
+    if key is None and limits.require_key:
+        raise FieldError(f"{field}.key", "is required: the stream is compacted (the view keeps the latest event per key)")
     return EventIn(
         payload,
         _key(ev.get("routing_key"), f"{field}.routing_key"),
-        _key(ev.get("key"), f"{field}.key"),
+        key,
         _headers(ev.get("headers"), f"{field}.headers"),
         _deliver_at(ev, field, limits, now_ms),
     )

@@ -1,0 +1,88 @@
+"""The compacted view and compaction runs over REST (DESIGN.md §10)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from streams.api.views import get_stream
+from streams.domain.errors import FieldError
+
+from ..models import CompactedView, CompactionRun
+from ..runs import COMPACTED, CompactionBusy, queue_run
+from ..view import read_view
+
+MAX_LIMIT = 10_000
+
+
+class CompactionRunSerializer(serializers.ModelSerializer):
+    stream = serializers.CharField(source="stream.full_name")
+    duration_s = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        model = CompactionRun
+        fields = ["id", "stream", "state", "trigger", "phase", "engine", "generation", "horizon", "chunks",
+                  "events_in", "events_out", "keys", "keyless_dropped", "tombstones_dropped",
+                  "marked_by_retention", "bytes_before", "bytes_after", "error", "created_at", "started_at",
+                  "finished_at", "duration_s"]
+
+
+def _compacted(scope: str, name: str):
+    stream = get_stream(scope, name)
+    if stream.cleanup_policy not in COMPACTED:
+        raise FieldError("stream", f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})",
+                         409, "not_compacted")
+    return stream
+
+
+def _int(request, field: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(field)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FieldError(field, "must be an integer") from None
+    if not low <= value <= high:
+        raise FieldError(field, f"must be between {low} and {high}")
+    return value
+
+
+class CompactedViewView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("key", str), OpenApiParameter("after", str),
+                               OpenApiParameter("limit", int)])
+    def get(self, request, scope, name):
+        """The stream's compacted view: the latest event per key, in key order, paged by key."""
+        stream = _compacted(scope, name)
+        limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+        view = CompactedView.objects.filter(stream=stream).first()
+        if view is None:
+            return Response({"generation": None, "horizon": {}, "events": [], "next_after": None})
+        page = read_view(stream, view, request.query_params.get("key"), request.query_params.get("after"), limit)
+        return Response({"generation": view.generation, "horizon": view.horizon, "events": page.events,
+                         "next_after": page.next_after})
+
+
+class CompactionListView(APIView):
+    @extend_schema(responses=CompactionRunSerializer(many=True))
+    def get(self, request, scope, name):
+        """The stream's compaction runs, newest first (the last 50)."""
+        stream = _compacted(scope, name)
+        runs = CompactionRun.objects.filter(stream=stream).select_related("stream__scope")[:50]
+        return Response(CompactionRunSerializer(runs, many=True).data)
+
+    @extend_schema(request=None, responses={202: CompactionRunSerializer})
+    def post(self, request, scope, name):
+        """Compact now (staff): the run is queued for the worker; 409 while one is running."""
+        if not request.user.is_staff:
+            return Response({"code": "permission_denied", "message": "only admins run compactions"},
+                            status=status.HTTP_403_FORBIDDEN)
+        stream = _compacted(scope, name)
+        try:
+            run = queue_run(stream, "api")
+        except CompactionBusy:
+            raise FieldError("stream", f"a compaction of {stream.full_name} is already running", 409,
+                             "compaction_running") from None
+        return Response(CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

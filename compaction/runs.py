@@ -1,0 +1,233 @@
+"""A compaction run (COMPACTION.md): the previous generation and the sealed chunks after its
+horizon — up to the first chunk still active or younger than `min_compaction_lag_s` — go through
+the compactor's transforms (`spark_tasks.compaction_job`) on Spark; the new generation is
+written whole, then switched in one transaction, then the old one's files go. A crash at any
+step leaves the old generation or the new one whole: files not named by the current generation
+are leftovers, deleted by the next run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cbrweb.redis_client import get_redis
+from streams.models import Stream
+from streams.services import stream_log
+from streams.storage.parquet import write_parquet_copy
+
+from .models import CompactedView, CompactionRun
+
+log = logging.getLogger(__name__)
+COMPACTED = ("compact", "compact,delete")
+
+
+class CompactionBusy(Exception):
+    """A compaction of the stream is already running."""
+
+
+def view_dir(stream: Stream) -> Path:
+    return Path(settings.CBR_DATA_DIR) / "compacted" / stream.storage_key
+
+
+@contextmanager
+def compaction_lock(stream: Stream) -> Iterator[bool]:
+    """Never two compactions of a stream at once (a holder that died frees it after an hour)."""
+    redis = get_redis()
+    key = f"cbr:compaction:{{{stream.pk}}}:lock"
+    token = f"{os.getpid()}:{time.time()}"
+    got = bool(redis.set(key, token, nx=True, ex=settings.CBR_COMPACTION_LOCK_S))
+    try:
+        yield got
+    finally:
+        if got and redis.get(key) == token.encode():
+            redis.delete(key)
+
+
+def is_running(stream: Stream) -> bool:
+    return bool(get_redis().exists(f"cbr:compaction:{{{stream.pk}}}:lock"))
+
+
+@dataclass(frozen=True)
+class Pending:
+    paths: list[Path]  # Parquet copies of the sealed chunks to compact, in order
+    horizon: dict[str, int]  # per segment, the next offset after the last chunk taken
+
+
+def _newest_ms(path: Path) -> int | None:
+    """The latest publish time of a chunk, from its Parquet copy's statistics."""
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.to_arrow_schema().get_field_index("published_at")
+    newest = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        value = stats.max
+        ms = int(value.timestamp() * 1000) if isinstance(value, datetime) else int(value)
+        newest = ms if newest is None else max(newest, ms)
+    return newest
+
+
+def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pending:
+    """The sealed chunks after `horizon`, per segment up to the first one still active or
+    younger than the lag (a missing Parquet copy is made now)."""
+    lag_ms = stream.min_compaction_lag_s * 1000
+    logs = stream_log(stream)
+    paths, new = [], dict(horizon)
+    for seg_id in stream.segment_ids:
+        seg = logs.segment(seg_id)
+        bases = seg.chunk_bases()
+        sealed = set(seg.sealed_chunks())
+        for i, base in enumerate(bases):
+            if base < horizon.get(seg_id, 0):
+                continue
+            if base not in sealed or i + 1 >= len(bases):
+                break
+            copy = seg.chunk_path(base, "parquet")
+            if not copy.exists():
+                write_parquet_copy(seg.chunk_path(base), seg_id)
+            newest = _newest_ms(copy)
+            if newest is not None and newest > now_ms - lag_ms:
+                break
+            paths.append(copy)
+            new[seg_id] = bases[i + 1]
+    return Pending(paths, new)
+
+
+def seal_active_chunks(stream: Stream) -> None:
+    """`--seal`: seal every segment's active chunk now (tests and operators)."""
+    far = int(time.time() * 1000) + 10 * 365 * 86_400_000
+    for seg_id in stream.segment_ids:
+        stream_log(stream).segment(seg_id).roll_if_due(far)
+
+
+def queue_run(stream: Stream, trigger: str) -> CompactionRun:
+    """A run to be done by the worker (console, API); 409 when one is running."""
+    from .tasks import run_compaction  # noqa: PLC0415
+
+    if is_running(stream) or CompactionRun.objects.filter(stream=stream, state__in=["queued", "running"]).exists():
+        raise CompactionBusy(stream.full_name)
+    run = CompactionRun.objects.create(stream=stream, trigger=trigger)
+    try:
+        run_compaction.delay(run.pk)
+    except Exception as exc:  # the broker is down: the console and API show it
+        run.state, run.error = CompactionRun.State.FAILED, f"could not queue: {exc}"
+        run.save(update_fields=["state", "error"])
+    return run
+
+
+def execute(run: CompactionRun, now: datetime | None = None, seal: bool = False) -> CompactionRun:
+    """Do the run (the task, the command and the tests call this)."""
+    stream = run.stream
+    with compaction_lock(stream) as got:
+        if not got:
+            run.state, run.error, run.finished_at = CompactionRun.State.FAILED, "another compaction was running", timezone.now()
+            run.save(update_fields=["state", "error", "finished_at"])
+            raise CompactionBusy(stream.full_name)
+        # runs left "running" by a process that died: nothing else holds the lock
+        CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.RUNNING).exclude(pk=run.pk).update(
+            state=CompactionRun.State.FAILED, error="the process running it died", finished_at=timezone.now())
+        try:
+            return _execute(run, now or datetime.now(UTC), seal)
+        except Exception as exc:
+            log.exception("compaction of %s failed", stream)
+            run.state, run.error, run.finished_at = CompactionRun.State.FAILED, str(exc)[:2000], timezone.now()
+            run.save(update_fields=["state", "error", "finished_at"])
+            raise
+
+
+def _phase(run: CompactionRun, phase: str, **fields) -> None:
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.phase = phase
+    run.save(update_fields=["phase", *fields])
+
+
+def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
+    from spark_tasks import compaction_job  # noqa: PLC0415  (Spark only in the worker)
+    from spark_tasks.session import get_spark  # noqa: PLC0415
+
+    stream = run.stream
+    _phase(run, "looking for sealed chunks", state=CompactionRun.State.RUNNING, started_at=timezone.now())
+    if seal:
+        seal_active_chunks(stream)
+    current = CompactedView.objects.filter(stream=stream).first()
+    pending = pending_chunks(stream, current.horizon if current else {}, int(now.timestamp() * 1000))
+    if not pending.paths:
+        _phase(run, "nothing new", state=CompactionRun.State.SKIPPED, finished_at=timezone.now(),
+               horizon=current.horizon if current else {}, generation=current.generation if current else None)
+        return run
+    spark = get_spark()
+    _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=spark.sparkContext.master)
+    events = spark.read.parquet(*[str(p) for p in pending.paths])
+    directory = view_dir(stream)
+    previous = spark.read.parquet(str(directory / current.directory)) if current else None
+    config = compaction_job.CompactionSettings(
+        delete_retention_s=stream.delete_retention_s,
+        retention_s=stream.compacted_retention_s if stream.cleanup_policy == "compact,delete" else None,
+        retention_bytes=stream.compacted_retention_bytes if stream.cleanup_policy == "compact,delete" else None,
+    )
+    stats = compaction_job.compact_with_stats(previous, events, now, config)
+    generation = (current.generation if current else 0) + 1
+    name = f"gen-{generation}"
+    tmp = directory / f".{name}.{os.getpid()}.tmp"
+    _phase(run, f"writing generation {generation}")
+    stats.view.coalesce(1).sortWithinPartitions("key").write.mode("overwrite").parquet(str(tmp))
+    _durable_rename(tmp, directory / name)
+    written = compaction_job.summary(spark.read.parquet(str(directory / name)))
+    pause = settings.CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S  # tests: a kill lands between write and switch
+    if pause:
+        _phase(run, "written, switching")
+        time.sleep(pause)
+    with transaction.atomic():
+        CompactedView.objects.update_or_create(stream=stream, defaults={
+            "generation": generation, "directory": name, "horizon": pending.horizon, "keys": written["keys"],
+            "tombstones": written["tombstones"], "bytes": written["bytes"], "switched_at": timezone.now(),
+        })
+        _phase(run, "done", state=CompactionRun.State.SUCCEEDED, finished_at=timezone.now(), generation=generation,
+               horizon=pending.horizon, events_in=stats.events_in, events_out=written["rows"], keys=written["keys"],
+               keyless_dropped=stats.keyless, tombstones_dropped=stats.tombstones_dropped,
+               marked_by_retention=stats.marked, bytes_before=stats.bytes_in, bytes_after=written["bytes"])
+    remove_leftovers(stream)
+    return run
+
+
+def _durable_rename(tmp: Path, target: Path) -> None:
+    for path in tmp.iterdir():
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+    if target.exists():  # a generation written by a run that died before switching to it
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_leftovers(stream: Stream) -> int:
+    """Delete every generation but the current one (the old one after a switch; one written by a
+    run that died before switching; temporary directories)."""
+    directory = view_dir(stream)
+    if not directory.exists():
+        return 0
+    current = CompactedView.objects.filter(stream=stream).values_list("directory", flat=True).first()
+    gone = 0
+    for path in directory.iterdir():  # only the lock's holder calls this: nothing else writes here
+        if path.name != current:
+            shutil.rmtree(path, ignore_errors=True)
+            gone += 1
+    return gone

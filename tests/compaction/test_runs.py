@@ -1,0 +1,161 @@
+"""Compaction runs end to end: settings and keyless refusal over the API, a run on Spark
+switching generations, the compacted view over REST, never two runs at once, and a run killed
+between writing and switching."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from compaction.models import CompactedView, CompactionRun
+from compaction.runs import compaction_lock, execute, view_dir
+from compaction.tasks import compact_due_streams
+from streams.models import Stream
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+S = "/api/v1/streams/shop/profiles/"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def spark_ready(spark):
+    return spark
+
+
+def make(api, **settings):
+    body = {"scope": "shop", "name": "profiles", "segment_count": 1, "cleanup_policy": "compact",
+            "delete_retention_s": 100, **settings}
+    answer = api.post("/api/v1/streams/", body, format="json")
+    assert answer.status_code == 201, answer.content
+    return Stream.objects.get(name="profiles")
+
+
+def publish(api, *events):
+    body = {"events": [{"key": k, "payload": v or ""} for k, v in events]}
+    answer = api.post(S + "events/", body, format="json")
+    assert answer.status_code == 201, answer.content
+
+
+def view(api, **params):
+    answer = api.get(S + "compacted/", params)
+    assert answer.status_code == 200, answer.content
+    return answer.json()
+
+
+def as_dict(page):
+    return {e["key"]: (None if e["tombstone"] else e["payload"]) for e in page["events"]}
+
+
+def run(stream, at, seal=True):
+    return execute(CompactionRun.objects.create(stream=stream, trigger="command"), now=at, seal=seal)
+
+
+def test_the_worked_example_through_the_api(api, spark_ready):
+    stream = make(api)
+    publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None))
+    t = datetime.now(UTC)
+    from compaction.runs import seal_active_chunks
+
+    seal_active_chunks(stream)
+    publish(api, ("D", "1"))  # the active chunk: on the live log only
+    first = run(stream, t + timedelta(seconds=10), seal=False)
+    assert first.state == "succeeded" and first.generation == 1
+    assert (first.events_in, first.events_out, first.keys, first.tombstones_dropped) == (5, 3, 3, 0)
+    page = view(api)
+    assert as_dict(page) == {"A": "2", "C": "1", "B": None} and page["generation"] == 1
+    assert page["horizon"] == {"0": 5}
+    second = run(stream, t + timedelta(seconds=200))
+    assert second.generation == 2 and second.tombstones_dropped == 1 and second.events_in == 4
+    assert as_dict(view(api)) == {"A": "2", "C": "1", "D": "1"}
+    assert sorted(p.name for p in view_dir(stream).iterdir()) == ["gen-2"]  # the old one went
+    assert run(stream, t + timedelta(seconds=300), seal=False).state == "skipped"  # nothing new
+    history = api.get(S + "compactions/").json()
+    assert [(h["state"], h["generation"]) for h in history] == [("skipped", 2), ("succeeded", 2), ("succeeded", 1)]
+    assert (history[2]["bytes_before"], history[2]["bytes_after"]) == (4, 2)  # 1+1+1+1+0 → A=2, C=1, B=∅
+
+
+def test_compact_delete_marks_the_view_by_time_and_reads_page_by_key(api, spark_ready):
+    stream = make(api, cleanup_policy="compact,delete", compacted_retention_bytes=10)
+    publish(api, *[(f"k{i:02d}", "abcd") for i in range(8)])
+    run(stream, datetime.now(UTC) + timedelta(seconds=1))
+    got = as_dict(view(api))
+    assert got == {"k05": "abcd", "k06": "abcd", "k07": "abcd"} or len(got) == 2  # 3 × 4 B > 10 B
+    assert sum(len(v) for v in got.values()) <= 10
+    run_row = CompactionRun.objects.filter(stream=stream, state="succeeded").get()
+    assert run_row.marked_by_retention == 8 - len(got)
+    first = view(api, limit=1)
+    assert len(first["events"]) == 1 and first["next_after"] == first["events"][0]["key"]
+    rest = view(api, after=first["next_after"], limit=100)
+    assert [e["key"] for e in first["events"] + rest["events"]] == sorted(got) and rest["next_after"] is None
+    assert as_dict(view(api, key=sorted(got)[-1])) == {sorted(got)[-1]: "abcd"}
+
+
+def test_keyless_events_are_refused_and_settings_checked(api):
+    make(api)
+    answer = api.post(S + "events/", {"events": [{"payload": "x"}]}, format="json")
+    assert answer.status_code == 400 and answer.json()["field"] == "events[0].key"
+    bad = api.post("/api/v1/streams/", {"scope": "shop", "name": "x", "delete_retention_s": -1}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "delete_retention_s"
+    bad = api.post("/api/v1/streams/", {"scope": "shop", "name": "y", "cleanup_policy": "squash"}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "cleanup_policy"
+    plain = api.post("/api/v1/streams/", {"scope": "shop", "name": "plain"}, format="json")
+    assert plain.status_code == 201
+    assert api.get("/api/v1/streams/shop/plain/compacted/").status_code == 409
+
+
+def test_a_second_compaction_while_one_runs_is_refused_with_409(api):
+    stream = make(api)
+    with compaction_lock(stream) as got:
+        assert got
+        answer = api.post(S + "compactions/")
+        assert answer.status_code == 409 and answer.json()["code"] == "compaction_running"
+    assert not CompactionRun.objects.filter(stream=stream).exists()
+
+
+def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_ready):
+    stream = make(api)
+    publish(api, ("A", "1"), ("A", "2"))
+    from compaction.runs import seal_active_chunks
+
+    seal_active_chunks(stream)
+    assert compact_due_streams() == 1
+    assert as_dict(view(api)) == {"A": "2"}
+    assert compact_due_streams() == 0  # nothing new: no run recorded
+    assert CompactionRun.objects.filter(stream=stream).count() == 1
+
+
+def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole(api, spark_ready, settings, tmp_path):
+    from django.db import connection
+
+    from tests.integration.conftest import _database_url
+
+    stream = make(api)
+    publish(api, ("A", "1"), ("B", "1"))
+    first = run(stream, datetime.now(UTC) + timedelta(seconds=1))
+    assert first.generation == 1
+    publish(api, ("A", "2"), ("C", "1"))
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "DATABASE_URL": _database_url(connection.settings_dict),
+           "REDIS_URL": settings.REDIS_URL, "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var"),
+           "CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S": "60", "CBR_COMPACTION_LOCK_S": "3", "PYTHONPATH": ROOT,
+           "SPARK_MASTER": "local[1]"}
+    proc = subprocess.Popen([sys.executable, "manage.py", "compact_stream", "shop/profiles", "--seal"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not CompactionRun.objects.filter(stream=stream, phase="written, switching").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.poll() is not None else "slow"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert (view_dir(stream) / "gen-2").exists()  # written, never switched to
+    assert as_dict(view(api)) == {"A": "1", "B": "1"} and view(api)["generation"] == 1  # the old one, whole
+    time.sleep(3.2)  # the dead run's lock expires
+    again = run(stream, datetime.now(UTC) + timedelta(seconds=2), seal=False)
+    assert again.state == "succeeded" and again.generation == 2
+    assert as_dict(view(api)) == {"A": "2", "B": "1", "C": "1"}
+    assert CompactionRun.objects.get(phase="written, switching").state == "failed"
+    assert sorted(p.name for p in view_dir(stream).iterdir()) == ["gen-2"]
