@@ -56,3 +56,45 @@ def read_view(stream: Stream, view: CompactedView, key: str | None, after: str |
     more = len(rows) > limit
     rows = rows[:limit]
     return Page([event_of(r) for r in rows], rows[-1]["key"].decode(errors="replace") if more and rows else None)
+
+
+# -- a reader group reading the view (`read_compacted`) ----------------------------------------
+
+_BY_OFFSET: dict[str, object] = {}  # the last generations read, sorted by (segment, offset)
+
+
+def _by_offset(stream: Stream, view: CompactedView):
+    """The generation's rows sorted by position, kept in memory per process (the last two
+    generations read): a group reads the view in offset order."""
+    path = str(view_dir(stream) / view.directory)
+    table = _BY_OFFSET.get(path)
+    if table is None:
+        table = ds.dataset(path, format="parquet").to_table().sort_by([("segment", "ascending"), ("offset", "ascending")])
+        if len(_BY_OFFSET) >= 2:
+            _BY_OFFSET.pop(next(iter(_BY_OFFSET)))
+        _BY_OFFSET[path] = table
+    return table
+
+
+def _record(row: dict):
+    from streams.storage.framing import Record  # noqa: PLC0415
+
+    published = row["published_at"]
+    return Record(row["offset"], int(published.timestamp() * 1000), None, 0, row["routing_key"], row["key"],
+                  dict(row["headers"]) if row["headers"] else None, row["payload"] or b"", False)
+
+
+def segment_records(stream: Stream, view: CompactedView, segment: str, start: int, limit: int) -> list:
+    """Up to `limit` of the view's events on a segment from offset `start`, in offset order."""
+    table = _by_offset(stream, view)
+    part = table.filter((pc.field("segment") == segment) & (pc.field("offset") >= start)).slice(0, limit)
+    return [_record(r) for r in part.to_pylist()]
+
+
+def records_at(stream: Stream, view: CompactedView, segment: str, offsets: list[int]) -> dict:
+    """The view's events at these offsets of a segment (redeliveries of view events)."""
+    if not offsets:
+        return {}
+    table = _by_offset(stream, view)
+    part = table.filter((pc.field("segment") == segment) & pc.field("offset").isin(offsets))
+    return {r["offset"]: _record(r) for r in part.to_pylist()}

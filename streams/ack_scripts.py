@@ -166,6 +166,11 @@ for o, due in string.gmatch(ARGV[10], '(%d+):([%d.e+-]+)') do delayed[tonumber(o
 local index = redis.call('HMGET', KEYS[10], 'released', 'recovered')
 local released = tonumber(index[1] or '0') / 1000
 local index_live = index[2] ~= false
+-- reading a compacted view: the offsets it has; the others were compacted away (processed)
+local view_mode, present = ARGV[12] == '1', {}
+if view_mode then
+  for o in string.gmatch(ARGV[11], '%d+') do present[tonumber(o)] = true end
+end
 
 if redis.call('HEXISTS', state, 'floor') == 0 then
   redis.call('HSET', state, 'floor', persisted, 'next', persisted)
@@ -252,27 +257,36 @@ end
 -- offsets never handed out: their first delivery (epoch 1, not stored), leased in batches
 local nxt = tonumber(redis.call('HGET', state, 'next'))
 local stop = math.min(tail, scan_until)
-local first, first_leases = {}, {}
+local first, first_leases, compacted_away = {}, {}, {}
 if not is_halted() then
   local expires = now + lease_s
   while count < limit and nxt < stop do
     local o = nxt
-    local when = delayed[o]
-    local later = when and when > now and when > released
-    if later and not index_live then break end  -- wait for the index's recovery
-    nxt = nxt + 1
-    if later then
-      -- passed over, holding the floor: the stream's delayed index hands it back when due
+    if view_mode and not present[o] then
+      compacted_away[#compacted_away + 1] = o  -- processed, nothing to deliver
+      nxt = nxt + 1
     else
-      first[#first + 1] = o
-      first_leases[#first_leases + 1] = expires
-      first_leases[#first_leases + 1] = o
-      count = count + 1
+      local when = delayed[o]
+      local later = when and when > now and when > released
+      if later and not index_live then break end  -- wait for the index's recovery
+      nxt = nxt + 1
+      if later then
+        -- passed over, holding the floor: the stream's delayed index hands it back when due
+      else
+        first[#first + 1] = o
+        first_leases[#first_leases + 1] = expires
+        first_leases[#first_leases + 1] = o
+        count = count + 1
+      end
     end
   end
 end
 in_chunks('ZADD', leases, first_leases, 2)
 redis.call('HSET', state, 'next', nxt)
+if #compacted_away > 0 then
+  mark(compacted_away)
+  advance()
+end
 table.sort(dead_out)
 return {table.concat(again, ','), table.concat(first, ','), dead_out, missed,
         tonumber(redis.call('HGET', state, 'floor')), nxt}

@@ -97,11 +97,13 @@ class SegmentTracker:
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: dict[int, float] | None = None, scan_until: int | None = None,
+        present: list[int] | None = None,
     ) -> HandOut:
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
         args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
                 tail if scan_until is None else scan_until, floor, head,
-                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items())]
+                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()),
+                "" if present is None else ",".join(map(str, present)), "0" if present is None else "1"]
         again, first, dead, missed, new_floor, nxt = self._hand_out(keys=[*self.keys, self.index_key], args=args)
         deliveries = []
         if again:

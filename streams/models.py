@@ -168,6 +168,8 @@ class ReaderGroup(models.Model):
     on_poison = models.CharField(max_length=16, choices=OnPoison.choices, default="dead_letter")
     max_ack_pending = models.PositiveIntegerField(default=1000)
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    # on compacted streams, read the compacted view first, then the live log after its horizon
+    read_compacted = models.BooleanField(default=False)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     streams = models.ManyToManyField(Stream, through="Subscription", related_name="reader_groups")

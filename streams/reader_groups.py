@@ -51,8 +51,11 @@ def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
         reader_group=group, stream=stream, acknowledgement_cut=cut,
         acknowledgement_sizes=sizes, acknowledged_at=now,
     )
+    # a group reading a compacted view from the head starts at the view's beginning: below its
+    # horizon it reads the view (offsets compacted away count as processed), then the live log
+    from_view = group.read_compacted and stream.cleanup_policy != "delete" and group.start == "head"
     ReadPosition.objects.bulk_create(
-        ReadPosition(subscription=sub, segment_id=s, floor=o) for s, o in cut.items()
+        ReadPosition(subscription=sub, segment_id=s, floor=0 if from_view else o) for s, o in cut.items()
     )
     return sub
 

@@ -361,6 +361,7 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    read_compacted = serializers.BooleanField(default=False)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -409,7 +410,7 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
         model = ReaderGroup
         fields = [
             "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
-            "on_poison", "max_ack_pending", "checkpoint_interval_s", "last_checkpoint_at",
+            "on_poison", "max_ack_pending", "checkpoint_interval_s", "read_compacted", "last_checkpoint_at",
             "generation", "streams", "created_at", "updated_at",
         ]
 
@@ -460,6 +461,7 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    read_compacted = serializers.BooleanField(required=False)
 
     def validate_sinks(self, value):
         return valid_sinks(value)

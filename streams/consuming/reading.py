@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 
 from cbrweb.redis_client import get_redis
+from compaction import view as compacted
 
 from ..api.serializers import event_json
 from ..delaying.handing import release_due
@@ -83,6 +84,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         if max(start, head.offset) < tail.next_offset or halted is not None or expired or retry_due \
                 or dead_due or head.offset > slot.position.floor:
             work.append((slot, start, head.offset, tail.next_offset))
+    views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
     moves = []
     expires = _iso(now + lease_s)
@@ -93,17 +95,26 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         share = math.ceil(remaining / (len(work) - n))
         seg = stream_log(slot.stream).segment(slot.segment)
         got: list[tuple[Record, Delivery]] = []
+        view = views.get(slot.stream.pk)
         for _attempt in range(3):  # a competing consumer may take the offsets looked at first
-            ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
+            in_view = view is not None and start < view.horizon.get(slot.segment, 0)
+            if in_view:  # below the view's horizon a read_compacted group reads the view
+                horizon = view.horizon[slot.segment]
+                rows = compacted.segment_records(slot.stream, view, slot.segment, start, share - len(got))
+                ahead = {r.offset: r for r in rows}
+                scan_until = max(ahead) + 1 if len(rows) == share - len(got) else horizon
+            else:
+                ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
+                scan_until = max(ahead) + 1 if ahead else max(start, head)
             # not due by a clock read after the records: an event published with a delivery
             # time already past when it was read is ordinary (the index did not take it)
             after_ms = int(positions.clock() * 1000)
             delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
                        if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms}
-            scan_until = max(ahead) + 1 if ahead else max(start, head)
             out = slot.tracker.hand_out(
                 now, consumer, share - len(got), tail, lease_s, group.max_deliveries, on_poison,
-                floor=slot.position.floor, head=head, delayed=delayed, scan_until=scan_until,
+                floor=slot.position.floor, head=0 if in_view else head, delayed=delayed, scan_until=scan_until,
+                present=list(ahead) if in_view else None,
             )
             floor = out.floor
             if out.dead_letter:
@@ -114,6 +125,9 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
                 name = slot.stream.full_name
                 result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
             records = records_at(seg, [d.offset for d in out.deliveries], ahead)
+            if view is not None:  # redeliveries of view events truncated from the log
+                lost = [d.offset for d in out.deliveries if d.offset not in records]
+                records.update(compacted.records_at(slot.stream, view, slot.segment, lost))
             # an offset truncated away meanwhile is skipped: the next read counts it missed
             got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
             if len(got) >= share or out.next >= tail:
@@ -124,6 +138,17 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         result.deliveries += _deliveries_json(group, slot, got, expires)
     persist_floors(moves)
     return result
+
+
+def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict:
+    """For a `read_compacted` group, the current compacted view of each of its compacted
+    streams (none for others)."""
+    if not group.read_compacted:
+        return {}
+    from compaction.models import CompactedView  # noqa: PLC0415
+
+    ids = {slot.stream.pk for slot in group_slots if slot.stream.cleanup_policy != "delete"}
+    return {v.stream_id: v for v in CompactedView.objects.filter(stream_id__in=ids)} if ids else {}
 
 
 def _iso(ts: float) -> str:

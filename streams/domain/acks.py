@@ -23,7 +23,7 @@ was handed to another consumer) is refused, so the new holder's work is never lo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -86,7 +86,7 @@ class SegmentAcks:
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
         max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
         delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
-        released: float = 0.0, index_live: bool = True,
+        released: float = 0.0, index_live: bool = True, present: Collection[int] | None = None,
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -102,7 +102,9 @@ class SegmentAcks:
         as an ordinary one (the index may have released it before this cursor passed it). While
         the index is not live (Redis lost it and recovery has not finished) the cursor stops at
         the first delayed event instead: recovery skips what is due by then, so nothing it
-        skips may be passed over before.
+        skips may be passed over before. `present`, for a group reading a compacted view, holds
+        the offsets the view has (within `scan_until`): the others were compacted away and
+        count as processed without a delivery.
         An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
         a halted segment resumes once `max_deliveries` is raised above the halted offset's
         deliveries (it is delivered again) or `on_poison` is no longer `halt` (it is poisoned
@@ -140,6 +142,10 @@ class SegmentAcks:
         delayed = delayed or {}
         while len(out) < limit and self.next < end and self.halted_at is None:
             offset = self.next
+            if present is not None and offset not in present:
+                self.next += 1
+                self._processed(offset)  # compacted away: nothing to deliver
+                continue
             due = delayed.get(offset)
             if due is not None and due > now and due > released and not index_live:
                 break

@@ -20,6 +20,7 @@ op = st.one_of(
     st.tuples(st.just("delayed"), st.integers(0, TAIL), st.integers(1, 20)),
     st.tuples(st.just("fanout"), st.just(0), st.booleans()),
     st.tuples(st.just("index"), st.integers(0, 20), st.booleans()),
+    st.tuples(st.just("view"), st.integers(1, 12), st.integers(0, 2**12 - 1)),
     st.tuples(st.just("truncate"), st.integers(0, TAIL), st.just(0)),
     st.tuples(st.just("dead"), st.just(0), st.just(0)),
     st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
@@ -72,6 +73,15 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 assert got == want
                 handed += got.deliveries
                 dead = got.dead_letter
+            elif kind == "view":  # reading a compacted view: of the next a offsets, those in mask
+                start = model.next
+                present = [start + i for i in range(a) if b >> i & 1]
+                args = (now, "a", 100, TAIL, LEASE_S, max_deliveries, on_poison)
+                want = model.hand_out(*args, head=head, scan_until=start + a, present=present,
+                                      released=released, index_live=live)
+                got = tracker.hand_out(*args, head=head, scan_until=start + a, present=present)
+                assert got == want
+                handed += got.deliveries
             elif kind == "fanout":  # the index releases what is due (all it holds, when b)
                 due = {o: at for o, at in passed.items() if b or at <= now}
                 assert tracker.fan_out(due) == model.fan_out(due)

@@ -159,3 +159,29 @@ def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_wh
     assert as_dict(view(api)) == {"A": "2", "B": "1", "C": "1"}
     assert CompactionRun.objects.get(phase="written, switching").state == "failed"
     assert sorted(p.name for p in view_dir(stream).iterdir()) == ["gen-2"]
+
+
+def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_ready):
+    stream = make(api, segment_count=1)
+    publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("C", "2"))
+    run(stream, datetime.now(UTC) + timedelta(seconds=1))  # view A=2 B=∅ C=2, horizon 6
+    publish(api, ("A", "3"), ("D", "1"))  # the live log after the horizon
+    from streams import services
+
+    services.stream_log(stream).truncate({"0": 4})  # retention trimmed the live log below the horizon
+    body = {"scope": "shop", "name": "table", "streams": ["shop/profiles"], "retention_type": "NONE",
+            "read_compacted": True}
+    assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
+    got = []
+    for _ in range(4):
+        batch = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 2}, format="json").json()["deliveries"]
+        got += [(d["offset"], d["key"], d["payload"]) for d in batch]
+        api.post("/api/v1/reader-groups/shop/table/ack/", {"delivery_ids": [d["delivery_id"] for d in batch]},
+                 format="json")
+    assert got == [(2, "A", "2"), (4, "B", ""), (5, "C", "2"), (6, "A", "3"), (7, "D", "1")]
+    positions = api.get("/api/v1/reader-groups/shop/table/").json()["positions"]
+    assert [p["floor"] for p in positions] == [8]
+    plain = {"scope": "shop", "name": "log", "streams": ["shop/profiles"], "retention_type": "NONE"}
+    api.post("/api/v1/reader-groups/", plain, format="json")
+    log = api.post("/api/v1/reader-groups/shop/log/read/", {"max_events": 10}, format="json").json()["deliveries"]
+    assert [d["offset"] for d in log] == [4, 5, 6, 7]  # without read_compacted: the live log from its head
