@@ -106,6 +106,32 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
     return Pending(paths, new)
 
 
+def keyless_events(stream: Stream) -> int:
+    """Events without a key in the stream (from the Parquet copies' statistics where a chunk has
+    one, else by reading the chunk): what a stream turned compacted leaves out of its view."""
+    logs = stream_log(stream)
+    count = 0
+    for seg_id in stream.segment_ids:
+        seg = logs.segment(seg_id)
+        bases = seg.chunk_bases()
+        for i, base in enumerate(bases):
+            copy = seg.chunk_path(base, "parquet")
+            if copy.exists():
+                meta = pq.ParquetFile(copy).metadata
+                column = meta.schema.to_arrow_schema().get_field_index("key")
+                count += sum(meta.row_group(g).column(column).statistics.null_count for g in range(meta.num_row_groups))
+                continue
+            start = max(base, seg.read_head().offset)
+            end = bases[i + 1] if i + 1 < len(bases) else seg.committed_tail().next_offset
+            while start < end:
+                records = seg.read(start, min(10_000, end - start))
+                if not records:
+                    break
+                count += sum(1 for r in records if r.offset < end and r.key is None)
+                start = records[-1].offset + 1
+    return count
+
+
 def seal_active_chunks(stream: Stream) -> None:
     """`--seal`: seal every segment's active chunk now (tests and operators)."""
     far = int(time.time() * 1000) + 10 * 365 * 86_400_000

@@ -128,8 +128,17 @@ class StreamDetailView(APIView):
         changes = dict(body.validated_data)
         if "delayed_index" in changes:  # the keys given replace theirs, the others stay
             changes["delayed_index"] = {**stream.delayed_index, **changes["delayed_index"]}
+        becomes_compacted = stream.cleanup_policy == "delete" and changes.get("cleanup_policy", "delete") != "delete"
         services.do_update_stream(stream, changes)
-        return Response(StreamSerializer(stream, context=stream_answer([stream])).data)
+        answer = StreamSerializer(stream, context=stream_answer([stream])).data
+        if becomes_compacted:
+            from compaction.runs import keyless_events  # noqa: PLC0415
+
+            keyless = keyless_events(stream)
+            if keyless:  # allowed: they stay on the live log, the compacted view leaves them out
+                answer["warnings"] = [f"{keyless} events without a key are already in the stream: the "
+                                      "compacted view will leave them out (new ones are refused)"]
+        return Response(answer)
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):

@@ -185,3 +185,18 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
     api.post("/api/v1/reader-groups/", plain, format="json")
     log = api.post("/api/v1/reader-groups/shop/log/read/", {"max_events": 10}, format="json").json()["deliveries"]
     assert [d["offset"] for d in log] == [4, 5, 6, 7]  # without read_compacted: the live log from its head
+
+
+def test_turning_a_stream_with_keyless_events_compacted_is_allowed_and_says_what_the_view_leaves_out(api):
+    assert api.post("/api/v1/streams/", {"scope": "shop", "name": "mixed"}, format="json").status_code == 201
+    api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "a"}, {"payload": "b", "key": "k"},
+                                                              {"payload": "c"}]}, format="json")
+    from compaction.runs import seal_active_chunks
+
+    seal_active_chunks(Stream.objects.get(name="mixed"))
+    api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "d"}]}, format="json")  # active chunk
+    answer = api.patch("/api/v1/streams/shop/mixed/", {"cleanup_policy": "compact"}, format="json")
+    assert answer.status_code == 200 and answer.json()["cleanup_policy"] == "compact"
+    assert answer.json()["warnings"][0].startswith("3 events without a key")
+    refused = api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "e"}]}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "events[0].key"
