@@ -3,6 +3,7 @@ services; a view decides once, at its end, whether to send a page or a fragment.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest, HttpResponseForbidden
@@ -10,6 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from compaction.models import CompactionRun
+from compaction.runs import COMPACTED, CompactionBusy, queue_run
 from retention import charts
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
@@ -77,7 +80,8 @@ def stream_list(request):
 
 def _stream(scope: str, name: str) -> Stream:
     return get_object_or_404(
-        Stream.objects.select_related("scope", "retention_policy", "delayed"), scope__name=scope, name=name
+        Stream.objects.select_related("scope", "retention_policy", "delayed", "compacted_view"),
+        scope__name=scope, name=name,
     )
 
 
@@ -105,6 +109,7 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
         **_delayed_context(stream),
+        **_compaction_context(request, stream),
     }
 
 
@@ -114,6 +119,41 @@ def _delayed_context(stream) -> dict:
     if getattr(stream, "delayed", None) is None:
         return {"delayed": None}
     return {"stream": stream, "delayed": delayed_state(stream), "delayed_ops": stream.delayed_ops.all()[:20]}
+
+
+def compaction_outruns_retention(interval_s: int, policy) -> bool:
+    """Whether the live log's time retention may drop events before a compaction runs over them
+    (COMPACTION.md "Reading": compaction never extends the live log's retention, so keeping the
+    interval shorter than the time retention is the operator's schedule to keep)."""
+    return policy is not None and policy.limit_type == "time" and interval_s > policy.min_value
+
+
+def _compaction_context(request, stream, notice: str = "", warn: bool = False) -> dict:
+    """The compaction panel, for a compacted stream: its current generation, the last 20 runs
+    (the newest one first, its phase while it runs) and bytes before/after of the last 20
+    successful ones, oldest first, for the chart."""
+    if stream.cleanup_policy not in COMPACTED:
+        return {"compaction": None}
+    runs = list(stream.compaction_runs.all()[:20])
+    charted = list(stream.compaction_runs.filter(state=CompactionRun.State.SUCCEEDED)[:20])[::-1]
+    interval_s = settings.CBR_COMPACTION_INTERVAL
+    policy = getattr(stream, "retention_policy", None)
+    return {
+        "stream": stream,
+        "compaction": {
+            "view": getattr(stream, "compacted_view", None),
+            "runs": runs,
+            "last_run": runs[0] if runs else None,
+            "charted": charted,
+            "tallest": max((max(r.bytes_before, r.bytes_after) for r in charted), default=0),
+            "interval_s": interval_s,
+            "outruns_retention": compaction_outruns_retention(interval_s, policy),
+            "retention_s": policy.min_value if policy is not None and policy.limit_type == "time" else None,
+            "notice": notice,
+            "notice_warns": warn,
+        },
+        "can_compact": request.user.is_staff,
+    }
 
 
 @login_required
@@ -127,6 +167,38 @@ def delayed_panel(request, scope, name):
     """The delayed-delivery panel alone: the stream page polls it every 3 s."""
     stream = _stream(scope, name)
     return render(request, "streams/detail.html#delayed-panel", _delayed_context(stream))
+
+
+@login_required
+def compaction_panel(request, scope, name):
+    """The compaction panel alone: the stream page polls it every 3 s (a running run's phase)."""
+    stream = _stream(scope, name)
+    return render(request, "streams/_compaction.html", _compaction_context(request, stream))
+
+
+@login_required
+@require_http_methods(["POST"])
+def compact_now(request, scope, name):
+    """Queue a compaction of this stream for the worker; answer with the panel, which says
+    whether it was queued or one was already queued or running."""
+    stream = _stream(scope, name)
+    if not request.user.is_staff:
+        return HttpResponseForbidden("only admins run compactions")
+    if stream.cleanup_policy not in COMPACTED:
+        return HttpResponseBadRequest(f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})")
+    try:
+        run = queue_run(stream, "console")
+    except CompactionBusy:
+        context = _compaction_context(request, stream, warn=True,
+                                      notice=f"A compaction of {stream.full_name} is already queued or running: "
+                                             "this one was not queued.")
+    else:
+        notice = (f"Compaction #{run.pk} queued." if run.state == CompactionRun.State.QUEUED
+                  else f"Compaction #{run.pk} could not be queued: {run.error}")
+        context = _compaction_context(request, stream, notice=notice, warn=run.state != CompactionRun.State.QUEUED)
+    if htmx_partial(request):
+        return render(request, "streams/_compaction.html", context)
+    return redirect("console:stream", scope=scope, name=name)
 
 
 @login_required
