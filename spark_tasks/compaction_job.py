@@ -44,29 +44,41 @@ def latest_per_key(rows: DataFrame) -> DataFrame:
     return latest.select("row.*")
 
 
-def tombstone_lifecycle(rows: DataFrame, now: datetime, delete_retention_s: int) -> DataFrame:
-    """A tombstone (empty payload) is kept through the run that first keeps it and until
-    `delete_retention_s` has passed since then; a later run drops it."""
+def with_tombstone_flag(rows: DataFrame, now: datetime, delete_retention_s: int) -> DataFrame:
+    """Adds `_expired`: a tombstone (empty payload) is kept through the run that first keeps it
+    (its `tombstone_since` is set then) and until `delete_retention_s` has passed since; a later
+    run drops it."""
     is_tomb = F.col("payload_size") == 0
     since = F.coalesce(F.col("tombstone_since"), F.lit(now).cast("timestamp"))
     rows = rows.withColumn("tombstone_since", F.when(is_tomb, since))
     expired = is_tomb & (F.col("tombstone_since") < F.lit(now)) & (
         F.col("tombstone_since") + F.expr(f"INTERVAL {int(delete_retention_s)} SECONDS") <= F.lit(now)
     )
-    return rows.where(~expired)
+    return rows.withColumn("_expired", expired)
 
 
-def retention_marks(rows: DataFrame, now: datetime, retention_s: int | None, retention_bytes: int | None) -> DataFrame:
-    """`compact,delete`: mark (drop) a row older than `retention_s`, or one whose size, summed
-    with every newer survivor's, exceeds `retention_bytes`. Either rule suffices."""
+def with_retention_flag(rows: DataFrame, now: datetime, retention_s: int | None, retention_bytes: int | None) -> DataFrame:
+    """Adds `_marked` (`compact,delete`): a row older than `retention_s`, or one whose size,
+    summed with every newer row's, exceeds `retention_bytes`. Either rule suffices. (Tombstones
+    weigh nothing, so dropping expired ones first would change no total.)"""
+    marked = F.lit(False)
     if retention_s is not None:
-        rows = rows.where(F.col("published_at") >= F.lit(now) - F.expr(f"INTERVAL {int(retention_s)} SECONDS"))
+        marked = marked | (F.col("published_at") < F.lit(now) - F.expr(f"INTERVAL {int(retention_s)} SECONDS"))
     if retention_bytes is not None:
         newest_first = Window.orderBy(F.col("published_at").desc(), F.col("segment").cast("int").desc(),
                                       F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        rows = rows.withColumn("_total", F.sum("payload_size").over(newest_first))
-        rows = rows.where(F.col("_total") <= F.lit(retention_bytes)).drop("_total")
-    return rows
+        marked = marked | (F.sum("payload_size").over(newest_first) > F.lit(retention_bytes))
+    return rows.withColumn("_marked", marked)
+
+
+def tombstone_lifecycle(rows: DataFrame, now: datetime, delete_retention_s: int) -> DataFrame:
+    """The rows without the tombstones whose time has passed (see `with_tombstone_flag`)."""
+    return with_tombstone_flag(rows, now, delete_retention_s).where(~F.col("_expired")).drop("_expired")
+
+
+def retention_marks(rows: DataFrame, now: datetime, retention_s: int | None, retention_bytes: int | None) -> DataFrame:
+    """The rows the compacted retention keeps (see `with_retention_flag`)."""
+    return with_retention_flag(rows, now, retention_s, retention_bytes).where(~F.col("_marked")).drop("_marked")
 
 
 @dataclass(frozen=True)
@@ -76,57 +88,64 @@ class CompactionSettings:
     retention_bytes: int | None = None
 
 
+def _flagged(previous: DataFrame | None, new_rows: DataFrame, now: datetime, settings: CompactionSettings) -> DataFrame:
+    rows = drop_keyless(new_rows)
+    if previous is not None:
+        rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
+    latest = with_tombstone_flag(latest_per_key(rows), now, settings.delete_retention_s)
+    return with_retention_flag(latest, now, settings.retention_s, settings.retention_bytes)
+
+
+def _kept():
+    return ~F.col("_expired") & ~F.col("_marked")
+
+
 def compact(previous: DataFrame | None, events: DataFrame, now: datetime, settings: CompactionSettings) -> DataFrame:
     """The new view: the previous one followed by the new events, latest per key, tombstones
     through their lifecycle, then the retention marks."""
-    rows = drop_keyless(as_view_rows(events))
-    if previous is not None:
-        rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
-    view = tombstone_lifecycle(latest_per_key(rows), now, settings.delete_retention_s)
-    return retention_marks(view, now, settings.retention_s, settings.retention_bytes)
+    return _flagged(previous, as_view_rows(events), now, settings).where(_kept()).drop("_expired", "_marked")
 
 
 @dataclass
 class CompactionStats:
-    view: DataFrame
+    view: DataFrame  # what to write
     events_in: int  # previous view rows + new events
     bytes_in: int
     keyless: int
     tombstones_dropped: int
     marked: int
+    rows: int  # of the view (one per key)
+    tombstones: int  # kept in the view
+    bytes: int  # payload bytes of the view
 
 
 def compact_with_stats(previous: DataFrame | None, events: DataFrame, now: datetime,
                        settings: CompactionSettings) -> CompactionStats:
-    """`compact`, counting what each step dropped (the run's history record). The latest rows
-    per key are cached for the counts and the write."""
+    """`compact`, with what each step dropped (the run's history record): the steps flag rows
+    instead of dropping them, one aggregation counts the flags, and the view is the unflagged
+    rows (Spark computes the latest rows again for the write: cheaper than caching them)."""
     new_rows = as_view_rows(events)
-    rows = drop_keyless(new_rows)
-    if previous is not None:
-        rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
-    latest = latest_per_key(rows).cache()
-    alive = tombstone_lifecycle(latest, now, settings.delete_retention_s)
-    view = retention_marks(alive, now, settings.retention_s, settings.retention_bytes)
+    flagged = _flagged(previous, new_rows, now, settings)
+    kept = _kept()
+    count = flagged.agg(
+        F.sum(F.col("_expired").cast("int")).alias("expired"),
+        F.sum((~F.col("_expired") & F.col("_marked")).cast("int")).alias("marked"),
+        F.sum(kept.cast("int")).alias("rows"),
+        F.sum((kept & (F.col("payload_size") == 0)).cast("int")).alias("tombstones"),
+        F.sum(F.when(kept, F.col("payload_size"))).alias("bytes"),
+    ).first()
     incoming = new_rows.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("key").isNull().cast("int")).alias("keyless"),
                             F.sum("payload_size").alias("bytes")).first()
     before = (previous.agg(F.count(F.lit(1)).alias("n"), F.sum("payload_size").alias("bytes")).first()
               if previous is not None else None)
-    n_latest = latest.count()
-    n_alive = alive.count()
-    n_view = view.count()
     return CompactionStats(
-        view=view,
+        view=flagged.where(kept).drop("_expired", "_marked"),
         events_in=incoming["n"] + (before["n"] if before else 0),
         bytes_in=(incoming["bytes"] or 0) + ((before["bytes"] or 0) if before else 0),
         keyless=incoming["keyless"] or 0,
-        tombstones_dropped=n_latest - n_alive,
-        marked=n_alive - n_view,
+        tombstones_dropped=count["expired"] or 0,
+        marked=count["marked"] or 0,
+        rows=count["rows"] or 0,
+        tombstones=count["tombstones"] or 0,
+        bytes=count["bytes"] or 0,
     )
-
-
-def summary(view: DataFrame) -> dict:
-    """Rows, keys, tombstones and payload bytes of a written view."""
-    row = view.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("key").alias("keys"),
-                   F.sum((F.col("payload_size") == 0).cast("int")).alias("tombstones"),
-                   F.sum("payload_size").alias("bytes")).first()
-    return {"rows": row["rows"], "keys": row["keys"], "tombstones": row["tombstones"] or 0, "bytes": row["bytes"] or 0}
