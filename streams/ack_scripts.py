@@ -408,16 +408,38 @@ if not floor then return {} end  -- a group not started yet reads them as ordina
 floor = tonumber(floor)
 local nxt = tonumber(redis.call('HGET', state, 'next'))
 local halted = tonumber(redis.call('HGET', state, 'halted') or '-1')
-local queued = {}
+local offs, dues = {}, {}
 for o, due in string.gmatch(ARGV[1], '(%d+):([%d.e+-]+)') do
   local n = tonumber(o)
-  if n >= floor and n < nxt and n ~= halted and not is_acked(n)
-      and not redis.call('ZSCORE', leases, o) and not redis.call('ZSCORE', retry, o)
-      and not redis.call('ZSCORE', dead, o) and redis.call('HEXISTS', poison, o) == 0 then
-    redis.call('ZADD', retry, due, o)
-    redis.call('HSET', epochs, o, 0)  -- never handed out: its first delivery comes
-    queued[#queued + 1] = n
+  if n >= floor and n < nxt and n ~= halted then
+    offs[#offs + 1] = o
+    dues[#dues + 1] = due
   end
 end
-return queued
+if #offs == 0 then return {} end
+-- one lookup per 500 offsets and table, not one per offset
+local function many(command, key)
+  local out = {}
+  for i = 1, #offs, 500 do
+    local part = redis.call(command, key, unpack(offs, i, math.min(i + 499, #offs)))
+    for j = 1, #part do out[i + j - 1] = part[j] end
+  end
+  return out
+end
+local leased, queued, dying, poisoned = many('ZMSCORE', leases), many('ZMSCORE', retry), many('ZMSCORE', dead), many('HMGET', poison)
+local base = abase()
+local adds, marks, queued_now = {}, {}, {}
+for i, o in ipairs(offs) do
+  if not leased[i] and not queued[i] and not dying[i] and not poisoned[i]
+      and redis.call('GETBIT', acked, tonumber(o) - base) == 0 then
+    adds[#adds + 1] = dues[i]
+    adds[#adds + 1] = o
+    marks[#marks + 1] = o
+    marks[#marks + 1] = 0  -- never handed out: its first delivery comes
+    queued_now[#queued_now + 1] = tonumber(o)
+  end
+end
+in_chunks('ZADD', retry, adds, 2)
+in_chunks('HSET', epochs, marks, 2)
+return queued_now
 """

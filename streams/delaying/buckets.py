@@ -47,9 +47,12 @@ def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = ""
     pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:{state}", 1)
     pipe.hincrbyfloat(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:ms", latency)
     pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:latency", f"{kind}:{_latency_bucket(latency)}", 1)
-    pipe.execute()
-    DelayedOp.objects.create(stream=stream, type=kind, state=state, latency_ms=latency, detail=detail[:500])
-    if DelayedOp.objects.filter(stream=stream).count() > OPS_KEPT + 50:
+    if kind == "load" and ok:  # loads come by the thousand: the log keeps at most one a second
+        pipe.set(f"cbr:dl:{{{stream.pk}}}:load-logged", 1, nx=True, px=1000)
+    if not pipe.execute()[-1]:
+        return
+    op = DelayedOp.objects.create(stream=stream, type=kind, state=state, latency_ms=latency, detail=detail[:500])
+    if op.pk % 50 == 0 and DelayedOp.objects.filter(stream=stream).count() > OPS_KEPT + 50:
         keep = DelayedOp.objects.filter(stream=stream).values_list("pk", flat=True)[:OPS_KEPT]
         DelayedOp.objects.filter(stream=stream).exclude(pk__in=list(keep)).delete()
 
@@ -142,11 +145,17 @@ def _register(stream: Stream, bucket: Bucket, name: str, ranges: dict, replaces=
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_next(stream: Stream, bucket_id: int, index: DelayIndex) -> bool:
+def load_next(stream: Stream, bucket_id: int, index: DelayIndex, rows: dict | None = None) -> bool:
     """Load a bucket's next snapshot segment into the shared queue (its current one is running
-    out). False when the snapshot cannot be read: maintenance rebuilds it by replay."""
+    out). False when the snapshot cannot be read: maintenance rebuilds it by replay. `rows`
+    caches registrations across the loads of one hand-out."""
     started = time.monotonic()
-    row = DelayedBucket.objects.filter(stream=stream, pk=bucket_id).first()
+    if rows is None or bucket_id not in rows:
+        row = DelayedBucket.objects.filter(stream=stream, pk=bucket_id).first()
+        if rows is not None:
+            rows[bucket_id] = row
+    else:
+        row = rows[bucket_id]
     number = index.loaded().get(bucket_id, 0)
     if row is None or number >= len(row.segments):
         index.forget_bucket(bucket_id)  # merged or deleted meanwhile: nothing to load from it

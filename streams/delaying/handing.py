@@ -86,34 +86,42 @@ def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTr
     return [(seg, SegmentTracker(redis, g, sub, str(seg), key)) for g, sub in subs for seg in sorted(segments)]
 
 
-def fan_out(stream: Stream, released: list[Released]) -> None:
+def fan_out(stream: Stream, released: list[Released], trackers=None) -> None:
     """Hand released indexes to every reader group of the stream: each group queues those its
     cursor passed over and has not processed (streams.domain.acks.fan_out); the others are
-    ordinary events to it, or below its floor."""
+    ordinary events to it, or below its floor. `trackers` (from `trackers_of`) spares a query."""
     by_segment: dict[int, dict[int, float]] = defaultdict(dict)
     for r in released:
         by_segment[r.segment][r.offset] = r.deliver_at / 1000
+    if trackers is None:
+        trackers = trackers_of(stream, set(by_segment))
     pipe = get_redis().pipeline(transaction=False)
-    for seg, tracker in trackers_of(stream, set(by_segment)):
-        tracker.fan_out(by_segment[seg], pipe)
+    for seg, tracker in trackers:
+        if seg in by_segment:
+            tracker.fan_out(by_segment[seg], pipe)
     pipe.execute()
 
 
-def release_due(stream: Stream, now_ms: int, limit: int = 10_000) -> int:
-    """Release what is due from the stream's index to its reader groups; loads the next
-    snapshot segment of a bucket when its loaded one runs out. Returns how many went out."""
+def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 20) -> int:
+    """Release what is due from the stream's index to its reader groups, loading the next
+    snapshot segment of a bucket when its loaded one runs out; at most `rounds` pops (a read
+    does a few, maintenance many). Returns how many went out."""
     from .buckets import load_next  # noqa: PLC0415  (buckets imports this module)
 
     index = index_of(stream)
     total = 0
-    for _ in range(100):
+    trackers = None
+    rows: dict = {}
+    for _ in range(rounds):
         claimed, load = index.pop(now_ms, limit)
         if claimed:
-            fan_out(stream, claimed)
+            if trackers is None:
+                trackers = trackers_of(stream, {int(s) for s in stream.segment_ids})
+            fan_out(stream, claimed, trackers)
             index.handed(claimed)
             total += len(claimed)
         if load is not None:
-            if not load_next(stream, load, index):
+            if not load_next(stream, load, index, rows):
                 break  # the load failed (logged): maintenance rebuilds the bucket
             continue
         if len(claimed) < limit:

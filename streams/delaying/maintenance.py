@@ -47,7 +47,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
                 if buckets.merge_if_needed(stream, index) is None:
                     break
                 done["merged"] += 1
-    done["released"] = handing.release_due(stream, now_ms)
+    done["released"] = handing.release_due(stream, now_ms, rounds=100_000)
     return done
 
 

@@ -120,23 +120,27 @@ for _, src in ipairs(sources) do
 end
 table.sort(cand, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
 local released = tonumber(redis.call('HGET', state, 'released') or '0')
-local moved = {}
-for i = 1, math.min(#cand, limit) do
-  local c = cand[i]
-  redis.call('ZREM', c[3], c[2])
-  moved[#moved + 1] = 0
-  moved[#moved + 1] = c[2] .. ':' .. c[1]
-  if c[1] > released then released = c[1] end
-end
-in_chunks('ZADD', due, moved, 2)
-if #moved > 0 then redis.call('HSET', state, 'released', released) end
+-- first what is in the hand-out area unclaimed (indexes due when added) or whose claim expired
 local claimed = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, limit)
-local claims = {}
+local claims, gone = {}, {}
 for _, m in ipairs(claimed) do
   claims[#claims + 1] = claim_until
   claims[#claims + 1] = m
 end
+-- then the due indexes, moved into it already claimed
+for i = 1, math.min(#cand, limit - #claimed) do
+  local c = cand[i]
+  gone[c[3]] = gone[c[3]] or {}
+  table.insert(gone[c[3]], c[2])
+  local m = c[2] .. ':' .. c[1]
+  claims[#claims + 1] = claim_until
+  claims[#claims + 1] = m
+  claimed[#claimed + 1] = m
+  if c[1] > released then released = c[1] end
+end
+for src, members in pairs(gone) do in_chunks('ZREM', src, members, 1) end
 in_chunks('ZADD', due, claims, 2)
+redis.call('HSET', state, 'released', released)
 return {claimed, load}
 """
 

@@ -69,9 +69,15 @@ def bucket_table(bucket: Bucket) -> pa.Table:
 
 
 def write_snapshot(directory: Path, name: str, bucket: Bucket) -> SnapshotInfo:
+    """One Parquet row group per snapshot segment: a load reads its segment alone."""
     directory.mkdir(parents=True, exist_ok=True)
     sink = pa.BufferOutputStream()
-    pq.write_table(bucket_table(bucket), sink, compression="zstd")
+    table = bucket_table(bucket)
+    with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
+        start = 0
+        for segment in bucket.segments:
+            writer.write_table(table.slice(start, len(segment.indexes)))
+            start += len(segment.indexes)
     data = sink.getvalue().to_pybytes()
     write_atomically(directory / f"{name}.parquet", data)
     info = SnapshotInfo(
@@ -117,10 +123,38 @@ def _checked_table(directory: Path, name: str) -> tuple[SnapshotInfo, pa.Table]:
         raise CorruptSnapshot(f"{name}: not Parquet ({exc})") from exc
 
 
+_VERIFIED: dict[Path, tuple] = {}  # snapshot files whose checksum this process checked: (size, mtime)
+
+
+def _verified(directory: Path, name: str) -> SnapshotInfo:
+    """The metadata, once the Parquet file's checksum was checked (once per process and file
+    version: a load reads one row group, not the whole file)."""
+    path = directory / f"{name}.parquet"
+    info, crc = read_metadata(directory, name)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise CorruptSnapshot(f"{name}: data unreadable ({exc})") from exc
+    if _VERIFIED.get(path) != (st.st_size, st.st_mtime_ns):
+        _checked_table(directory, name)
+        if len(_VERIFIED) > 10_000:
+            _VERIFIED.clear()
+        _VERIFIED[path] = (st.st_size, st.st_mtime_ns)
+    return info
+
+
 def read_segment(directory: Path, name: str, number: int) -> list[Index]:
     """One snapshot segment's indexes, in order (what a load puts into the shared queue)."""
-    info, table = _checked_table(directory, name)
-    rows = table.filter(pa.compute.equal(table["segment_no"], number)).to_pydict()
+    info = _verified(directory, name)
+    try:
+        parquet = pq.ParquetFile(directory / f"{name}.parquet")
+        if parquet.metadata.num_row_groups == len(info.segments):
+            rows = parquet.read_row_group(number).to_pydict()
+        else:  # written before one row group per segment
+            table = parquet.read()
+            rows = table.filter(pa.compute.equal(table["segment_no"], number)).to_pydict()
+    except (pa.ArrowException, OSError, IndexError) as exc:
+        raise CorruptSnapshot(f"{name}: segment {number} unreadable ({exc})") from exc
     out = [Index(at, chunk, seg, offset) for at, chunk, seg, offset in
            zip(rows["deliver_at"], rows["chunk"], rows["segment"], rows["offset"], strict=True)]
     if number >= len(info.segments) or len(out) != info.segments[number]["count"]:
