@@ -154,6 +154,9 @@ CBR_DELAYED_SPARK_MIN_INDEXES = env_int("CBR_DELAYED_SPARK_MIN_INDEXES", 500_000
 CBR_DELAY_CLOCK_SKEW_MS = env_int("CBR_DELAY_CLOCK_SKEW_MS", 2_000, minimum=0)
 # a maintenance round that died holding a stream's lock holds it at most this long
 CBR_DELAYED_LOCK_S = env_int("CBR_DELAYED_LOCK_S", 600, minimum=1)
+# a publish of delayed events that has not finished indexing them after this long died: its
+# segments are re-read from where they were (seconds)
+CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum=1)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)

@@ -185,7 +185,9 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     from .delaying.handing import publish_hook  # noqa: PLC0415  (it imports this module)
 
     hook = publish_hook(stream)
+    hook.begin()
     positions = stream_log(stream).append(events, on_commit=hook)
+    hook.done()
     if hook.not_live:
         from .delaying.handing import ensure_live, index_of  # noqa: PLC0415
 

@@ -29,6 +29,13 @@ class CompactionRunSerializer(serializers.ModelSerializer):
                   "finished_at", "duration_s"]
 
 
+class CompactedPageSerializer(serializers.Serializer):
+    generation = serializers.IntegerField(allow_null=True)
+    horizon = serializers.DictField(child=serializers.IntegerField())
+    events = serializers.ListField(child=serializers.DictField())
+    next_after = serializers.CharField(allow_null=True)
+
+
 def _compacted(scope: str, name: str):
     stream = get_stream(scope, name)
     if stream.cleanup_policy not in COMPACTED:
@@ -52,7 +59,7 @@ def _int(request, field: str, default: int, low: int, high: int) -> int:
 
 class CompactedViewView(APIView):
     @extend_schema(parameters=[OpenApiParameter("key", str), OpenApiParameter("after", str),
-                               OpenApiParameter("limit", int)])
+                               OpenApiParameter("limit", int)], responses=CompactedPageSerializer)
     def get(self, request, scope, name):
         """The stream's compacted view: the latest event per key, in key order, paged by key."""
         stream = _compacted(scope, name)

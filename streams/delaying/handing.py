@@ -4,7 +4,11 @@ order), reads release the due ones to every reader group of the stream."""
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections import defaultdict
+
+import orjson
 
 from django.conf import settings
 
@@ -13,6 +17,7 @@ from cbrweb.redis_client import get_redis
 from ..ack_tracker import SegmentTracker
 from ..domain.delayed import DelayedConfig
 from ..models import DelayedIndex, Stream, Subscription
+from ..services import stream_log
 from ..storage.framing import EventIn
 from .index import DelayIndex, Released, state_key
 
@@ -63,6 +68,19 @@ def publish_hook(stream: Stream):
             missing.append(True)
 
     missing: list[bool] = []
+    token = f"{os.getpid()}:{time.time_ns()}"
+
+    def begin() -> None:
+        """Before the append: note where every segment's tail is. A publisher killed between
+        its append and the index taking it leaves this note behind; maintenance re-reads from
+        there (`reindex_unfinished`)."""
+        cut = stream_log(stream).tail_cut()
+        index.redis.hset(index.prefix + ":publishing", token, orjson.dumps({"at": time.time(), "cut": cut}))
+
+    def done() -> None:
+        index.redis.hdel(index.prefix + ":publishing", token)
+
+    on_commit.begin, on_commit.done = begin, done
     on_commit.sealed = sealed  # generations to seal once the publish is done
     on_commit.not_live = missing  # the index is not live: see `ensure_live`, after the append
     return on_commit
@@ -127,3 +145,37 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
         if len(claimed) < limit:
             break
     return total
+
+
+def reindex_unfinished(stream: Stream, now_ms: int) -> int:
+    """Publishes that died between their append and the index taking their delayed events (their
+    note older than `CBR_DELAYED_PUBLISH_STALE_S`): re-read the stream from the tails they noted
+    and index what is delayed (repeats are harmless: the index and the groups drop them)."""
+    index = index_of(stream)
+    key = index.prefix + ":publishing"
+    stale = time.time() - settings.CBR_DELAYED_PUBLISH_STALE_S
+    notes = {t: orjson.loads(v) for t, v in index.redis.hgetall(key).items()}
+    dead = {t: n for t, n in notes.items() if n["at"] < stale}
+    if not dead:
+        return 0
+    start = {}
+    for note in dead.values():
+        for seg, offset in note["cut"].items():
+            start[seg] = min(start.get(seg, offset), offset)
+    config = config_of(stream)
+    found = 0
+    log_ = stream_log(stream)
+    for seg, offset in start.items():
+        segment = log_.segment(seg)
+        end = segment.committed_tail().next_offset
+        while offset < end:
+            records = segment.read(offset, min(10_000, end - offset))
+            if not records:
+                break
+            batch = [(int(seg), r.offset, r.deliver_at_ms) for r in records if r.deliver_at_ms is not None]
+            if batch:
+                index.add(batch, now_ms, config.min_index_count_per_bucket)
+                found += len(batch)
+            offset = records[-1].offset + 1
+    index.redis.hdel(key, *dead)
+    return found

@@ -29,6 +29,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
         if "recovered" not in state:
             buckets.recover(stream, now_ms, index)
             done["recovered"] = True
+        handing.reindex_unfinished(stream, now_ms)  # publishes that died before indexing
         for gen in index.sealing():
             done["sealed"] += buckets.seal(stream, gen, index) is not None
         loaded = index.loaded()

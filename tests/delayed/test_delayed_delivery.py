@@ -244,3 +244,20 @@ def test_the_delayed_index_command_recovers_and_replays_a_stream(api, clock, red
     assert "100 indexes re-read" in out.getvalue()
     with pytest.raises(Exception, match="no stream"):
         call_command("delayed_index", "--stream", "shop/nope")
+
+
+def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_maintenance(api, clock, settings):
+    settings.CBR_DELAYED_PUBLISH_STALE_S = 1
+    stream = make_stream(api)
+    make_group(api)
+    due_ms = int((clock.now + 30) * 1000)
+    services.do_publish(stream, [EventIn(b"indexed", deliver_at_ms=due_ms)])  # the index is live
+    hook = handing.publish_hook(stream)
+    hook.begin()  # the publisher noted where the tails were, appended, and died before indexing
+    services.stream_log(stream).append([EventIn(b"lost?", deliver_at_ms=due_ms + 1)])
+    assert api.post(URL + "shop/billing/read/", {"max_events": 10}, format="json").json()["deliveries"] == []
+    time.sleep(1.1)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    assert handing.index_of(stream).counts()["mutable"] == 2
+    got = drain(api, clock, until_s=60)
+    assert sorted(d["payload"] for _, d in got) == ["indexed", "lost?"]

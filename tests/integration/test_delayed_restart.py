@@ -62,6 +62,7 @@ while True:
 def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothing_early(settings, tmp_path, monkeypatch):
     from django.db import connection
 
+    settings.CBR_DELAYED_PUBLISH_STALE_S = 1  # a publish killed before indexing is redone at once
     stream = services.do_create_stream(scope="it", name="later", segment_count=2, delayed_index={
         "min_index_count_per_bucket": 15, "max_time_step_per_segment_s": 10,
         "max_indexes_per_segment": 4, "max_num_buckets": 3})
