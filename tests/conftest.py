@@ -110,3 +110,26 @@ def spark():
     session = get_spark(master="local[2]")
     yield session
     stop_spark()
+
+
+class Clock:
+    """The readers' clock, from the real time (publishing stamps and indexes delayed events by
+    the real clock) forward as a test moves it."""
+
+    def __init__(self, start: float | None = None):
+        import time
+
+        self.now = time.time() if start is None else start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The clock of leases, delays and delivery times, moved by the test (`clock.now += 60`)."""
+    from streams import consuming
+
+    clock = Clock()
+    monkeypatch.setattr(consuming.positions, "clock", clock)
+    return clock

@@ -13,6 +13,15 @@ local function sealing_keys()
   end
   return out
 end
+local function drop_gen(gen)
+  -- a sealing generation is done with: its sets go, and it leaves the state's list
+  redis.call('DEL', prefix .. ':sealing:' .. gen, prefix .. ':sealrange:' .. gen)
+  local left = {}
+  for g in string.gmatch(redis.call('HGET', state, 'sealing') or '', '%d+') do
+    if g ~= gen then left[#left + 1] = g end
+  end
+  redis.call('HSET', state, 'sealing', table.concat(left, ','))
+end
 local function in_chunks(command, key, items, width, flag)
   local step = 500 * width
   for i = 1, #items, step do
@@ -149,15 +158,7 @@ return {claimed, load}
 # none), "segment:offset:deliver_at,…". Loads nothing when another process loaded it first.
 LOAD = _COMMON + """
 local bucket, expected, edge, gen = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-if gen ~= '' then
-  -- the sealed generation's registered bucket takes over from its sealing set
-  redis.call('DEL', prefix .. ':sealing:' .. gen, prefix .. ':sealrange:' .. gen)
-  local left = {}
-  for g in string.gmatch(redis.call('HGET', state, 'sealing') or '', '%d+') do
-    if g ~= gen then left[#left + 1] = g end
-  end
-  redis.call('HSET', state, 'sealing', table.concat(left, ','))
-end
+if gen ~= '' then drop_gen(gen) end  -- its registered bucket takes over from its sealing set
 if tonumber(redis.call('HGET', loaded, bucket) or '0') ~= expected then return 0 end
 local items = {}
 for seg, off, at in string.gmatch(ARGV[5], '(%d+):(%d+):(%d+)') do
@@ -172,12 +173,6 @@ return 1
 
 # ARGV: a sealing generation with nothing left to seal (every index of it came due meanwhile)
 DROP_GEN = _COMMON + """
-local gen = ARGV[1]
-redis.call('DEL', prefix .. ':sealing:' .. gen, prefix .. ':sealrange:' .. gen)
-local left = {}
-for g in string.gmatch(redis.call('HGET', state, 'sealing') or '', '%d+') do
-  if g ~= gen then left[#left + 1] = g end
-end
-redis.call('HSET', state, 'sealing', table.concat(left, ','))
+drop_gen(ARGV[1])
 return 1
 """

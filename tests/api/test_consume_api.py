@@ -1,7 +1,6 @@
 """Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
 checkpoints, updates, against the real segment store and Redis."""
 
-import time
 
 import pytest
 
@@ -14,24 +13,6 @@ pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/reader-groups/"
 G = URL + "shop/billing/"
-
-
-class Clock:
-    """The readers' clock, from the real time (publishing stamps and indexes delayed events by
-    the real clock) forward as a test moves it."""
-
-    def __init__(self, start: float | None = None):
-        self.now = time.time() if start is None else start
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(consuming.positions, "clock", clock)
-    return clock
 
 
 def key_for(stream, segment: str) -> bytes:

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis as redis_lib
 
-from streams import consuming, services
+from streams import services
 from streams.delaying import buckets, handing, maintenance
 from streams.models import DelayedBucket, DelayedOp, Stream
 from streams.storage.framing import EventIn
@@ -18,21 +18,6 @@ pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/reader-groups/"
 SMALL = {"min_index_count_per_bucket": 20, "max_time_step_per_segment_s": 30, "max_indexes_per_segment": 5}
-
-
-class Clock:
-    def __init__(self):
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(consuming.positions, "clock", clock)
-    return clock
 
 
 @pytest.fixture
