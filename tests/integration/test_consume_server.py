@@ -48,11 +48,14 @@ def test_two_consumers_of_one_group_never_share_a_live_delivery(web_server, toke
     Client(web_server.url, token=token).create_reader_group("it", "pair", ["it/shared"], ack_timeout_s=120)
     seen: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
     errors = []
+    ready = threading.Barrier(len(seen))
 
     def consume(name):
         try:
             with Client(web_server.url, token=token) as cbr:
                 group = cbr.reader_group("it/pair")
+                cbr.stream("it/shared")  # connected: both start reading together
+                ready.wait(30)
                 for message in group.consume(max_events=37, wait_ms=200, consumer=name, idle_stop=True):
                     with message:
                         seen[name].append((message.data["segment"], message.data["offset"]))
