@@ -17,13 +17,17 @@ The rules this module keeps, and must never break:
 - anything in the active chunk past the committed tail is a write whose publish was never
   acknowledged: recovery cuts it. After a reboot (or a missing tail file) recovery instead scans
   the active chunk and keeps its prefix of whole, CRC-valid batches;
-- truncation moves the head first (logical, at once), then deletes whole chunks before it.
+- truncation moves the head first (logical, at once), then deletes whole chunks before it;
+- an append that fails (a full disk above all) leaves nothing behind: its bytes are cut back to
+  the committed tail before the error goes up, so the space is free again and no torn record
+  ever lies past the tail (`StorageFull` when the filesystem had no room).
 No Django, no database.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import fcntl
 import os
 import struct
@@ -143,6 +147,30 @@ class CorruptSegment(Exception):
     """A sealed chunk failed its CRC check: data on disk is damaged."""
 
 
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class StorageFull(OSError):
+    """The store's filesystem has no room left (ENOSPC) or the user's quota is spent (EDQUOT).
+    Raised by an append only after its partial write was cut back: nothing of it was committed."""
+
+    def __init__(self, path: Path, cause: OSError):
+        super().__init__(cause.errno, f"no space left for {path}: {cause.strerror}")
+        self.path = path
+
+
+def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
+    """`pwrite` until every byte is written: a write that meets a full disk first returns short
+    (what fitted) and only the next one fails, so one unchecked call can leave a torn record."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, pos)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+        pos += written
+
+
 def chunk_name(base: int, suffix: str) -> str:
     return f"{base:020d}.{suffix}"
 
@@ -207,7 +235,7 @@ class Segment:
     def _write_tail(self, tail: Tail) -> None:
         fd = os.open(self._tail_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, tail.pack(), 0)
+            _pwrite_all(fd, tail.pack(), 0)
         finally:
             os.close(fd)
 
@@ -238,7 +266,7 @@ class Segment:
         created = not os.path.exists(self._head_path)
         fd = os.open(self._head_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, body + struct.pack("<I", crc32c(body)), 0)
+            _pwrite_all(fd, body + struct.pack("<I", crc32c(body)), 0)
             if durable:
                 os.fdatasync(fd)
         finally:
@@ -317,11 +345,17 @@ class Segment:
         path = self.chunk_path(base)
         tmp = path.with_suffix(".chunk.tmp")
         durable = self.config.fsync != "never"
-        with open(tmp, "wb") as f:
-            f.write(framing.encode_chunk_header(base, cum_size))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(framing.encode_chunk_header(base, cum_size))
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+        except OSError as exc:
+            _unlink_quietly(tmp)  # a half-made chunk must not keep the space it took
+            if exc.errno in NO_SPACE_ERRNOS:
+                raise StorageFull(path, exc) from exc
+            raise
         os.replace(tmp, path)
         if durable:
             _fsync_dir(self.path)
@@ -375,8 +409,13 @@ class Segment:
     def _cut_index(self, base: int, valid_len: int) -> None:
         offsets, positions = self._load_index(base)
         keep = bisect.bisect_left(positions, valid_len)
-        if keep < len(positions):
-            os.truncate(self.chunk_path(base, "idx"), keep * INDEX_ENTRY.size)
+        path = self.chunk_path(base, "idx")
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            return
+        if size != keep * INDEX_ENTRY.size:  # entries past the end, or half an entry (a short write)
+            os.truncate(path, keep * INDEX_ENTRY.size)
 
     def _last_index_pos(self, base: int) -> int:
         _, positions = self._load_index(base)
@@ -410,32 +449,52 @@ class Segment:
             data, rel_positions, cum_after = framing.encode_batch(
                 events, tail.next_offset, tail.cum_size, now_ms
             )
-            fd = self._chunk_fd(tail.active_base)
             start = tail.committed_pos
-            if self.config.fsync == "always":
-                ends = rel_positions[1:] + [len(data)]
-                for begin, end in zip(rel_positions, ends):
-                    os.pwrite(fd, data[begin:end], start + begin)
-                    os.fdatasync(fd)
-            else:
-                os.pwrite(fd, data, start)
-                if self.config.fsync == "batch":
-                    os.fdatasync(fd)
-            last_index_pos = self._append_index(tail, start, rel_positions)
-            empty = start == framing.CHUNK_HEADER_SIZE
-            new_tail = Tail(
-                tail.active_base,
-                start + len(data),
-                tail.next_offset + len(events),
-                cum_after,
-                now_ms if empty else tail.created_ms,  # the age of a chunk is its first record's
-                last_index_pos,
-                BOOT_ID,
-            )
-            self._write_tail(new_tail)
+            try:
+                fd = self._chunk_fd(tail.active_base)
+                if self.config.fsync == "always":
+                    ends = rel_positions[1:] + [len(data)]
+                    for begin, end in zip(rel_positions, ends):
+                        _pwrite_all(fd, data[begin:end], start + begin)
+                        os.fdatasync(fd)
+                else:
+                    _pwrite_all(fd, data, start)
+                    if self.config.fsync == "batch":
+                        os.fdatasync(fd)
+                last_index_pos = self._append_index(tail, start, rel_positions)
+                empty = start == framing.CHUNK_HEADER_SIZE
+                new_tail = Tail(
+                    tail.active_base,
+                    start + len(data),
+                    tail.next_offset + len(events),
+                    cum_after,
+                    now_ms if empty else tail.created_ms,  # the age of a chunk is its first record's
+                    last_index_pos,
+                    BOOT_ID,
+                )
+                self._write_tail(new_tail)
+            except OSError as exc:
+                self._undo_append(tail)
+                if exc.errno in NO_SPACE_ERRNOS:
+                    raise StorageFull(self.chunk_path(tail.active_base), exc) from exc
+                raise
             if on_commit is not None:
                 on_commit(tail.next_offset, now_ms)
         return AppendResult(tail.next_offset, len(events), cum_after, sealed)
+
+    def _undo_append(self, tail: Tail) -> None:
+        """Cut a failed append back to the committed tail `tail` (its chunk, its index entries and
+        the tail file), so the bytes it wrote free their space now rather than at the next
+        writer's recovery. If this fails too, the tail file still names the committed end (or is
+        torn, and recovery scans): the next writer cuts the rest."""
+        try:
+            os.truncate(self.chunk_path(tail.active_base), tail.committed_pos)
+            self._cut_index(tail.active_base, tail.committed_pos)
+            self._index_cache.pop(tail.active_base, None)
+            if self._read_tail() != tail:
+                self._write_tail(tail)  # a tail write that failed half-way
+        except OSError:
+            pass
 
     def _should_roll(self, tail: Tail, now_ms: int) -> bool:
         used = tail.committed_pos - framing.CHUNK_HEADER_SIZE
@@ -459,7 +518,7 @@ class Segment:
         if entries:
             fd = os.open(self.chunk_path(tail.active_base, "idx"), os.O_WRONLY | os.O_CREAT, 0o644)
             try:
-                os.pwrite(fd, bytes(entries), os.fstat(fd).st_size)
+                _pwrite_all(fd, bytes(entries), os.fstat(fd).st_size)
             finally:
                 os.close(fd)
         return max(last, 0)
@@ -730,6 +789,13 @@ def _read_small(path: str, size: int) -> bytes | None:
         return os.read(fd, size + 1)  # one byte more: a longer file is not a valid record
     finally:
         os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _body_len(data: bytes, pos: int) -> int:
