@@ -16,11 +16,11 @@ from django.utils import timezone
 from retention.models import RetentionPolicy
 from retention.policy_spec import PolicySpec
 
-from .domain.errors import FieldError
+from .domain.errors import FieldError, insufficient_storage
 from .domain.events import PublishLimits
 from .models import Scope, Segment, Stream
 from .storage.framing import EventIn
-from .storage.segment import SegmentInfo, StoreConfig
+from .storage.segment import SegmentInfo, StorageFull, StoreConfig
 from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,19 @@ def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
 
 def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     """Append a validated batch; returns once it is durable (CBR_FSYNC). Delayed events go to
-    the stream's delayed index as each segment's part commits (streams.delaying)."""
+    the stream's delayed index as each segment's part commits (streams.delaying).
+
+    A full data disk refuses the publish (507 `insufficient_storage`): the segment that did not
+    fit committed nothing of it. A batch spread over several segments is appended to them in
+    parallel, so the parts for other segments may have been committed (as with any failed
+    publish, the producer sends it again: at-least-once)."""
+    try:
+        return _publish(stream, events)
+    except StorageFull as full:
+        raise insufficient_storage() from full
+
+
+def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     if not any(ev.deliver_at_ms is not None for ev in events):
         return stream_log(stream).append(events)
     from .delaying.handing import publish_hook  # noqa: PLC0415  (it imports this module)

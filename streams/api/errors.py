@@ -6,15 +6,27 @@ carries DRF's full per-field detail when a serializer found several. Bad input i
 
 from __future__ import annotations
 
+import errno
+import logging
+
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from streams.domain.errors import FieldError
+from streams.domain.errors import FieldError, insufficient_storage
+
+logger = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # a full disk met outside publishing (a stream's first chunk, a dead-letter append): an
+        # append cuts back what it wrote; say so instead of a 500
+        return exception_handler(insufficient_storage(), context)
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return _database_unavailable(exc)
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
@@ -60,3 +72,18 @@ def _code_for(status_code: int) -> str:
     return {401: "not_authenticated", 403: "permission_denied", 405: "method_not_allowed"}.get(
         status_code, "error"
     )
+
+
+def _database_unavailable(exc) -> Response:
+    """The database connection was lost mid-request (a restart, a failover, a killed backend),
+    or the database could not serve it (SQLite locked past its timeout). The database rolled the
+    request's transaction back, and nothing in the store waits on a row written in the same
+    request (a publish writes no row): the client may retry. Django closes the broken connection
+    when the request ends; the next request opens a new one."""
+    logger.warning("database unavailable: %s", exc)
+    response = Response(
+        {"code": "database_unavailable", "message": f"the database could not serve this request ({exc}); retry it"},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = "1"
+    return response

@@ -18,3 +18,15 @@ class FieldError(ValueError):
         self.status = status
         self.code = code
         self.details = details or {}  # more of the answer, e.g. what was applied before a refusal
+
+
+def insufficient_storage() -> FieldError:
+    """The segment store's disk is full: 507, shaped like `stream_full` (the other 507)."""
+    return FieldError(
+        "events",
+        "the segment store's disk is full (no space left in CBR_DATA_DIR); nothing of this "
+        "batch was written to the segment that did not fit; publishing resumes once space is "
+        "freed (retention, a bigger disk)",
+        507,
+        "insufficient_storage",
+    )

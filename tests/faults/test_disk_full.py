@@ -1,0 +1,83 @@
+"""The data disk fills up under the real web server (CBR_DATA_DIR on a 1 MiB tmpfs): publishing
+is refused with 507 `insufficient_storage` (JSON naming the problem, never a 500), nothing torn
+is readable, every 201'd event stays intact; freeing space (a truncation, then a bigger disk)
+lets publishing go on at the next offset."""
+
+import pytest
+import tiny_disk
+
+from streams import services
+from streams.client import CBRError, Client
+
+from .invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+STREAM = "faults/full"
+
+# The server's store must sit on the small filesystem from its start; mounting one needs root
+# here (CI runs as root). tests/storage/test_disk_full.py covers the store without root too.
+if not tiny_disk.is_root():
+    pytest.skip("mounting a tmpfs for the server's data dir needs root (CI runs as root)", allow_module_level=True)
+
+
+@pytest.fixture
+def data_dir(tmp_path, settings):
+    """The segment store on a 1 MiB tmpfs, for the server and for this process alike."""
+    with tiny_disk.tmpfs(tmp_path / "data", "1m") as disk:
+        settings.CBR_DATA_DIR = disk
+        yield disk
+
+
+def publish_until_refused(cbr, ledger, tag):
+    for b in range(10_000):
+        payloads = [f"{tag}-{b}-{i}-".encode() + b"z" * 3000 for i in range(1 + b % 5)]
+        try:
+            positions = cbr.publish(STREAM, [p.decode() for p in payloads])
+        except CBRError as refused:
+            return refused
+        ledger.record(STREAM, positions, payloads)
+    raise AssertionError("the disk never filled")
+
+
+def test_a_full_data_disk_refuses_publishing_with_507_and_corrupts_nothing(small_chunks, data_dir, web_server, token):
+    # given a stream on a 1 MiB disk, published to until the disk is full
+    services.do_create_stream(scope="faults", name="full", segment_count=2)
+    cbr = Client(web_server.url, token=token)
+    ledger = PublishLedger()
+    refused = publish_until_refused(cbr, ledger, "a")
+
+    # then the refusal is a 507 that says what is wrong, and stays one
+    assert refused.status == 507, refused.body
+    assert refused.code == "insufficient_storage" and refused.field == "events"
+    assert "disk is full" in refused.body["message"]
+    for _ in range(3):
+        with pytest.raises(CBRError) as again:
+            cbr.publish(STREAM, ["y" * 20_000] * 4)
+        assert again.value.status == 507
+    accepted = len(ledger.events[STREAM])
+    assert accepted > 100
+
+    # nothing torn, nothing lost; reads work on the full disk
+    check_published_intact(ledger)
+    check_nothing_before_head_over_api(cbr, STREAM)
+    assert len(cbr.request("GET", f"streams/{STREAM}/events/?limit=1000")["events"]) == accepted
+
+    # when a truncation frees whole chunks, publishing goes on at the next offset
+    stream = stream_named(STREAM)
+    tails = services.stream_log(stream).tail_cut()
+    cut = {seg: tail // 2 for seg, tail in tails.items()}
+    cbr.request("POST", f"streams/{STREAM}/truncate/", {"stream_cut": cut})
+    refused_again = publish_until_refused(cbr, ledger, "b")
+    assert refused_again.status == 507
+    assert len(ledger.events[STREAM]) > accepted
+    check_published_intact(ledger)
+    check_nothing_before_head_over_api(cbr, STREAM)
+
+    # and with a bigger disk, too
+    tiny_disk.remount(data_dir, "4m")
+    positions = cbr.publish(STREAM, [{"payload": "after", "routing_key": "r"}])
+    seg = positions[0]["segment"]
+    assert positions[0]["offset"] == services.stream_log(stream).segment(seg).committed_tail().next_offset - 1
+    ledger.record(STREAM, positions, [b"after"])
+    check_published_intact(ledger)
