@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "streams",
     "retention",
     "compaction",
+    "access",
 ]
 
 MIDDLEWARE = [
@@ -81,6 +83,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "access.context_processors.access",
             ],
         },
     }
@@ -163,6 +166,22 @@ CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# The cache counts failed sign-ins (access.login), shared by every web process.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "cbr:cache",
+    }
+}
+# Failed sign-ins allowed per client address and per username in a window ("10/5m": 10 in five
+# minutes); past it, sign-in answers 429 until the window ends, even with the right password.
+CBR_LOGIN_FAILURES = env_str("CBR_LOGIN_FAILURES", "10/5m")
+if not re.fullmatch(r"[1-9][0-9]*/[1-9]?[0-9]*[smhd]", CBR_LOGIN_FAILURES):
+    raise ImproperlyConfigured("CBR_LOGIN_FAILURES must look like 10/5m (count/[n]s|m|h|d)")
+RATELIMIT_FAIL_OPEN = True  # a cache that does not answer must not lock everybody out
+# Behind a proxy, count by the address it forwards (e.g. HTTP_X_FORWARDED_FOR; docs/security.md)
+RATELIMIT_IP_META_KEY = env_str("CBR_CLIENT_IP_HEADER", "REMOTE_ADDR")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_SERIALIZER = "json"
@@ -203,9 +222,10 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
+        "access.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["access.permissions.CbrAccess"],
     "DEFAULT_PARSER_CLASSES": ["streams.api.rendering.ORJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["streams.api.rendering.ORJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",

@@ -13,3 +13,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
 # The live server's thread must not hold a connection past its requests: the test database is
 # dropped at the end of the run.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+# Failed sign-ins are counted per test process (a test clears them); the real settings share
+# the count through Redis.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -4,13 +4,13 @@ services; a view decides once, at its end, whether to send a page or a fragment.
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponseBadRequest, HttpResponseForbidden
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods
 
+from access.permissions import can, console_access
+from access.rules import Action, TargetKind
 from compaction.models import CompactionRun
 from compaction.runs import COMPACTED, CompactionBusy, queue_run
 from retention import charts
@@ -36,12 +36,16 @@ SORTS = {
 }
 
 
+VIEW = {"GET": Action.VIEW}
+STREAM = TargetKind.STREAM
+
+
 def htmx_partial(request) -> bool:
     """Send a fragment only to htmx requests that are not boosted page loads (NetBox)."""
     return bool(request.htmx) and not request.htmx.boosted
 
 
-@login_required
+@console_access(VIEW)
 def dashboard(request):
     streams = Stream.objects.with_sizes()
     totals = {"streams": 0, "bytes": 0, "events": 0}
@@ -64,7 +68,7 @@ def dashboard(request):
     return render(request, "streams/dashboard.html", context)
 
 
-@login_required
+@console_access(VIEW)
 def stream_list(request):
     query = request.GET.get("q", "").strip()
     sort = request.GET.get("sort", "name")
@@ -92,7 +96,7 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
         "policy": policy,
         "form": form or PolicyForm(initial=PolicyForm.initial_for(policy)),
         "editing": editing,
-        "can_edit": request.user.is_staff,
+        "can_edit": can(request, Action.MANAGE_STREAMS),
     }
 
 
@@ -152,38 +156,35 @@ def _compaction_context(request, stream, notice: str = "", warn: bool = False) -
             "notice": notice,
             "notice_warns": warn,
         },
-        "can_compact": request.user.is_staff,
+        "can_compact": can(request, Action.RUN_JOBS),
     }
 
 
-@login_required
+@console_access(VIEW)
 def stream_detail(request, scope, name):
     stream = _stream(scope, name)
     return render(request, "streams/detail.html", _detail_context(request, stream))
 
 
-@login_required
+@console_access(VIEW)
 def delayed_panel(request, scope, name):
     """The delayed-delivery panel alone: the stream page polls it every 3 s."""
     stream = _stream(scope, name)
     return render(request, "streams/detail.html#delayed-panel", _delayed_context(stream))
 
 
-@login_required
+@console_access(VIEW)
 def compaction_panel(request, scope, name):
     """The compaction panel alone: the stream page polls it every 3 s (a running run's phase)."""
     stream = _stream(scope, name)
     return render(request, "streams/_compaction.html", _compaction_context(request, stream))
 
 
-@login_required
-@require_http_methods(["POST"])
+@console_access({"POST": Action.RUN_JOBS}, STREAM)
 def compact_now(request, scope, name):
     """Queue a compaction of this stream for the worker; answer with the panel, which says
     whether it was queued or one was already queued or running."""
     stream = _stream(scope, name)
-    if not request.user.is_staff:
-        return HttpResponseForbidden("only admins run compactions")
     if stream.cleanup_policy not in COMPACTED:
         return HttpResponseBadRequest(f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})")
     try:
@@ -201,19 +202,16 @@ def compact_now(request, scope, name):
     return redirect("console:stream", scope=scope, name=name)
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
+@console_access({"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}, STREAM)
 def policy_panel(request, scope, name):
     stream = _stream(scope, name)
     if request.method == "GET":
-        editing = request.GET.get("edit") == "1" and request.user.is_staff
+        editing = request.GET.get("edit") == "1" and can(request, Action.MANAGE_STREAMS)
         return render(
             request,
             "streams/detail.html#policy-panel",
             _policy_context(request, stream, editing=editing),
         )
-    if not request.user.is_staff:
-        return HttpResponseForbidden("only admins change retention policies")
     form = PolicyForm(request.POST)
     if form.is_valid():
         services.do_set_policy(stream, form.cleaned_data["spec"], request.user)
@@ -231,15 +229,12 @@ def policy_panel(request, scope, name):
     )
 
 
-@login_required
-@require_http_methods(["POST"])
+@console_access({"POST": Action.RUN_JOBS}, STREAM)
 def run_retention_now(request, scope, name):
     """Queue a retention cycle for this stream; answer with a progress panel that polls."""
     from retention.services import queue_stream_cycle
 
     stream = _stream(scope, name)
-    if not request.user.is_staff:
-        return HttpResponseForbidden("only admins run retention cycles")
     if getattr(stream, "retention_policy", None) is None:
         return HttpResponseBadRequest("this stream has no retention policy")
     cycle = queue_stream_cycle(stream, "console", request.user)
@@ -248,7 +243,7 @@ def run_retention_now(request, scope, name):
     return redirect("console:stream", scope=scope, name=name)
 
 
-@login_required
+@console_access(VIEW)
 def cycle_status(request, pk):
     cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope"), pk=pk)
     return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": cycle.stream})
@@ -257,7 +252,7 @@ def cycle_status(request, pk):
 # -- reader groups -------------------------------------------------------------------------
 
 
-@login_required
+@console_access(VIEW)
 def reader_group_list(request):
     groups = ReaderGroup.objects.select_related("scope").prefetch_related("subscription_set__stream__scope")
     page = Paginator(groups, 25).get_page(request.GET.get("page"))
@@ -267,7 +262,7 @@ def reader_group_list(request):
     return render(request, "streams/reader_groups.html", context)
 
 
-@login_required
+@console_access(VIEW)
 def reader_group_detail(request, scope, name):
     group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
     context = {"group": group, "overview": group_overview(group)}

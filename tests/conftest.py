@@ -77,7 +77,17 @@ def admin_user(django_user_model):
 
 @pytest.fixture
 def plain_user(django_user_model):
+    """A signed-in user in no role group: a viewer (docs/security.md)."""
     return django_user_model.objects.create_user("bob", password="pw-bob-123")
+
+
+@pytest.fixture
+def operator_user(django_user_model):
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user("olga", password="pw-olga-123")
+    user.groups.add(Group.objects.get(name="operator"))
+    return user
 
 
 def _client(user):
@@ -98,8 +108,14 @@ def api(admin_user):
 
 @pytest.fixture
 def user_api(plain_user):
-    """An API client authenticated with a non-admin's token."""
+    """An API client authenticated with a viewer's token."""
     return _client(plain_user)
+
+
+@pytest.fixture
+def operator_api(operator_user):
+    """An API client authenticated with an operator's token."""
+    return _client(operator_user)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from access.rules import Action, TargetKind
 from streams.api.views import get_stream
 from streams.domain.errors import FieldError
 
@@ -58,6 +59,9 @@ def _int(request, field: str, default: int, low: int, high: int) -> int:
 
 
 class CompactedViewView(APIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
+
     @extend_schema(parameters=[OpenApiParameter("key", str), OpenApiParameter("after", str),
                                OpenApiParameter("limit", int)], responses=CompactedPageSerializer)
     def get(self, request, scope, name):
@@ -73,6 +77,9 @@ class CompactedViewView(APIView):
 
 
 class CompactionListView(APIView):
+    access = {"GET": Action.VIEW, "POST": Action.RUN_JOBS}
+    access_target = TargetKind.STREAM
+
     @extend_schema(responses=CompactionRunSerializer(many=True))
     def get(self, request, scope, name):
         """The stream's compaction runs, newest first (the last 50)."""
@@ -82,10 +89,7 @@ class CompactionListView(APIView):
 
     @extend_schema(request=None, responses={202: CompactionRunSerializer})
     def post(self, request, scope, name):
-        """Compact now (staff): the run is queued for the worker; 409 while one is running."""
-        if not request.user.is_staff:
-            return Response({"code": "permission_denied", "message": "only admins run compactions"},
-                            status=status.HTTP_403_FORBIDDEN)
+        """Compact now (operators and admins): the run is queued for the worker; 409 while one is running."""
         stream = _compacted(scope, name)
         try:
             run = queue_run(stream, "api")

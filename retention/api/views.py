@@ -1,4 +1,4 @@
-"""Retention cycles over REST: queue one now (admins), watch its state and progress."""
+"""Retention cycles over REST: queue one now (operators and admins), watch its state and progress."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from drf_spectacular.utils import extend_schema
 from kombu.exceptions import OperationalError
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
 
+from access.rules import Action
 from retention.cycle import streams_with_policy
 from retention.models import RetentionCycle
 from retention.tasks import run_retention_cycle
@@ -23,8 +23,7 @@ class CycleListView(GenericAPIView):
     serializer_class = RetentionCycleSerializer
     queryset = RetentionCycle.objects.select_related("stream__scope", "requested_by")
 
-    def get_permissions(self):
-        return [IsAdminUser()] if self.request.method == "POST" else [IsAuthenticated()]
+    access = {"GET": Action.VIEW, "POST": Action.RUN_JOBS}
 
     @extend_schema(responses=RetentionCycleSerializer(many=True))
     def get(self, request):
@@ -58,6 +57,7 @@ class CycleListView(GenericAPIView):
 
 
 class CycleDetailView(GenericAPIView):
+    access = {"GET": Action.VIEW}
     serializer_class = RetentionCycleSerializer
 
     def get(self, request, pk: int):

@@ -8,13 +8,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from access.rules import Action, TargetKind
 from streams import consuming, reader_groups
 from streams.domain.errors import FieldError
-from streams.models import ReaderGroup, RetentionType, Subscription
+from streams.models import ReaderGroup, Subscription
 
 from .serializers import (
     AckAnswerSerializer,
@@ -46,16 +46,8 @@ def get_group(scope: str, name: str) -> ReaderGroup:
     return get_object_or_404(reader_group_queryset(), scope__name=scope, name=name)
 
 
-def staff_only(request, what: str):
-    if request.user.is_staff:
-        return None
-    return Response(
-        {"code": "permission_denied", "message": f"only admins {what} (until roles land)"},
-        status=status.HTTP_403_FORBIDDEN,
-    )
-
-
 class ReaderGroupListView(GenericAPIView):
+    access = {"GET": Action.VIEW, "POST": Action.MANAGE_READER_GROUPS}
     serializer_class = ReaderGroupSerializer
     queryset = ReaderGroup.objects.none()
 
@@ -69,8 +61,6 @@ class ReaderGroupListView(GenericAPIView):
         body = ReaderGroupCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = dict(body.validated_data)
-        if args["retention_type"] != "NONE" and (denied := staff_only(request, "create subscribers")):
-            return denied
         streams = reader_groups.check_streams(args.pop("streams"))
         group = reader_groups.do_create_reader_group(streams=streams, **args)
         group = get_group(group.scope.name, group.name)
@@ -78,6 +68,9 @@ class ReaderGroupListView(GenericAPIView):
 
 
 class ReaderGroupDetailView(APIView):
+    access = {"GET": Action.VIEW, "PATCH": Action.MANAGE_READER_GROUPS, "DELETE": Action.MANAGE_READER_GROUPS}
+    access_target = TargetKind.READER_GROUP
+
     @extend_schema(responses=ReaderGroupDetailSerializer)
     def get(self, request, scope, name):
         return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
@@ -90,24 +83,24 @@ class ReaderGroupDetailView(APIView):
         changes = dict(body.validated_data)
         generation = changes.pop("generation", None)
         names = changes.pop("streams", None)
-        subscriber_after = changes.get("retention_type", group.retention_type) != RetentionType.NONE
-        if (group.is_subscriber or subscriber_after) and (denied := staff_only(request, "change subscribers")):
-            return denied
         streams = reader_groups.check_streams(names) if names is not None else None
         reader_groups.do_update_reader_group(group, changes, generation=generation, streams=streams)
         return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):
-        group = get_group(scope, name)
-        if group.is_subscriber and (denied := staff_only(request, "delete subscribers")):
-            return denied
-        reader_groups.do_delete_reader_group(group)
+        reader_groups.do_delete_reader_group(get_group(scope, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class TruncationCutView(APIView):
-    permission_classes = [IsAdminUser]
+class ConsumingView(APIView):
+    """What a group's consumers do: people who may consume, or the group's own API key."""
+
+    access = {"GET": Action.VIEW, "POST": Action.CONSUME}
+    access_target = TargetKind.READER_GROUP
+
+
+class TruncationCutView(ConsumingView):
 
     @extend_schema(request=TruncationCutSerializer, responses=SubscriptionSerializer)
     def post(self, request, scope, name):
@@ -133,7 +126,7 @@ def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
     return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
 
 
-class ReadView(APIView):
+class ReadView(ConsumingView):
     """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`."""
 
     @extend_schema(request=ReadRequestSerializer, responses=ReadAnswerSerializer)
@@ -155,7 +148,7 @@ def _ack_answer(outcome: consuming.AckOutcome) -> Response:
                      "given_back": outcome.given_back})
 
 
-class AckView(APIView):
+class AckView(ConsumingView):
     """Acknowledge deliveries, in any order; for fan-out groups, on behalf of one `sink`."""
 
     @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
@@ -165,7 +158,7 @@ class AckView(APIView):
         return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink")))
 
 
-class NackView(APIView):
+class NackView(ConsumingView):
     """Give deliveries back: handed out again after `delay_ms`; `reason` goes with a dead letter."""
 
     @extend_schema(request=NackRequestSerializer, responses=AckAnswerSerializer)
@@ -177,7 +170,7 @@ class NackView(APIView):
         return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"]))
 
 
-class CheckpointListView(APIView):
+class CheckpointListView(ConsumingView):
     @extend_schema(responses=CheckpointSerializer(many=True))
     def get(self, request, scope, name):
         group = _group_for_consuming(scope, name)
@@ -193,12 +186,10 @@ class CheckpointListView(APIView):
         return Response(CheckpointSerializer(cp).data, status=status.HTTP_201_CREATED)
 
 
-class CheckpointReleaseView(APIView):
+class CheckpointReleaseView(ConsumingView):
     @extend_schema(request=None, responses=SubscriptionSerializer(many=True))
     def post(self, request, scope, name, checkpoint):
         group = _group_for_consuming(scope, name)
-        if denied := staff_only(request, "release subscribers' data"):
-            return denied
         subs = consuming.do_release_checkpoint(group, checkpoint)
         subs = Subscription.objects.select_related(
             "stream__scope", "stream__retention_policy", "reader_group"

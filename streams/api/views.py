@@ -10,10 +10,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from access.rules import Action, TargetKind
 from retention import services as retention_services
 from retention.policy_spec import parse_policy
 from streams import services
@@ -41,16 +41,6 @@ MAX_READ_LIMIT = 10_000
 COMPACTION_SETTINGS = ("min_compaction_lag_s", "delete_retention_s", "compacted_retention_s", "compacted_retention_bytes")
 
 
-class IsStaffForWrites(IsAuthenticated):
-    """Reading is for any signed-in user; changing retention, deleting and truncating is for
-    staff (DESIGN.md §13, until roles land)."""
-
-    def has_permission(self, request, view):
-        if not super().has_permission(request, view):
-            return False
-        return request.method in ("GET", "HEAD", "OPTIONS") or request.user.is_staff
-
-
 def get_stream(scope: str, name: str) -> Stream:
     return get_object_or_404(
         Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
@@ -75,6 +65,7 @@ def _limit(request, default: int = 100) -> int:
 
 
 class StreamListView(GenericAPIView):
+    access = {"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}
     serializer_class = StreamSerializer
     queryset = Stream.objects.select_related("scope", "retention_policy")
 
@@ -112,7 +103,8 @@ class StreamListView(GenericAPIView):
 
 
 class StreamDetailView(APIView):
-    permission_classes = [IsStaffForWrites]
+    access = {"GET": Action.VIEW, "PATCH": Action.MANAGE_STREAMS, "DELETE": Action.DELETE_STREAM}
+    access_target = TargetKind.STREAM
 
     @extend_schema(responses=StreamSerializer)
     def get(self, request, scope, name):
@@ -142,17 +134,13 @@ class StreamDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):
-        if not request.user.is_staff:
-            return Response(
-                {"code": "permission_denied", "message": "only admins delete streams"},
-                status=status.HTTP_403_FORBIDDEN,
-            )
         services.do_delete_stream(get_stream(scope, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class RetentionPolicyView(APIView):
-    permission_classes = [IsStaffForWrites]
+    access = {"GET": Action.VIEW, "PUT": Action.MANAGE_STREAMS}
+    access_target = TargetKind.STREAM
 
     @extend_schema(responses=RetentionPolicySerializer)
     def get(self, request, scope, name):
@@ -173,6 +161,9 @@ class RetentionPolicyView(APIView):
 
 
 class EventsView(APIView):
+    access = {"GET": Action.VIEW, "POST": Action.PUBLISH}
+    access_target = TargetKind.STREAM
+
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
         stream = get_object_or_404(
@@ -218,7 +209,8 @@ class EventsView(APIView):
 
 
 class TruncateView(APIView):
-    permission_classes = [IsAdminUser]
+    access = {"POST": Action.TRUNCATE}
+    access_target = TargetKind.STREAM
 
     @extend_schema(request=TruncateSerializer, responses=TruncationRecordSerializer)
     def post(self, request, scope, name):
@@ -248,6 +240,8 @@ class TruncateView(APIView):
 
 
 class TruncationListView(GenericAPIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
     serializer_class = TruncationRecordSerializer
 
     @extend_schema(responses=TruncationRecordSerializer(many=True))
@@ -259,6 +253,8 @@ class TruncationListView(GenericAPIView):
 
 
 class RetentionSetView(GenericAPIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
     serializer_class = RetentionSetRecordSerializer
 
     @extend_schema(responses=RetentionSetRecordSerializer(many=True))

@@ -63,9 +63,13 @@ def test_a_duplicate_group_is_a_409(api, stream):
     assert create(api).status_code == 409
 
 
-def test_only_admins_create_subscribers_but_anyone_may_create_a_plain_reader(user_api, stream):
-    assert create(user_api).status_code == 403
-    assert create(user_api, retention_type="NONE").status_code == 201
+def test_viewers_create_no_reader_groups_and_operators_create_subscribers(user_api, operator_api, stream):
+    response = create(user_api, retention_type="NONE")
+    assert response.status_code == 403
+    assert response.json() == {"code": "permission_denied", "message": "your role (viewer) may not manage reader groups"}
+    assert not ReaderGroup.objects.exists()
+    assert create(operator_api).status_code == 201
+    assert ReaderGroup.objects.get().retention_type == "MANUAL_RELEASE_AT_USER_STREAMCUT"
 
 
 def test_a_subscriber_publishes_its_acknowledgement_cut(api, stream):

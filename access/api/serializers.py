@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..rules import KeyKind
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="what the key is for")
+    kind = serializers.ChoiceField(choices=[k.value for k in KeyKind])
+    reader_group = serializers.CharField(
+        required=False, help_text="scope/name of the one reader group a reader_group key is for"
+    )
+    streams = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="scope/name of the streams a publish key publishes on"
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: "is not a field of this request"})
+        return attrs
+
+
+class ApiKeySerializer(serializers.Serializer):
+    prefix = serializers.CharField(help_text="the key's public part, before the dot")
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    reader_group = serializers.SerializerMethodField()
+    streams = serializers.SerializerMethodField()
+    state = serializers.CharField(help_text="active, expired or revoked")
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+    def get_reader_group(self, key) -> str | None:
+        group = key.reader_group
+        return f"{group.scope.name}/{group.name}" if group is not None else None
+
+    def get_streams(self, key) -> list[str]:
+        return sorted(s.full_name for s in key.streams.all())
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="the whole key: shown this once, never again")

@@ -1,0 +1,53 @@
+"""API keys over REST (docs/security.md): list, make (the key is in this one answer), show,
+revoke. Thin: access.services checks and writes."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import services
+from ..models import ApiKey
+from ..rules import Action
+from .serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer
+
+
+def key_queryset():
+    return ApiKey.objects.select_related("reader_group__scope", "created_by").prefetch_related("streams__scope")
+
+
+class ApiKeyListView(GenericAPIView):
+    access = {"GET": Action.MANAGE_KEYS, "POST": Action.MANAGE_KEYS}
+    serializer_class = ApiKeySerializer
+    queryset = ApiKey.objects.none()
+
+    @extend_schema(responses=ApiKeySerializer(many=True))
+    def get(self, request):
+        page = self.paginate_queryset(key_queryset())
+        return self.get_paginated_response(ApiKeySerializer(page, many=True).data)
+
+    @extend_schema(request=ApiKeyCreateSerializer, responses={201: ApiKeyCreatedSerializer})
+    def post(self, request):
+        body = ApiKeyCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        api_key, key = services.do_create_key(services.check_key_request(**body.validated_data), request.user)
+        data = ApiKeySerializer(key_queryset().get(pk=api_key.pk)).data
+        return Response({**data, "key": key}, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailView(APIView):
+    access = {"GET": Action.MANAGE_KEYS, "DELETE": Action.MANAGE_KEYS}
+
+    @extend_schema(responses=ApiKeySerializer)
+    def get(self, request, prefix):
+        return Response(ApiKeySerializer(get_object_or_404(key_queryset(), prefix=prefix)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, prefix):
+        """Revoke the key: it stops working at once; the record stays."""
+        services.do_revoke_key(get_object_or_404(ApiKey, prefix=prefix))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,68 @@
+"""Sign-in is rate-limited (the console's form and POST /api/v1/auth/token/): failed attempts
+are counted per client address and per username in the cache (django-ratelimit); past
+CBR_LOGIN_FAILURES, sign-in answers 429 with Retry-After until the window ends, whatever the
+password. Only failures count, so programs that sign in often are never slowed."""
+
+from __future__ import annotations
+
+import logging
+from functools import wraps
+
+import orjson
+from django.conf import settings
+from django.http import JsonResponse
+from django_ratelimit.core import get_usage
+
+log = logging.getLogger(__name__)
+GROUP = "cbr-login"
+
+
+def _username(request) -> str:
+    if request.content_type == "application/json":
+        try:
+            body = orjson.loads(request.body or b"{}")
+        except orjson.JSONDecodeError:
+            return ""
+        value = body.get("username") if isinstance(body, dict) else None
+    else:
+        value = request.POST.get("username")
+    return value.strip().lower()[:150] if isinstance(value, str) else ""
+
+
+def _usages(request, increment: bool) -> list[dict]:
+    rate = settings.CBR_LOGIN_FAILURES
+    found = [get_usage(request, group=GROUP, key="ip", rate=rate, increment=increment)]
+    username = _username(request)
+    if username:
+        found.append(get_usage(request, group=GROUP, key=lambda g, r: username, rate=rate, increment=increment))
+    return [u for u in found if u is not None]
+
+
+def rate_limited_login(view, failed=lambda response: response.status_code != 302):
+    """Wrap a sign-in view; `failed` tells a refused sign-in from an accepted one."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        try:
+            blocked = [u for u in _usages(request, increment=False) if u["count"] >= u["limit"]]
+        except Exception:  # the cache (Redis) is down: sign-in goes on uncounted, and says so in the log
+            log.warning("sign-in rate limit not applied: the cache did not answer", exc_info=True)
+            return view(request, *args, **kwargs)
+        if blocked:
+            retry = max(u["time_left"] for u in blocked)
+            response = JsonResponse(
+                {"code": "too_many_attempts",
+                 "message": f"too many failed sign-ins; try again in {retry} s"}, status=429)
+            response["Retry-After"] = str(retry)
+            return response
+        response = view(request, *args, **kwargs)
+        if failed(response):
+            try:
+                _usages(request, increment=True)
+            except Exception:
+                log.warning("a failed sign-in was not counted: the cache did not answer", exc_info=True)
+        return response
+
+    return wrapped
