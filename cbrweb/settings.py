@@ -92,7 +92,10 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'cbr.sqlite3'}")
 if not DATABASE_URL.startswith(("sqlite://", "postgres://", "postgresql://")):
     raise ImproperlyConfigured("DATABASE_URL must start with sqlite:/// or postgres://")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Persistent connections are checked before a request reuses them: one that the database closed
+# meanwhile (a restart, a failover, pg_terminate_backend) is replaced instead of failing the
+# request (tests/faults/test_database_dropped.py).
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web, worker and beat share the file: WAL and immediate transactions avoid "locked" errors.
     # Connections persist (one per thread): opening one per request cost ~10% of a publish.
