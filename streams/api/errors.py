@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 
+import redis
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -26,7 +27,9 @@ def exception_handler(exc, context):
         # append cuts back what it wrote; say so instead of a 500
         return exception_handler(insufficient_storage(), context)
     if isinstance(exc, (OperationalError, InterfaceError)):
-        return _database_unavailable(exc)
+        return _unavailable("database_unavailable", "the database", exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return _unavailable("redis_unavailable", "Redis (reader-group state)", exc)
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
@@ -74,15 +77,16 @@ def _code_for(status_code: int) -> str:
     )
 
 
-def _database_unavailable(exc) -> Response:
-    """The database connection was lost mid-request (a restart, a failover, a killed backend),
-    or the database could not serve it (SQLite locked past its timeout). The database rolled the
-    request's transaction back, and nothing in the store waits on a row written in the same
-    request (a publish writes no row): the client may retry. Django closes the broken connection
-    when the request ends; the next request opens a new one."""
-    logger.warning("database unavailable: %s", exc)
+def _unavailable(code: str, what: str, exc) -> Response:
+    """A service the request needs was lost mid-way: the database (a restart, a failover, a
+    killed backend; SQLite locked past its timeout) or Redis (restarted, unreachable). The
+    database rolled the request's transaction back; a reader-group step is one Lua script, done
+    whole or not at all, and a floor row left behind is brought up by the next step (docs/
+    consuming.md). So nothing is half-done and the client may retry. Django closes a broken
+    database connection when the request ends; redis-py reconnects on the next command."""
+    logger.warning("%s unavailable: %s", what, exc)
     response = Response(
-        {"code": "database_unavailable", "message": f"the database could not serve this request ({exc}); retry it"},
+        {"code": code, "message": f"{what} could not serve this request ({exc}); retry it"},
         status=status.HTTP_503_SERVICE_UNAVAILABLE,
     )
     response["Retry-After"] = "1"
