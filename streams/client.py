@@ -9,6 +9,9 @@ file into a program, or import `streams.client` from a checkout.
     cbr.create_stream("shop", "orders", segment_count=4)
     cbr.publish("shop/orders", ["first", {"payload": "second", "routing_key": "user-7"}])
 
+    # a program that only consumes one group, or only publishes, is better off with an API key:
+    worker = Client("http://127.0.0.1:8000", api_key="AbCd1234.…")
+
     group = cbr.create_reader_group("shop", "billing", ["shop/orders"],
                                     retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")
     for message in group.consume(max_events=100, wait_ms=1000, idle_stop=True):
@@ -47,7 +50,7 @@ class Client:
 
     def __init__(
         self, base_url: str, *, token: str | None = None, username: str | None = None,
-        password: str | None = None, timeout: float = 60.0,
+        password: str | None = None, api_key: str | None = None, timeout: float = 60.0,
     ):
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https"):
@@ -58,7 +61,8 @@ class Client:
         self._conn: http.client.HTTPConnection | None = None
         self._used = 0.0
         self.token = token
-        if token is None and username is not None:
+        self.api_key = api_key  # a key scoped to one reader group or to publishing (docs/security.md)
+        if token is None and api_key is None and username is not None:
             self.token = self.request("POST", "auth/token/", {"username": username, "password": password})["token"]
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -77,7 +81,9 @@ class Client:
         and acks, which are idempotent)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.token:
+        if self.api_key:
+            headers["Authorization"] = f"Api-Key {self.api_key}"
+        elif self.token:
             headers["Authorization"] = f"Token {self.token}"
         for attempt in (0, 1):
             conn = self._connection()

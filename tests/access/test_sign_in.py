@@ -1,0 +1,88 @@
+"""Sign-in is rate-limited (failures only, per address and per username) and console writes are
+CSRF-protected."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from rest_framework.test import APIClient
+
+from retention.models import RetentionCycle
+from retention.policy_spec import parse_policy
+from streams import services
+
+pytestmark = pytest.mark.django_db
+TOKEN = "/api/v1/auth/token/"
+
+
+@pytest.fixture(autouse=True)
+def fresh_counts(settings):
+    settings.CBR_LOGIN_FAILURES = "3/m"
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def sign_in(client, password, username="bob", addr="10.0.0.1"):
+    return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=addr)
+
+
+def test_after_too_many_failures_even_the_right_password_waits(plain_user):
+    client = Client()
+    for _ in range(3):
+        assert sign_in(client, "wrong").status_code == 200  # the form again, with its error
+    blocked = sign_in(client, "pw-bob-123")
+    assert blocked.status_code == 429
+    assert 0 < int(blocked["Retry-After"]) <= 60
+    assert blocked.json()["code"] == "too_many_attempts"
+    assert "_auth_user_id" not in client.session
+
+
+def test_good_sign_ins_are_never_counted(plain_user):
+    for _ in range(6):
+        assert sign_in(Client(), "pw-bob-123").status_code == 302
+    api = APIClient()
+    for _ in range(6):
+        assert api.post(TOKEN, {"username": "bob", "password": "pw-bob-123"}, format="json").status_code == 200
+
+
+def test_failures_for_one_username_from_many_addresses_are_counted_together(plain_user):
+    for i in range(3):
+        sign_in(Client(), "wrong", addr=f"10.0.1.{i}")
+    assert sign_in(Client(), "pw-bob-123", addr="10.0.2.1").status_code == 429
+    assert sign_in(Client(), "anything", username="someone-else", addr="10.0.2.1").status_code == 200
+
+
+def test_the_token_endpoint_is_limited_the_same_way(plain_user):
+    api = APIClient()
+    for _ in range(3):
+        assert api.post(TOKEN, {"username": "BOB", "password": "x"}, format="json").status_code == 400
+    response = api.post(TOKEN, {"username": "bob", "password": "pw-bob-123"}, format="json")
+    assert response.status_code == 429
+    assert "try again in" in response.json()["message"]
+
+
+def test_a_console_write_without_the_csrf_token_is_refused(operator_user, test_broker):
+    stream = services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator_user)
+    url = f"/streams/{stream.full_name}/retention/run/"
+    assert client.post(url, HTTP_HX_REQUEST="true").status_code == 403
+    assert not RetentionCycle.objects.exists()
+
+    page = client.get(f"/streams/{stream.full_name}/")
+    token = page.cookies["csrftoken"].value
+    response = client.post(url, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 200
+    assert RetentionCycle.objects.get().trigger == "console"
+
+
+def test_the_api_with_a_session_needs_the_csrf_token_too(operator_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator_user)
+    body = {"scope": "shop", "name": "orders"}
+    response = client.post("/api/v1/streams/", body, content_type="application/json")
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["message"]
+    assert not services.Stream.objects.exists()
