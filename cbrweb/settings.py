@@ -231,7 +231,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["access.permissions.CbrAccess"],
     "DEFAULT_PARSER_CLASSES": ["streams.api.rendering.ORJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["streams.api.rendering.ORJSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "streams.api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "streams.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -246,6 +246,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # every operation's error answers, in the one error shape (streams/api/schema.py)
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "streams.api.schema.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "CleanupPolicyEnum": "streams.models.CleanupPolicy",
         "OnMaxLimitEnum": "streams.models.OnMaxLimit",

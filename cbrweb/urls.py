@@ -14,3 +14,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("", include("streams.urls")),
 ]
+
+handler404 = "streams.api.errors.api_aware_404"
+handler500 = "streams.api.errors.api_aware_500"

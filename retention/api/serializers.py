@@ -1,13 +1,13 @@
 from rest_framework import serializers
 
 from retention.models import RetentionCycle
-from streams.api.serializers import RefusesUnknownFields
+from streams.api.serializers import RefusesUnknownFields, StrictCharField
 
 
 class CycleRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a cycle request"
 
-    stream = serializers.CharField(required=False, help_text="only this stream, 'scope/name'")
+    stream = StrictCharField(required=False, help_text="only this stream, 'scope/name'")
     now = serializers.DateTimeField(required=False, help_text="the cycle's clock (ISO 8601)")
 
 

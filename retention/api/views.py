@@ -32,7 +32,9 @@ class CycleListView(GenericAPIView):
 
     @extend_schema(request=CycleRequestSerializer, responses={201: RetentionCycleSerializer})
     def post(self, request):
-        body = CycleRequestSerializer(data=request.data if isinstance(request.data, dict) else {})
+        if not isinstance(request.data, dict):  # an empty body is {}; `[]` or `3` is no request
+            raise FieldError("body", "must be a JSON object")
+        body = CycleRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         stream = None
         if "stream" in body.validated_data:

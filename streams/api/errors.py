@@ -59,7 +59,12 @@ def exception_handler(exc, context):
 def _first_error(detail, prefix: str = "") -> tuple[str, str]:
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = prefix if key == "non_field_errors" else (f"{prefix}.{key}" if prefix else str(key))
+            if key == "non_field_errors":
+                name = prefix
+            elif isinstance(key, int):  # a list field's item (DRF keys those errors by index)
+                name = f"{prefix}[{key}]"
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             return _first_error(value, name)
     if isinstance(detail, list) and detail:
         first = detail[0]
@@ -91,3 +96,24 @@ def _unavailable(code: str, what: str, exc) -> Response:
     )
     response["Retry-After"] = "1"
     return response
+
+
+def api_aware_404(request, exception=None):
+    """Django's handler404: a path under /api/ that no route matches (`/api/v1/streams/%C2%84/x/`)
+    is answered in the API's error shape; the console keeps its page."""
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "not_found", "message": f"no API resource at {request.path}"}, status=404)
+    return page_not_found(request, exception)
+
+
+def api_aware_500(request):
+    """Django's handler500: still a bug, but an API client gets JSON it can read."""
+    from django.http import JsonResponse
+    from django.views.defaults import server_error
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "server_error", "message": "the server failed on this request"}, status=500)
+    return server_error(request)

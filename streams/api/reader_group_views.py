@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -171,7 +171,7 @@ class NackView(ConsumingView):
 
 
 class CheckpointListView(ConsumingView):
-    @extend_schema(responses=CheckpointSerializer(many=True))
+    @extend_schema(responses=inline_serializer("CheckpointList", {"results": CheckpointSerializer(many=True)}))
     def get(self, request, scope, name):
         group = _group_for_consuming(scope, name)
         return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data})
@@ -187,7 +187,8 @@ class CheckpointListView(ConsumingView):
 
 
 class CheckpointReleaseView(ConsumingView):
-    @extend_schema(request=None, responses=SubscriptionSerializer(many=True))
+    @extend_schema(request=None, responses=inline_serializer(
+        "CheckpointReleased", {"streams": SubscriptionSerializer(many=True)}))
     def post(self, request, scope, name, checkpoint):
         group = _group_for_consuming(scope, name)
         subs = consuming.do_release_checkpoint(group, checkpoint)

@@ -27,4 +27,5 @@ class ORJSONRenderer(BaseRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None:
             return b""
-        return orjson.dumps(data, default=str)
+        # DRF keys a list's item errors by index (`{"sinks": {1: [...]}}`): integer keys are allowed
+        return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)

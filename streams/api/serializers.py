@@ -39,6 +39,24 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictCharField(serializers.CharField):
+    """Text that must arrive as a JSON string: 0 is refused, not turned into "0"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false as JSON: "yes", "1" and 1 are refused, not read as true."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
 class RefusesUnknownFields:
     """A request body with a field the serializer does not know is refused, naming the field (a
     typo must not be silently ignored)."""
@@ -129,8 +147,8 @@ class DelayedIndexSerializer(serializers.Serializer):
 class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a stream"
 
-    scope = serializers.CharField()
-    name = serializers.CharField()
+    scope = StrictCharField()
+    name = StrictCharField()
     segment_count = StrictIntegerField(min_value=1, default=1)
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
@@ -140,7 +158,7 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
     compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
     def validate_scope(self, value):
@@ -164,7 +182,7 @@ class StreamUpdateSerializer(serializers.Serializer):
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
     compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
         "scope": "a stream cannot move to another scope",
@@ -350,18 +368,18 @@ def event_json(sr: StreamRecord) -> dict:
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group"
 
-    scope = serializers.CharField()
-    name = serializers.CharField()
-    streams = serializers.ListField(child=serializers.CharField(), allow_empty=False)
+    scope = StrictCharField()
+    name = StrictCharField()
+    streams = serializers.ListField(child=StrictCharField(), allow_empty=False)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
     start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
-    sinks = serializers.ListField(child=serializers.CharField(max_length=64), default=list, max_length=16)
+    sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
     ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, default=30)
     max_deliveries = StrictIntegerField(min_value=1, max_value=1000, default=5)
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
-    read_compacted = serializers.BooleanField(default=False)
+    read_compacted = StrictBooleanField(default=False)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -453,15 +471,15 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group update"
 
     generation = StrictIntegerField(min_value=0, required=False)
-    streams = serializers.ListField(child=serializers.CharField(), allow_empty=False, required=False)
+    streams = serializers.ListField(child=StrictCharField(), allow_empty=False, required=False)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
-    sinks = serializers.ListField(child=serializers.CharField(max_length=64), max_length=16, required=False)
+    sinks = serializers.ListField(child=StrictCharField(max_length=64), max_length=16, required=False)
     ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, required=False)
     max_deliveries = StrictIntegerField(min_value=1, max_value=1000, required=False)
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
-    read_compacted = serializers.BooleanField(required=False)
+    read_compacted = StrictBooleanField(required=False)
 
     def validate_sinks(self, value):
         return valid_sinks(value)
@@ -472,7 +490,7 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
 
     max_events = StrictIntegerField(min_value=1, max_value=settings.CBR_MAX_READ_EVENTS)
     wait_ms = StrictIntegerField(min_value=0, max_value=settings.CBR_MAX_WAIT_MS, default=0)
-    consumer = serializers.CharField(max_length=128, required=False, default="")
+    consumer = StrictCharField(max_length=128, required=False, default="")
 
 
 class DeliverySerializer(EventOutSerializer):
@@ -501,7 +519,7 @@ class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
 
     delivery_ids = serializers.JSONField(help_text="the delivery ids to give back")
     delay_ms = StrictIntegerField(min_value=0, max_value=7 * 86400 * 1000, default=0)
-    reason = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+    reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
 
 
 class AckAnswerSerializer(serializers.Serializer):
@@ -513,8 +531,8 @@ class AckAnswerSerializer(serializers.Serializer):
 class CheckpointRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a checkpoint"
 
-    name = serializers.CharField(max_length=128)
-    persist = serializers.BooleanField(default=False)
+    name = StrictCharField(max_length=128)
+    persist = StrictBooleanField(default=False)
 
 
 class CheckpointSerializer(serializers.Serializer):

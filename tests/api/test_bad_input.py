@@ -1,0 +1,127 @@
+"""Bad input the API fuzzer found (tests/fuzz/, docs/fuzzing.md): each answered by a 4xx in the
+API's error shape, naming the field, never a 500 nor a silent acceptance; and the schema that the
+fuzzer holds the server to tells the truth about it."""
+
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+
+from streams import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def stream():
+    return services.do_create_stream(scope="shop", name="orders", segment_count=1)
+
+
+def group(api, **body):
+    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"], **body}
+    return api.post("/api/v1/reader-groups/", body, format="json")
+
+
+def test_a_bad_item_of_a_list_field_is_a_400_naming_the_item(api, stream):
+    # DRF keys a list's item errors by index: the renderer refused integer keys, a 500
+    response = group(api, sinks=["audit", None])
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "sinks[1]" and body["code"] == "invalid"
+    assert "1" in body["errors"]["sinks"]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/streams/%C2%84/orders/", "/api/v1/nothing-here/"])
+def test_an_unknown_api_path_is_a_json_404(api, path):
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "not_found"
+
+
+def test_an_unknown_console_path_keeps_its_page(admin_client):
+    response = admin_client.get("/no-such-page/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [("offset=null", "offset"), ("offset=-1", "offset"), ("limit=0", "limit"), ("limit=ten", "limit"),
+     ("offset=99999999999999999999999", "offset"), ("limit=10001", "limit")],
+)
+def test_a_bad_page_is_refused_not_replaced_by_the_default(api, stream, query, field):
+    for path in ("/api/v1/streams/", "/api/v1/reader-groups/", "/api/v1/streams/shop/orders/truncations/"):
+        response = api.get(f"{path}?{query}")
+        assert response.status_code == 400, path
+        assert response.json()["field"] == field
+
+
+def test_a_good_page_still_pages(api, stream):
+    services.do_create_stream(scope="shop", name="returns", segment_count=1)
+    page = api.get("/api/v1/streams/?limit=1&offset=1").json()
+    assert page["count"] == 2 and [s["name"] for s in page["results"]] == ["returns"]
+
+
+@pytest.mark.parametrize("body", [[None, None], 3, "now"])
+def test_a_cycle_request_that_is_not_an_object_is_refused(api, body):
+    # it was read as {} and queued a cycle of every stream
+    response = api.post("/api/v1/retention/cycles/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "body"
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("read/", {"max_events": 1, "consumer": 0}, "consumer"),
+        ("checkpoints/", {"name": 7}, "name"),
+        ("checkpoints/", {"name": "cp", "persist": "yes"}, "persist"),
+        ("nack/", {"delivery_ids": [], "reason": 12}, "reason"),
+    ],
+)
+def test_text_and_flags_must_arrive_as_json_strings_and_booleans(api, stream, path, body, field):
+    assert group(api).status_code == 201
+    response = api.post(f"/api/v1/reader-groups/shop/billing/{path}", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [({"scope": 5, "name": "x"}, "scope"), ({"scope": "s", "name": "x", "description": 1}, "description")],
+)
+def test_a_stream_name_must_be_text(api, body, field):
+    response = api.post("/api/v1/streams/", body, format="json")
+    assert response.status_code == 400 and response.json()["field"] == field
+
+
+@pytest.fixture
+def schema():
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def test_every_operation_lists_its_errors_in_the_error_shape(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            answers = operation["responses"]
+            assert "503" in answers, (method, path)
+            if path != "/api/v1/auth/token/":
+                assert {"401", "403"} <= set(answers), (method, path)
+            if "{" in path:
+                assert "404" in answers, (method, path)
+    error = schema["components"]["schemas"]["Error"]
+    assert error["required"] == ["code", "message"]
+    assert schema["paths"]["/api/v1/streams/{scope}/{name}/events/"]["post"]["responses"]["413"]
+
+
+def test_signing_in_needs_no_credentials_in_the_schema(schema):
+    assert schema["paths"]["/api/v1/auth/token/"]["post"]["security"] == []
+
+
+def test_the_schema_shows_checkpoint_answers_as_they_are(schema):
+    def answer(path, method):
+        ref = schema["paths"][path][method]["responses"]["200"]
+        name = ref["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        return schema["components"]["schemas"][name]
+
+    cps = "/api/v1/reader-groups/{scope}/{name}/checkpoints/"
+    assert set(answer(cps, "get")["properties"]) == {"results"}
+    assert set(answer(cps + "{checkpoint}/release/", "post")["properties"]) == {"streams"}
