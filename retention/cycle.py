@@ -15,6 +15,8 @@ the head is a silent no-op.
 from __future__ import annotations
 
 import gc
+import os
+import socket
 import time
 import uuid
 from collections import defaultdict
@@ -31,6 +33,7 @@ from cbrweb.redis_client import get_redis
 from streams.db import delete_rows, insert_rows, update_rows
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
+from streams.storage.segment import BOOT_ID
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import is_at_or_after, moves_head
@@ -43,6 +46,10 @@ from .services import complete_truncation
 BATCH = 500
 LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+_TAKE_OVER = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3]) end "
+    "return false"
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,37 @@ def _lock_key(stream_id: int) -> str:
     return f"cbr:retention:{stream_id}"
 
 
+def _this_machine() -> str:
+    """Names the process space this process lives in: host, boot, pid namespace. Two lock holders
+    with the same name can see each other's processes."""
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pid_ns = "?"
+    return f"{socket.gethostname()}/{BOOT_ID.hex()}/{pid_ns}"
+
+
+def _lock_token() -> str:
+    return f"{_this_machine()}|{os.getpid()}|{uuid.uuid4().hex}"
+
+
+def _holder_is_dead(token: str) -> bool:
+    """Whether the lock's holder was a process on this machine that no longer exists (a cycle
+    killed -9 never releases its locks). Anything else, or any doubt, counts as alive: that lock
+    then expires after LOCK_TIMEOUT_S."""
+    machine, _, rest = token.partition("|")
+    pid, _, _ = rest.partition("|")
+    if machine != _this_machine() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False  # alive (or its pid reused since: the safe mistake)
+
+
 @dataclass
 class Locks:
     """Retention locks this cycle took for a batch: `held` are the streams whose lock it holds
@@ -122,12 +160,27 @@ class Locks:
 
     @classmethod
     def take(cls, streams: list[Stream]) -> Locks:
-        """One pipelined round trip for the whole batch."""
-        token = uuid.uuid4().hex
-        pipe = get_redis().pipeline(transaction=False)
+        """One pipelined round trip for the whole batch; a lock left by a dead cycle on this
+        machine is taken over (compare-and-set) rather than waited out, so the next cycle
+        finishes a killed one's work at once (DESIGN.md §6)."""
+        token = _lock_token()
+        redis = get_redis()
+        pipe = redis.pipeline(transaction=False)
         for stream in streams:
             pipe.set(_lock_key(stream.pk), token, nx=True, ex=LOCK_TIMEOUT_S)
-        return cls([s for s, ok in zip(streams, pipe.execute()) if ok], token)
+        taken = pipe.execute()
+        held = [s for s, ok in zip(streams, taken) if ok]
+        others = [s for s, ok in zip(streams, taken) if not ok]
+        if others:
+            holders = redis.mget([_lock_key(s.pk) for s in others])
+            dead = [(s, h) for s, h in zip(others, holders) if h is not None and _holder_is_dead(h.decode())]
+            if dead:
+                script = redis.register_script(_TAKE_OVER)
+                pipe = redis.pipeline(transaction=False)
+                for stream, holder in dead:
+                    script(keys=[_lock_key(stream.pk)], args=[holder, token, LOCK_TIMEOUT_S], client=pipe)
+                held += [s for (s, _), ok in zip(dead, pipe.execute()) if ok]
+        return cls(held, token)
 
     def release(self) -> None:
         """Compare-and-delete: a lock that expired and was taken by another cycle stays."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from retention.models import TruncationRecord
 from streams import services
-from streams.models import ReaderGroup, ReadPosition, Stream
+from streams.models import ReadPosition, Stream, Subscription
 
 MAX_LIMIT_RULES = ("limit_max", "max_bound")  # retention/policy.py: the max limit wins
 
@@ -114,12 +114,20 @@ def _cut_param(cut: dict[str, int]) -> str:
     return urllib.parse.quote(json.dumps(cut))
 
 
-def check_retention_safe(stream: Stream, floors_before: dict[tuple[str, str, str], int]) -> None:
+def acknowledgement_cuts() -> dict[tuple[str, str], dict[str, int]]:
+    """Every subscriber's acknowledgement cut: (group, stream) → cut. What it protects."""
+    rows = Subscription.objects.exclude(reader_group__retention_type="NONE").select_related(
+        "reader_group", "stream__scope"
+    )
+    return {(r.reader_group.name, str(r.stream)): dict(r.acknowledgement_cut or {}) for r in rows}
+
+
+def check_retention_safe(stream: Stream, cuts_before: dict[tuple[str, str], dict[str, int]]) -> None:
     """No subscriber's unconsumed data deleted, except by a max-limit rule in the history; the
     history agrees with the heads.
 
-    `floors_before`: floors sampled before the fault (while nobody consumed since, these are the
-    subscribers' processed positions)."""
+    `cuts_before`: the subscribers' acknowledgement cuts sampled before the fault (a subscriber
+    has processed everything before its cut; the head may not pass it)."""
     name = str(stream)
     heads = services.stream_log(stream).head_cut()
     records = list(TruncationRecord.objects.filter(stream=stream).order_by("created_at", "id"))
@@ -134,13 +142,14 @@ def check_retention_safe(stream: Stream, floors_before: dict[tuple[str, str, str
     else:
         assert all(h == 0 for h in heads.values()), f"{name}: head {heads} moved without a record"
     by_max = [r for r in records if is_max_limit_rule(r.rule)]
-    subscribers = ReaderGroup.objects.filter(subscription__stream=stream).exclude(retention_type="NONE")
-    for group in subscribers:
+    for (group, stream_name), cut in cuts_before.items():
+        if stream_name != name:
+            continue
         for seg, head in heads.items():
-            floor = floors_before.get((group.name, name, seg), 0)
-            if head > floor:
-                assert any(r.after_cut[seg] > floor for r in by_max), (
-                    f"{name} segment {seg}: head {head} passed subscriber {group.name}'s floor {floor} "
+            protected = cut.get(seg, 0)
+            if head > protected:
+                assert any(r.after_cut[seg] > protected for r in by_max), (
+                    f"{name} segment {seg}: head {head} passed subscriber {group}'s cut {protected} "
                     f"with no max-limit rule in {[r.rule for r in records]}"
                 )
     missed = ReadPosition.objects.filter(subscription__stream=stream, missed__gt=0)

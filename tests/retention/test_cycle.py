@@ -1,5 +1,6 @@
 """The retention cycle against the real store, database and Redis."""
 
+import os
 import threading
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -165,3 +166,35 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
         assert services.stream_log(s).head_cut() == expected
     # the lock taken by the cycle is released, the other holder's lock was left alone
     assert all(held.get(f"cbr:retention:{s.pk}") is None for s in streams)
+
+
+@pytest.mark.django_db
+def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_ones_is_not(redis_url):
+    import subprocess
+    import sys
+
+    import redis
+
+    from retention import cycle as cycle_module
+
+    policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
+    streams = [services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
+    for s in streams:
+        publish(s, 7)
+        subscribe(s, "A", 3)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here = cycle_module._this_machine()
+    holders = {
+        streams[0]: f"{here}|{dead.stdout.strip()}|x",  # a cycle killed -9 on this machine
+        streams[1]: f"{here}|{os.getppid()}|x",  # alive
+        streams[2]: f"another-host/boot/pid:[1]|{dead.stdout.strip()}|x",  # elsewhere: cannot tell
+    }
+    held = redis.Redis.from_url(redis_url)
+    for s, token in holders.items():
+        held.set(f"cbr:retention:{s.pk}", token, ex=60)
+    try:
+        outcomes = {o.stream: o for o in run_cycle(now=T0)}
+    finally:
+        held.delete(*[f"cbr:retention:{s.pk}" for s in streams])
+    assert outcomes["shop/d0"].record is not None  # taken over
+    assert outcomes["shop/d1"].rule == outcomes["shop/d2"].rule == "skipped:locked-by-another-cycle"

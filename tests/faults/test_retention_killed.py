@@ -1,0 +1,131 @@
+"""kill -9 of a retention cycle (`manage.py run_retention_cycle`, the same `run_cycle` a Celery
+worker runs) over many streams with subscribers, at the moment its truncations are recorded and
+the store is being changed. Right after the kill the streams read whole; the next cycle, started
+at once, finishes the job: every truncation completed, heads where the history says, no
+subscriber's unconsumed data deleted except by the max limit (recorded as such)."""
+
+import fcntl
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from cbrweb.redis_client import get_redis
+from retention.cycle import run_cycle
+from retention.models import TruncationRecord
+from retention.policy_spec import parse_policy
+from streams import services
+from streams.reader_groups import do_create_reader_group, publish_cut
+from streams.models import Subscription
+from streams.storage.framing import EventIn
+
+from integration.conftest import ROOT, _database_url
+
+from .invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+STREAMS = 30
+PER_SEGMENT = 300
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+
+def make_streams():
+    """Streams of many small chunks; each with a subscriber that acknowledged part of it. The
+    first one has a max limit its subscriber is behind (the max wins there); the second's
+    subscriber acknowledged nothing (nothing may go)."""
+    streams = []
+    for n in range(STREAMS):
+        policy = {"limit_type": "size", "min": 2000, "consumption_based": True}
+        if n == 0:
+            policy["max"] = 8000
+        stream = services.do_create_stream(scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy))
+        log = services.stream_log(stream)
+        for seg in stream.segment_ids:
+            key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
+            for b in range(PER_SEGMENT // 50):
+                services.do_publish(stream, [EventIn(b"e" * 100, routing_key=key)] * 50)
+        do_create_reader_group(scope="faults", name=f"g{n}", streams=[stream],
+                               retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        streams.append(stream)
+    return streams
+
+
+def acknowledge(streams):
+    for n, stream in enumerate(streams):
+        if n != 1:
+            acked = {"0": 40 + n * 7, "1": 200 - n * 3} if n else {"0": 10, "1": 5}
+            sub = Subscription.objects.get(reader_group__name=f"g{n}")
+            publish_cut(sub, acked, services.stream_log(stream))
+
+
+def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing_unconsumed(settings, tmp_path):
+    settings.CBR_CHUNK_BYTES = 1024  # ~10 events a chunk: the cycle deletes thousands of files
+    streams = make_streams()
+    # locks of an earlier run's streams with the same ids (the test database reuses them)
+    get_redis().delete(*[f"cbr:retention:{s.pk}" for s in streams])
+    run_cycle(now=T0, trigger="command")  # records the tails in the retention sets
+    for stream in streams:  # more on top: the cut recorded at T0 now keeps more than the min
+        services.do_publish(stream, [EventIn(b"f" * 100, routing_key=f"k{i}".encode()) for i in range(100)])
+    acknowledge(streams)
+    cuts_before = acknowledgement_cuts()
+    assert not TruncationRecord.objects.exists()
+    later = T0 + timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
+
+    # when a cycle is killed between recording its truncations and completing them: a writer
+    # holding one segment's lock (as a publisher does) keeps it there, half-way through its
+    # head moves; a second cycle is killed at a moment left to chance
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+           "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
+           "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
+    command = [sys.executable, "manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
+    held = services.stream_log(streams[STREAMS // 2]).segment("1").path / "lock"
+    with open(held, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not TruncationRecord.objects.filter(completed=False).exists():
+            assert proc.poll() is None, f"the cycle ended before it was killed: {proc.stdout.read()[-3000:]} {proc.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    unfinished = TruncationRecord.objects.filter(completed=False).count()
+    assert unfinished == STREAMS - 1  # all but the stream whose subscriber acknowledged nothing
+    moved = sum(1 for st in streams if any(services.stream_log(st).head_cut().values()))
+    for stream in streams:
+        check_log_whole(stream)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(random.uniform(1.0, 2.5))  # starting (~1 s), finishing the first, or done
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+    # then right away every stream reads whole from its head, nothing before it
+    for stream in streams:
+        check_log_whole(stream)
+
+    # and the next cycle finishes the job at once
+    outcomes = run_cycle(now=later, trigger="command")
+    skipped = [o.stream for o in outcomes if o.rule.startswith("skipped")]
+    assert not skipped, f"left locked by the dead cycle: {skipped[:5]}"
+    assert not TruncationRecord.objects.filter(completed=False).exists()
+    for stream in streams:
+        check_log_whole(stream)
+        check_retention_safe(stream, cuts_before)
+    heads = {str(s): services.stream_log(s).head_cut() for s in streams}
+    assert heads["faults/r1"] == {"0": 0, "1": 0}  # its subscriber acknowledged nothing
+    assert heads["faults/r2"] == {"0": 54, "1": 194}  # exactly at its subscriber's cut
+    capped = TruncationRecord.objects.filter(stream=streams[0]).first()
+    assert "limit_max" in capped.rule and heads["faults/r0"]["0"] > 10  # past its subscriber: the max
+    # no chunk wholly before a head is left behind
+    for stream in streams:
+        assert not any(services.stream_log(stream).segment(s).has_chunks_before_head() for s in stream.segment_ids)
+    print(f"retention cycle killed with {unfinished} truncations unfinished ({moved} streams' heads moved), "
+          "a second cycle killed at random; the next cycle finished them")
