@@ -6,8 +6,8 @@
 - no event before the head readable, through the store or the API;
 - floors never regress: a persisted floor is never below one sampled earlier;
 - no subscriber's unconsumed data deleted, except by a max-limit rule recorded in the stream's
-  truncation history (a head past a subscriber's floor, or a `missed` count, must be explained
-  by such a record);
+  truncation history (a head past a subscriber's acknowledgement cut, or a `missed` count, must
+  be explained by such a record);
 - the truncation history agrees with the heads: every record complete, cuts never backwards,
   the newest record's cut is the head.
 
