@@ -54,6 +54,29 @@ BODY_NAMES_OBJECTS = {
     "reader_groups_create", "reader_groups_partial_update", "reader_groups_truncation_cut_create",
     "retention_cycles_create", "api_keys_create",
 }
+# OpenAPI links: what a create answers names the object that the other operations take (clients
+# and the fuzzer's stateful phase follow them).
+BY_SCOPE_AND_NAME = {"scope": "$response.body#/scope", "name": "$response.body#/name"}
+LINKS = {
+    ("streams_create", "201"): (BY_SCOPE_AND_NAME, [
+        "streams_retrieve", "streams_partial_update", "streams_destroy", "streams_events_create",
+        "streams_events_retrieve", "streams_truncate_create", "streams_truncations_list",
+        "streams_retention_set_list", "streams_retention_policy_retrieve", "streams_retention_policy_update",
+        "streams_compacted_retrieve", "streams_compactions_list", "streams_compactions_create",
+    ]),
+    ("reader_groups_create", "201"): (BY_SCOPE_AND_NAME, [
+        "reader_groups_retrieve", "reader_groups_partial_update", "reader_groups_destroy",
+        "reader_groups_read_create", "reader_groups_ack_create", "reader_groups_nack_create",
+        "reader_groups_checkpoints_retrieve", "reader_groups_checkpoints_create",
+        "reader_groups_truncation_cut_create",
+    ]),
+    ("reader_groups_checkpoints_create", "201"): (
+        {"scope": "$request.path.scope", "name": "$request.path.name", "checkpoint": "$response.body#/name"},
+        ["reader_groups_checkpoints_release_create"],
+    ),
+    ("api_keys_create", "201"): ({"prefix": "$response.body#/prefix"}, ["api_keys_retrieve", "api_keys_destroy"]),
+    ("retention_cycles_create", "201"): ({"id": "$response.body#/id"}, ["retention_cycles_retrieve"]),
+}
 # Signing in is open to everyone: it is how a token is had.
 OPEN = {"auth_token_create"}
 WRITES = {"post", "put", "patch"}
@@ -61,7 +84,7 @@ WRITES = {"post", "put", "patch"}
 
 def add_error_responses(result, generator, request, public):
     """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: the Error component, the error answers of
-    every operation, and no security requirement on signing in."""
+    every operation, no security requirement on signing in, and the links from creates."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
@@ -87,4 +110,9 @@ def add_error_responses(result, generator, request, public):
                     "description": WHY[code],
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
                 })
+            for (source, code), (parameters, targets) in LINKS.items():
+                if op_id == source and code in responses:
+                    responses[code]["links"] = {
+                        target: {"operationId": target, "parameters": parameters} for target in targets
+                    }
     return result

@@ -125,3 +125,14 @@ def test_the_schema_shows_checkpoint_answers_as_they_are(schema):
     cps = "/api/v1/reader-groups/{scope}/{name}/checkpoints/"
     assert set(answer(cps, "get")["properties"]) == {"results"}
     assert set(answer(cps + "{checkpoint}/release/", "post")["properties"]) == {"streams"}
+
+
+def test_every_link_leads_to_an_operation_with_the_parameters_it_fills(schema):
+    operations = {op["operationId"]: op for ops in schema["paths"].values() for op in ops.values()}
+    links = [link for op in operations.values() for answer in op["responses"].values()
+             for link in answer.get("links", {}).values()]
+    assert len(links) > 20
+    for link in links:
+        target = operations[link["operationId"]]
+        path_params = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
+        assert set(link["parameters"]) == path_params, link
