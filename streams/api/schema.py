@@ -28,6 +28,8 @@ WHY = {
     404: "Unknown stream, reader group or other object named in the path or the body",
     409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running",
     413: "An event over `CBR_MAX_EVENT_BYTES`",
+    414: "The query string is too long: the web server refuses a request line over 4094 bytes "
+         "(gunicorn's limit, answered by it, not in the error shape)",
     429: "Too many failed sign-ins (Retry-After)",
     503: "The database or the task queue could not serve the request; retry (Retry-After)",
     507: "The stream is full under `on_max_limit: reject_publish`, or the data disk is full",
@@ -77,6 +79,8 @@ LINKS = {
     ("api_keys_create", "201"): ({"prefix": "$response.body#/prefix"}, ["api_keys_retrieve", "api_keys_destroy"]),
     ("retention_cycles_create", "201"): ({"id": "$response.body#/id"}, ["retention_cycles_retrieve"]),
 }
+# Answered by the web server in front of Django (no body of ours)
+PLAIN = {414}
 # Signing in is open to everyone: it is how a token is had.
 OPEN = {"auth_token_create"}
 WRITES = {"post", "put", "patch"}
@@ -99,6 +103,8 @@ def add_error_responses(result, generator, request, public):
                 statuses |= {401, 403}
             if "requestBody" in operation or any(p.get("in") == "query" for p in params):
                 statuses.add(400)
+            if any(p.get("in") == "query" for p in params):
+                statuses.add(414)
             if any(p.get("in") == "path" for p in params) or op_id in BODY_NAMES_OBJECTS:
                 statuses.add(404)
             if method in WRITES and op_id not in OPEN:
@@ -106,10 +112,10 @@ def add_error_responses(result, generator, request, public):
             statuses |= EXTRA.get(op_id, set())
             responses = operation.setdefault("responses", {})
             for code in sorted(statuses):
-                responses.setdefault(str(code), {
-                    "description": WHY[code],
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-                })
+                answer = {"description": WHY[code]}
+                if code not in PLAIN:
+                    answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+                responses.setdefault(str(code), answer)
             for (source, code), (parameters, targets) in LINKS.items():
                 if op_id == source and code in responses:
                     responses[code]["links"] = {

@@ -264,17 +264,18 @@ class StreamSerializer(serializers.ModelSerializer):
 class EventInSerializer(serializers.Serializer):
     """For the schema only: publishing is parsed by streams.domain.events for speed."""
 
-    payload = serializers.CharField(required=False)
-    payload_b64 = serializers.CharField(required=False)
-    routing_key = serializers.CharField(required=False)
-    key = serializers.CharField(required=False)
-    headers = serializers.DictField(child=serializers.CharField(), required=False)
+    # empty text is an event like any other (an empty payload, key or header value)
+    payload = serializers.CharField(required=False, allow_blank=True)
+    payload_b64 = serializers.CharField(required=False, allow_blank=True)
+    routing_key = serializers.CharField(required=False, allow_blank=True)
+    key = serializers.CharField(required=False, allow_blank=True)
+    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     deliver_at = serializers.CharField(required=False, help_text="ISO 8601 or epoch ms")
     delay_ms = serializers.IntegerField(required=False, min_value=0)
 
 
 class PublishSerializer(serializers.Serializer):
-    events = EventInSerializer(many=True)
+    events = EventInSerializer(many=True, allow_empty=False)
 
 
 class PositionSerializer(serializers.Serializer):

@@ -85,7 +85,8 @@ def test_every_operation_holds_to_the_schema_under_fuzzing(web_server, admin_tok
     world = seed_world(web_server.url, admin_token)
     report = tmp_path / "junit.xml"
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", f"{web_server.url}/api/v1/schema/",
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(Path(__file__).with_name("schemathesis.toml")),
+        "run", f"{web_server.url}/api/v1/schema/",
         "--url", web_server.url,
         "--header", f"Authorization: Token {admin_token}",
         "--checks", ",".join(CHECKS),
