@@ -79,6 +79,15 @@ LINKS = {
     ("api_keys_create", "201"): ({"prefix": "$response.body#/prefix"}, ["api_keys_retrieve", "api_keys_destroy"]),
     ("retention_cycles_create", "201"): ({"id": "$response.body#/id"}, ["retention_cycles_retrieve"]),
 }
+# A read's deliveries are what ack and nack take.
+BY_PATH = {"scope": "$request.path.scope", "name": "$request.path.name"}
+DELIVERED = {"delivery_ids": ["$response.body#/deliveries/0/delivery_id"]}
+BODY_LINKS = {  # operation -> its 200's links that fill a body
+    "reader_groups_read_create": [
+        ("reader_groups_ack_create", BY_PATH, DELIVERED),
+        ("reader_groups_nack_create", BY_PATH, DELIVERED),
+    ],
+}
 # Answered by the web server in front of Django (no body of ours)
 PLAIN = {414}
 # Signing in is open to everyone: it is how a token is had.
@@ -90,35 +99,48 @@ def add_error_responses(result, generator, request, public):
     """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: the Error component, the error answers of
     every operation, no security requirement on signing in, and the links from creates."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
-    for path, operations in result.get("paths", {}).items():
+    for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             if method not in {"get", "put", "post", "patch", "delete"}:
                 continue
             op_id = operation.get("operationId", "")
-            params = operation.get("parameters", [])
-            statuses = {503}
             if op_id in OPEN:
                 operation["security"] = []
-            else:
-                statuses |= {401, 403}
-            if "requestBody" in operation or any(p.get("in") == "query" for p in params):
-                statuses.add(400)
-            if any(p.get("in") == "query" for p in params):
-                statuses.add(414)
-            if any(p.get("in") == "path" for p in params) or op_id in BODY_NAMES_OBJECTS:
-                statuses.add(404)
-            if method in WRITES and op_id not in OPEN:
-                statuses.add(507)
-            statuses |= EXTRA.get(op_id, set())
             responses = operation.setdefault("responses", {})
-            for code in sorted(statuses):
+            for code in sorted(error_statuses(method, operation)):
                 answer = {"description": WHY[code]}
                 if code not in PLAIN:
                     answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
                 responses.setdefault(str(code), answer)
-            for (source, code), (parameters, targets) in LINKS.items():
-                if op_id == source and code in responses:
-                    responses[code]["links"] = {
-                        target: {"operationId": target, "parameters": parameters} for target in targets
-                    }
+            add_links(op_id, responses)
     return result
+
+
+def error_statuses(method: str, operation: dict) -> set[int]:
+    op_id = operation.get("operationId", "")
+    params = operation.get("parameters", [])
+    query = any(p.get("in") == "query" for p in params)
+    statuses = {503} | EXTRA.get(op_id, set())
+    if op_id not in OPEN:
+        statuses |= {401, 403}
+        if method in WRITES:
+            statuses.add(507)
+    if "requestBody" in operation or query:
+        statuses.add(400)
+    if query:
+        statuses.add(414)
+    if any(p.get("in") == "path" for p in params) or op_id in BODY_NAMES_OBJECTS:
+        statuses.add(404)
+    return statuses
+
+
+def add_links(op_id: str, responses: dict) -> None:
+    for (source, code), (parameters, targets) in LINKS.items():
+        if op_id == source and code in responses:
+            responses[code]["links"] = {
+                target: {"operationId": target, "parameters": parameters} for target in targets
+            }
+    for target, parameters, body in BODY_LINKS.get(op_id, []):
+        responses["200"].setdefault("links", {})[target] = {
+            "operationId": target, "parameters": parameters, "requestBody": body,
+        }
