@@ -64,6 +64,14 @@ def _limit(request, default: int = 100) -> int:
     return value
 
 
+def query_text(request, field: str, default: str = "") -> str:
+    """A text query parameter; NUL cannot be stored or compared in PostgreSQL text (a 500 there)."""
+    value = request.query_params.get(field, default)
+    if "\x00" in value:
+        raise FieldError(field, "must not contain NUL characters")
+    return value
+
+
 class StreamListView(GenericAPIView):
     access = {"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}
     serializer_class = StreamSerializer
@@ -72,9 +80,9 @@ class StreamListView(GenericAPIView):
     @extend_schema(responses=StreamSerializer(many=True))
     def get(self, request):
         qs = self.get_queryset()
-        if scope := request.query_params.get("scope"):
+        if scope := query_text(request, "scope"):
             qs = qs.filter(scope__name=scope)
-        qs = qs.search(request.query_params.get("search", "").strip())
+        qs = qs.search(query_text(request, "search").strip())
         page = self.paginate_queryset(qs)
         data = StreamSerializer(page, many=True, context=stream_answer(page)).data
         return self.get_paginated_response(data)

@@ -139,3 +139,10 @@ def test_every_link_leads_to_an_operation_with_the_parameters_it_fills(schema):
         target = operations[link["operationId"]]
         path_params = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
         assert set(link["parameters"]) == path_params, link
+
+
+@pytest.mark.parametrize("query, field", [("search=a%00", "search"), ("scope=%00", "scope")])
+def test_a_nul_in_a_list_query_is_a_400_not_a_database_error(api, query, field):
+    # PostgreSQL text cannot hold NUL: the filter raised DataError, a 500
+    response = api.get(f"/api/v1/streams/?{query}")
+    assert response.status_code == 400 and response.json()["field"] == field
