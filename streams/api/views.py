@@ -77,7 +77,13 @@ class StreamListView(GenericAPIView):
     serializer_class = StreamSerializer
     queryset = Stream.objects.select_related("scope", "retention_policy")
 
-    @extend_schema(responses=StreamSerializer(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", OpenApiTypes.STR, description="only streams of this scope"),
+            OpenApiParameter("search", OpenApiTypes.STR, description="scope or name contains it (any case)"),
+        ],
+        responses=StreamSerializer(many=True),
+    )
     def get(self, request):
         qs = self.get_queryset()
         if scope := query_text(request, "scope"):

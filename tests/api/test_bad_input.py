@@ -146,3 +146,8 @@ def test_a_nul_in_a_list_query_is_a_400_not_a_database_error(api, query, field):
     # PostgreSQL text cannot hold NUL: the filter raised DataError, a 500
     response = api.get(f"/api/v1/streams/?{query}")
     assert response.status_code == 400 and response.json()["field"] == field
+
+
+def test_the_schema_lists_the_stream_lists_filters(schema):
+    names = {p["name"] for p in schema["paths"]["/api/v1/streams/"]["get"]["parameters"]}
+    assert {"scope", "search", "limit", "offset"} <= names
