@@ -18,14 +18,16 @@ GROUP = "cbr-login"
 
 
 def _username(request) -> str:
-    if request.content_type == "application/json":
-        try:
+    """The username a sign-in names, or "" when the body says none (or cannot be read: the view
+    refuses that body itself, and the address is still counted)."""
+    try:
+        if request.content_type == "application/json":
             body = orjson.loads(request.body or b"{}")
-        except orjson.JSONDecodeError:
-            return ""
-        value = body.get("username") if isinstance(body, dict) else None
-    else:
-        value = request.POST.get("username")
+            value = body.get("username") if isinstance(body, dict) else None
+        else:
+            value = request.POST.get("username")
+    except Exception:  # noqa: BLE001 - malformed JSON or multipart: no username to count
+        return ""
     return value.strip().lower()[:150] if isinstance(value, str) else ""
 
 

@@ -2,17 +2,19 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from streams.api.serializers import StrictCharField
+
 from ..rules import KeyKind
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, help_text="what the key is for")
+    name = StrictCharField(max_length=100, help_text="what the key is for")
     kind = serializers.ChoiceField(choices=[k.value for k in KeyKind])
-    reader_group = serializers.CharField(
+    reader_group = StrictCharField(
         required=False, help_text="scope/name of the one reader group a reader_group key is for"
     )
     streams = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="scope/name of the streams a publish key publishes on"
+        child=StrictCharField(), required=False, help_text="scope/name of the streams a publish key publishes on"
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 

@@ -168,3 +168,9 @@ def test_the_client_consumes_with_a_key(live_server, operator_api, shop):
 def _events(*payloads):
     stream = Stream.objects.get(name="orders")
     return parse_batch({"events": [{"payload": p} for p in payloads]}, services.publish_limits(stream), 0)
+
+
+def test_a_key_name_must_be_text(operator_api, shop):
+    response = operator_api.post(KEYS, {"name": 0, "kind": "reader_group", "reader_group": "shop/billing"}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "name"
+    assert not ApiKey.objects.exists()

@@ -86,3 +86,12 @@ def test_the_api_with_a_session_needs_the_csrf_token_too(operator_user):
     assert response.status_code == 403
     assert "CSRF" in response.json()["message"]
     assert not services.Stream.objects.exists()
+
+
+def test_a_body_that_cannot_be_read_still_counts_against_the_address(plain_user, caplog):
+    client = Client()
+    for _ in range(3):
+        response = client.post("/login/", b"--x--", content_type="multipart/form-data", REMOTE_ADDR="10.0.3.1")
+        assert response.status_code in (200, 400)
+    assert "did not answer" not in caplog.text
+    assert sign_in(client, "pw-bob-123", addr="10.0.3.1").status_code == 429
