@@ -86,7 +86,7 @@ def operator_user(django_user_model):
     from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user("olga", password="pw-olga-123")
-    user.groups.add(Group.objects.get(name="operator"))
+    user.groups.add(Group.objects.get_or_create(name="operator")[0])
     return user
 
 

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
+from streams.api.pagination import query_int
 from streams.api.views import get_stream
 from streams.domain.errors import FieldError
 
@@ -45,19 +46,6 @@ def _compacted(scope: str, name: str):
     return stream
 
 
-def _int(request, field: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(field)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FieldError(field, "must be an integer") from None
-    if not low <= value <= high:
-        raise FieldError(field, f"must be between {low} and {high}")
-    return value
-
-
 class CompactedViewView(APIView):
     access = {"GET": Action.VIEW}
     access_target = TargetKind.STREAM
@@ -67,7 +55,7 @@ class CompactedViewView(APIView):
     def get(self, request, scope, name):
         """The stream's compacted view: the latest event per key, in key order, paged by key."""
         stream = _compacted(scope, name)
-        limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+        limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
         view = CompactedView.objects.filter(stream=stream).first()
         if view is None:
             return Response({"generation": None, "horizon": {}, "events": [], "next_after": None})

@@ -22,6 +22,7 @@ from streams.domain.errors import FieldError
 from streams.domain.events import parse_batch
 from streams.models import Stream
 
+from .pagination import query_int
 from .serializers import (
     EventsReadSerializer,
     PublishedSerializer,
@@ -49,19 +50,6 @@ def get_stream(scope: str, name: str) -> Stream:
 
 def stream_answer(streams: list[Stream]) -> dict:
     return {"states": {s.pk: services.stream_state(s) for s in streams}}
-
-
-def _limit(request, default: int = 100) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FieldError("limit", "must be a whole number") from None
-    if value < 1 or value > MAX_READ_LIMIT:
-        raise FieldError("limit", f"must be between 1 and {MAX_READ_LIMIT}")
-    return value
 
 
 def query_text(request, field: str, default: str = "") -> str:
@@ -210,7 +198,7 @@ class EventsView(APIView):
     )
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
-        limit = _limit(request)
+        limit = query_int(request, "limit", 100, 1, MAX_READ_LIMIT)
         tail = services.stream_log(stream).tail_cut()
         raw = request.query_params.get("from")
         from_cut = {}

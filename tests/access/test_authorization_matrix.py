@@ -140,7 +140,7 @@ def world(django_user_model, test_broker):
     for name, role in (("viewer", None), ("operator", "operator"), ("admin", None)):
         user = django_user_model.objects.create_user(name, password="pw-matrix-1", is_staff=name == "admin")
         if role:
-            user.groups.add(Group.objects.get(name=role))
+            user.groups.add(Group.objects.get_or_create(name=role)[0])  # a flush (transactional tests) empties it
         tokens[name] = (user, Token.objects.create(user=user).key)
     for name, body in {
         "group_key": {"kind": "reader_group", "reader_group": "m/g"},
