@@ -2,7 +2,8 @@
 
 Checks the prerequisites, starts an embedded Redis when REDIS_URL is unset, migrates, creates an
 admin (printing its password once), seeds the demo on an empty database, then runs the web server
-(gunicorn), a Celery worker and Celery beat with the database scheduler. Ctrl-C stops all of it.
+(gunicorn), a Celery worker, the compactor (a worker of the `compaction` queue) and Celery beat
+with the database scheduler. Ctrl-C stops all of it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ def main() -> int:
             "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
                     "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
                     "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"],
-            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1"],
+            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1", "-Q", "celery",
+                       "-n", "worker@%h"],
+            "compactor": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1",
+                          "-Q", "compaction", "-n", "compactor@%h"],
             "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",
                      "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
                      "-s", beat_schedule],

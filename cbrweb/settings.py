@@ -193,6 +193,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Compactions (Spark jobs of minutes) have a queue and a worker of their own: on the default queue
+# they took every worker slot, and retention, checkpoints and delayed maintenance waited behind
+# them for minutes (the soak saw it). Everything else stays on the default queue ("celery").
+CBR_COMPACTION_QUEUE = "compaction"
+CELERY_TASK_ROUTES = {"compaction.tasks.*": {"queue": CBR_COMPACTION_QUEUE}}
 # Declared here, kept in django-celery-beat's tables, editable in the console and admin.
 CELERY_BEAT_SCHEDULE = {
     "seal-due-chunks": {
@@ -220,6 +225,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
     },
 }
+# A tick not started by the time of the next one is dropped (the next does its work): a worker
+# that was busy catches up with one run of each, not with a backlog of them.
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry["options"] = {"expire_seconds": max(1, int(_entry["schedule"]))}
 
 # --- REST -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -47,7 +47,7 @@ def celery_worker(django_db_setup, django_db_blocker, test_broker, tmp_path_fact
     }
     log = open(data_dir.parent / "worker.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo",
+        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo", "-Q", "celery,compaction",
          "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
