@@ -75,8 +75,9 @@ class Client:
             self._conn = cls(self._netloc, timeout=self._timeout)
         return self._conn
 
-    def request(self, method: str, path: str, body: object = None) -> dict:
-        """One API call; answers the decoded JSON, raises CBRError for an error answer. A dropped
+    def request(self, method: str, path: str, body: object = None) -> dict | list:
+        """One API call; answers the decoded JSON (an object, or a list where the endpoint answers
+        one, e.g. a stream's compaction runs), raises CBRError for an error answer. A dropped
         keep-alive connection is reopened once (only for requests that are safe to repeat: reads,
         and acks, which are idempotent)."""
         data = None if body is None else json.dumps(body).encode()
@@ -107,7 +108,7 @@ class Client:
             answer = json.loads(raw) if raw else {}
         except ValueError:  # not JSON: a proxy's or a dying server's page
             answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
-        if response.status >= 400 or answer.get("code") == "not_json":
+        if response.status >= 400 or (isinstance(answer, dict) and answer.get("code") == "not_json"):
             raise CBRError(response.status, answer if isinstance(answer, dict) else {"message": answer})
         return answer
 
