@@ -1,7 +1,8 @@
 """Soak (issue 7): mixed load against the real stack for `--minutes` (10), then every invariant.
 
 The stack, as `make run` starts it but on PostgreSQL and the machine's Redis: gunicorn (2 gthread
-workers × 8 threads), a Celery worker (`-c 2`) and Celery beat with the database scheduler.
+workers × 8 threads), a Celery worker (`-c 1`, the default queue), the compactor (a Celery worker
+of the `compaction` queue, `-c 1`) and Celery beat with the database scheduler.
 Beat runs a retention cycle every 10 s, seals due chunks every 10 s, compacts every 60 s,
 checkpoints every 5 s and looks after the delayed indexes every 2 s. Chunks roll at 256 KiB
 and seal after 20 s, so truncation deletes whole chunk files and compaction has sealed input.
@@ -367,7 +368,10 @@ class Stack:
         commands = {
             "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "-k", "gthread",
                     "--threads", "8", "--graceful-timeout", "5", "--keep-alive", "30", "--log-level", "warning"],
-            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "warning", "-c", "2"],
+            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "warning", "-c", "1", "-Q", "celery",
+                       "-n", "worker@%h"],
+            "compactor": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "warning", "-c", "1",
+                          "-Q", "compaction", "-n", "compactor@%h"],
             "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "warning",
                      "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
                      "-s", str(self.work / "celerybeat-schedule")],
@@ -400,7 +404,7 @@ class Stack:
         return found
 
     def cleanup(self, keep: bool) -> None:
-        for name in ("beat", "worker", "web"):
+        for name in ("beat", "compactor", "worker", "web"):
             self.stop(name, 20)
         if not keep:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -480,7 +484,8 @@ class Sampler(threading.Thread):
         r = redis.Redis.from_url(self.stack.args.redis_url)
         while not self.stopped.wait(SAMPLE_S):
             web, _ = rss_mib(self.stack.procs["web"])
-            worker, jvm = rss_mib(self.stack.procs["worker"])
+            worker, _ = rss_mib(self.stack.procs["worker"])
+            compactor, jvm = rss_mib(self.stack.procs["compactor"])
             beat, _ = rss_mib(self.stack.procs["beat"])
             with connection.cursor() as cur:
                 cur.execute("SELECT pg_database_size(current_database())")
@@ -488,7 +493,8 @@ class Sampler(threading.Thread):
             self.floors.append(floors())
             self.rows.append({
                 "t": round(time.monotonic() - self.t0), "disk_mib": disk_bytes(self.stack.data) / 2**20,
-                "web_mib": web, "worker_mib": worker, "jvm_mib": jvm, "beat_mib": beat,
+                "web_mib": web, "worker_mib": worker,
+                "compactor_mib": compactor, "jvm_mib": jvm, "beat_mib": beat,
                 "redis_mib": r.info("memory")["used_memory"] / 2**20, "db_mib": db / 2**20,
                 "truncations": TruncationRecord.objects.count(),
             })
@@ -698,7 +704,8 @@ def main() -> int:
             if sampler.rows and int(time.monotonic() - t0) % 60 < 5:
                 row = sampler.rows[-1]
                 print(f"  {row['t']:>4} s  disk {row['disk_mib']:6.1f} MiB  web {row['web_mib']:5.0f} MiB  "
-                      f"worker {row['worker_mib']:5.0f}+{row['jvm_mib']:.0f} MiB  truncations {row['truncations']}",
+                      f"worker {row['worker_mib']:5.0f} MiB  compactor {row['compactor_mib']:.0f}+{row['jvm_mib']:.0f} MiB  "
+                      f"truncations {row['truncations']}",
                       flush=True)
         stop.set()
         results: dict = {}
@@ -722,7 +729,7 @@ def main() -> int:
         elapsed = time.monotonic() - t0
         sampler.stopped.set()
         sampler.join(30)
-        for name in ("beat", "worker"):  # nothing changes the store while it is checked
+        for name in ("beat", "compactor", "worker"):  # nothing changes the store while it is checked
             stack.stop(name, 120)
         ok = report(stack, args, produced, groups, sampler, drained_s, elapsed)
     finally:
@@ -739,7 +746,7 @@ def durations(runs) -> str:
         return "none finished"
     took = [(b - a).total_seconds() for a, b in rows]
     gaps = [(b[0] - a[0]).total_seconds() for a, b in zip(rows, rows[1:])]
-    gap = f", one every {statistics.mean(gaps):.1f} s" if gaps else ""
+    gap = f", one every {statistics.mean(gaps):.1f} s (longest gap {max(gaps):.0f} s)" if gaps else ""
     return f"took p50 {pct(took, 0.5):.1f} s, max {max(took):.1f} s{gap}"
 
 
@@ -790,10 +797,11 @@ def report(stack, args, produced, groups, sampler, drained_s, elapsed) -> bool:
         f"database {rows[-1]['db_mib']:.0f} MiB; Redis used_memory {rows[-1]['redis_mib']:.0f} MiB",
         f"RSS MiB every {SAMPLE_S * 6} s, web (master+2 workers): " + " ".join(f"{r['web_mib']:.0f}" for r in rows[5::6]),
         "   worker (Python): " + " ".join(f"{r['worker_mib']:.0f}" for r in rows[5::6])
-        + "   JVM: " + " ".join(f"{r['jvm_mib']:.0f}" for r in rows[5::6])
+        + "   compactor (Python): " + " ".join(f"{r['compactor_mib']:.0f}" for r in rows[5::6])
+        + "   its JVM: " + " ".join(f"{r['jvm_mib']:.0f}" for r in rows[5::6])
         + "   beat: " + " ".join(f"{r['beat_mib']:.0f}" for r in rows[5::6]),
         f"   slope after 2 min: web {slope_per_min(rows, 'web_mib', 120):+.2f} MiB/min, worker "
-        f"{slope_per_min(rows, 'worker_mib', 120):+.2f}, beat {slope_per_min(rows, 'beat_mib', 120):+.2f}, "
+        f"{slope_per_min(rows, 'worker_mib', 120):+.2f}, compactor {slope_per_min(rows, 'compactor_mib', 120):+.2f}, beat {slope_per_min(rows, 'beat_mib', 120):+.2f}, "
         f"disk {slope_per_min(rows, 'disk_mib', 120):+.2f}",
         "invariants: " + ("all hold" if not failures else f"{len(failures)} FAILED"),
         *(f"   {f}" for f in failures[:20]),
