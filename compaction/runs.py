@@ -205,12 +205,14 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         retention_s=stream.compacted_retention_s if stream.cleanup_policy == "compact,delete" else None,
         retention_bytes=stream.compacted_retention_bytes if stream.cleanup_policy == "compact,delete" else None,
     )
-    stats = compaction_job.compact_with_stats(previous, events, now, config)
+    result = compaction_job.compact_with_stats(previous, events, now, config)
     generation = (current.generation if current else 0) + 1
     name = f"gen-{generation}"
     tmp = directory / f".{name}.{os.getpid()}.tmp"
     _phase(run, f"writing generation {generation}")
-    stats.view.coalesce(1).sortWithinPartitions("key").write.mode("overwrite").parquet(str(tmp))
+    # one Spark job: reads the input once, writes the view, and counts (observations)
+    compaction_job.in_key_order(result.view).write.mode("overwrite").parquet(str(tmp))
+    stats = result.stats()
     _durable_rename(tmp, directory / name)
     written = {"rows": stats.rows, "keys": stats.rows, "tombstones": stats.tombstones, "bytes": stats.bytes}
     pause = settings.CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S  # tests: a kill lands between write and switch

@@ -1,11 +1,12 @@
 """Reading a stream's compacted view: the current generation's Parquet files, in key order
-(each generation is written sorted by key), paged by key."""
+(each file of a generation is written sorted by key), paged by key."""
 
 from __future__ import annotations
 
 from base64 import b64encode
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
@@ -50,9 +51,12 @@ def read_view(stream: Stream, view: CompactedView, key: str | None, after: str |
         condition = pc.field("key") == key.encode()
     elif after is not None:
         condition = pc.field("key") > after.encode()
-    # one file, written in key order: the first rows the scan finds are the page (row groups
-    # wholly before `after` are skipped by their statistics)
-    rows = dataset.scanner(filter=condition).head(limit + 1).to_pylist()
+    # every file of a generation is in key order, the keys split between files by hash
+    # (`spark_tasks.compaction_job.in_key_order`): the page is the first rows of every file's
+    # scan, merged (row groups wholly before `after` are skipped by their statistics)
+    heads = [fragment.head(limit + 1, filter=condition) for fragment in dataset.get_fragments()]
+    heads = [h for h in heads if h.num_rows]
+    rows = pa.concat_tables(heads).sort_by("key").slice(0, limit + 1).to_pylist() if heads else []
     more = len(rows) > limit
     rows = rows[:limit]
     return Page([event_of(r) for r in rows], rows[-1]["key"].decode(errors="replace") if more and rows else None)

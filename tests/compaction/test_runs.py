@@ -200,3 +200,27 @@ def test_turning_a_stream_with_keyless_events_compacted_is_allowed_and_says_what
     assert answer.json()["warnings"][0].startswith("3 events without a key")
     refused = api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "e"}]}, format="json")
     assert refused.status_code == 400 and refused.json()["field"] == "events[0].key"
+
+
+def test_the_view_pages_by_key_across_all_files_of_a_generation(api, spark_ready):
+    # given a generation written as several files (the keys split between them by hash)
+    stream = make(api)
+    keys = [f"u{(i * 37) % 60:03d}" for i in range(60)]
+    publish(api, *[(k, f"v{k}") for k in keys])
+    spark_ready.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        run(stream, datetime.now(UTC) + timedelta(seconds=1))
+    finally:
+        spark_ready.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    assert len(list((view_dir(stream) / "gen-1").glob("*.parquet"))) > 1
+    # when a reader pages through it by key
+    pages, after = [], None
+    while True:
+        page = view(api, limit=7, **({"after": after} if after else {}))
+        pages.append([e["key"] for e in page["events"]])
+        after = page["next_after"]
+        if after is None:
+            break
+    # then every key comes once, in key order, seven a page
+    assert [k for p in pages for k in p] == sorted(keys) and {len(p) for p in pages[:-1]} == {7}
+    assert as_dict(view(api, key="u041")) == {"u041": "vu041"}

@@ -112,3 +112,33 @@ def test_random_keyed_logs_compact_to_the_models_view(spark, seed):
     expected = model(log, runs[1], settings.delete_retention_s, settings.retention_s, settings.retention_bytes,
                      runs=[r for r in runs])
     assert view_of(later) == expected
+
+
+def test_a_runs_counts_are_observed_while_its_view_is_written_in_key_ordered_files(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_tasks.compaction_job import CompactionSettings, compact, compact_with_stats, in_key_order
+
+    # given a view A=1 B=∅ (the tombstone kept from the run at 10) and new events after it
+    settings = CompactionSettings(delete_retention_s=100, retention_s=150)
+    first = events(spark, [("0", 0, "A", "1", 0), ("0", 1, "B", "1", 1), ("0", 2, "B", None, 2)])
+    previous = compact(None, first, T0 + timedelta(seconds=10), settings).cache()
+    new = events(spark, [("0", 3, None, "xx", 60), ("0", 4, "C", "333", 61), ("0", 5, "D", "4444", 62),
+                         ("0", 6, "E", None, 63)] + [("1", i, f"k{i:03d}", None, 64) for i in range(40)])
+    # when the run's view is written (every aggregation partition a file of its own)
+    result = compact_with_stats(previous, new, T0 + timedelta(seconds=200), settings)
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        in_key_order(result.view).write.parquet(str(tmp_path / "gen"))
+    finally:
+        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    stats = result.stats()
+    # then B's time has passed, A (older than 150 s) is marked, the keyless event is counted and
+    # left out
+    assert stats.events_in == 2 + 44 and stats.bytes_in == 1 + 2 + 3 + 4 and stats.keyless == 1
+    assert (stats.tombstones_dropped, stats.marked) == (1, 1)
+    assert (stats.rows, stats.tombstones, stats.bytes) == (43, 41, 7)
+    files = sorted((tmp_path / "gen").glob("*.parquet"))
+    keys = [pq.read_table(f, columns=["key"]).column("key").to_pylist() for f in files]
+    assert len(files) > 1 and all(k == sorted(k) for k in keys)
+    assert sorted(k.decode() for ks in keys for k in ks) == ["C", "D", "E"] + [f"k{i:03d}" for i in range(40)]
