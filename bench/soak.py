@@ -35,7 +35,7 @@ every compacted stream is compacted once more (as an operator would ask), beat a
 Reported: events published and consumed, truncations, p50/p99 of publish, read and ack, errors
 (target 0), bytes on disk and RSS every 10 s (with the RSS slope after the first two minutes).
 
-Usage: .venv/bin/python bench/soak.py [--minutes 10] [--rate 1000] [--batches 2]
+Usage: .venv/bin/python bench/soak.py [--minutes 10] [--rate 600] [--batches 2]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_soak] [--redis-url redis://127.0.0.1:6379/5]
 The database is dropped and created again; the Redis database is emptied. Exit 1 if a check
 fails or any request failed. Figures also go to var/soak-<time>.json.
@@ -491,14 +491,27 @@ class Sampler(threading.Thread):
                 cur.execute("SELECT pg_database_size(current_database())")
                 db = cur.fetchone()[0]
             self.floors.append(floors())
+            lag = subscribers_lag(self.floors[-1])
             self.rows.append({
                 "t": round(time.monotonic() - self.t0), "disk_mib": disk_bytes(self.stack.data) / 2**20,
                 "web_mib": web, "worker_mib": worker,
                 "compactor_mib": compactor, "jvm_mib": jvm, "beat_mib": beat,
                 "redis_mib": r.info("memory")["used_memory"] / 2**20, "db_mib": db / 2**20,
-                "truncations": TruncationRecord.objects.count(),
+                "truncations": TruncationRecord.objects.count(), "lag": lag,
             })
             connection.close()
+
+
+def subscribers_lag(floors: dict[tuple[str, str, str], int]) -> int:
+    """Events published and not yet processed, summed over every subscriber and segment."""
+    from streams import services
+    from tests.faults.invariants import stream_named
+
+    tails = {}
+    for _, name, _ in floors:
+        if name not in tails:
+            tails[name] = services.stream_log(stream_named(name)).tail_cut()
+    return sum(tails[name][seg] - floor for (_, name, seg), floor in floors.items())
 
 
 def slope_per_min(rows: list[dict], key: str, after_s: float) -> float:
@@ -671,7 +684,7 @@ def per_minute_p99(samples: list[tuple[float, float]]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=10)
-    p.add_argument("--rate", type=float, default=1000, help="events/s published in all")
+    p.add_argument("--rate", type=float, default=600, help="events/s published in all")
     p.add_argument("--batches", type=int, default=2, help="publish requests per second per stream")
     p.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_soak")
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/5")
@@ -705,7 +718,7 @@ def main() -> int:
                 row = sampler.rows[-1]
                 print(f"  {row['t']:>4} s  disk {row['disk_mib']:6.1f} MiB  web {row['web_mib']:5.0f} MiB  "
                       f"worker {row['worker_mib']:5.0f} MiB  compactor {row['compactor_mib']:.0f}+{row['jvm_mib']:.0f} MiB  "
-                      f"truncations {row['truncations']}",
+                      f"truncations {row['truncations']}  lag {row['lag']:,}",
                       flush=True)
         stop.set()
         results: dict = {}
@@ -713,7 +726,7 @@ def main() -> int:
             kind, *value = out.get(timeout=120)
             results[kind] = value
         produced = results.pop("producers")[0]
-        drained_s = drain(stack, timeout=300)
+        drained_s = drain(stack, timeout=max(300, load_s))
         done.set()
         groups: dict[int, ConsumerResult] = {}
         for kind, value in results.items():
@@ -793,6 +806,8 @@ def report(stack, args, produced, groups, sampler, drained_s, elapsed) -> bool:
         f"compaction: {sum(runs.values())} runs {dict(runs)} ({durations(CompactionRun.objects.all())})",
         f"errors: {sum(errors.values())} {dict(errors) or ''}; service logs (tracebacks/ERROR lines): {logs}",
         f"disk MiB every {SAMPLE_S * 6} s: " + " ".join(f"{r['disk_mib']:.0f}" for r in rows[5::6]),
+        f"subscribers' lag (events not yet processed) every {SAMPLE_S * 6} s: "
+        + " ".join(f"{r['lag']:,}" for r in rows[5::6]),
         f"   max {max(r['disk_mib'] for r in rows):.0f}, last {rows[-1]['disk_mib']:.0f}; "
         f"database {rows[-1]['db_mib']:.0f} MiB; Redis used_memory {rows[-1]['redis_mib']:.0f} MiB",
         f"RSS MiB every {SAMPLE_S * 6} s, web (master+2 workers): " + " ".join(f"{r['web_mib']:.0f}" for r in rows[5::6]),
