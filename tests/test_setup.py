@@ -72,3 +72,23 @@ def test_the_documented_production_settings_pass_the_deploy_check(settings):
     settings.SECURE_HSTS_SECONDS = 31_536_000
     settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = settings.SECURE_HSTS_PRELOAD = True
     call_command("check", deploy=True, fail_level="WARNING")
+
+
+def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next():
+    """A compaction (a Spark job of minutes) must not take the slots retention, checkpoints and
+    delayed maintenance run in (the soak saw retention stall behind two of them); a tick no worker
+    started before the next one is dropped rather than queued up."""
+    from django.conf import settings
+
+    from cbrweb.celery import app
+
+    def queue(task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    assert queue("compaction.tasks.compact_due_streams") == queue("compaction.tasks.run_compaction") == "compaction"
+    assert {queue(t) for t in ("retention.tasks.run_retention_cycle", "streams.tasks.periodic_checkpoints",
+                               "streams.tasks.delayed_maintenance", "streams.tasks.seal_due_chunks")} == {"celery"}
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        assert entry["options"]["expire_seconds"] == max(1, int(entry["schedule"])), name
+    run_py = (Path(__file__).resolve().parents[1] / "cbrweb" / "run.py").read_text()
+    assert '"-Q", "compaction"' in run_py and '"-Q", "celery"' in run_py  # make run starts both workers
