@@ -5,34 +5,45 @@ compare.
 
 Keys, per reader group, subscription (the group on one stream) and segment (`{g:sub:seg}` keeps
 them in one Redis Cluster slot):
-    cbr:acks:{g:sub:seg}:state   hash: floor, next, halted (absent: not halted), and counters
-                               redelivered, dead_lettered, skipped
-    cbr:acks:{g:sub:seg}:leases  sorted set: offset by lease expiry (the live deliveries)
+    cbr:acks:{g:sub:seg}:state   hash: floor, next, halted (absent: not halted), abase, layout,
+                               and counters redelivered, dead_lettered, skipped
+    cbr:acks:{g:sub:seg}:leased  bitmap: bit (offset - abase) set while the offset is handed out
+                               (a live delivery: not acknowledged, given back or expired)
+    cbr:acks:{g:sub:seg}:leases  sorted set: one member per hand-out, by its leases' expiry,
+                               naming its deliveries (offset and epoch; runs of first deliveries
+                               as ranges); a lease it names is live while the offset's `leased`
+                               bit is set and the offset's epoch is the one named
     cbr:acks:{g:sub:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
     cbr:acks:{g:sub:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
                                what `next` implies (1 below it, 0 from it): redeliveries, and
                                delayed events the stream's index handed back (0)
     cbr:acks:{g:sub:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
                                every bit below the floor is set (state's `abase`, a multiple
-                               of 8 at or below the floor, moves up with it)
+                               of 8 at or below the floor, moves up with it; both bitmaps are
+                               cut below it)
     cbr:acks:{g:sub:seg}:retry   sorted set: offset by the time it is due (again)
     cbr:acks:{g:sub:seg}:poison  hash: offset -> what on_poison did (above the floor)
     cbr:acks:{g:sub:seg}:dead    sorted set: offset by when its dead-letter append was claimed
     cbr:acks:{g:sub:seg}:reason  hash: offset -> why it was last given back (nack reason, timeout)
+    cbr:acks:{g:sub:seg}:scratch a mask of many bits, written and deleted within one script
 If Redis loses these keys, the tracker starts again from the floor persisted in the database:
-everything above it is delivered again (at-least-once), nothing is lost.
+everything above it is delivered again (at-least-once), nothing is lost. A state kept in another
+shape (`layout`: an older release's, whose `leases` held one member per offset) is treated the
+same way by the next hand-out.
 """
 
 from __future__ import annotations
 
+import struct
 import weakref
 from dataclasses import dataclass
 
-from .ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY
+from .ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 from .domain.acks import AckResult, Delivery, HandOut, Poison
 
 _PREFIX = "cbr:acks:"
-_PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason")
+_PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased",
+          "scratch")
 
 
 def _text(value) -> str:
@@ -76,7 +87,8 @@ def _scripts(redis) -> tuple:
     """The scripts, registered once per client (registering hashes the source)."""
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
-            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT)
+            redis.register_script(src)
+            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, LEASE_COUNTS)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -91,7 +103,8 @@ class SegmentTracker:
         tag = f"{_PREFIX}{{{group_id}:{subscription_id}:{segment}}}"
         self.keys = [f"{tag}:{part}" for part in _PARTS]
         self.index_key = index_key or f"{tag}:no-index"
-        self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out = _scripts(redis)
+        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out,
+         self._lease_counts) = _scripts(redis)
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
@@ -129,8 +142,7 @@ class SegmentTracker:
         """Acknowledge a batch; returns each delivery's result and the floor after them. With a
         pipeline, queues the script and returns a function that reads its answer (several
         segments' acks then travel in one round trip)."""
-        packed = ",".join(f"{d.offset}:{d.epoch}" for d in deliveries)
-        args = [sink or "", len(sinks), *sinks, packed]
+        args = [sink or "", len(sinks), *sinks, _packed(deliveries)]
         n = len(deliveries)
         if pipe is not None:
             self._ack(keys=self.keys, args=args, client=pipe)
@@ -144,8 +156,8 @@ class SegmentTracker:
     def nack_many(
         self, deliveries: list[Delivery], now: float, delay_s: float = 0.0, reason: str = ""
     ) -> list[AckResult]:
-        packed = ",".join(f"{d.offset}:{d.epoch}" for d in deliveries)
-        return _results(len(deliveries), self._nack(keys=self.keys, args=[now + delay_s, reason, packed]))
+        args = [now + delay_s, reason, _packed(deliveries)]
+        return _results(len(deliveries), self._nack(keys=self.keys, args=args))
 
     def nack(self, delivery: Delivery, now: float, delay_s: float = 0.0, reason: str = "") -> AckResult:
         return self.nack_many([delivery], now, delay_s, reason)[0]
@@ -153,6 +165,15 @@ class SegmentTracker:
     def dead_lettered(self, offsets: list[int]) -> int:
         """The appends of these offsets to the dead-letter stream are durable; returns the floor."""
         return int(self._dead_lettered(keys=self.keys, args=offsets)) if offsets else 0
+
+    def lease_counts(self, now: float, pipe=None):
+        """(live leases, leases expired by `now` and not yet given back); with `pipe`, queued on
+        the pipeline, whose answer is the pair as a list."""
+        if pipe is not None:
+            self._lease_counts(keys=self.keys, args=[now], client=pipe)
+            return None
+        live, expired = self._lease_counts(keys=self.keys, args=[now])
+        return int(live), int(expired)
 
     def reasons(self, offsets: list[int]) -> dict[int, str]:
         if not offsets:
@@ -165,12 +186,13 @@ class SegmentTracker:
         state = {_text(k): _text(v) for k, v in r.hgetall(self.keys[0]).items()}
         nxt = int(state.get("next", 0))
         epochs = {int(k): int(v) for k, v in r.hgetall(self.keys[3]).items()}
-        leased = [int(m) for m in r.zrange(self.keys[1], 0, -1)]
+        base, floor = int(state.get("abase", 0)), int(state.get("floor", 0))
+        leased = _bits_from(r.get(self.keys[9]) or b"", base, base)  # all: one below the floor is a fault
         return TrackerState(
             floor=int(state.get("floor", 0)),
             next=nxt,
             leases={o: epochs.get(o, 1 if o < nxt else 0) for o in leased},
-            acked=_bits_from(r.get(self.keys[4]) or b"", int(state.get("abase", 0)), int(state.get("floor", 0))),
+            acked=_bits_from(r.get(self.keys[4]) or b"", base, floor),
             retry={int(m): s for m, s in r.zrange(self.keys[5], 0, -1, withscores=True)},
             poisoned={int(k): _text(v) for k, v in r.hgetall(self.keys[6]).items()},
             dead={int(m): s for m, s in r.zrange(self.keys[7], 0, -1, withscores=True)},
@@ -184,8 +206,18 @@ class SegmentTracker:
 _OK = AckResult(True)
 
 
+def _packed(deliveries: list[Delivery]) -> bytes:
+    """The deliveries as one msgpack array: offset (uint 64), epoch (uint 32), offset, … (the
+    scripts decode it with cmsgpack, in C). Offsets and epochs are whole numbers ≥ 0 (acking
+    parses them as digits, at most 18 and 9)."""
+    flat = [0xDD, 2 * len(deliveries)]
+    for d in deliveries:
+        flat += (0xCF, d.offset, 0xCE, d.epoch)
+    return struct.pack(">BI" + "BQBI" * len(deliveries), *flat)
+
+
 def _bits_from(bitmap: bytes, base: int, floor: int) -> set[int]:
-    """The processed offsets at or above the floor, from the `acked` bitmap."""
+    """The offsets at or above the floor whose bits are set (`acked`, `leased`)."""
     out = set()
     for i, byte in enumerate(bitmap):
         if byte:
@@ -207,9 +239,9 @@ def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
     """The stats of many trackers in one round trip."""
     pipe = redis.pipeline(transaction=False)
     for t in trackers:
-        state, leases, _, _, acked, retry, _, dead, _ = t.keys
+        state, _, _, _, acked, retry, _, dead, _, leased, _ = t.keys
         pipe.hgetall(state)
-        pipe.zcard(leases)
+        pipe.bitcount(leased)
         pipe.zcard(retry)
         pipe.bitcount(acked)
         pipe.zcard(dead)

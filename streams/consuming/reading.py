@@ -58,14 +58,14 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     pipe = redis.pipeline(transaction=False)
     pipe.set(seen_key(group.pk), now, ex=SEEN_TTL_S)  # see mark_seen
     for slot in group_slots:
-        state, leases, _, _, _, retry, _, dead, _ = slot.tracker.keys
+        keys = slot.tracker.keys
+        state, retry, dead = keys[0], keys[5], keys[7]
         pipe.hmget(state, "next", "halted")
-        pipe.zcount(leases, f"({now}", "+inf")  # live leases
-        pipe.zcount(leases, "-inf", now)  # expired: due again
+        slot.tracker.lease_counts(now, pipe)  # [live, expired: due again]
         pipe.zcount(retry, "-inf", now)
         pipe.zcount(dead, "-inf", now - lease_s)
     answers = pipe.execute()[1:]
-    live = sum(answers[5 * i + 1] for i in range(len(group_slots)))
+    live = sum(answers[4 * i + 1][0] for i in range(len(group_slots)))
     room = group.max_ack_pending - live
     result = ReadResult([])
     if room <= 0:
@@ -78,7 +78,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
     work = []
     for i, slot in enumerate(group_slots):
-        (nxt, halted), _, expired, retry_due, dead_due = answers[5 * i: 5 * i + 5]
+        (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i: 4 * i + 4]
         head, tail = ends[slot.stream.pk][slot.segment]
         start = slot.position.floor if nxt is None else int(nxt)
         if max(start, head.offset) < tail.next_offset or halted is not None or expired or retry_due \
