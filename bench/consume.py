@@ -238,10 +238,10 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
         t.forget()
         return t
 
-    def hand_out_all(t: SegmentTracker) -> list:
+    def hand_out_all(t: SegmentTracker, limit: int = hand_out_limit, n: int = deliveries) -> list:
         out = []
-        while len(out) < deliveries:
-            got = t.hand_out(now, "bench", hand_out_limit, deliveries, 3600.0, 5, Poison.DEAD_LETTER)
+        while len(out) < n:
+            got = t.hand_out(now, "bench", limit, n, 3600.0, 5, Poison.DEAD_LETTER)
             if not got.deliveries:
                 raise SystemExit("tracker: hand_out gave nothing before the tail")
             out += got.deliveries
@@ -292,13 +292,19 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
         ack_all(pending, handed[1:])
         used2 = r.info("memory")["used_memory"]
         by_keys_acked = sum(r.memory_usage(k, samples=0) or 0 for k in pending.keys)
+        pending.forget()
+        # the worst case: hand-outs of one delivery each (a lease record each)
+        singles = 10_000
+        hand_out_all(pending, limit=1, n=singles)
+        by_keys_single = sum(r.memory_usage(k, samples=0) or 0 for k in pending.keys)
         figures.append(Figure("tracker: Redis memory per pending delivery", deliveries, 1.0, bytes_per_pending=by_keys / deliveries, notes=[
-            f"MEMORY USAGE of the tracker's keys: {by_keys / deliveries:,.0f} B per pending delivery "
-            f"({by_keys / 2**20:.1f} MiB for {deliveries:,})",
-            f"INFO used_memory delta: {(used1 - used0) / deliveries:,.0f} B per pending delivery",
+            f"MEMORY USAGE of the tracker's keys: {by_keys / deliveries:,.1f} B per pending delivery "
+            f"({by_keys / 2**20:.2f} MiB for {deliveries:,}, handed out {hand_out_limit:,} per call)",
+            f"INFO used_memory delta: {(used1 - used0) / deliveries:,.1f} B per pending delivery",
             f"acked but held above a stuck floor (all but the first acked): "
             f"{by_keys_acked / (deliveries - 1):,.1f} B per offset by MEMORY USAGE, "
             f"{(used2 - used0) / (deliveries - 1):,.1f} B by used_memory",
+            f"handed out one per call ({singles:,}): {by_keys_single / singles:,.1f} B per pending delivery",
         ]))
     finally:
         for t in trackers:
@@ -427,7 +433,7 @@ def summary(args, figures: dict[str, list[Figure]]) -> None:
     for name, figs in figures.items():
         if figs[0].bytes_per_pending is not None:
             bytes_each = statistics.median(f.bytes_per_pending for f in figs)
-            print(f"{name:48s} {bytes_each:10,.0f} B  (MEMORY USAGE of the tracker's keys / pending deliveries)")
+            print(f"{name:48s} {bytes_each:10,.1f} B  (MEMORY USAGE of the tracker's keys / pending deliveries)")
 
 
 if __name__ == "__main__":

@@ -216,15 +216,24 @@ local function rebase(offset)
   end
   redis.call('HSET', state, 'abase', offset)
 end
--- `leases` holds one member per hand-out, scored by its expiry: "end;items", `end` its highest
--- offset + 1, items "o:e" (offset o in its e-th delivery) or "a-b" (offsets a to b - 1, each in
--- its first delivery). A lease is live while its offset's `leased` bit is set and its delivery is
--- the offset's latest; a member outlives the leases it names (acks do not look for it) until it
--- expires or the floor passes its `end`.
+-- `leases` holds one member per hand-out, scored by its expiry, naming its deliveries: items
+-- "o:e" (offset o in its e-th delivery), "a-b" (offsets a to b - 1, each in its first delivery)
+-- or "o" (o in its first delivery). One item is the member; several are "end;item,item,…",
+-- `end` their highest offset + 1 (one delivery's member is as short as a member per offset was:
+-- a read of one event costs no more than it did). A lease is live while its offset's `leased`
+-- bit is set and its delivery is the offset's latest; a member outlives the leases it names
+-- (acks do not look for it) until it expires or the floor passes its end.
+local function end_of(m)
+  local e = string.match(m, '^(%d+);')
+  if e then return tonumber(e) end
+  local a, sep, b = string.match(m, '^(%d+)([-:]?)(%d*)$')
+  if sep == '-' then return tonumber(b) end
+  return tonumber(a) + 1
+end
 local function trim_leases(floor)
   while true do
     local m = redis.call('ZRANGE', leases, 0, 0)[1]
-    if not m or tonumber(string.match(m, '^%d+')) > floor then return end
+    if not m or end_of(m) > floor then return end
     redis.call('ZREM', leases, m)
   end
 end
@@ -237,8 +246,10 @@ local function expired_leases(now)
   local v = reader(leased)
   local offs, eps = {}, {}
   for _, m in ipairs(members) do
-    for a, sep, b in string.gmatch(m, '(%d+)([-:])(%d+)') do
+    for item in string.gmatch(string.match(m, ';(.*)$') or m, '[^,]+') do
+      local a, sep, b = string.match(item, '^(%d+)([-:]?)(%d*)$')
       a, b = tonumber(a), tonumber(b)
+      if sep == '' then sep, b = '-', a + 1 end
       if sep == ':' then
         if a >= floor and a < nxt and has(v, a - base) then
           offs[#offs + 1] = a
@@ -478,7 +489,11 @@ if #again_offs > 0 or #first > 0 then
     i = j + 1
   end
   if #first > 0 and first[#first] > hi then hi = first[#first] end
-  redis.call('ZADD', leases, now + lease_s, (hi + 1) .. ';' .. table.concat(items, ','))
+  local member
+  if #items > 1 then member = (hi + 1) .. ';' .. table.concat(items, ',')
+  elseif #first == 1 then member = tostring(first[1])
+  else member = items[1] end
+  redis.call('ZADD', leases, now + lease_s, member)
 end
 if #compacted_away > 0 then
   mark(compacted_away)

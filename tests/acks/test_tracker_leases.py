@@ -123,3 +123,17 @@ def test_counting_leases_drops_expired_hand_outs_that_name_no_live_lease(tracker
     assert redis.zcard(tracker.keys[1]) == 1
     assert tracker.lease_counts(12.0) == (0, 1)
     assert tracker.ack(again).acked and tracker.state().floor == 5
+
+
+def test_hand_outs_of_one_delivery_cost_no_more_than_a_member_per_offset_did(tracker, redis):
+    """A read of one event is one record: as short as the sorted-set member per offset that the
+    tracker kept before (~96 B a pending delivery); their expiries still end the right leases."""
+    for i in range(2000):
+        tracker.hand_out(float(i), "a", 1, 2000, 3600.0, 5, Poison.SKIP)
+    used = sum(redis.memory_usage(k, samples=0) or 0 for k in tracker.keys)
+    assert used / 2000 <= 100
+    assert tracker.nack(Delivery(7, 1), 2000.0).acked
+    again = tracker.hand_out(2001.0, "a", 1, 2000, 3600.0, 5, Poison.SKIP).deliveries
+    assert [(d.offset, d.epoch) for d in again] == [(7, 2)]
+    # by 3610.5 the hand-outs of offsets 0-10 expired; 7's second delivery is live until 5601
+    assert tracker.lease_counts(3610.5) == (1990, 10)
