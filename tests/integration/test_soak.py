@@ -21,8 +21,11 @@ def test_a_short_soak_keeps_every_invariant_and_answers_no_error(redis_url):
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgres"):
         pytest.skip("the soak runs on PostgreSQL: set DATABASE_URL=postgres://… (CI does)")
-    own_database = database_url.rsplit("/", 1)[0] + "/cbr_soak_ci"
-    own_redis = redis_url.rsplit("/", 1)[0] + "/5"
+    # names of its own, after the run's database (two runs on other databases do not meet), and a
+    # Redis database no other test or bench/soak.py default uses (the soak empties it)
+    base, name = database_url.split("?")[0].rsplit("/", 1)
+    own_database = f"{base}/{name}_soak"
+    own_redis = redis_url.rsplit("/", 1)[0] + "/11"
     proc = subprocess.run(
         [sys.executable, "bench/soak.py", "--minutes", "1", "--rate", "400",
          "--database-url", own_database, "--redis-url", own_redis],
