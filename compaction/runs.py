@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import transaction
@@ -78,6 +79,27 @@ def _newest_ms(path: Path) -> int | None:
         ms = int(value.timestamp() * 1000) if isinstance(value, datetime) else int(value)
         newest = ms if newest is None else max(newest, ms)
     return newest
+
+
+@dataclass(frozen=True)
+class InputCounts:
+    events: int
+    keyless: int
+    bytes: int  # payload bytes
+
+
+def input_counts(paths: list[Path]) -> InputCounts:
+    """What a run reads from the sealed chunks, from their Parquet copies' metadata and their
+    `payload_size` column (cheaper than counting every row inside the Spark job)."""
+    events = keyless = size = 0
+    for path in paths:
+        copy = pq.ParquetFile(path)
+        meta = copy.metadata
+        column = meta.schema.to_arrow_schema().get_field_index("key")
+        events += meta.num_rows
+        keyless += sum(meta.row_group(g).column(column).statistics.null_count for g in range(meta.num_row_groups))
+        size += pc.sum(copy.read(columns=["payload_size"]).column(0)).as_py() or 0
+    return InputCounts(events, keyless, size)
 
 
 def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pending:
@@ -205,6 +227,7 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         retention_s=stream.compacted_retention_s if stream.cleanup_policy == "compact,delete" else None,
         retention_bytes=stream.compacted_retention_bytes if stream.cleanup_policy == "compact,delete" else None,
     )
+    incoming = input_counts(pending.paths)
     result = compaction_job.compact_with_stats(previous, events, now, config)
     generation = (current.generation if current else 0) + 1
     name = f"gen-{generation}"
@@ -225,9 +248,10 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
             "tombstones": written["tombstones"], "bytes": written["bytes"], "switched_at": timezone.now(),
         })
         _phase(run, "done", state=CompactionRun.State.SUCCEEDED, finished_at=timezone.now(), generation=generation,
-               horizon=pending.horizon, events_in=stats.events_in, events_out=written["rows"], keys=written["keys"],
-               keyless_dropped=stats.keyless, tombstones_dropped=stats.tombstones_dropped,
-               marked_by_retention=stats.marked, bytes_before=stats.bytes_in, bytes_after=written["bytes"])
+               horizon=pending.horizon, events_in=incoming.events + (current.keys if current else 0),
+               events_out=written["rows"], keys=written["keys"], keyless_dropped=incoming.keyless,
+               tombstones_dropped=stats.tombstones_dropped, marked_by_retention=stats.marked,
+               bytes_before=incoming.bytes + (current.bytes if current else 0), bytes_after=written["bytes"])
     remove_leftovers(stream)
     return run
 

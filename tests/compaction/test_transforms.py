@@ -133,9 +133,7 @@ def test_a_runs_counts_are_observed_while_its_view_is_written_in_key_ordered_fil
     finally:
         spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
     stats = result.stats()
-    # then B's time has passed, A (older than 150 s) is marked, the keyless event is counted and
-    # left out
-    assert stats.events_in == 2 + 44 and stats.bytes_in == 1 + 2 + 3 + 4 and stats.keyless == 1
+    # then B's time has passed, A (older than 150 s) is marked, the keyless event is left out
     assert (stats.tombstones_dropped, stats.marked) == (1, 1)
     assert (stats.rows, stats.tombstones, stats.bytes) == (43, 41, 7)
     files = sorted((tmp_path / "gen").glob("*.parquet"))
