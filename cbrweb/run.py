@@ -57,13 +57,7 @@ def main() -> int:
             "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
                     "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
                     "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"],
-            "worker": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1", "-Q", "celery",
-                       "-n", "worker@%h"],
-            "compactor": [py, "-m", "celery", "-A", "cbrweb", "worker", "-l", "info", "-c", "1",
-                          "-Q", "compaction", "-n", "compactor@%h"],
-            "beat": [py, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",
-                     "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-                     "-s", beat_schedule],
+            **celery_commands("info", beat_schedule),
         }
         for name, cmd in commands.items():
             children.append((name, subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)))
@@ -76,6 +70,18 @@ def main() -> int:
         return 1
     finally:
         _stop(children)
+
+
+def celery_commands(log_level: str, beat_schedule: str) -> dict[str, list[str]]:
+    """The Celery processes of a CBR deployment: the worker of the default queue, the compactor
+    (compactions have a queue of their own, so they never hold up retention), and beat."""
+    celery = [sys.executable, "-m", "celery", "-A", "cbrweb"]
+    return {
+        "worker": [*celery, "worker", "-l", log_level, "-c", "1", "-Q", "celery", "-n", "worker@%h"],
+        "compactor": [*celery, "worker", "-l", log_level, "-c", "1", "-Q", "compaction", "-n", "compactor@%h"],
+        "beat": [*celery, "beat", "-l", log_level, "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+                 "-s", beat_schedule],
+    }
 
 
 def _create_admin(manage: list[str]) -> None:
