@@ -54,14 +54,18 @@ def redis_state(redis_url, settings):
 
 @pytest.fixture(scope="session")
 def test_broker(redis_url):
-    """Celery messages of the tests travel in a Redis database of their own (15), emptied first,
-    so no other worker on the same server (a `make run`, say) takes them."""
+    """Celery messages of the tests travel in a Redis database of their own (15, or
+    CBR_TEST_BROKER_DB so that two test runs on one server stay apart), emptied first, so no
+    other worker on the same server (a `make run`, say) takes them."""
+    import os
+
     import redis
 
     from cbrweb.celery import app
 
+    broker_db = os.environ.get("CBR_TEST_BROKER_DB", "15")
     base, _, db = redis_url.rpartition("/")
-    url = f"{base}/15" if db.isdigit() else f"{redis_url.rstrip('/')}/15"
+    url = f"{base}/{broker_db}" if db.isdigit() else f"{redis_url.rstrip('/')}/{broker_db}"
     redis.Redis.from_url(url).flushdb()
     app.conf.broker_url = url
     app.conf.result_backend = url
