@@ -414,21 +414,21 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     pass_s = time.perf_counter() - t
 
     phases = Phases()
-    phases.wrap(DelayIndex, "pop", "pop (Lua)")
+    phases.wrap(DelayIndex, "release", "release (Lua: loads, pop, claim)")
     order = {"latest": 0, "earlier": 0}  # indexes released after a later one: out of time order
-    timed_pop = DelayIndex.pop
+    timed_fan_out = handing.fan_out
 
-    def checked_pop(self, *a, **kw):
-        claimed, load = timed_pop(self, *a, **kw)
-        order["earlier"] += sum(1 for r in claimed if r.deliver_at < order["latest"])
-        if claimed:
-            order["latest"] = max(order["latest"], max(r.deliver_at for r in claimed))
-        return claimed, load
+    def checked_fan_out(stream, released, *a, **kw):
+        times = [at for offsets in released.values() for at in offsets.values()]
+        order["earlier"] += sum(1 for at in times if at < order["latest"])
+        if times:
+            order["latest"] = max(order["latest"], max(times))
+        return timed_fan_out(stream, released, *a, **kw)
 
-    DelayIndex.pop = checked_pop
-    phases.wrap(handing, "fan_out", "fan_out (subscriptions query + Lua per segment)")
+    handing.fan_out = checked_fan_out
+    phases.wrap(handing, "fan_out", "fan_out (Lua per group and segment)")
     phases.wrap(DelayIndex, "handed", "handed (ZREM)")
-    phases.wrap(buckets, "load_next", "load_next (snapshot segment read + Lua + op row)")
+    phases.wrap(buckets, "round_loads", "round_loads (plan, Parquet reads, packing)")
     released = calls = 0
     redis.config_resetstat()
     t = time.perf_counter()
@@ -442,8 +442,8 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
                     break
     finally:
         release_s = time.perf_counter() - t
-        DelayIndex.pop = timed_pop
         phases.undo()
+        handing.fan_out = timed_fan_out
     stats = redis.info("commandstats")
     in_redis = {k[len("cmdstat_"):]: (v["usec"] / 1e6, v["calls"]) for k, v in stats.items()
                 if v["usec"] >= 10_000}

@@ -127,9 +127,10 @@ class SegmentTracker:
             deliveries += [Delivery(int(o), 1) for o in _text(first).split(",")]
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
 
-    def fan_out(self, due: dict[int, float], pipe=None) -> list[int] | None:
-        """As `SegmentAcks.fan_out`; with `pipe`, queued on the pipeline (returns None)."""
-        args = [",".join(f"{o}:{at!r}" for o, at in due.items())]
+    def fan_out(self, due: dict[int, float] | bytes, pipe=None) -> list[int] | None:
+        """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built
+        once for every group); with `pipe`, queued on the pipeline (returns None)."""
+        args = [due if isinstance(due, bytes) else released_packed(due.keys(), due.values())]
         if pipe is not None:
             self._fan_out(keys=self.keys, args=args, client=pipe)
             return None
@@ -214,6 +215,16 @@ def _packed(deliveries: list[Delivery]) -> bytes:
     for d in deliveries:
         flat += (0xCF, d.offset, 0xCE, d.epoch)
     return struct.pack(">BI" + "BQBI" * len(deliveries), *flat)
+
+
+def released_packed(offsets, dues) -> bytes:
+    """Released delayed events for FAN_OUT as one msgpack array: offset (uint 64), due (float 64,
+    seconds), offset, … (decoded in C)."""
+    offsets, dues = list(offsets), list(dues)
+    flat: list = [0xDD, 2 * len(offsets)]
+    for o, due in zip(offsets, dues, strict=True):
+        flat += (0xCF, o, 0xCB, due)
+    return struct.pack(">BI" + "BQBd" * len(offsets), *flat)
 
 
 def _bits_from(bitmap: bytes, base: int, floor: int) -> set[int]:

@@ -5,6 +5,7 @@ stream's maintenance lock; loads are safe without it (each is conditional in Red
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 import os
@@ -19,13 +20,13 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
-from ..domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, recovery_plan
+from ..domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan
 from ..models import DelayedBucket, DelayedIndex, DelayedOp, Stream
 from ..services import stream_log
 from ..storage import delayed_snapshots as snapshots
 from ..storage.delayed_snapshots import CorruptSnapshot
 from . import handing
-from .index import DelayIndex
+from .index import DelayIndex, Direct, Load, packed
 
 log = logging.getLogger(__name__)
 OPS_KEPT = 300
@@ -38,15 +39,16 @@ def snapshot_dir(stream: Stream) -> Path:
 # -- the operations log ------------------------------------------------------------------------
 
 
-def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = "") -> None:
-    """Count one bucket operation (metrics) and keep it in the console's log."""
+def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = "", count: int = 1) -> None:
+    """Count bucket operations (metrics) and keep them in the console's log: `count` of them
+    done together (a hand-out round's loads), each taking its share of the time."""
     latency = (time.monotonic() - started) * 1000
     state = "succeed" if ok else "failed"
     redis = get_redis()
     pipe = redis.pipeline(transaction=False)
-    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:{state}", 1)
+    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:{state}", count)
     pipe.hincrbyfloat(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:ms", latency)
-    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:latency", f"{kind}:{_latency_bucket(latency)}", 1)
+    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:latency", f"{kind}:{_latency_bucket(latency / count)}", count)
     if kind == "load" and ok:  # loads come by the thousand: the log keeps at most one a second
         pipe.set(f"cbr:dl:{{{stream.pk}}}:load-logged", 1, nx=True, px=1000)
     if not pipe.execute()[-1]:
@@ -169,6 +171,65 @@ def load_next(stream: Stream, bucket_id: int, index: DelayIndex, rows: dict | No
     if index.load(bucket_id, number, _entries(entries), _edge(row.segments, number)):
         record(stream, "load", True, started, f"bucket {row.first_chunk}-{row.last_chunk} segment {number}")
     return True
+
+
+_ROWS: dict[int, tuple[str, list[dict], str]] = {}  # bucket id -> (snapshot name, segments, chunks): rows never change
+ROWS_KEPT = 4096
+
+
+def _bucket_rows(stream: Stream, ids: set[int]) -> dict[int, tuple[str, list[dict], str]]:
+    """The registrations of these buckets (those that still exist), from this process's cache
+    or one query: a registered bucket never changes (a merge or rebuild registers a new one)."""
+    missing = [i for i in ids if i not in _ROWS]
+    if missing:
+        if len(_ROWS) + len(missing) > ROWS_KEPT:
+            _ROWS.clear()
+        for pk, name, segments, first, last in DelayedBucket.objects.filter(stream=stream, pk__in=missing).values_list(
+                "pk", "name", "segments", "first_chunk", "last_chunk"):
+            _ROWS[pk] = (name, segments, f"{first}-{last}")
+    return {i: _ROWS[i] for i in ids if i in _ROWS}
+
+
+def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int]], after: int | None,
+                now_ms: int, budget: int) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
+    """Plan and read one hand-out round's loads (streams.domain.delayed.plan_loads): the buckets
+    whose frontier is due get their next snapshot segments, several per round, read with one
+    Parquet call per bucket. Returns the loads, the indexes due by the bound to release at once
+    (packed, and as lists: times, segments, offsets), the bound, and whether a snapshot could not
+    be read (logged; then nothing is loaded: maintenance rebuilds the bucket)."""
+    started = time.monotonic()
+    rows = _bucket_rows(stream, {bucket for _, bucket, _ in due})
+    live = []
+    for edge, bucket, loaded in due:
+        if bucket not in rows or loaded >= len(rows[bucket][1]):
+            index.forget_bucket(bucket)  # merged or deleted meanwhile: nothing to load from it
+        else:
+            live.append((edge, bucket, loaded))
+    plan, bound = plan_loads(live, {b: rows[b][1] for _, b, _ in live}, now_ms, budget, after)
+    directory = snapshot_dir(stream)
+    read: dict[int, tuple[list, list, list]] = {}
+    for bucket, (first, last) in plan.items():
+        try:
+            read[bucket] = snapshots.read_segment_columns(directory, rows[bucket][0], first, last)
+        except CorruptSnapshot as exc:
+            log.error("delayed index of %s: %s", stream, exc)
+            record(stream, "load", False, started, str(exc))
+            return [], None, ([], [], []), now_ms, True
+    loads, times, segs, offs = [], [], [], []
+    for bucket, (t, s, o) in read.items():
+        first, last = plan[bucket]
+        cut = bisect.bisect_right(t, bound)
+        times += t[:cut]
+        segs += s[:cut]
+        offs += o[:cut]
+        segments = rows[bucket][1]
+        edge = segments[last]["max"] if last + 1 < len(segments) else None
+        loads.append(Load(bucket, first, last + 1, edge, packed(zip(s[cut:], o[cut:], t[cut:]))))
+    direct = Direct(packed(zip(segs, offs, times)), max(times)) if times else None
+    if loads:
+        detail = "; ".join(f"bucket {rows[b][2]} segment {a}" + (f"-{z}" if z > a else "") for b, (a, z) in plan.items())
+        record(stream, "load", True, started, detail, count=sum(ld.loaded - ld.expected for ld in loads))
+    return loads, direct, (times, segs, offs), bound, False
 
 
 # -- merging and deleting ----------------------------------------------------------------------

@@ -14,12 +14,12 @@ from django.conf import settings
 
 from cbrweb.redis_client import get_redis
 
-from ..ack_tracker import SegmentTracker
+from ..ack_tracker import SegmentTracker, released_packed
 from ..domain.delayed import DelayedConfig
 from ..models import DelayedIndex, Stream, Subscription
 from ..services import stream_log
 from ..storage.framing import EventIn
-from .index import DelayIndex, Released, state_key
+from .index import DelayIndex, state_key, unpacked
 
 log = logging.getLogger(__name__)
 
@@ -104,46 +104,68 @@ def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTr
     return [(seg, SegmentTracker(redis, g, sub, str(seg), key)) for g, sub in subs for seg in sorted(segments)]
 
 
-def fan_out(stream: Stream, released: list[Released], trackers=None) -> None:
-    """Hand released indexes to every reader group of the stream: each group queues those its
-    cursor passed over and has not processed (streams.domain.acks.fan_out); the others are
-    ordinary events to it, or below its floor. `trackers` (from `trackers_of`) spares a query."""
-    by_segment: dict[int, dict[int, float]] = defaultdict(dict)
-    for r in released:
-        by_segment[r.segment][r.offset] = r.deliver_at / 1000
+ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at most (beyond its first segment)
+
+
+def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) -> None:
+    """Hand released indexes (segment -> offset -> delivery time, ms) to every reader group of
+    the stream: each group queues those its cursor passed over and has not processed
+    (streams.domain.acks.fan_out); the others are ordinary events to it, or below its floor.
+    One script per group and segment, its argument built once for all groups. `trackers`
+    (from `trackers_of`) spares a query."""
     if trackers is None:
-        trackers = trackers_of(stream, set(by_segment))
+        trackers = trackers_of(stream, set(released))
+    args = {seg: released_packed(offsets.keys(), [at / 1000 for at in offsets.values()])
+            for seg, offsets in released.items()}
     pipe = get_redis().pipeline(transaction=False)
     for seg, tracker in trackers:
-        if seg in by_segment:
-            tracker.fan_out(by_segment[seg], pipe)
+        if seg in args:
+            tracker.fan_out(args[seg], pipe)
     pipe.execute()
 
 
 def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 20) -> int:
-    """Release what is due from the stream's index to its reader groups, loading the next
-    snapshot segment of a bucket when its loaded one runs out; at most `rounds` pops (a read
-    does a few, maintenance many). Returns how many went out."""
-    from .buckets import load_next  # noqa: PLC0415  (buckets imports this module)
+    """Release what is due from the stream's index to its reader groups; at most `rounds` rounds
+    (a read does a few, maintenance many). Each round is one RELEASE script: it loads the next
+    snapshot segments of the buckets whose frontier came due (several per round, read here first:
+    `buckets.round_loads`), and claims what is due by the round's bound as one batch in the
+    hand-out area; the batch goes to every group, then leaves the area. A crash before that
+    leaves the claim to expire and the batch to be handed out again (the groups drop what they
+    have already). Returns how many indexes went out."""
+    from .buckets import round_loads  # noqa: PLC0415  (buckets imports this module)
 
     index = index_of(stream)
     total = 0
     trackers = None
-    rows: dict = {}
+    due, after, plain = [], None, True  # the first round loads nothing: it learns what is due
     for _ in range(rounds):
-        claimed, load = index.pop(now_ms, limit)
-        if claimed:
+        loads, direct, columns, bound, failed = [], None, ([], [], []), None, False
+        if due and not plain:
+            loads, direct, columns, bound, failed = round_loads(stream, index, due, after, now_ms, ROUND_BUDGET)
+        done = index.release(now_ms, limit, bound=bound, direct=direct, loads=loads)
+        due, after = done.frontier, done.after
+        plain = done.status != 1 or failed  # stale plan, or too much else due: pop without loading next
+        if done.status != 1:
+            continue
+        released: dict[int, dict[int, int]] = defaultdict(dict)
+        for member in done.reclaimed:
+            for seg, off, at in unpacked(member):
+                released[seg][off] = at
+        for item in done.popped:
+            seg, off, at = item.split(":")
+            released[int(seg)][int(off)] = int(at)
+        times, segs, offs = columns
+        if direct is not None:
+            for seg, off, at in zip(segs, offs, times):
+                released[seg][off] = at
+        if released:
             if trackers is None:
                 trackers = trackers_of(stream, {int(s) for s in stream.segment_ids})
-            fan_out(stream, claimed, trackers)
-            index.handed(claimed)
-            total += len(claimed)
-        if load is not None:
-            if not load_next(stream, load, index, rows):
-                break  # the load failed (logged): maintenance rebuilds the bucket
-            continue
-        if len(claimed) < limit:
-            break
+            fan_out(stream, released, trackers)
+            index.handed(done.members)
+            total += sum(len(offsets) for offsets in released.values())
+        if failed or (not due and len(done.reclaimed) + len(done.popped) < limit):
+            break  # nothing more due (or a snapshot to rebuild first)
     return total
 
 

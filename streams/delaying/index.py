@@ -16,8 +16,10 @@ Keys, per stream (`{dl:S}` keeps them in one Redis Cluster slot):
                             buckets with more segments to load: nothing at or past it is handed
                             out before that bucket's next segment is loaded
     cbr:dl:{S}:loaded       hash: bucket id -> snapshot segments loaded so far
-    cbr:dl:{S}:due          sorted set: "segment:offset:deliver_at" released and being handed to
-                            the groups, by claim expiry (0: not claimed yet)
+    cbr:dl:{S}:due          sorted set: the hand-out area: indexes released and being handed to
+                            the groups, by claim expiry (0: not claimed yet); a member is one
+                            index "segment:offset:deliver_at" (due when added) or a round's batch
+                            "#n,segment:offset:deliver_at,…"
 
 An index chunk (Pulsar's ledger) is one publish batch on one segment: the mutable bucket is
 sealed when the first batch after it holds `min_index_count_per_bucket` indexes arrives, so a
@@ -30,7 +32,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from .scripts import ADD, DROP_GEN, LOAD, POP
+from .scripts import ADD, DROP_GEN, LOAD, RELEASE
 
 _SCRIPTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PARTS = ("state", "mutable", "queue", "due", "frontier", "loaded")
@@ -55,12 +57,63 @@ class Released:
 
 def _scripts(redis) -> tuple:
     if redis not in _SCRIPTS:
-        _SCRIPTS[redis] = tuple(redis.register_script(src) for src in (ADD, POP, LOAD, DROP_GEN))
+        _SCRIPTS[redis] = tuple(redis.register_script(src) for src in (ADD, RELEASE, LOAD, DROP_GEN))
     return _SCRIPTS[redis]
 
 
 def _text(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def unpacked(member: str) -> list[tuple[int, int, int]]:
+    """A hand-out area member's (segment, offset, deliver_at) triples (a batch's "#n" left out)."""
+    out = []
+    for item in member.split(","):
+        if item and item[0] != "#":
+            seg, off, at = item.split(":")
+            out.append((int(seg), int(off), int(at)))
+    return out
+
+
+@dataclass(frozen=True)
+class Direct:
+    """Indexes of snapshot segments a round loads and releases at once (all due by its bound)."""
+
+    packed: str  # "segment:offset:deliver_at,…"
+    latest: int  # the latest delivery time among them
+
+
+@dataclass(frozen=True)
+class Load:
+    """A round's load of a bucket's snapshot segments: it had `expected` segments loaded, has
+    `loaded` after; `edge` is its new frontier (None: no segment left); `queued` the loaded
+    indexes past the round's bound, packed, for the shared queue."""
+
+    bucket_id: int
+    expected: int
+    loaded: int
+    edge: int | None
+    queued: str
+
+
+@dataclass(frozen=True)
+class Round:
+    """What a RELEASE call did: `status` 1 done, 0 the plan was stale, -1 too much else due;
+    the hand-out area members it claimed (`reclaimed`, and `batch`: the new one, '' for none),
+    the indexes it popped from Redis (`popped`, "segment:offset:deliver_at", in `batch` too),
+    and the buckets whose frontier is due: (edge, bucket id, segments loaded), earliest first;
+    `after`: the frontier after those when more were due than listed."""
+
+    status: int
+    reclaimed: list[str]
+    popped: list[str]
+    batch: str
+    frontier: list[tuple[int, int, int]]
+    after: int | None
+
+    @property
+    def members(self) -> list[str]:
+        return [*self.reclaimed, *([self.batch] if self.batch else [])]
 
 
 def packed(entries) -> str:
@@ -77,7 +130,7 @@ class DelayIndex:
         tag = f"cbr:dl:{{{stream_id}}}"
         self.prefix = tag
         self.keys = [f"{tag}:{part}" for part in _PARTS]
-        self._add, self._pop, self._load, self._drop_gen = _scripts(redis)
+        self._add, self._release, self._load, self._drop_gen = _scripts(redis)
 
     # -- adding ----------------------------------------------------------------------------------
 
@@ -89,21 +142,27 @@ class DelayIndex:
 
     # -- handing out -----------------------------------------------------------------------------
 
-    def pop(self, now_ms: int, limit: int, claim_ms: int = 30_000) -> tuple[list[Released], int | None]:
-        """Release due indexes (never past a bucket whose next segment must be loaded first) and
-        claim up to `limit` of them for handing to the groups; also the bucket to load, if any."""
-        claimed, load = self._pop(keys=self.keys, args=[now_ms, limit, now_ms + claim_ms])
-        out = []
-        for m in claimed:
-            seg, off, at = _text(m).split(":")
-            out.append(Released(int(seg), int(off), int(at)))
-        load = _text(load)
-        return out, (int(load) if load else None)
+    def release(self, now_ms: int, limit: int, claim_ms: int = 30_000, bound: int | None = None,
+                direct: Direct | None = None, loads: list[Load] = ()) -> Round:
+        """One hand-out round (the RELEASE script): apply `loads`, then release `direct` and what
+        is due by the bound in Redis into the hand-out area as one claimed batch (see the script).
+        Changes nothing when the plan is stale (`Round.status` 0) or too much else is due (-1)."""
+        args = [now_ms, limit, now_ms + claim_ms, "" if bound is None else bound,
+                direct.latest if direct else "", direct.packed if direct else ""]
+        for ld in loads:
+            args += [ld.bucket_id, ld.expected, ld.loaded, "" if ld.edge is None else ld.edge, ld.queued]
+        status, reclaimed, popped, batch, listed, after = self._release(keys=self.keys, args=args)
+        frontier = []
+        for item in listed:
+            bucket, edge, count = _text(item).split(":")
+            frontier.append((int(edge), int(bucket), int(count)))
+        return Round(int(status), [_text(m) for m in reclaimed], [_text(m) for m in popped], _text(batch),
+                     frontier, int(_text(after)) if after else None)
 
-    def handed(self, released: list[Released]) -> None:
-        """Every group has them: they leave the hand-out area."""
-        if released:
-            self.redis.zrem(self.keys[3], *[r.member for r in released])
+    def handed(self, members: list[str]) -> None:
+        """Every group has them: these hand-out area members leave it."""
+        if members:
+            self.redis.zrem(self.keys[3], *members)
 
     def load(self, bucket_id: int, expected: int, entries, edge: int | None, drop_gen: int | None = None) -> bool:
         """Load a bucket's next snapshot segment into the shared queue, unless another process
@@ -155,11 +214,12 @@ class DelayIndex:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(self.keys[1])
         pipe.zcard(self.keys[2])
-        pipe.zcard(self.keys[3])
+        pipe.zrange(self.keys[3], 0, -1)  # small: what is being handed out right now
         gens = self.sealing()
         for g in gens:
             pipe.zcard(f"{self.prefix}:sealing:{g}")
         mutable, queue, due, *sealing = pipe.execute()
+        due = sum(len(unpacked(_text(m))) for m in due)
         return {"mutable": mutable, "queue": queue, "due": due, "sealing": sum(sealing)}
 
     def next_due(self) -> int | None:

@@ -126,6 +126,47 @@ def merge_choice(counts: list[int]) -> int:
     return sums.index(min(sums))
 
 
+def plan_loads(due: list[tuple[int, int, int]], segments: dict[int, list[dict]], now: int, budget: int,
+               after: int | None = None) -> tuple[dict[int, tuple[int, int]], int]:
+    """Which snapshot segments one hand-out round loads, and the bound it releases up to.
+
+    `due`: (frontier, bucket, segments loaded) of the buckets whose frontier (the latest time of
+    their loaded segment) is due by `now`; `segments`: each such bucket's segment metadata
+    (`min`, `max`, `count`); `after`: the frontier of the next bucket when `due` lists only the
+    earliest ones. A bucket's next segment is loaded once its frontier is due (before its last
+    loaded index is handed out); the round goes on loading in frontier order — a loaded segment
+    wholly due makes the bucket's next one loadable in the same round — until `budget` indexes
+    (at least one segment). The bound is then the earliest frontier left, less 1 (nothing at or
+    past it goes out before that bucket's next segment is loaded), and at most `now`: the loaded
+    indexes due by it go out in this round, the others (at most the last segment of a bucket
+    and ties at the bound) wait in the shared queue. Returns ({bucket: (first, last) segment
+    loaded}, bound)."""
+    heap = [(edge, bucket) for edge, bucket, _ in due]
+    heapq.heapify(heap)
+    following = {bucket: loaded for _, bucket, loaded in due}
+    plan: dict[int, tuple[int, int]] = {}
+    while heap and heap[0][0] <= now:
+        edge, bucket = heap[0]
+        number = following[bucket]
+        if number >= len(segments[bucket]):
+            break  # nothing to load (a bucket being deleted): it holds the bound
+        count = segments[bucket][number]["count"]
+        if plan and count > budget:
+            break
+        heapq.heappop(heap)
+        budget -= count
+        plan[bucket] = (plan[bucket][0] if bucket in plan else number, number)
+        following[bucket] = number + 1
+        if number + 1 < len(segments[bucket]):
+            heapq.heappush(heap, (segments[bucket][number]["max"], bucket))
+    bound = now
+    if heap:
+        bound = min(bound, heap[0][0] - 1)
+    if after is not None:
+        bound = min(bound, after - 1)
+    return plan, bound
+
+
 def recovery_plan(buckets: list[tuple[int, int, bool]]) -> list[int]:
     """Which registered buckets to delete after a restart: `(first_chunk, last_chunk,
     snapshot_readable_and_not_empty)` each; a bucket whose snapshot is missing or empty, or whose

@@ -143,6 +143,52 @@ def _verified(directory: Path, name: str) -> SnapshotInfo:
     return info
 
 
+_READERS: dict[Path, tuple] = {}  # open Parquet readers: path -> ((size, mtime), info, ParquetFile)
+READERS_KEPT = 256
+
+
+def _reader(directory: Path, name: str) -> tuple[SnapshotInfo, pq.ParquetFile]:
+    """The snapshot's metadata and an open Parquet reader, kept per process and file version
+    (the checksum checked once when it is opened): a hand-out reads many segments of a file."""
+    path = directory / f"{name}.parquet"
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise CorruptSnapshot(f"{name}: data unreadable ({exc})") from exc
+    version = (st.st_size, st.st_mtime_ns)
+    kept = _READERS.get(path)
+    if kept is not None and kept[0] == version:
+        return kept[1], kept[2]
+    info = _verified(directory, name)
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptSnapshot(f"{name}: not Parquet ({exc})") from exc
+    if parquet.metadata.num_row_groups != len(info.segments):
+        raise CorruptSnapshot(f"{name}: not one row group per segment")
+    if len(_READERS) >= READERS_KEPT:
+        _READERS.pop(next(iter(_READERS)))
+    _READERS[path] = (version, info, parquet)
+    return info, parquet
+
+
+def read_segment_columns(directory: Path, name: str, first: int, last: int) -> tuple[list, list, list]:
+    """Snapshot segments `first..last` (inclusive) of a snapshot written one row group per
+    segment, as three lists in order: delivery times, segments, offsets (what a hand-out
+    releases or queues; no `Index` objects)."""
+    info, parquet = _reader(directory, name)
+    if not 0 <= first <= last < len(info.segments):
+        raise CorruptSnapshot(f"{name}: no segments {first}..{last}")
+    try:
+        table = parquet.read_row_groups(list(range(first, last + 1)), columns=["deliver_at", "segment", "offset"])
+        times, segs, offs = (table.column(c).to_numpy().tolist() for c in ("deliver_at", "segment", "offset"))
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptSnapshot(f"{name}: segments {first}..{last} unreadable ({exc})") from exc
+    if len(times) != sum(s["count"] for s in info.segments[first:last + 1]):
+        raise CorruptSnapshot(f"{name}: segments {first}..{last} do not match the metadata")
+    return times, segs, offs
+
+
 def read_segment(directory: Path, name: str, number: int) -> list[Index]:
     """One snapshot segment's indexes, in order (what a load puts into the shared queue)."""
     info = _verified(directory, name)

@@ -114,6 +114,7 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
     finally:
         tracker.forget()
         redis.delete(tracker.index_key)
+        redis.delete(tracker.index_key)
 
 
 def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
@@ -200,3 +201,27 @@ def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases
         assert int(redis.hget(tracker.keys[0], "abase")) > 65_536
     finally:
         tracker.forget()
+
+
+def test_fan_out_over_a_wide_span_of_offsets_looks_bits_up_as_a_narrow_one_does(redis):
+    """FAN_OUT reads the bitmaps once over a batch's span, or a block at a time when the span is
+    much wider than the batch: both skip what is leased or processed, and queue the rest once."""
+    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    model = SegmentAcks()
+    redis.hset(tracker.index_key, "recovered", 1)  # the stream's index is live
+    try:
+        later = {0: 500.0, 39_999: 500.0, 40_000: 501.0}
+        args = (0.0, "a", 40_000, 40_001, LEASE_S, 5, Poison.SKIP)
+        got = tracker.hand_out(*args, delayed=later)
+        assert got == model.hand_out(*args, delayed=later)
+        assert len(got.deliveries) == 39_998  # 1 … 39 998: the delayed ones passed over
+        six = next(d for d in got.deliveries if d.offset == 6)
+        assert tracker.ack(six).acked and model.ack(six).acked
+        wide = {0: 500.0, 5: 500.0, 6: 500.0, 39_999: 500.0, 40_000: 501.0}  # 5 leased, 6 acked
+        assert tracker.fan_out(wide) == model.fan_out(wide) == [0, 39_999, 40_000]
+        narrow = {5: 500.0, 6: 500.0, 7: 500.0, 39_999: 500.0}
+        assert tracker.fan_out(narrow) == model.fan_out(narrow) == []  # queued already, or not delayed
+        same(model, tracker)
+    finally:
+        tracker.forget()
+        redis.delete(tracker.index_key)

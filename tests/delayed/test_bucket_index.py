@@ -10,6 +10,7 @@ from streams.domain.delayed import (
     Index,
     cut_segments,
     merge_choice,
+    plan_loads,
     recovery_plan,
 )
 
@@ -127,3 +128,68 @@ def test_a_merge_after_some_were_handed_out_hands_none_out_twice():
         pass
     rest = index.pop_due(100)
     assert [ix.deliver_at for ix in rest] == [11, 12, 13, 50, 60]  # 10 not again, none lost
+
+
+def meta(segments):
+    return [{"min": s.min_time, "max": s.max_time, "count": len(s.indexes)} for s in segments]
+
+
+def test_a_round_loads_segments_in_frontier_order_up_to_its_budget():
+    a = meta(cut_segments(at([10, 11, 20, 21, 30, 31]), 5, -1))  # 3 segments of 2: max 11, 21, 31
+    b = meta(cut_segments(at([12, 13, 14, 25, 26, 40]), 5, -1))  # 3 segments: max 14, 26, 40
+    # a's frontier (11) and b's (14) are due by 100: a's segment 1 (max 21) comes first, then b's
+    # segment 1, then a's segment 2 (a's frontier 21 was passed, and it is a's last); a budget
+    # of 6 indexes holds all three, 5 only the first two
+    plan, bound = plan_loads([(11, 1, 1), (14, 2, 1)], {1: a, 2: b}, 100, 6)
+    assert plan == {1: (1, 2), 2: (1, 1)} and bound == 25  # b's new frontier 26, less 1
+    assert plan_loads([(11, 1, 1), (14, 2, 1)], {1: a, 2: b}, 100, 5) == ({1: (1, 1), 2: (1, 1)}, 20)
+    # a budget of 1 still loads one segment: the earliest frontier's
+    assert plan_loads([(11, 1, 1), (14, 2, 1)], {1: a, 2: b}, 100, 1) == ({1: (1, 1)}, 13)
+    # the clock holds the bound, and a frontier not due yet is not loaded
+    assert plan_loads([(11, 1, 1)], {1: a}, 15, 100) == ({1: (1, 1)}, 15)
+    # a bucket listed as due beyond the listed ones (`after`) holds the bound too
+    assert plan_loads([(11, 1, 1)], {1: a}, 100, 100, after=18) == ({1: (1, 2)}, 17)
+
+
+buckets_of_times = st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=25), min_size=1, max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(buckets_of_times, st.integers(1, 4), st.integers(1, 12), st.lists(st.integers(0, 40), max_size=15))
+def test_rounds_of_planned_loads_release_in_order_never_early_all_of_them(times_of, per_segment, budget, steps):
+    """What the hand-out does with plan_loads, simulated: loaded indexes due by the bound go out
+    at once, the others wait in the queue with the buckets' first segments."""
+    segments, queue, loaded, frontier = {}, set(), {}, {}
+    for b, ts in enumerate(times_of):
+        segments[b] = cut_segments([Index(t, b, 0, i) for i, t in enumerate(sorted(ts))], 10, per_segment)
+        queue |= set(segments[b][0].indexes)
+        loaded[b] = 1
+        if len(segments[b]) > 1:
+            frontier[b] = segments[b][0].max_time
+    released, now = [], 0
+    for now in [*[sum(steps[:i + 1]) for i in range(len(steps))], 10_000, 10_000]:
+        for _ in range(200):
+            due = sorted((edge, b, loaded[b]) for b, edge in frontier.items() if edge <= now)
+            plan, bound = plan_loads(due, {b: meta(segments[b]) for b in segments}, now, budget)
+            for b, (first, last) in plan.items():
+                assert first == loaded[b]
+                for seg in segments[b][first:last + 1]:
+                    queue |= set(seg.indexes)
+                loaded[b] = last + 1
+                frontier.pop(b)
+                if last + 1 < len(segments[b]):
+                    frontier[b] = segments[b][last].max_time
+            # nothing at or past a frontier goes out before that bucket's next segment is loaded
+            assert bound <= now and all(bound < edge for edge in frontier.values())
+            out = sorted(ix for ix in queue if ix.deliver_at <= bound)
+            assert all(ix.deliver_at >= r.deliver_at for ix in out for r in released[-1:])  # in time order
+            released += out
+            queue -= set(out)
+            for b in segments:  # only a bucket's last loaded segment waits (bar ties with a frontier)
+                for seg in segments[b][:loaded[b] - 1]:
+                    assert all(ix.deliver_at == seg.max_time for ix in seg.indexes if ix in queue)
+            if not plan:
+                break
+    everything = {ix for b in segments for seg in segments[b] for ix in seg.indexes}
+    assert sorted(released, key=lambda ix: ix.deliver_at) == released and set(released) == everything
+    assert len(released) == len(everything)  # none twice
