@@ -38,6 +38,8 @@ import struct
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
+
 from .ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 from .domain.acks import AckResult, Delivery, HandOut, Poison
 
@@ -221,10 +223,14 @@ def released_packed(offsets, dues) -> bytes:
     """Released delayed events for FAN_OUT as one msgpack array: offset (uint 64), due (float 64,
     seconds), offset, … (decoded in C)."""
     offsets, dues = list(offsets), list(dues)
-    flat: list = [0xDD, 2 * len(offsets)]
-    for o, due in zip(offsets, dues, strict=True):
-        flat += (0xCF, o, 0xCB, due)
-    return struct.pack(">BI" + "BQBd" * len(offsets), *flat)
+    if len(offsets) != len(dues):
+        raise ValueError("one due per offset")
+    items = np.empty(len(offsets), dtype=_RELEASED)
+    items["o_tag"], items["offset"], items["d_tag"], items["due"] = 0xCF, offsets, 0xCB, dues
+    return struct.pack(">BI", 0xDD, 2 * len(offsets)) + items.tobytes()
+
+
+_RELEASED = np.dtype([("o_tag", "u1"), ("offset", ">u8"), ("d_tag", "u1"), ("due", ">f8")])
 
 
 def _bits_from(bitmap: bytes, base: int, floor: int) -> set[int]:

@@ -72,26 +72,51 @@ local sealing = sealing_keys()
 local released = tonumber(redis.call('HGET', state, 'released') or '0')
 local added, dups, released_now = 0, 0, 0
 local lo, hi = {}, {}
+local members, parts = {}, {}
 for seg, off, at in string.gmatch(ARGV[3], '(%d+):(%d+):(%d+)') do
-  local m = seg .. ':' .. off
+  members[#members + 1] = seg .. ':' .. off
+  parts[#parts + 1] = {seg, off, at}
+end
+-- dedup: looked up in batches of 500 in every set that holds indexes (and within the batch)
+local function many(key)
+  local out = {}
+  for i = 1, #members, 500 do
+    local part = redis.call('ZMSCORE', key, unpack(members, i, math.min(i + 499, #members)))
+    for j = 1, #part do out[i + j - 1] = part[j] end
+  end
+  return out
+end
+local known = {}
+for _, key in ipairs({mutable, queue, unpack(sealing)}) do
+  if redis.call('EXISTS', key) == 1 then
+    local scores = many(key)
+    for i = 1, #members do known[i] = known[i] or scores[i] end
+  end
+end
+local seen, later, now_due = {}, {}, {}
+for i, m in ipairs(members) do
+  local seg, off, at = parts[i][1], parts[i][2], parts[i][3]
   local when = tonumber(at)
-  local known = redis.call('ZSCORE', mutable, m) or redis.call('ZSCORE', queue, m)
-  for _, key in ipairs(sealing) do known = known or redis.call('ZSCORE', key, m) end
-  if known then
+  if known[i] or seen[m] then
     dups = dups + 1
   elseif when <= now then
     -- due already: handed to the groups whose cursor passed it (to the others it is ordinary)
-    redis.call('ZADD', due, 0, m .. ':' .. at)
+    now_due[#now_due + 1] = 0
+    now_due[#now_due + 1] = m .. ':' .. at
     if when > released then released = when end
     released_now = released_now + 1
   else
-    redis.call('ZADD', mutable, when, m)
+    later[#later + 1] = at
+    later[#later + 1] = m
     added = added + 1
     local o = tonumber(off)
     if not lo[seg] or o < lo[seg] then lo[seg] = o end
     if not hi[seg] or o > hi[seg] then hi[seg] = o end
   end
+  seen[m] = true
 end
+in_chunks('ZADD', due, now_due, 2)
+in_chunks('ZADD', mutable, later, 2)
 for seg, o in pairs(lo) do
   local have = redis.call('HGET', state, 'lo:' .. seg)
   if not have or o < tonumber(have) then redis.call('HSET', state, 'lo:' .. seg, o) end
