@@ -246,3 +246,43 @@ def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_main
     assert handing.index_of(stream).counts()["mutable"] == 2
     got = drain(api, clock, until_s=60)
     assert sorted(d["payload"] for _, d in got) == ["indexed", "lost?"]
+
+
+def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_claim_expires(api, clock, redis, monkeypatch):
+    """A round loads several snapshot segments of every bucket at once and claims what is due as
+    one batch: a process dying before the groups have it loses nothing (the claim expires and
+    the batch goes out again), and Redis never holds more than one segment per bucket."""
+    stream = make_stream(api)
+    make_group(api)
+    due = publish_delayed(stream, int(clock.now * 1000), 200, 300, seed=6)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    rows = DelayedBucket.objects.filter(stream=stream)
+    assert api.post(URL + "shop/billing/read/", {"max_events": 100}, format="json").json()["deliveries"] == []
+    index = handing.index_of(stream)
+
+    calls, fan_out = [], handing.fan_out
+
+    def died(*a, **kw):
+        calls.append(1)
+        if len(calls) > 1:  # the first round pops what Redis holds; the next one loads
+            raise ConnectionError("killed between the claim and the groups")
+        return fan_out(*a, **kw)
+
+    clock.now += 150  # about half of them due: several segments of each bucket
+    now_ms = int(clock.now * 1000)
+    with monkeypatch.context() as m:
+        m.setattr(handing, "fan_out", died)
+        with pytest.raises(ConnectionError):
+            handing.release_due(stream, now_ms, rounds=1_000)
+    claimed = index.counts()["due"]
+    assert claimed > 0  # the round's batch, claimed in the hand-out area
+    assert sum(index.loaded().values()) > len(rows)  # more than the first segments were loaded
+    assert index.counts()["queue"] <= 5 * len(rows)  # at most one segment per bucket waits
+    # until its claim expires the batch is nobody's: other rounds go on
+    got = drain(api, clock, step_s=7, until_s=21)
+    assert len(got) < len([t for t in due.values() if t <= clock.now * 1000])
+    got += drain(api, clock, step_s=7, until_s=400)  # the claim expired: the batch went out
+    seen = [(d["segment"], d["offset"]) for _, d in got]
+    assert sorted(seen) == sorted(due)  # each once (the crashed round's too), none lost
+    assert all(due[(d["segment"], d["offset"])] <= at * 1000 for at, d in got)  # none early
+    assert index.counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
