@@ -109,7 +109,8 @@ def read_metadata(directory: Path, name: str) -> tuple[SnapshotInfo, int]:
         raise CorruptSnapshot(f"{name}: metadata unreadable ({exc})") from exc
 
 
-def _checked_table(directory: Path, name: str) -> tuple[SnapshotInfo, pa.Table]:
+def _checked_bytes(directory: Path, name: str) -> tuple[SnapshotInfo, bytes]:
+    """The metadata and the Parquet file's bytes, once they match its size and CRC32C."""
     info, crc = read_metadata(directory, name)
     try:
         data = (directory / f"{name}.parquet").read_bytes()
@@ -117,6 +118,11 @@ def _checked_table(directory: Path, name: str) -> tuple[SnapshotInfo, pa.Table]:
         raise CorruptSnapshot(f"{name}: data unreadable ({exc})") from exc
     if len(data) != info.parquet_bytes or crc32c(data) != crc:
         raise CorruptSnapshot(f"{name}: data does not match its checksum")
+    return info, data
+
+
+def _checked_table(directory: Path, name: str) -> tuple[SnapshotInfo, pa.Table]:
+    info, data = _checked_bytes(directory, name)
     try:
         return info, pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
@@ -136,7 +142,7 @@ def _verified(directory: Path, name: str) -> SnapshotInfo:
     except OSError as exc:
         raise CorruptSnapshot(f"{name}: data unreadable ({exc})") from exc
     if _VERIFIED.get(path) != (st.st_size, st.st_mtime_ns):
-        _checked_table(directory, name)
+        _checked_bytes(directory, name)  # a file that is not Parquet fails when a segment is read
         if len(_VERIFIED) > 10_000:
             _VERIFIED.clear()
         _VERIFIED[path] = (st.st_size, st.st_mtime_ns)
