@@ -25,12 +25,13 @@ minus its Celery nudge: `maintain` runs here, after every batch that sealed a bu
                `streams.consuming.read` until each segment's tracker is at the tail; they answer
                nothing, every event is delayed), then "now" moved so ~1M events are due (all of
                them below 1M events) and `release_due(stream, now)` called until it releases no
-               more: its pops from the shared queue, the fan-out into the group's tracker (each
-               index queued in the group's retry set), the hand-out area cleared, and the loads of
-               the next snapshot segments the frontier asks for. Target >= 100 000 events/s.
+               more: its rounds (each: the next snapshot segments of the buckets whose frontier
+               is due read from Parquet, one RELEASE script loading them and claiming what is
+               due), the fan-out into the group's tracker (each index queued in the group's retry
+               set), the hand-out area cleared. Target >= 100 000 events/s.
                Checked: released == events due, the group's retry sets hold them all, and no
                index is released after one due later than it. Where the time goes: the wall
-               time of each step (pop, fan_out, handed, load_next) and INFO commandstats.
+               time of each step (round_loads, release, fan_out, handed) and INFO commandstats.
 
 Usage: .venv/bin/python bench/delayed.py [--events 10000000 | --quick] [--segments 4]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench_delayed]
