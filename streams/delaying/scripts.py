@@ -72,10 +72,10 @@ local sealing = sealing_keys()
 local released = tonumber(redis.call('HGET', state, 'released') or '0')
 local added, dups, released_now = 0, 0, 0
 local lo, hi = {}, {}
-local members, parts = {}, {}
+local members, segs, offs, ats = {}, {}, {}, {}
 for seg, off, at in string.gmatch(ARGV[3], '(%d+):(%d+):(%d+)') do
-  members[#members + 1] = seg .. ':' .. off
-  parts[#parts + 1] = {seg, off, at}
+  local i = #members + 1
+  members[i], segs[i], offs[i], ats[i] = seg .. ':' .. off, seg, off, at
 end
 -- dedup: looked up in batches of 500 in every set that holds indexes (and within the batch)
 local function many(key)
@@ -95,7 +95,7 @@ for _, key in ipairs({mutable, queue, unpack(sealing)}) do
 end
 local seen, later, now_due = {}, {}, {}
 for i, m in ipairs(members) do
-  local seg, off, at = parts[i][1], parts[i][2], parts[i][3]
+  local seg, off, at = segs[i], offs[i], ats[i]
   local when = tonumber(at)
   if known[i] or seen[m] then
     dups = dups + 1
