@@ -253,6 +253,9 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
     parser.add_argument("--reuse", action="store_true",
                         help="start from the snapshot of an earlier run's fleet of the same size")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the fleet and its snapshot, time nothing (then time with --reuse, "
+                             "under the benchmark lock, without the build's minutes)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_MASTER", args.master)
     data_dir = Path(args.data_dir)
@@ -277,6 +280,9 @@ def main() -> None:
             built = time.perf_counter() - t0
             snapshot(args.database_url, data_dir)
             marker.write_text(str(n))
+        if args.build_only:
+            print(f"N={n:>9,}  fleet built in {built:.0f} s (snapshot kept; nothing timed)")
+            continue
         for i, engine in enumerate(args.engines.split(",")):
             if i:
                 restore(args.database_url, data_dir)

@@ -5,9 +5,19 @@ A segment directory holds
     <base>.chunk     framed records (see framing.py); the newest is the active chunk
     <base>.idx       sparse index of that chunk: (offset, file position) pairs, a hint only
     <base>.parquet   columnar copy of a sealed chunk, for Spark
-    tail             the committed end of the log: active chunk, position, next offset, size
-    head             the logical head: first readable offset and the cumulative size before it
     lock             flock target that serialises writers across processes
+
+and the stream's directory (the segment directory's parent) holds one file for all its segments:
+
+    ends             per segment, in the slot numbered by its id: the committed tail (active
+                     chunk, position, next offset, size) and the logical head (first readable
+                     offset and the cumulative size before it), each CRC-checked
+
+so that a reader of many streams' heads and tails (a retention cycle) opens one small file per
+stream instead of two per segment. A segment whose id is not a small number, or a store made
+before the `ends` file, keeps its tail and head in files `tail` and `head` of its own directory;
+a slot never written falls back to those files, so an older store is read as it is and moves
+into the slots as its segments are written.
 
 The rules this module keeps, and must never break:
 - offsets come from the log itself (the committed tail), never from a counter elsewhere;
@@ -49,6 +59,20 @@ HEAD_MAGIC = b"CBRHEAD1"
 INDEX_ENTRY = struct.Struct("<QQ")
 
 FSYNC_MODES = ("batch", "always", "never")
+
+ENDS_FILE = "ends"
+ENDS_SLOT = 128  # bytes per segment in the stream's ends file: the tail at 0, the head at HEAD_AT
+HEAD_AT = 96
+MAX_SLOTS = 4096  # segment ids 0..4095 have a slot; any other id keeps its own files
+
+
+def ends_slot(segment_id: str) -> int | None:
+    """The slot of a segment in its stream's `ends` file, or None (its own head and tail files)."""
+    if segment_id.isdigit() and segment_id.isascii() and len(segment_id) <= 4:
+        slot = int(segment_id)
+        if slot < MAX_SLOTS and str(slot) == segment_id:
+            return slot
+    return None
 
 
 def _boot_id() -> bytes:
@@ -183,6 +207,10 @@ class Segment:
         self.config = config
         self._head_path = os.path.join(path, "head")
         self._tail_path = os.path.join(path, "tail")
+        slot = ends_slot(self.path.name)
+        self._ends_path = None if slot is None else os.path.join(self.path.parent, ENDS_FILE)
+        self._tail_at = 0 if slot is None else slot * ENDS_SLOT
+        self._head_at = self._tail_at + HEAD_AT
         self._thread_lock = threading.Lock()
         self._pid = -1
         self._lock_fd = -1
@@ -229,19 +257,47 @@ class Segment:
         return self.path / chunk_name(base, suffix)
 
     def _read_tail(self) -> Tail | None:
-        data = _read_small(self._tail_path, TAIL.size)
+        data = self._read_record(self._tail_at, self._tail_path, TAIL.size)
         return None if data is None else Tail.unpack(data)
 
-    def _write_tail(self, tail: Tail) -> None:
-        fd = os.open(self._tail_path, os.O_WRONLY | os.O_CREAT, 0o644)
+    def _read_record(self, at: int, legacy_path: str, size: int) -> bytes | None:
+        """The tail or head record: from the stream's `ends` slot, or (a slot never written) from
+        the segment's own file; None if neither exists."""
+        if self._ends_path is not None:
+            data = _read_small(self._ends_path, size, at)
+            if data is not None and data.count(0) != len(data):
+                return data
+        return _read_small(legacy_path, size)
+
+    def _write_record(self, at: int, legacy_path: str, data: bytes, durable: bool = False) -> bool:
+        """Write the tail or head record in place; returns whether the file was created."""
+        path = legacy_path if self._ends_path is None else self._ends_path
+        pos = 0 if self._ends_path is None else at
+        created = False
         try:
-            _pwrite_all(fd, tail.pack(), 0)
+            fd = os.open(path, os.O_WRONLY)
+        except FileNotFoundError:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            created = True
+        try:
+            _pwrite_all(fd, data, pos)
+            if durable:
+                os.fdatasync(fd)
         finally:
             os.close(fd)
+        if created and self.config.fsync != "never":
+            _fsync_dir(os.path.dirname(path))  # the file's name must outlive a crash
+        return created
+
+    def _write_tail(self, tail: Tail) -> None:
+        self._write_record(self._tail_at, self._tail_path, tail.pack())
+
+    def _has_head(self) -> bool:
+        return self._read_record(self._head_at, self._head_path, HEAD.size) is not None
 
     def read_head(self) -> Head:
         for attempt in range(3):
-            data = _read_small(self._head_path, HEAD.size)
+            data = self._read_record(self._head_at, self._head_path, HEAD.size)
             if data is None:
                 return Head(0, 0)
             if len(data) == HEAD.size:
@@ -249,10 +305,13 @@ class Segment:
                 if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
                     return Head(offset, cum)
             time.sleep(0.001 * attempt)  # a read that met a write in progress
-        # A head torn by a crash mid-write, or written without fsync (a batched truncation) and
-        # lost before the batch's sync: no chunk behind it was deleted yet (deletion follows the
-        # sync), so the first chunk's start is a safe head; an unfinished truncation record moves
-        # it again.
+        return self._head_from_chunks()
+
+    def _head_from_chunks(self) -> Head:
+        """A head torn by a crash mid-write, or written without fsync (a batched truncation) and
+        lost before the batch's sync: no chunk behind it was deleted yet (deletion follows the
+        sync), so the first chunk's start is a safe head; an unfinished truncation record moves
+        it again."""
         bases = self.chunk_bases()
         if not bases:
             return Head(0, 0)
@@ -262,17 +321,7 @@ class Segment:
     def _write_head(self, head: Head, durable: bool = True) -> None:
         """In place, like the tail: one small write, CRC-checked by readers (a rename per head
         would cost a directory update per segment truncated)."""
-        body = HEAD.pack(HEAD_MAGIC, head.offset, head.cum_size, 0)[:-4]
-        created = not os.path.exists(self._head_path)
-        fd = os.open(self._head_path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            _pwrite_all(fd, body + struct.pack("<I", crc32c(body)), 0)
-            if durable:
-                os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        if durable and created:
-            _fsync_dir(self.path)
+        self._write_record(self._head_at, self._head_path, pack_head(head), durable)
 
     # -- locking and recovery ---------------------------------------------------------------
 
@@ -338,7 +387,7 @@ class Segment:
         return self._create_chunk(head.offset, head.cum_size)
 
     def _create_chunk(self, base: int, cum_size: int) -> Tail:
-        if base == 0 and not os.path.exists(self._head_path):
+        if base == 0 and not self._has_head():
             # the segment's first chunk: its head file is made now, so that a truncation only
             # ever overwrites it (creating a file costs a journal entry, a write does not)
             self._write_head(Head(0, 0), durable=False)
@@ -526,7 +575,7 @@ class Segment:
     def roll_if_due(self, now_ms: int | None = None) -> Path | None:
         """Seal an idle active chunk that has reached its age; returns the sealed chunk."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        if not os.path.exists(self._tail_path) and not self.chunk_bases():
+        if self._read_tail() is None and not self.chunk_bases():
             return None
         with self._locked():
             tail = self._recovered_tail()
@@ -778,17 +827,54 @@ class _SegmentLock:
             seg._thread_lock.release()
 
 
-def _read_small(path: str, size: int) -> bytes | None:
-    """A small file's bytes (None if it does not exist), without a buffered file object: the
-    head and tail are read for every segment of every stream in a retention cycle."""
+def _read_small(path: str, size: int, at: int | None = None) -> bytes | None:
+    """A small file's bytes (None if it does not exist), without a buffered file object. Read
+    whole (`at` None), one byte more than `size`: a longer file is not a valid record; read at a
+    slot (`at`), exactly `size` bytes (fewer: the slot was never written whole)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        return os.read(fd, size + 1)  # one byte more: a longer file is not a valid record
+        return os.read(fd, size + 1) if at is None else os.pread(fd, size, at)
     finally:
         os.close(fd)
+
+
+def pack_head(head: Head) -> bytes:
+    body = HEAD.pack(HEAD_MAGIC, head.offset, head.cum_size, 0)[:-4]
+    return body + struct.pack("<I", crc32c(body))
+
+
+def unpack_head(data: bytes) -> Head | None:
+    if len(data) != HEAD.size:
+        return None
+    magic, offset, cum, crc = HEAD.unpack(data)
+    if magic != HEAD_MAGIC or crc32c(data[:-4]) != crc:
+        return None
+    return Head(offset, cum)
+
+
+def read_stream_ends(stream_dir: Path, segment_ids: list[str]) -> dict[str, tuple[Head | None, Tail | None]]:
+    """Every segment's head and tail from the stream's `ends` file, in one read: None where a
+    slot is not there or not valid (never written, torn, or a segment that keeps its own files);
+    the caller asks the segment itself for those (`Segment.ends`), which retries and recovers."""
+    slots = {s: ends_slot(s) for s in segment_ids}
+    top = max((slot for slot in slots.values() if slot is not None), default=-1)
+    data = b""
+    if top >= 0:
+        data = _read_small(os.path.join(stream_dir, ENDS_FILE), (top + 1) * ENDS_SLOT, 0) or b""
+    out = {}
+    for seg, slot in slots.items():
+        if slot is None:
+            out[seg] = (None, None)
+            continue
+        at = slot * ENDS_SLOT
+        out[seg] = (
+            unpack_head(data[at + HEAD_AT : at + HEAD_AT + HEAD.size]),
+            Tail.unpack(data[at : at + TAIL.size]),
+        )
+    return out
 
 
 def _unlink_quietly(path: Path) -> None:

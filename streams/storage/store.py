@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from .framing import EventIn, Record
 from .parquet import write_parquet_copy
-from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult
+from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, read_stream_ends
 
 StreamCut = dict[str, int]
 
@@ -235,8 +235,12 @@ class StreamLog:
         return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
 
     def ends(self) -> dict[str, tuple[Head, Tail]]:
-        """Per segment, the head and the committed tail (offsets and cumulative sizes)."""
-        return {s: self.segment(s).ends() for s in self.segment_ids}
+        """Per segment, the head and the committed tail (offsets and cumulative sizes): one read
+        of the stream's `ends` file; a segment whose slot is missing or torn is asked itself."""
+        out = {}
+        for s, (head, tail) in read_stream_ends(self.root, self.segment_ids).items():
+            out[s] = (head, tail) if head is not None and tail is not None else self.segment(s).ends()
+        return out
 
 
     def seal_due_chunks(self, now_ms: int | None = None) -> int:
