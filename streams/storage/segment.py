@@ -299,7 +299,7 @@ class Segment:
         for attempt in range(3):
             data = self._read_record(self._head_at, self._head_path, HEAD.size)
             if data is None:
-                return Head(0, 0)
+                break  # never written, or its page lost before any sync: as if torn
             if len(data) == HEAD.size:
                 magic, offset, cum, crc = HEAD.unpack(data)
                 if magic == HEAD_MAGIC and crc32c(data[:-4]) == crc:
@@ -722,10 +722,17 @@ class Segment:
         self, offset: int, durable: bool = True, cum_size: int | None = None
     ) -> tuple[Head, Head, int]:
         """The logical half of a truncation: the head moves to `offset` if that is ahead of it.
-        With `durable` False the head file is not fsynced: the caller must make it durable (one
+        With `durable` False the head is not fsynced: the caller must make it durable (one
         `os.sync()` for many segments) before deleting any chunk behind it. `cum_size`, when the
         caller knows it from this segment (a tail or a cut's recorded size), saves reading the
-        record at `offset`. Returns the head before and after, and the active chunk's base."""
+        record at `offset`. Returns the head before and after, and the active chunk's base.
+
+        Head moves are serialised by the stream's heads lock (`heads_lock`); appends, which never
+        write the head, by the segment's own lock."""
+        with heads_lock(self.path.parent, self._ends_path is not None):
+            return self._move_head_locked(offset, durable, cum_size)
+
+    def _move_head_locked(self, offset: int, durable: bool, cum_size: int | None) -> tuple[Head, Head, int]:
         with self._locked():
             tail = self._recovered_tail()
             if offset > tail.next_offset:
@@ -853,6 +860,71 @@ def unpack_head(data: bytes) -> Head | None:
     if magic != HEAD_MAGIC or crc32c(data[:-4]) != crc:
         return None
     return Head(offset, cum)
+
+
+class heads_lock:
+    """The stream's heads lock: an exclusive flock on its `ends` file, held while a head moves
+    (read, compare, write: a head never moves back). Segments without slots (`slotted` False)
+    move their heads under their own segment lock alone. Returns the descriptor, open for
+    reading and writing the slots."""
+
+    def __init__(self, stream_dir: Path, slotted: bool = True):
+        self.path = os.path.join(stream_dir, ENDS_FILE) if slotted else None
+        self.fd = -1
+
+    def __enter__(self) -> int:
+        if self.path is not None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(self.fd)
+                raise
+        return self.fd
+
+    def __exit__(self, *exc) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # releases the flock
+            self.fd = -1
+
+
+def move_heads(
+    stream_dir: Path, segments: dict[str, Segment], cut: dict[str, int], sizes: dict[str, int],
+    durable: bool = False,
+) -> dict[str, tuple[Head, Head, int]]:
+    """`Segment.move_head` for the segments of one stream in `cut`, under one heads lock with one
+    read of the `ends` file: a stream's truncation costs a few system calls, not a dozen file
+    operations per segment. A segment whose slot is not valid, or whose tail was written before
+    this boot (recovery may have to scan), is moved by `Segment.move_head`'s own path."""
+    wanted = [s for s in segments if s in cut]
+    if not wanted or any(ends_slot(s) is None for s in wanted):
+        return {s: segments[s].move_head(cut[s], durable, sizes.get(s)) for s in wanted}
+    out: dict[str, tuple[Head, Head, int]] = {}
+    with heads_lock(stream_dir) as fd:
+        top = max(ends_slot(s) for s in wanted)
+        data = os.pread(fd, (top + 1) * ENDS_SLOT, 0)
+        wrote = False
+        for s in wanted:
+            at = ends_slot(s) * ENDS_SLOT
+            head = unpack_head(data[at + HEAD_AT : at + HEAD_AT + HEAD.size])
+            tail = Tail.unpack(data[at : at + TAIL.size])
+            if head is None or tail is None or tail.boot_id != BOOT_ID:
+                out[s] = segments[s]._move_head_locked(cut[s], durable, sizes.get(s))
+                continue
+            offset = cut[s]
+            if offset > tail.next_offset:
+                raise ValueError(f"offset {offset} is past the tail {tail.next_offset}")
+            after = head
+            if offset > head.offset:
+                size = sizes.get(s)
+                after = Head(offset, size if size is not None else segments[s].size_till(offset))
+                _pwrite_all(fd, pack_head(after), at + HEAD_AT)
+                wrote = True
+            out[s] = (head, after, tail.active_base)
+        if wrote and durable:
+            os.fdatasync(fd)
+    return out
 
 
 def read_stream_ends(stream_dir: Path, segment_ids: list[str]) -> dict[str, tuple[Head | None, Tail | None]]:

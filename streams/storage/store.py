@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from .framing import EventIn, Record
 from .parquet import write_parquet_copy
-from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, read_stream_ends
+from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
 
 StreamCut = dict[str, int]
 
@@ -231,6 +231,12 @@ class StreamLog:
 
     # -- truncation and maintenance ---------------------------------------------------------
 
+    def move_heads(
+        self, cut: StreamCut, sizes: dict[str, int], durable: bool = True
+    ) -> dict[str, tuple[Head, Head, int]]:
+        """`Segment.move_head` for every segment in `cut`, under the stream's heads lock at once."""
+        return move_heads(self.root, {s: self.segment(s) for s in self.segment_ids}, cut, sizes, durable)
+
     def truncate(self, cut: StreamCut) -> dict[str, TruncateResult]:
         return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
 
@@ -290,11 +296,7 @@ def truncate_many(
     the cumulative size at each offset of its cut, as read from the store before."""
     moved = []  # in this thread: head writes in parallel threads measured slower (journal)
     for log, cut, sizes in targets:
-        sizes = sizes or {}
-        moved.append({
-            s: log.segment(s).move_head(cut[s], durable=False, cum_size=sizes.get(s))
-            for s in log.segment_ids if s in cut
-        })
+        moved.append(log.move_heads(cut, sizes or {}, durable=False))
     # A chunk can newly fall behind a head only if the old head lay before the active chunk;
     # otherwise every earlier chunk was behind the old head already, and deleted then.
     deletable = {

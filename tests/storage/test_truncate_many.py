@@ -5,7 +5,7 @@ import os
 
 from streams.storage import store as store_module
 from streams.storage.framing import EventIn
-from streams.storage.segment import StoreConfig
+from streams.storage.segment import ENDS_FILE, HEAD_AT, StoreConfig
 from streams.storage.store import SegmentStore, truncate_many
 
 
@@ -53,7 +53,9 @@ def test_a_lost_head_file_falls_back_to_the_first_chunk_and_never_past_it(tmp_pa
     seg.truncate(120)
     first = seg.chunk_bases()[0]
     assert 0 < first <= 120
-    (seg.path / "head").write_bytes(b"")  # what a crash before the sync can leave
+    with open(seg.path.parent / ENDS_FILE, "r+b") as f:  # what a crash before the sync can leave
+        f.seek(HEAD_AT)
+        f.write(b"\0" * 28)
     head = seg.read_head()
     assert head.offset == first
     assert head.cum_size == seg.size_till(first)
