@@ -86,24 +86,24 @@ class Prepared:
         """size_till of each segment's offset in `cut`, where already known (the head, the tail,
         a subscriber's or a retention record's cut); the store is read for the rest."""
         known: dict[str, int] = {}
-        for rec, sizes in zip(self.inputs.retention_set, self.rset_sizes):
-            if sizes:
-                for seg, offset in rec.cut.items():
-                    if cut.get(seg) == offset and seg in sizes:
-                        known[seg] = int(sizes[seg])
-        for sub in self.inputs.subscribers:
-            if sub.cut:
-                for seg, offset in sub.cut.items():
-                    if cut.get(seg) == offset:
-                        known[seg] = sub.cut_sizes[seg]
         for seg, offset in cut.items():
             if offset == self.head[seg]:
                 known[seg] = self.head_sizes[seg]
             elif offset == self.tail[seg]:
                 known[seg] = self.tail_sizes[seg]
-            elif seg not in known:
-                known[seg] = self.log.segment(seg).size_till(offset)
+            else:
+                size = self._recorded_size(seg, offset)
+                known[seg] = self.log.segment(seg).size_till(offset) if size is None else size
         return known
+
+    def _recorded_size(self, seg: str, offset: int) -> int | None:
+        for sub in self.inputs.subscribers:
+            if sub.cut and sub.cut.get(seg) == offset:
+                return sub.cut_sizes[seg]
+        for rec, sizes in zip(reversed(self.inputs.retention_set), reversed(self.rset_sizes)):
+            if sizes and rec.cut.get(seg) == offset and seg in sizes:
+                return int(sizes[seg])
+        return None
 
 
 def streams_with_policy():
@@ -384,24 +384,37 @@ def _complete(planned, results) -> None:
 
 
 def _update_segment_rows(planned, results) -> None:
-    """The Segment rows follow the heads moved (the beat's stats refresh does the rest)."""
-    changes = {
-        (p.stream.pk, seg): res for (p, _), result in zip(planned, results) for seg, res in result.items()
-    }
+    """The Segment rows follow the heads moved (the beat's stats refresh does the rest): one
+    UPDATE by (stream, segment), the counts lowered in SQL, no read first."""
+    rows = [
+        (p.stream.pk, seg, res.head_after.offset, res.head_after.cum_size, res.chunks_deleted, res.bytes_deleted)
+        for (p, _), result in zip(planned, results)
+        for seg, res in result.items()
+    ]
+    if not rows:
+        return
     now = timezone.now()
-    rows = []
-    for pk, stream_id, seg, chunks, physical in Segment.objects.filter(
-        stream_id__in={p.stream.pk for p, _ in planned}
-    ).values_list("pk", "stream_id", "segment_id", "chunk_count", "physical_bytes"):
-        res = changes.get((stream_id, seg))
-        if res is not None:
-            rows.append((
-                pk, res.head_after.offset, res.head_after.cum_size,
-                max(0, chunks - res.chunks_deleted), max(0, physical - res.bytes_deleted), now,
-            ))
-    update_rows(
-        Segment, ["head_offset", "head_size", "chunk_count", "physical_bytes", "refreshed_at"], rows
-    )
+    table = connection.ops.quote_name(Segment._meta.db_table)
+    postgres = connection.vendor == "postgresql"
+    floor = "greatest" if postgres else "max"
+
+    def statement(source: str) -> str:
+        return f"""
+            WITH v(stream_id, segment_id, head_offset, head_size, chunks, freed) AS (SELECT * FROM {source})
+            UPDATE {table} SET head_offset = v.head_offset, head_size = v.head_size,
+                chunk_count = {floor}(0, chunk_count - v.chunks),
+                physical_bytes = {floor}(0, physical_bytes - v.freed), refreshed_at = %s
+            FROM v WHERE {table}.stream_id = v.stream_id AND {table}.segment_id = v.segment_id"""
+
+    with connection.cursor() as cur:
+        if postgres:
+            source = "unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
+            cur.execute(statement(source), [*[list(col) for col in zip(*rows)], now])
+            return
+        for start in range(0, len(rows), 100):  # SQLite's parameter limit
+            chunk = rows[start : start + 100]
+            source = "(VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk)) + ")"
+            cur.execute(statement(source), [x for row in chunk for x in row] + [now])
 
 
 def _drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> None:

@@ -890,16 +890,17 @@ class heads_lock:
 
 
 def move_heads(
-    stream_dir: Path, segments: dict[str, Segment], cut: dict[str, int], sizes: dict[str, int],
+    stream_dir: Path, segment_ids: list[str], segment, cut: dict[str, int], sizes: dict[str, int],
     durable: bool = False,
 ) -> dict[str, tuple[Head, Head, int]]:
     """`Segment.move_head` for the segments of one stream in `cut`, under one heads lock with one
     read of the `ends` file: a stream's truncation costs a few system calls, not a dozen file
     operations per segment. A segment whose slot is not valid, or whose tail was written before
-    this boot (recovery may have to scan), is moved by `Segment.move_head`'s own path."""
-    wanted = [s for s in segments if s in cut]
+    this boot (recovery may have to scan), is moved by `Segment.move_head`'s own path.
+    `segment(id)` gives a segment's object, asked for only where one is needed."""
+    wanted = [s for s in segment_ids if s in cut]
     if not wanted or any(ends_slot(s) is None for s in wanted):
-        return {s: segments[s].move_head(cut[s], durable, sizes.get(s)) for s in wanted}
+        return {s: segment(s).move_head(cut[s], durable, sizes.get(s)) for s in wanted}
     out: dict[str, tuple[Head, Head, int]] = {}
     with heads_lock(stream_dir) as fd:
         top = max(ends_slot(s) for s in wanted)
@@ -910,7 +911,7 @@ def move_heads(
             head = unpack_head(data[at + HEAD_AT : at + HEAD_AT + HEAD.size])
             tail = Tail.unpack(data[at : at + TAIL.size])
             if head is None or tail is None or tail.boot_id != BOOT_ID:
-                out[s] = segments[s]._move_head_locked(cut[s], durable, sizes.get(s))
+                out[s] = segment(s)._move_head_locked(cut[s], durable, sizes.get(s))
                 continue
             offset = cut[s]
             if offset > tail.next_offset:
@@ -918,7 +919,7 @@ def move_heads(
             after = head
             if offset > head.offset:
                 size = sizes.get(s)
-                after = Head(offset, size if size is not None else segments[s].size_till(offset))
+                after = Head(offset, size if size is not None else segment(s).size_till(offset))
                 _pwrite_all(fd, pack_head(after), at + HEAD_AT)
                 wrote = True
             out[s] = (head, after, tail.active_base)

@@ -235,7 +235,7 @@ class StreamLog:
         self, cut: StreamCut, sizes: dict[str, int], durable: bool = True
     ) -> dict[str, tuple[Head, Head, int]]:
         """`Segment.move_head` for every segment in `cut`, under the stream's heads lock at once."""
-        return move_heads(self.root, {s: self.segment(s) for s in self.segment_ids}, cut, sizes, durable)
+        return move_heads(self.root, self.segment_ids, self.segment, cut, sizes, durable)
 
     def truncate(self, cut: StreamCut) -> dict[str, TruncateResult]:
         return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
