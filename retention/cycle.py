@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -484,12 +485,18 @@ def prepared_batches(targets: list[Stream], now: datetime, interval: float):
     100k small objects (retention records, cuts), which would trigger collections over every
     object of the process again and again (a fifth of the cycle's time). The youngest
     generation is collected after each batch instead."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _no_automatic_gc():
         for batch in _batches(targets):
             yield _lock_and_prepare(batch, now, interval)
             gc.collect(0)
+
+
+@contextmanager
+def _no_automatic_gc():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if was_enabled:
             gc.enable()
@@ -538,43 +545,42 @@ def _make_heads_durable(outcomes: list[StreamOutcome]) -> None:
         sync_all()
 
 
+SPARK_CHUNK = 25_000  # streams gathered, decided in one Spark job and applied before the next
+
+
 def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
-    """The Spark engine: gather every stream's inputs (recording its tail) into Parquet, decide
-    them all in one Spark job with the same `decide`, then apply the decisions batch by batch,
-    each stream under its lock again, skipping a stream whose head moved meanwhile (the next
-    cycle decides it afresh). Only the heads are held in memory between the phases."""
+    """The Spark engine: gather the inputs of a chunk of streams (recording their tails) into
+    Parquet, decide them all in one Spark job with the same `decide`, then apply the decisions
+    batch by batch. Each stream is gathered once: its lock is held from gathering to applying,
+    as in the local engine, so its head cannot move meanwhile. Chunks of SPARK_CHUNK streams bound
+    what is held in memory (and how long a lock is held) whatever the fleet's size."""
     from spark_tasks.retention_job import InputsWriter, decide_file
 
     interval = settings.CBR_RETENTION_INTERVAL
     outcomes: list[StreamOutcome] = []
-    heads: dict[int, dict[str, int]] = {}
-    with InputsWriter() as writer:
-        for batch, locks, prepared in prepared_batches(targets, now, interval):
-            outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
-            locks.release()  # decided later: the head is checked again when applying
-            for p in prepared:
-                heads[p.stream.pk] = p.head
-            writer.write([(p.stream.pk, p.inputs) for p in prepared])
-        writer.close()
-        decisions = decide_file(writer.path) if heads else {}
-    by_pk = {s.pk: s for s in targets}
-    done = 0
-    for batch, locks, prepared in prepared_batches([by_pk[pk] for pk in heads], now, interval):
+    for chunk in _batches(targets, SPARK_CHUNK):
+        held: list[tuple[Locks, list[Prepared]]] = []
         try:
-            outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
-            items = []
-            for p in prepared:
-                decision, subscribers = decisions[p.stream.pk]
-                if p.head != heads[p.stream.pk]:
-                    outcomes.append(StreamOutcome(p.stream.full_name, "skipped:changed-while-deciding", None))
-                    continue
-                items.append((p, decision, subscribers))
-            outcomes += apply_batch(items, now, trigger, user)
+            with InputsWriter() as writer:
+                for batch, locks, prepared in prepared_batches(chunk, now, interval):
+                    held.append((locks, prepared))
+                    outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
+                    writer.write([(p.stream.pk, p.inputs) for p in prepared])
+                writer.close()
+                decisions = decide_file(writer.path) if writer.rows else {}
+            with _no_automatic_gc():
+                while held:
+                    locks, prepared = held[0]
+                    items = [(p, *decisions[p.stream.pk]) for p in prepared]
+                    outcomes += apply_batch(items, now, trigger, user)
+                    locks.release()
+                    held.pop(0)
+                    gc.collect(0)
+                    if progress:
+                        progress(len(outcomes), len(targets))
         finally:
-            locks.release()
-        done += len(batch)
-        if progress:
-            progress(done, len(heads))
+            for locks, _ in held:
+                locks.release()
     _make_heads_durable(outcomes)
     return outcomes
 

@@ -13,7 +13,7 @@ from retention.cycle import run_cycle
 from retention.models import RetentionSetRecord, TruncationRecord
 from retention.policy_spec import parse_policy
 from streams import services
-from streams.models import ReaderGroup, Scope, Subscription
+from streams.models import ReaderGroup, Scope, Segment, Subscription
 from streams.storage.framing import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -140,12 +140,16 @@ def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
 
 
 @pytest.mark.django_db
-def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url):
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
+def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url, request, engine):
     import redis
 
     from retention import cycle as cycle_module
 
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the run's one shared session
     monkeypatch.setattr(cycle_module, "BATCH", 2)
+    monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [
         services.do_create_stream(scope="shop", name=f"s{i}", policy=parse_policy(policy)) for i in range(5)
@@ -156,14 +160,18 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
     held = redis.Redis.from_url(redis_url)
     held.set(f"cbr:retention:{streams[2].pk}", "another-cycle", ex=60)
     try:
-        outcomes = {o.stream: o for o in run_cycle(now=T0)}
+        outcomes = {o.stream: o for o in run_cycle(now=T0, engine=engine)}
     finally:
         held.delete(f"cbr:retention:{streams[2].pk}")
+    assert len(outcomes) == 5
     assert outcomes["shop/s2"].rule == "skipped:locked-by-another-cycle"
     assert {name for name, o in outcomes.items() if o.record is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
     for s in streams:
         expected = {"0": 0} if s.name == "s2" else {"0": 3}
         assert services.stream_log(s).head_cut() == expected
+        # the Segment rows follow the heads moved, sizes included
+        row = Segment.objects.get(stream=s, segment_id="0")
+        assert (row.head_offset, row.head_size) == (expected["0"], expected["0"] * 30)
     # the lock taken by the cycle is released, the other holder's lock was left alone
     assert all(held.get(f"cbr:retention:{s.pk}") is None for s in streams)
 
