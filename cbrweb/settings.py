@@ -147,6 +147,9 @@ CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
 # writing its generation and switching to it (to kill it there)
 CBR_COMPACTION_LOCK_S = env_int("CBR_COMPACTION_LOCK_S", 3600, minimum=1)
 CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S = env_int("CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S", 0, minimum=0)
+# a worker consuming the compaction queue starts Spark and runs a tiny compaction when it starts
+# (compaction.runs.warm_up), so the first real run does not pay for it
+CBR_COMPACTION_WARM_UP = env_bool("CBR_COMPACTION_WARM_UP", True)
 CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 # reader groups: the most events one read hands out (and ids one ack takes), the longest long poll
 CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
@@ -26,6 +28,7 @@ from django.utils import timezone
 from cbrweb.redis_client import get_redis
 from streams.models import Stream
 from streams.services import stream_log
+from streams.storage.parquet import SCHEMA as PARQUET_SCHEMA
 from streams.storage.parquet import write_parquet_copy
 
 from .models import CompactedView, CompactionRun
@@ -217,25 +220,21 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         _phase(run, "nothing new", state=CompactionRun.State.SKIPPED, finished_at=timezone.now(),
                horizon=current.horizon if current else {}, generation=current.generation if current else None)
         return run
-    spark = get_spark()
-    _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=spark.sparkContext.master)
-    events = spark.read.parquet(*[str(p) for p in pending.paths])
+    engine = get_spark().sparkContext.master
+    _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=engine)
     directory = view_dir(stream)
-    previous = spark.read.parquet(str(directory / current.directory)) if current else None
+    incoming = input_counts(pending.paths)
     config = compaction_job.CompactionSettings(
         delete_retention_s=stream.delete_retention_s,
         retention_s=stream.compacted_retention_s if stream.cleanup_policy == "compact,delete" else None,
         retention_bytes=stream.compacted_retention_bytes if stream.cleanup_policy == "compact,delete" else None,
+        broadcast_winners=broadcast_fits((current.keys if current else 0) + incoming.events - incoming.keyless),
     )
-    incoming = input_counts(pending.paths)
-    result = compaction_job.compact_with_stats(previous, events, now, config)
     generation = (current.generation if current else 0) + 1
     name = f"gen-{generation}"
     tmp = directory / f".{name}.{os.getpid()}.tmp"
     _phase(run, f"writing generation {generation}")
-    # one Spark job: reads the input once, writes the view, and counts (observations)
-    compaction_job.in_key_order(result.view).write.mode("overwrite").parquet(str(tmp))
-    stats = result.stats()
+    stats = write_generation(pending.paths, directory / current.directory if current else None, now, config, tmp)
     _durable_rename(tmp, directory / name)
     written = {"rows": stats.rows, "keys": stats.rows, "tombstones": stats.tombstones, "bytes": stats.bytes}
     pause = settings.CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S  # tests: a kill lands between write and switch
@@ -254,6 +253,60 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
                bytes_before=incoming.bytes + (current.bytes if current else 0), bytes_after=written["bytes"])
     remove_leftovers(stream)
     return run
+
+
+BROADCAST_BYTES_PER_KEY = 400  # a winner's position is ~100 bytes in the driver: a quarter of it at most
+
+
+def broadcast_fits(keys_at_most: int) -> bool:
+    """Whether a run with at most this many keys (the previous generation's and one per new
+    event) broadcasts its winners' positions (`compaction_job.latest_per_key`): when they take
+    at most a quarter of the driver's memory (`CBR_SPARK_DRIVER_MEMORY`)."""
+    from spark_tasks.session import get_spark  # noqa: PLC0415
+
+    memory = get_spark().sparkContext._jsc.sc().getConf().getSizeAsBytes("spark.driver.memory", "1g")
+    return keys_at_most * BROADCAST_BYTES_PER_KEY <= memory
+
+
+def write_generation(paths: list[Path], previous: Path | None, now: datetime, config, target: Path):
+    """The Spark part of a run: the previous generation's files and the chunks' Parquet copies
+    in, the new generation's files out (`target`), and what each step dropped."""
+    from spark_tasks import compaction_job  # noqa: PLC0415  (Spark only in the worker)
+    from spark_tasks.session import get_spark  # noqa: PLC0415
+
+    spark = get_spark()
+    events = spark.read.parquet(*[str(p) for p in paths])
+    result = compaction_job.compact_with_stats(spark.read.parquet(str(previous)) if previous else None, events, now,
+                                               config)
+    # one Spark job: reads the input once, writes the view, and counts (observations)
+    compaction_job.in_key_order(result.view).write.mode("overwrite").parquet(str(target))
+    return result.stats()
+
+
+def warm_up() -> list:
+    """Three runs over a few made-up events in a scratch directory (a first generation, one over
+    a previous generation, one with the compacted retention), through `write_generation`: a
+    compactor does this when it starts, so that its first real run does not also pay for
+    starting Spark, loading classes and generating the plans' code (the generated code is
+    cached by its text, which does not depend on the data).
+    The JIT still warms on the real data: see bench/RESULTS.md. Returns the runs' stats."""
+    from spark_tasks import compaction_job  # noqa: PLC0415
+
+    now = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="cbr-compaction-warm-up-") as scratch:
+        root = Path(scratch)
+        copies = []
+        for chunk in range(3):  # one chunk per run, each after the one before
+            rows = [{"segment": str(i % 2), "offset": chunk * 20 + i // 2, "published_at": now,
+                     "key": f"k{i % 7}".encode(), "payload": b"" if i % 5 == 0 else b"v",
+                     "payload_size": 0 if i % 5 == 0 else 1} for i in range(40)]
+            copies.append(root / f"{chunk}.parquet")
+            pq.write_table(pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA), copies[-1])
+        compact = compaction_job.CompactionSettings(delete_retention_s=0)
+        with_retention = compaction_job.CompactionSettings(delete_retention_s=0, retention_s=3600, retention_bytes=10)
+        return [write_generation(copies[:1], None, now, compact, root / "gen-1"),
+                write_generation(copies[1:2], root / "gen-1", now, compact, root / "gen-2"),
+                write_generation(copies[2:], root / "gen-2", now, with_retention, root / "gen-3")]
 
 
 def _durable_rename(tmp: Path, target: Path) -> None:

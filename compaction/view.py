@@ -51,7 +51,7 @@ def read_view(stream: Stream, view: CompactedView, key: str | None, after: str |
         condition = pc.field("key") == key.encode()
     elif after is not None:
         condition = pc.field("key") > after.encode()
-    # every file of a generation is in key order, the keys split between files by hash
+    # every file of a generation is in key order, a key in one file only
     # (`spark_tasks.compaction_job.in_key_order`): the page is the first rows of every file's
     # scan, merged (row groups wholly before `after` are skipped by their statistics)
     heads = [fragment.head(limit + 1, filter=condition) for fragment in dataset.get_fragments()]

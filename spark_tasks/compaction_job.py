@@ -22,10 +22,6 @@ VIEW_COLUMNS = ["segment", "offset", "published_at", "key", "payload", "payload_
                 "headers", "tombstone_since"]
 
 
-def _order():
-    return F.struct(F.col("published_at"), F.col("segment").cast("int"), F.col("offset"))
-
-
 def as_view_rows(events: DataFrame) -> DataFrame:
     """Events of sealed chunks in the view's shape (no tombstone has been kept yet)."""
     return events.select(*[c for c in VIEW_COLUMNS if c != "tombstone_since"]).withColumn(
@@ -38,20 +34,36 @@ def drop_keyless(rows: DataFrame) -> DataFrame:
     return rows.where(F.col("key").isNotNull())
 
 
-def latest_per_key(rows: DataFrame) -> DataFrame:
-    """Per key, the row with the highest position.
+def latest_per_key(rows: DataFrame, broadcast_winners: bool = True) -> DataFrame:
+    """Per key, the row with the highest position, without sorting the rows themselves (their
+    payloads): the winners' positions are found on narrow columns, then the
+    winning rows picked out of the input by a semi-join on `(segment, offset)`.
 
-    Grouped by the key's hash as well as the key: the same groups, but `max_by` over a row is a
-    sort-based aggregation, and sorting on an 8-byte hash first is several times cheaper than
-    comparing keys that share a long prefix (`user-0000…`), which was most of a run's time."""
-    latest = rows.groupBy(F.xxhash64("key").alias("_key_hash"), "key").agg(
-        F.max_by(F.struct(*VIEW_COLUMNS), _order()).alias("row"))
-    return latest.select("row.*")
+    1. Per key and segment, the highest offset and its publish time: publish times never go back
+       within a segment (docs/decisions.md), so there offset order is position order, and both
+       aggregates are over longs, a hash aggregation (Parquet reads only these columns).
+    2. Per key, the best of its segments' winners by `(published_at, segment, offset)`: a few
+       rows per key at most.
+    3. The rows whose `(segment, offset)` won (unique among the input rows: the chunks compacted
+       come after the previous generation's horizon). The winners are broadcast, so the wide
+       input is read and filtered where it lies, in parallel; without `broadcast_winners`
+       (more keys than the driver can hold) both sides are shuffled by position and joined by
+       a hash table of each partition's winners (still no sort of the input rows)."""
+    segment = F.col("segment").cast("int")
+    per_segment = rows.groupBy(F.xxhash64("key").alias("_key_hash"), "key", segment.alias("_segment")).agg(
+        F.max("offset").alias("_offset"), F.max_by("published_at", "offset").alias("_at"))
+    winners = per_segment.groupBy("_key_hash", "key").agg(
+        F.max_by(F.struct("_segment", "_offset"), F.struct("_at", "_segment", "_offset")).alias("_won")
+    ).select("_won._segment", "_won._offset")
+    winners = F.broadcast(winners) if broadcast_winners else winners.hint("shuffle_hash")
+    picked = rows.join(winners, (segment == F.col("_segment")) & (F.col("offset") == F.col("_offset")), "left_semi")
+    return picked.select(*VIEW_COLUMNS)
 
 
 def in_key_order(view: DataFrame) -> DataFrame:
-    """The layout a generation is written in: the aggregation's partitions (keys split by hash)
-    each sorted by key, so every file of a generation is in key order and a reader pages by key
+    """The layout a generation is written in: the view's partitions (one per split of the input
+    the winning rows were picked from) each sorted by key, so every file of a generation is in
+    key order and a reader pages by key
     by merging the files' heads (`compaction.view.read_view`). No global sort: that would cost a
     sampling job and a second shuffle of the whole view."""
     return view.sortWithinPartitions("key")
@@ -78,10 +90,28 @@ def with_retention_flag(rows: DataFrame, now: datetime, retention_s: int | None,
     if retention_s is not None:
         marked = marked | (F.col("published_at") < F.lit(now) - F.expr(f"INTERVAL {int(retention_s)} SECONDS"))
     if retention_bytes is not None:
-        newest_first = Window.orderBy(F.col("published_at").desc(), F.col("segment").cast("int").desc(),
-                                      F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        marked = marked | (F.sum("payload_size").over(newest_first) > F.lit(retention_bytes))
-    return rows.withColumn("_marked", marked)
+        rows = with_newer_bytes(rows)
+        marked = marked | (F.col("_newer_bytes") > F.lit(retention_bytes))
+    return rows.withColumn("_marked", marked).drop("_newer_bytes")
+
+
+def with_newer_bytes(rows: DataFrame) -> DataFrame:
+    """Adds `_newer_bytes`: the row's payload size plus every newer row's (by position).
+
+    Summed in two parts so that no step puts the whole view in one partition: within the row's
+    publish time (ms), a running sum over the rows of that millisecond (partitioned by it, in
+    parallel); and over the earlier milliseconds, a running sum of per-millisecond totals — one
+    narrow row per distinct publish time, the only step in one partition."""
+    ms = F.col("published_at")
+    same_ms_newest_first = (Window.partitionBy(ms).orderBy(F.col("segment").cast("int").desc(), F.col("offset").desc())
+                            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    in_ms = rows.withColumn("_in_ms", F.sum("payload_size").over(same_ms_newest_first))
+    newer_ms = Window.orderBy(F.col("_ms").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    totals = (rows.groupBy(ms.alias("_ms")).agg(F.sum("payload_size").alias("_ms_bytes"))
+              .withColumn("_before_ms", F.coalesce(F.sum("_ms_bytes").over(newer_ms), F.lit(0)))
+              .drop("_ms_bytes"))
+    joined = in_ms.join(totals, F.col("published_at") == F.col("_ms"))
+    return joined.withColumn("_newer_bytes", F.col("_in_ms") + F.col("_before_ms")).drop("_in_ms", "_ms", "_before_ms")
 
 
 def tombstone_lifecycle(rows: DataFrame, now: datetime, delete_retention_s: int) -> DataFrame:
@@ -99,13 +129,17 @@ class CompactionSettings:
     delete_retention_s: int
     retention_s: int | None = None  # compact,delete only
     retention_bytes: int | None = None
+    # the winners' positions (a few bytes per key) are broadcast to pick the rows out of the
+    # input where it lies; a run whose keys could outgrow the driver's memory joins them by a
+    # shuffle instead (`compaction.runs.broadcast_fits`)
+    broadcast_winners: bool = True
 
 
 def _flagged(previous: DataFrame | None, new_rows: DataFrame, now: datetime, settings: CompactionSettings) -> DataFrame:
     rows = drop_keyless(new_rows)
     if previous is not None:
         rows = previous.select(*VIEW_COLUMNS).unionByName(rows)
-    latest = with_tombstone_flag(latest_per_key(rows), now, settings.delete_retention_s)
+    latest = with_tombstone_flag(latest_per_key(rows, settings.broadcast_winners), now, settings.delete_retention_s)
     return with_retention_flag(latest, now, settings.retention_s, settings.retention_bytes)
 
 

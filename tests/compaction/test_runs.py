@@ -203,15 +203,12 @@ def test_turning_a_stream_with_keyless_events_compacted_is_allowed_and_says_what
 
 
 def test_the_view_pages_by_key_across_all_files_of_a_generation(api, spark_ready):
-    # given a generation written as several files (the keys split between them by hash)
-    stream = make(api)
+    # given a generation written as several files (one per split of the input: here a chunk of
+    # each of two segments, each with keys from all over the range)
+    stream = make(api, segment_count=2)
     keys = [f"u{(i * 37) % 60:03d}" for i in range(60)]
     publish(api, *[(k, f"v{k}") for k in keys])
-    spark_ready.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    try:
-        run(stream, datetime.now(UTC) + timedelta(seconds=1))
-    finally:
-        spark_ready.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    run(stream, datetime.now(UTC) + timedelta(seconds=1))
     assert len(list((view_dir(stream) / "gen-1").glob("*.parquet"))) > 1
     # when a reader pages through it by key
     pages, after = [], None
@@ -224,3 +221,17 @@ def test_the_view_pages_by_key_across_all_files_of_a_generation(api, spark_ready
     # then every key comes once, in key order, seven a page
     assert [k for p in pages for k in p] == sorted(keys) and {len(p) for p in pages[:-1]} == {7}
     assert as_dict(view(api, key="u041")) == {"u041": "vu041"}
+
+
+def test_the_warm_up_compacts_made_up_events_through_a_runs_steps_and_leaves_no_files(spark_ready):
+    import tempfile
+    from pathlib import Path
+
+    from compaction.runs import warm_up
+
+    before = set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*"))
+    stats = warm_up()
+    # 40 events over 7 keys, every fifth a tombstone: a first generation, one over it, one with
+    # the compacted retention (nothing old or large enough to mark)
+    assert [(s.rows, s.marked) for s in stats] == [(7, 0), (7, 0), (7, 0)]
+    assert set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*")) == before

@@ -89,8 +89,8 @@ def model(log, now_s, delete_retention_s, retention_s=None, retention_bytes=None
     return {k: v for k, (_, v) in view.items()}
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_random_keyed_logs_compact_to_the_models_view(spark, seed):
+@pytest.mark.parametrize("seed, broadcast", [(seed, True) for seed in range(6)] + [(0, False), (1, False)])
+def test_random_keyed_logs_compact_to_the_models_view(spark, seed, broadcast):
     from spark_tasks.compaction_job import CompactionSettings, compact
 
     rng = random.Random(seed)
@@ -104,7 +104,7 @@ def test_random_keyed_logs_compact_to_the_models_view(spark, seed):
         offsets[seg] += 1
     settings = CompactionSettings(delete_retention_s=rng.choice([0, 50, 10_000]),
                                   retention_s=rng.choice([None, 200, 5000]),
-                                  retention_bytes=rng.choice([None, 100, 10_000]))
+                                  retention_bytes=rng.choice([None, 100, 10_000]), broadcast_winners=broadcast)
     cut = len(log) // 2
     runs = [log[cut - 1][4] + 1, at + 5]  # each run after the events it compacts
     view = compact(None, events(spark, log[:cut]), T0 + timedelta(seconds=runs[0]), settings).cache()

@@ -44,6 +44,7 @@ def celery_worker(django_db_setup, django_db_blocker, test_broker, tmp_path_fact
         "REDIS_URL": broker,
         "CBR_DATA_DIR": str(data_dir),
         "CBR_CHUNK_BYTES": str(WORKER_CHUNK_BYTES),
+        "CBR_COMPACTION_WARM_UP": "0",  # tested in tests/compaction; here it would only cost CPU
     }
     log = open(data_dir.parent / "worker.log", "w")
     proc = subprocess.Popen(
