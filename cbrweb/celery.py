@@ -35,10 +35,14 @@ def _warm_up_compactor(**_):
 
 def _warm_up():
     import logging
+    import time
 
     from compaction.runs import warm_up
 
+    log, started = logging.getLogger(__name__), time.monotonic()
     try:
         warm_up()
     except Exception:  # the first real run pays for it instead
-        logging.getLogger(__name__).exception("the compaction warm-up failed")
+        log.exception("the compaction warm-up failed")
+    else:
+        log.warning("compaction warm-up done in %.1f s", time.monotonic() - started)

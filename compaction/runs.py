@@ -283,27 +283,48 @@ def write_generation(paths: list[Path], previous: Path | None, now: datetime, co
     return result.stats()
 
 
-def warm_up() -> list:
-    """Three runs over a few made-up events in a scratch directory (a first generation, one over
-    a previous generation, one with the compacted retention), through `write_generation`: a
+WARM_UP_EVENTS = 300_000  # enough for the JIT to compile the hot loops, ~10 s of a worker's start
+
+
+def _made_up_chunk(path: Path, first_offset: int, events: int, keys: int, now: datetime) -> Path:
+    """A Parquet copy of `events` events over `keys` keys, on two segments (every fifth a
+    tombstone), for the warm-up."""
+    key = [f"key-{i % keys:08d}".encode() for i in range(events)]
+    columns = {
+        "segment": [str(i % 2) for i in range(events)],
+        "offset": [first_offset + i // 2 for i in range(events)],
+        "published_at": [now] * events,
+        "deliver_at": [None] * events,
+        "cum_size": [None] * events,
+        "routing_key": key,
+        "key": key,
+        "headers": [None] * events,
+        "payload": [b"" if i % 5 == 0 else b"v" * 100 for i in range(events)],
+        "payload_size": [0 if i % 5 == 0 else 100 for i in range(events)],
+    }
+    pq.write_table(pa.table(columns, schema=PARQUET_SCHEMA), path, compression="zstd")
+    return path
+
+
+def warm_up(events: int = WARM_UP_EVENTS) -> list:
+    """Three runs over made-up events in a scratch directory — a first generation of `events`
+    events, one over it, one with the compacted retention — through `write_generation`: a
     compactor does this when it starts, so that its first real run does not also pay for
-    starting Spark, loading classes and generating the plans' code (the generated code is
-    cached by its text, which does not depend on the data).
-    The JIT still warms on the real data: see bench/RESULTS.md. Returns the runs' stats."""
+    starting Spark, loading classes, generating the plans' code (cached by its text, which does
+    not depend on the data) and the JIT's first compilations of the hot loops. Returns the runs'
+    stats."""
     from spark_tasks import compaction_job  # noqa: PLC0415
 
     now = datetime.now(UTC)
+    keys = max(1, events // 10)
     with tempfile.TemporaryDirectory(prefix="cbr-compaction-warm-up-") as scratch:
         root = Path(scratch)
-        copies = []
-        for chunk in range(3):  # one chunk per run, each after the one before
-            rows = [{"segment": str(i % 2), "offset": chunk * 20 + i // 2, "published_at": now,
-                     "key": f"k{i % 7}".encode(), "payload": b"" if i % 5 == 0 else b"v",
-                     "payload_size": 0 if i % 5 == 0 else 1} for i in range(40)]
-            copies.append(root / f"{chunk}.parquet")
-            pq.write_table(pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA), copies[-1])
+        copies = [_made_up_chunk(root / "0.parquet", 0, events, keys, now),  # each after the one before
+                  _made_up_chunk(root / "1.parquet", events, 40, keys, now),
+                  _made_up_chunk(root / "2.parquet", events + 20, 40, keys, now)]
         compact = compaction_job.CompactionSettings(delete_retention_s=0)
-        with_retention = compaction_job.CompactionSettings(delete_retention_s=0, retention_s=3600, retention_bytes=10)
+        with_retention = compaction_job.CompactionSettings(delete_retention_s=0, retention_s=3600,
+                                                           retention_bytes=100 * events)
         return [write_generation(copies[:1], None, now, compact, root / "gen-1"),
                 write_generation(copies[1:2], root / "gen-1", now, compact, root / "gen-2"),
                 write_generation(copies[2:], root / "gen-2", now, with_retention, root / "gen-3")]

@@ -230,8 +230,8 @@ def test_the_warm_up_compacts_made_up_events_through_a_runs_steps_and_leaves_no_
     from compaction.runs import warm_up
 
     before = set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*"))
-    stats = warm_up()
-    # 40 events over 7 keys, every fifth a tombstone: a first generation, one over it, one with
-    # the compacted retention (nothing old or large enough to mark)
+    stats = warm_up(events=70)
+    # 70 events over 7 keys, every fifth a tombstone: a first generation, one over it (40 more
+    # events), one with the compacted retention (nothing old or large enough to mark)
     assert [(s.rows, s.marked) for s in stats] == [(7, 0), (7, 0), (7, 0)]
     assert set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*")) == before
