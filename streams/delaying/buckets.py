@@ -173,32 +173,28 @@ def load_next(stream: Stream, bucket_id: int, index: DelayIndex, rows: dict | No
     return True
 
 
-_ROWS: dict[int, tuple[str, list[dict], str]] = {}  # bucket id -> (snapshot name, segments, chunks): rows never change
-ROWS_KEPT = 4096
-
-
-def _bucket_rows(stream: Stream, ids: set[int]) -> dict[int, tuple[str, list[dict], str]]:
-    """The registrations of these buckets (those that still exist), from this process's cache
-    or one query: a registered bucket never changes (a merge or rebuild registers a new one)."""
-    missing = [i for i in ids if i not in _ROWS]
+def _bucket_rows(stream: Stream, ids: set[int], rows: dict) -> dict[int, tuple[str, list[dict], str]]:
+    """The registrations of these buckets that still exist — (snapshot name, segments, chunks) —
+    from `rows` (kept by the caller for one hand-out: a registered bucket never changes, a merge
+    or rebuild registers a new one) or one query for those not in it yet."""
+    missing = [i for i in ids if i not in rows]
     if missing:
-        if len(_ROWS) + len(missing) > ROWS_KEPT:
-            _ROWS.clear()
         for pk, name, segments, first, last in DelayedBucket.objects.filter(stream=stream, pk__in=missing).values_list(
                 "pk", "name", "segments", "first_chunk", "last_chunk"):
-            _ROWS[pk] = (name, segments, f"{first}-{last}")
-    return {i: _ROWS[i] for i in ids if i in _ROWS}
+            rows[pk] = (name, segments, f"{first}-{last}")
+    return {i: rows[i] for i in ids if i in rows}
 
 
 def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int]], after: int | None,
-                now_ms: int, budget: int) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
+                now_ms: int, budget: int, cache: dict) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
     """Plan and read one hand-out round's loads (streams.domain.delayed.plan_loads): the buckets
     whose frontier is due get their next snapshot segments, several per round, read with one
     Parquet call per bucket. Returns the loads, the indexes due by the bound to release at once
     (packed, and as lists: times, segments, offsets), the bound, and whether a snapshot could not
-    be read (logged; then nothing is loaded: maintenance rebuilds the bucket)."""
+    be read (logged; then nothing is loaded: maintenance rebuilds the bucket). `cache` keeps the
+    bucket registrations across the rounds of one hand-out."""
     started = time.monotonic()
-    rows = _bucket_rows(stream, {bucket for _, bucket, _ in due})
+    rows = _bucket_rows(stream, {bucket for _, bucket, _ in due}, cache)
     live = []
     for edge, bucket, loaded in due:
         if bucket not in rows or loaded >= len(rows[bucket][1]):

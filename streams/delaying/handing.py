@@ -138,13 +138,14 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
     total = 0
     trackers = None
     due, after, plain = [], None, True  # the first round loads nothing: it learns what is due
+    rows: dict = {}  # bucket registrations, read once per hand-out
     for _ in range(rounds):
         loads, direct, columns, bound, failed = [], None, ([], [], []), None, False
         if due and not plain:
-            loads, direct, columns, bound, failed = round_loads(stream, index, due, after, now_ms, ROUND_BUDGET)
+            loads, direct, columns, bound, failed = round_loads(stream, index, due, after, now_ms, ROUND_BUDGET, rows)
         done = index.release(now_ms, limit, bound=bound, direct=direct, loads=loads)
         due, after = done.frontier, done.after
-        plain = done.status != 1 or failed  # stale plan, or too much else due: pop without loading next
+        plain = done.status != 1 or failed  # a stale plan: pop without loading next, then plan again
         if done.status != 1:
             continue
         released: dict[int, dict[int, int]] = defaultdict(dict)

@@ -98,7 +98,7 @@ class Load:
 
 @dataclass(frozen=True)
 class Round:
-    """What a RELEASE call did: `status` 1 done, 0 the plan was stale, -1 too much else due;
+    """What a RELEASE call did: `status` 1 done, 0 the plan was stale;
     the hand-out area members it claimed (`reclaimed`, and `batch`: the new one, '' for none),
     the indexes it popped from Redis (`popped`, "segment:offset:deliver_at", in `batch` too),
     and the buckets whose frontier is due: (edge, bucket id, segments loaded), earliest first;
@@ -146,7 +146,7 @@ class DelayIndex:
                 direct: Direct | None = None, loads: list[Load] = ()) -> Round:
         """One hand-out round (the RELEASE script): apply `loads`, then release `direct` and what
         is due by the bound in Redis into the hand-out area as one claimed batch (see the script).
-        Changes nothing when the plan is stale (`Round.status` 0) or too much else is due (-1)."""
+        Changes nothing when the plan is stale (`Round.status` 0)."""
         args = [now_ms, limit, now_ms + claim_ms, "" if bound is None else bound,
                 direct.latest if direct else "", direct.packed if direct else ""]
         for ld in loads:

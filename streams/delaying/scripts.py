@@ -143,10 +143,10 @@ return {added, dups, released_now, sealed, redis.call('HEXISTS', state, 'recover
 # first) — from the mutable bucket, the buckets being sealed and the shared queue, up to
 # `limit`, and puts it with the direct indexes into the hand-out area as ONE claimed batch
 # member "#n,segment:offset:deliver_at,…" (besides re-claiming unclaimed or expired members
-# there). Nothing changes when the plan no longer holds (another process loaded one of the
-# buckets, or a new frontier lies below the bound) or when direct indexes come with more than
-# `limit` others due: the caller pops without loading first.
-# Returns {status (1 done, 0 stale, -1 too many), re-claimed members, popped members, the new
+# there); with direct indexes, everything due by the bound goes, whatever `limit` says. Nothing
+# changes when the plan no longer holds (another process loaded one of the buckets, or a new
+# frontier lies below the bound): the caller pops without loading, then plans again.
+# Returns {status (1 done, 0 stale), re-claimed members, popped members, the new
 # batch member or '', buckets whose frontier is due: "bucket:edge:loaded"…, the next frontier
 # after those or ''}.
 RELEASE = _COMMON + """
@@ -196,17 +196,21 @@ local room = limit - #reclaimed
 local sources = sealing_keys()
 sources[#sources + 1] = mutable
 sources[#sources + 1] = queue
-local cand, total = {}, 0
-for _, src in ipairs(sources) do
-  local items = redis.call('ZRANGEBYSCORE', src, '-inf', bound, 'WITHSCORES', 'LIMIT', 0, room + 1)
-  if #items > 0 then
-    cand[#cand + 1] = {src = src, items = items, at = 1}
-    total = total + #items / 2
-  end
+if direct ~= '' then
+  -- everything due by the bound goes with the direct indexes, or a later round would release
+  -- earlier ones after them: no limit (Redis holds at most a segment per bucket and the mutable
+  -- bucket, so this is bounded as the hot index is)
+  room = math.huge
 end
-if direct ~= '' and total > room then
-  local listed, after = due_frontier()
-  return {-1, {}, {}, '', listed, after}
+local cand = {}
+for _, src in ipairs(sources) do
+  local items
+  if room == math.huge then
+    items = redis.call('ZRANGEBYSCORE', src, '-inf', bound, 'WITHSCORES')
+  else
+    items = redis.call('ZRANGEBYSCORE', src, '-inf', bound, 'WITHSCORES', 'LIMIT', 0, room)
+  end
+  if #items > 0 then cand[#cand + 1] = {src = src, items = items, at = 1} end
 end
 -- the plan holds: load
 for _, l in ipairs(loads) do

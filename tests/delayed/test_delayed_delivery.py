@@ -286,3 +286,20 @@ def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_clai
     assert sorted(seen) == sorted(due)  # each once (the crashed round's too), none lost
     assert all(due[(d["segment"], d["offset"])] <= at * 1000 for at, d in got)  # none early
     assert index.counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
+
+
+def test_a_round_that_loads_releases_everything_due_by_its_bound_whatever_the_limit(api, clock, redis):
+    """Many buckets whose loaded segments together hold more due indexes than a round's limit:
+    a round that loads releases them all with what it loaded (else a later round would release
+    earlier ones after them), and the hand-out goes on to the end (it once stalled here)."""
+    stream = make_stream(api)
+    make_group(api)
+    due = publish_delayed(stream, int(clock.now * 1000), 200, 300, seed=7)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    assert api.post(URL + "shop/billing/read/", {"max_events": 1000}, format="json").json()["deliveries"] == []
+    clock.now += 400
+    released = handing.release_due(stream, int(clock.now * 1000), limit=3, rounds=10_000)
+    assert released == len(due)  # all in one call, 3 at most in a round that loads nothing
+    assert handing.index_of(stream).counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
+    got = drain(api, clock, step_s=7, until_s=7)
+    assert sorted((d["segment"], d["offset"]) for _, d in got) == sorted(due)
