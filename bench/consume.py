@@ -66,6 +66,7 @@ def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -
     rg = client.reader_group(group)
     rg.info()  # the connection is open before the clock starts
     start()
+    cpu0 = time.process_time()
     reads, acks, sizes, n_acked, t_end = [], [], [], 0, time.monotonic()
     while True:
         t = time.monotonic()
@@ -80,7 +81,8 @@ def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -
         acks.append(t_end - t1)
         n_acked += answer["acked"]
     client.close()
-    return {"read": reads, "ack": acks, "sizes": sizes, "n_read": sum(sizes), "n_acked": n_acked, "t_end": t_end}
+    return {"read": reads, "ack": acks, "sizes": sizes, "n_read": sum(sizes), "n_acked": n_acked, "t_end": t_end,
+            "cpu": time.process_time() - cpu0}
 
 
 
@@ -161,7 +163,9 @@ class CBRServer:
         with self.api() as api:
             api.create_reader_group("bench", name, [f"bench/{self.stream}"], **config)
         scripts0 = script_seconds(self.redis)
+        cpu0 = self.cpu_seconds()
         t0, results = run_crew(_cbr_consumer, a.consumers, (self.url, self.token, f"bench/{name}", a.batch))
+        cpu = {k: v - cpu0[k] for k, v in self.cpu_seconds().items()}
         in_scripts = script_seconds(self.redis) - scripts0
         seconds = max(r["t_end"] for r in results) - t0
         n_read = sum(r["n_read"] for r in results)
@@ -182,6 +186,9 @@ class CBRServer:
             f"{len(sizes)} reads answered fewer than {a.batch}",
             f"Redis ran the tracker's scripts {in_scripts:.2f} s of the {seconds:.2f} s "
             f"({in_scripts / max(1, n_acked) * 1e6:.0f} us per event)",
+            "CPU per 1000 events acked: " + ", ".join(
+                f"{k} {v / max(1, n_acked) * 1e6:.1f} ms" for k, v in
+                {"consumers (client)": sum(r["cpu"] for r in results), **cpu}.items()),
         ])
         if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
             fig.notes.append(f"checkpoint interval {a.checkpoint_interval} s; "
@@ -190,6 +197,28 @@ class CBRServer:
             fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; "
                              f"lag {lag:,}, pending {pending:,} after the run")
         return fig
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds used so far by the web workers (gunicorn's children), Redis (INFO cpu) and
+        PostgreSQL (every postgres process: the server has no other client during the run)."""
+        import psutil
+
+        def cpu(procs) -> float:
+            total = 0.0
+            for proc in procs:
+                try:
+                    t = proc.cpu_times()
+                    total += t.user + t.system
+                except psutil.Error:
+                    pass
+            return total
+
+        info = self.redis.info("cpu")
+        return {
+            "web workers": cpu(psutil.Process(self.server.pid).children()),
+            "Redis": info["used_cpu_user"] + info["used_cpu_sys"],
+            "PostgreSQL": cpu(p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"),
+        }
 
     def stop(self) -> None:
         if self.server is not None:

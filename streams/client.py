@@ -1,7 +1,8 @@
 """A small Python client of CBR's REST API: publish, consume at least once, checkpoint.
 
-Standard library only (it imports nothing from Django or from the rest of CBR): copy this one
-file into a program, or import `streams.client` from a checkout.
+Standard library only (orjson is used when installed: large reads decode faster), and it imports
+nothing from Django or from the rest of CBR: copy this one file into a program, or import
+`streams.client` from a checkout.
 
     from streams.client import Client
 
@@ -32,6 +33,11 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+
+try:  # optional: where orjson is installed, large reads decode several times faster
+    import orjson
+except ImportError:  # pragma: no cover - the standard library does the same, slower
+    orjson = None
 
 
 class CBRError(Exception):
@@ -80,7 +86,7 @@ class Client:
         one, e.g. a stream's compaction runs), raises CBRError for an error answer. A dropped
         keep-alive connection is reopened once (only for requests that are safe to repeat: reads,
         and acks, which are idempotent)."""
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else _dumps(body)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Api-Key {self.api_key}"
@@ -105,7 +111,7 @@ class Client:
                 if attempt or not _repeatable(method, path):
                     raise
         try:
-            answer = json.loads(raw) if raw else {}
+            answer = _loads(raw) if raw else {}
         except ValueError:  # not JSON: a proxy's or a dying server's page
             answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
         if response.status >= 400 or (isinstance(answer, dict) and answer.get("code") == "not_json"):
@@ -279,6 +285,19 @@ class ReaderGroup:
                 if exc.code not in ("lease_lost", "unknown_delivery"):
                     raise
                 self.refused += len(exc.body.get("refused", []))
+
+
+def _dumps(body: object) -> bytes:
+    if orjson is not None:
+        try:
+            return orjson.dumps(body)
+        except TypeError:  # what orjson does not take (an integer past 64 bits, a non-text key)
+            pass
+    return json.dumps(body).encode()
+
+
+def _loads(raw: bytes) -> object:
+    return orjson.loads(raw) if orjson is not None else json.loads(raw)
 
 
 def _id(m: Message | str) -> str:

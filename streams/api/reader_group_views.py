@@ -126,16 +126,24 @@ def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
     return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
 
 
+def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming.Slot]]:
+    """The group and its positions in one query (reads and acks are the hot path); 404 as above."""
+    found = consuming.group_and_slots(scope, name)
+    if found is None:
+        _group_for_consuming(scope, name)  # raises the same 404 as every other view
+    return found
+
+
 class ReadView(ConsumingView):
     """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`."""
 
     @extend_schema(request=ReadRequestSerializer, responses=ReadAnswerSerializer)
     def post(self, request, scope, name):
-        group = _group_for_consuming(scope, name)
+        group, group_slots = _group_and_slots(scope, name)
         body = ReadRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data
-        result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"])
+        result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"], group_slots)
         return Response({
             "deliveries": result.deliveries, "missed": result.missed,
             "missed_by_stream": result.missed_by_stream,
@@ -153,9 +161,9 @@ class AckView(ConsumingView):
 
     @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
     def post(self, request, scope, name):
-        group = _group_for_consuming(scope, name)
+        group, group_slots = _group_and_slots(scope, name)
         data = _body(request, {"delivery_ids", "sink"})
-        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink")))
+        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots))
 
 
 class NackView(ConsumingView):
@@ -163,11 +171,11 @@ class NackView(ConsumingView):
 
     @extend_schema(request=NackRequestSerializer, responses=AckAnswerSerializer)
     def post(self, request, scope, name):
-        group = _group_for_consuming(scope, name)
+        group, group_slots = _group_and_slots(scope, name)
         body = NackRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data
-        return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"]))
+        return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"], group_slots))
 
 
 class CheckpointListView(ConsumingView):

@@ -80,27 +80,28 @@ def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
     )
 
 
-def ack(group: ReaderGroup, ids: object, sink: object = None) -> AckOutcome:
+def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[Slot] | None = None) -> AckOutcome:
     """Acknowledge deliveries, in any order. For a fan-out group, `sink` says which sink
-    acknowledges; an event counts once every sink has. A retried ack is harmless."""
+    acknowledges; an event counts once every sink has. A retried ack is harmless. `group_slots`:
+    the group's `slots`, when the caller has them already."""
     sinks = group.sink_names
     if sinks:
         if sink not in sinks:
             raise FieldError("sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
     elif sink is not None:
         raise FieldError("sink", "this group declares no sinks")
-    group_slots = slots(group)
+    group_slots = slots(group) if group_slots is None else group_slots
     by_slot = _parse_ids(group, ids, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
-    mark_seen(group, positions.clock())
     pipe = get_redis().pipeline(transaction=False)
     readers = [
         (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
         for key, items in by_slot.items()
     ]
+    mark_seen(group, positions.clock(), pipe)
     moves = []
-    for (slot, items, reader), answer in zip(readers, pipe.execute(), strict=True):
+    for (slot, items, reader), answer in zip(readers, pipe.execute()[:-1], strict=True):
         results, floor = reader(answer)
         _tally(outcome, ids, items, results)
         moves.append((slot, floor, 0))
@@ -110,9 +111,11 @@ def ack(group: ReaderGroup, ids: object, sink: object = None) -> AckOutcome:
     return outcome
 
 
-def nack(group: ReaderGroup, ids: object, delay_ms: int = 0, reason: str = "") -> AckOutcome:
+def nack(
+    group: ReaderGroup, ids: object, delay_ms: int = 0, reason: str = "", group_slots: list[Slot] | None = None,
+) -> AckOutcome:
     """Give deliveries back: each is handed out again after `delay_ms`."""
-    group_slots = slots(group)
+    group_slots = slots(group) if group_slots is None else group_slots
     by_slot = _parse_ids(group, ids, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()

@@ -44,6 +44,31 @@ def slots(group: ReaderGroup) -> list[Slot]:
         .select_related("subscription__stream__scope")
         .order_by("subscription__stream__scope__name", "subscription__stream__name", "segment_id")
     )
+    return _slots_of(group, positions)
+
+
+def group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | None:
+    """The group `scope/name` and its `slots`, found together in one query when it has positions
+    (every read and ack asks for both); None when no such group exists."""
+    positions = list(
+        ReadPosition.objects.filter(
+            subscription__reader_group__scope__name=scope, subscription__reader_group__name=name
+        )
+        .select_related("subscription__stream__scope", "subscription__reader_group__scope")
+        .order_by("subscription__stream__scope__name", "subscription__stream__name", "segment_id")
+    )
+    if positions:
+        group = positions[0].subscription.reader_group
+        for p in positions:
+            p.subscription.reader_group = group  # one instance: a change made through one is seen by all
+    else:  # a group without positions yet (or none): the plain way
+        group = ReaderGroup.objects.select_related("scope").filter(scope__name=scope, name=name).first()
+        if group is None:
+            return None
+    return group, _slots_of(group, positions)
+
+
+def _slots_of(group: ReaderGroup, positions: list[ReadPosition]) -> list[Slot]:
     by_sub: dict[int, dict[str, ReadPosition]] = defaultdict(dict)
     subs: dict[int, Subscription] = {}
     for p in positions:
@@ -110,10 +135,11 @@ def seen_key(group_id: int) -> str:
     return f"cbr:rg:{{{group_id}}}:seen"
 
 
-def mark_seen(group: ReaderGroup, now: float) -> None:
+def mark_seen(group: ReaderGroup, now: float, pipe=None) -> None:
     """A consumer of the group read or acknowledged: the group is alive (its checkpoints count as
-    acknowledgements for `subscriber_timeout_s`; a group nobody consumes goes stale)."""
-    get_redis().set(seen_key(group.pk), now, ex=SEEN_TTL_S)
+    acknowledgements for `subscriber_timeout_s`; a group nobody consumes goes stale). With `pipe`,
+    queued on that pipeline."""
+    (pipe if pipe is not None else get_redis()).set(seen_key(group.pk), now, ex=SEEN_TTL_S)
 
 
 def last_seen(group: ReaderGroup) -> datetime | None:

@@ -12,16 +12,15 @@ from datetime import UTC, datetime
 from cbrweb.redis_client import get_redis
 from compaction import view as compacted
 
-from ..api.serializers import event_json
+from ..api.serializers import record_json
 from ..delaying.handing import release_due
 from ..domain.acks import Delivery, Poison
 from ..models import ReaderGroup
 from ..services import stream_log
 from ..storage.framing import Record
-from ..storage.store import StreamRecord
 from . import positions
 from .dead_letters import dead_letter
-from .positions import SEEN_TTL_S, Slot, persist_floors, seen_key, records_at, slots
+from .positions import Slot, mark_seen, persist_floors, records_at, slots
 
 
 @dataclass
@@ -32,10 +31,13 @@ class ReadResult:
     pending_limit_reached: bool = False
 
 
-def read(group: ReaderGroup, max_events: int, wait_ms: int = 0, consumer: str = "") -> ReadResult:
+def read(
+    group: ReaderGroup, max_events: int, wait_ms: int = 0, consumer: str = "", group_slots: list[Slot] | None = None,
+) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
-    to that long for the first one (long poll)."""
-    group_slots = slots(group)
+    to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
+    caller has them already."""
+    group_slots = slots(group) if group_slots is None else group_slots
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
@@ -56,7 +58,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
         release_due(stream, now_ms)  # due delayed events: to every group of the stream
     pipe = redis.pipeline(transaction=False)
-    pipe.set(seen_key(group.pk), now, ex=SEEN_TTL_S)  # see mark_seen
+    mark_seen(group, now, pipe)
     for slot in group_slots:
         keys = slot.tracker.keys
         state, retry, dead = keys[0], keys[5], keys[7]
@@ -159,9 +161,10 @@ def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expi
     """Each event as every answer carries it, plus the delivery's fields."""
     prefix = f"{group.pk}-{slot.stream.pk}-{slot.segment}-"
     stream = slot.stream.full_name
+    segment = slot.segment
     out = []
     for rec, d in got:
-        event = event_json(StreamRecord(slot.segment, rec))
+        event = record_json(segment, rec)
         event["stream"] = stream
         event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
         event["delivery_count"] = d.epoch

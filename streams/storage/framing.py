@@ -223,6 +223,44 @@ def iter_records(
         pos += FRAME_SIZE + body_len
 
 
+def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple[list[Record], int]:
+    """The verified records framed from the start of `data` whose offset is at least `min_offset`,
+    at most `limit` of them, and the bytes consumed (to the end of the last record looked at).
+    Stops at the first torn or corrupt record, as `iter_records` does; the same records, decoded
+    without a generator or a call per record (the read path decodes thousands per request)."""
+    buf = memoryview(data)
+    end = len(data)
+    unpack_frame = FRAME.unpack_from
+    unpack_body = BODY.unpack_from
+    out: list[Record] = []
+    append = out.append
+    pos = 0
+    while pos + FRAME_SIZE <= end and len(out) < limit:
+        body_len, crc = unpack_frame(data, pos)
+        start = pos + FRAME_SIZE
+        stop = start + body_len
+        if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
+            break
+        pos = stop
+        flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = unpack_body(data, start)
+        if offset < min_offset:
+            continue
+        at = start + BODY_SIZE
+        rk = key = headers = None
+        if rk_len != ABSENT:
+            rk = data[at:at + rk_len]
+            at += rk_len
+        if key_len != ABSENT:
+            key = data[at:at + key_len]
+            at += key_len
+        if h_len:
+            headers = orjson.loads(buf[at:at + h_len])
+            at += h_len
+        append(Record(offset, published_ms, None if deliver_ms < 0 else deliver_ms, cum_size, rk, key, headers,
+                      data[at:at + p_len], bool(flags & FLAG_BATCH_END)))
+    return out, pos
+
+
 def scan(data: bytes | memoryview, start: int, next_offset: int, cum_size: int) -> ScanResult:
     """Walk the records from `start`, keeping only whole batches with consecutive offsets.
 

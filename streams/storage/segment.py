@@ -665,13 +665,8 @@ class Segment:
             while pos < end and len(out) < max_events:
                 f.seek(pos)
                 data = f.read(min(block, end - pos))
-                consumed = 0
-                for rel, rec in framing.iter_records(data):
-                    consumed = rel + framing.FRAME_SIZE + _body_len(data, rel)
-                    if rec.offset >= start:
-                        out.append(rec)
-                        if len(out) >= max_events:
-                            break
+                got, consumed = framing.read_records(data, start, max_events - len(out))
+                out += got
                 if consumed == 0:
                     if len(data) < end - pos:
                         block *= 2  # one record larger than the block: read more at once
@@ -955,10 +950,6 @@ def _unlink_quietly(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _body_len(data: bytes, pos: int) -> int:
-    return framing.FRAME.unpack_from(data, pos)[0]
 
 
 def _now_ms() -> int:
