@@ -188,7 +188,10 @@ class CBRServer:
             f"({in_scripts / max(1, n_acked) * 1e6:.0f} us per event)",
             "CPU per 1000 events acked: " + ", ".join(
                 f"{k} {v / max(1, n_acked) * 1e6:.1f} ms" for k, v in
-                {"consumers (client)": sum(r["cpu"] for r in results), **cpu}.items()),
+                {"consumers (client)": sum(r["cpu"] for r in results), **cpu}.items() if not k.startswith("worker ")),
+            f"CPU used {(sum(r['cpu'] for r in results) + cpu['web workers'] + cpu['Redis'] + cpu['PostgreSQL']) / seconds:.2f}"
+            f" of the {os.cpu_count()} cores; the web workers' share each: " + ", ".join(
+                f"{v / max(1e-9, cpu['web workers']):.0%}" for k, v in cpu.items() if k.startswith("worker ")),
         ])
         if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
             fig.notes.append(f"checkpoint interval {a.checkpoint_interval} s; "
@@ -214,8 +217,10 @@ class CBRServer:
             return total
 
         info = self.redis.info("cpu")
+        workers = sorted(psutil.Process(self.server.pid).children(), key=lambda w: w.pid)
         return {
-            "web workers": cpu(psutil.Process(self.server.pid).children()),
+            "web workers": cpu(workers),
+            **{f"worker {i + 1}": cpu([w]) for i, w in enumerate(workers)},
             "Redis": info["used_cpu_user"] + info["used_cpu_sys"],
             "PostgreSQL": cpu(p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"),
         }

@@ -4,20 +4,20 @@ clock every lease and delay uses (`clock`; tests replace it)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db.models import BigIntegerField, Case, F, Value, When
-from django.db.models.functions import Greatest
+from django.db import connection
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
 from ..ack_tracker import SegmentTracker
 from ..delaying.index import state_key as delayed_state_key
-from ..models import ReaderGroup, ReadPosition, Stream, Subscription
+from ..models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
 from ..services import stream_log
 from ..storage.framing import Record
 
@@ -47,20 +47,81 @@ def slots(group: ReaderGroup) -> list[Slot]:
     return _slots_of(group, positions)
 
 
+# The tables joined by `group_and_slots`, each as (model, alias, the alias it hangs from and the
+# foreign key that points at it): position → subscription → stream → scope, subscription → group → scope.
+_JOINED = (
+    (ReadPosition, "p", None, None),
+    (Subscription, "s", "p", "subscription"),
+    (Stream, "st", "s", "stream"),
+    (Scope, "sc", "st", "scope"),
+    (ReaderGroup, "g", "s", "reader_group"),
+    (Scope, "gs", "g", "scope"),
+)
+
+
+@functools.cache
+def _positions_query(vendor: str) -> tuple[str, list[tuple]]:
+    """The SQL of `group_and_slots` (made once: it is the same for every request), and for each
+    joined model its fields' attribute names, column slice and value converters."""
+    q = connection.ops.quote_name
+    columns, layout = [], []
+    for model, alias, _, _ in _JOINED:
+        fields = model._meta.concrete_fields
+        converters = []  # (index, converter, column) as Django's compiler applies them
+        for i, f in enumerate(fields):
+            col = f.get_col(alias)
+            converters += [(i, conv, col) for conv in [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]]
+        pk = fields.index(model._meta.pk)
+        layout.append((model, [f.attname for f in fields], len(columns), len(columns) + len(fields), converters, pk))
+        columns += [f"{alias}.{q(f.column)}" for f in fields]
+    joins = []
+    for model, alias, parent, fk in _JOINED[1:]:
+        parent_model = next(m for m, a, _, _ in _JOINED if a == parent)
+        column = parent_model._meta.get_field(fk).column
+        joins.append(f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(model._meta.pk.column)} = {parent}.{q(column)}")
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {q(ReadPosition._meta.db_table)} p {' '.join(joins)} "
+        f"WHERE gs.{q('name')} = %s AND g.{q('name')} = %s ORDER BY sc.{q('name')}, st.{q('name')}, p.{q('segment_id')}"
+    )
+    return sql, layout
+
+
+def _load_positions(scope: str, name: str) -> list[ReadPosition]:
+    """The group's positions with their subscription, stream (and its scope) and the group (and
+    its scope) attached, as `select_related` would give them, from one prepared query."""
+    sql, layout = _positions_query(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [scope, name])
+        rows = cursor.fetchall()
+    made: dict[tuple, object] = {}  # (model, pk) -> instance: one object per row of each table
+    out = []
+    for row in rows:
+        objs = []
+        for model, names, start, stop, converters, pk in layout:
+            values = list(row[start:stop])
+            for i, conv, col in converters:
+                values[i] = conv(values[i], col, connection)
+            key = (model, values[pk])
+            obj = made.get(key)
+            if obj is None:
+                obj = made[key] = model.from_db(connection.alias, names, values)
+            objs.append(obj)
+        position, sub, stream, stream_scope, group, group_scope = objs
+        stream.scope = stream_scope
+        group.scope = group_scope
+        sub.stream = stream
+        sub.reader_group = group
+        position.subscription = sub
+        out.append(position)
+    return out
+
+
 def group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | None:
     """The group `scope/name` and its `slots`, found together in one query when it has positions
     (every read and ack asks for both); None when no such group exists."""
-    positions = list(
-        ReadPosition.objects.filter(
-            subscription__reader_group__scope__name=scope, subscription__reader_group__name=name
-        )
-        .select_related("subscription__stream__scope", "subscription__reader_group__scope")
-        .order_by("subscription__stream__scope__name", "subscription__stream__name", "segment_id")
-    )
+    positions = _load_positions(scope, name)
     if positions:
         group = positions[0].subscription.reader_group
-        for p in positions:
-            p.subscription.reader_group = group  # one instance: a change made through one is seen by all
     else:  # a group without positions yet (or none): the plain way
         group = ReaderGroup.objects.select_related("scope").filter(scope__name=scope, name=name).first()
         if group is None:
@@ -119,13 +180,23 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
              if floor > slot.position.floor or missed]
     if not moves:
         return
-    floors = Case(*[When(pk=slot.position.pk, then=Value(floor)) for slot, floor, _ in moves],
-                  output_field=BigIntegerField())
-    missed = Case(*[When(pk=slot.position.pk, then=Value(m)) for slot, _, m in moves],
-                  default=Value(0), output_field=BigIntegerField())
-    ReadPosition.objects.filter(pk__in=[slot.position.pk for slot, _, _ in moves]).update(
-        floor=Greatest(F("floor"), floors), missed=F("missed") + missed, updated_at=timezone.now()
+    # As `.update(floor=Greatest(F("floor"), Case(When(pk=…, then=…))), missed=F("missed") + …)`,
+    # in SQL written directly: every ack persists floors, and building the query was most of it.
+    q = connection.ops.quote_name
+    pk, floor, missed = q("id"), q("floor"), q("missed")
+    when_floor = " ".join(f"WHEN {pk} = %s AND {floor} < %s THEN %s" for _ in moves)
+    when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in moves)
+    sql = (
+        f"UPDATE {q(ReadPosition._meta.db_table)} SET {floor} = CASE {when_floor} ELSE {floor} END, "
+        f"{missed} = {missed} + CASE {when_missed} ELSE 0 END, {q('updated_at')} = %s "
+        f"WHERE {pk} IN ({', '.join(['%s'] * len(moves))})"
     )
+    params = [v for slot, f, _ in moves for v in (slot.position.pk, f, f)]
+    params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
+    params += [connection.ops.adapt_datetimefield_value(timezone.now())]
+    params += [slot.position.pk for slot, _, _ in moves]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
     for slot, floor, m in moves:
         slot.position.floor = max(slot.position.floor, floor)
         slot.position.missed += m

@@ -429,3 +429,52 @@ def test_beat_checkpoints_automatic_groups_when_due_and_keeps_the_last_three(api
     autos = Checkpoint.objects.filter(reader_group=group, name__startswith="auto-")
     assert autos.count() == 3 and all(c.cuts == {"shop/orders": {"0": 3, "1": 0}} for c in autos)
     assert not Checkpoint.objects.filter(reader_group__name="manual").exists()
+
+
+def test_reads_acks_and_nacks_of_an_unknown_group_are_the_same_404_as_its_detail(api, stream, clock):
+    create(api)
+    detail = api.get(URL + "shop/nobody/")
+    assert detail.status_code == 404
+    for path, body in (("read/", {"max_events": 1}), ("ack/", {"delivery_ids": ["1-1-0-0-1"]}),
+                       ("nack/", {"delivery_ids": ["1-1-0-0-1"]})):
+        answer = api.post(URL + "shop/nobody/" + path, body, format="json")
+        assert (answer.status_code, answer.json()) == (404, detail.json()), path
+
+
+def test_the_hot_path_finds_the_same_group_and_positions_as_the_plain_lookup(api, stream, clock):
+    """`group_and_slots` (one prepared query) against the group and `slots` the ORM gives: every
+    field of the group, subscriptions, streams, scopes and positions, in the same order."""
+    other = services.do_create_stream(scope="alpha", name="first", segment_count=3)
+    create(api, streams=["shop/orders", "alpha/first"], sinks=["a", "b"])
+    read(api, 5)
+    assert api.post(G + "checkpoints/", {"name": "cp"}, format="json").status_code == 201  # cuts (JSON) published
+    group = ReaderGroup.objects.select_related("scope").get(scope__name="shop", name="billing")
+    plain = consuming.slots(group)
+    found, fast = consuming.group_and_slots("shop", "billing")
+
+    def fields(obj):
+        return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+    assert fields(found) == fields(group) and fields(found.scope) == fields(group.scope)
+    assert found.sinks == ["a", "b"] and fast[-1].subscription.acknowledgement_cut == {"0": 0, "1": 0}
+    assert [(s.stream.full_name, s.segment) for s in fast] == [(s.stream.full_name, s.segment) for s in plain]
+    assert [s.stream.full_name for s in fast][:3] == ["alpha/first"] * 3 and other.segment_count == 3
+    for a, b in zip(fast, plain, strict=True):
+        assert fields(a.position) == fields(b.position)
+        assert fields(a.subscription) == fields(b.subscription)
+        assert fields(a.stream) == fields(b.stream) and fields(a.stream.scope) == fields(b.stream.scope)
+        assert a.subscription.reader_group is found and a.tracker.keys == b.tracker.keys
+    assert consuming.group_and_slots("shop", "nobody") is None
+
+
+def test_floors_persisted_in_one_statement_only_move_forward_and_missed_adds_up(api, stream, clock):
+    from streams.consuming.positions import persist_floors
+
+    create(api)
+    first, second = consuming.slots(ReaderGroup.objects.get(name="billing"))
+    persist_floors([(first, 7, 2), (second, 3, 0), (first, 5, 1)])
+    assert {p.segment_id: (p.floor, p.missed) for p in ReadPosition.objects.all()} == {"0": (7, 3), "1": (3, 0)}
+    stale_first, stale_second = consuming.slots(ReaderGroup.objects.get(name="billing"))
+    stale_first.position.floor = 0  # a stale copy: the row, not the copy, decides
+    persist_floors([(stale_first, 4, 0), (stale_second, 9, 0)])
+    assert {p.segment_id: (p.floor, p.missed) for p in ReadPosition.objects.all()} == {"0": (7, 3), "1": (9, 0)}
