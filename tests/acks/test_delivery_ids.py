@@ -1,0 +1,44 @@
+"""Delivery ids as an ack or a nack sends them: the one-pass parse of the common case finds exactly
+what the id-by-id parse finds, and leaves every other list to it (which names the bad id)."""
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.consuming.acking import _parse_each, _parse_plain_ids
+from streams.domain.errors import FieldError
+
+GROUP = SimpleNamespace(pk=12)
+KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
+PREFIXES = {f"{GROUP.pk}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN}
+
+part = st.one_of(st.integers(0, 10**19).map(str), st.sampled_from(["", "007", "1٣", "²", "x", "-", " 1", "1\n"]))
+good = st.builds(lambda p, o, e: f"{p}-{o}-{e}", st.sampled_from(sorted(PREFIXES)),
+                 st.integers(0, 10**18 - 1), st.integers(1, 10**9 - 1))
+odd = st.one_of(
+    st.builds(lambda g, s, seg, o, e: "-".join((g, s, seg, o, e)), part, part, part, part, part),
+    st.builds(lambda p, o: f"{p}-{o}", st.sampled_from(sorted(PREFIXES)), part),
+    st.integers(), st.none(), st.text(max_size=12),
+)
+
+
+def each(ids):
+    try:
+        return _parse_each(GROUP, ids, KNOWN, PREFIXES)
+    except FieldError as exc:
+        return exc.field, exc.message
+
+
+@given(st.lists(st.one_of(good, good, good, odd), min_size=1, max_size=30))
+def test_the_one_pass_parse_agrees_with_the_id_by_id_parse(ids):
+    plain = _parse_plain_ids(ids, PREFIXES)
+    if plain is not None:
+        assert plain == each(ids)
+
+
+@pytest.mark.parametrize("bad", ["12-3-0-5-1\n12-3-0-6-1", "12-3-0-5-1\n", "12-9-0-5-1", "12-3-0-5-", "12-3-0-5-1234567890"])
+def test_a_list_with_anything_unusual_goes_to_the_id_by_id_parse(bad):
+    assert _parse_plain_ids(["12-3-0-1-1", bad], PREFIXES) is None
+    assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], PREFIXES) == each(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"])
