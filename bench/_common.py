@@ -45,3 +45,17 @@ def manage(env: dict, *args: str) -> str:
         capture_output=True, text=True,
     )
     return out.stdout
+
+
+def cpu_seconds(procs) -> float:
+    """User + system CPU seconds used so far by the psutil processes `procs` (those gone skipped)."""
+    import psutil
+
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total

@@ -24,7 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import ROOT, machine
+from _common import ROOT, cpu_seconds, machine
 
 TARGET = 500_000
 BATCH = 10_000
@@ -134,14 +134,7 @@ def jvm_cpu_s() -> float:
     """User + system CPU seconds of this process's children (the Spark JVM) so far."""
     import psutil
 
-    total = 0.0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            times = child.cpu_times()
-            total += times.user + times.system
-        except psutil.Error:
-            pass
-    return total
+    return cpu_seconds(psutil.Process().children(recursive=True))
 
 
 def compact_once(stream) -> dict:

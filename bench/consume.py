@@ -51,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, manage, wait_http
+from _common import ROOT, cpu_seconds, machine, manage, wait_http
 
 from streams.client import Client
 from consume_common import (  # noqa: E402
@@ -206,23 +206,13 @@ class CBRServer:
         PostgreSQL (every postgres process: the server has no other client during the run)."""
         import psutil
 
-        def cpu(procs) -> float:
-            total = 0.0
-            for proc in procs:
-                try:
-                    t = proc.cpu_times()
-                    total += t.user + t.system
-                except psutil.Error:
-                    pass
-            return total
-
         info = self.redis.info("cpu")
         workers = sorted(psutil.Process(self.server.pid).children(), key=lambda w: w.pid)
         return {
-            "web workers": cpu(workers),
-            **{f"worker {i + 1}": cpu([w]) for i, w in enumerate(workers)},
+            "web workers": cpu_seconds(workers),
+            **{f"worker {i + 1}": cpu_seconds([w]) for i, w in enumerate(workers)},
             "Redis": info["used_cpu_user"] + info["used_cpu_sys"],
-            "PostgreSQL": cpu(p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"),
+            "PostgreSQL": cpu_seconds(p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"),
         }
 
     def stop(self) -> None:
