@@ -32,6 +32,18 @@ local function in_chunks(command, key, items, width, flag)
     end
   end
 end
+local function queue_segment(bucket, count, edge, packed)
+  -- a bucket's snapshot segment ("segment:offset:deliver_at,…") enters the shared queue: the
+  -- bucket has `count` segments loaded, and its frontier moves to `edge` ('' after its last)
+  local items = {}
+  for seg, off, at in string.gmatch(packed, '(%d+):(%d+):(%d+)') do
+    items[#items + 1] = at
+    items[#items + 1] = seg .. ':' .. off
+  end
+  in_chunks('ZADD', queue, items, 2, 'NX')  -- a position queued twice (after a merge) once
+  redis.call('HSET', loaded, bucket, count)
+  if edge ~= '' then redis.call('ZADD', frontier, edge, bucket) else redis.call('ZREM', frontier, bucket) end
+end
 """
 
 # ARGV: now (ms), min_index_count_per_bucket, "segment:offset:deliver_at,…" (one publish batch on
@@ -213,16 +225,7 @@ for _, src in ipairs(sources) do
   if #items > 0 then cand[#cand + 1] = {src = src, items = items, at = 1} end
 end
 -- the plan holds: load
-for _, l in ipairs(loads) do
-  local items = {}
-  for seg, off, at in string.gmatch(l[4], '(%d+):(%d+):(%d+)') do
-    items[#items + 1] = at
-    items[#items + 1] = seg .. ':' .. off
-  end
-  in_chunks('ZADD', queue, items, 2, 'NX')  -- a position queued twice (after a merge) once
-  redis.call('HSET', loaded, l[1], l[2])
-  if l[3] ~= '' then redis.call('ZADD', frontier, l[3], l[1]) else redis.call('ZREM', frontier, l[1]) end
-end
+for _, l in ipairs(loads) do queue_segment(l[1], l[2], l[3], l[4]) end
 -- release: each source gives up a prefix of its order (its lowest ranks)
 local released = tonumber(redis.call('HGET', state, 'released') or '0')
 if direct ~= '' and direct_max > released then released = direct_max end
@@ -270,14 +273,7 @@ LOAD = _COMMON + """
 local bucket, expected, edge, gen = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 if gen ~= '' then drop_gen(gen) end  -- its registered bucket takes over from its sealing set
 if tonumber(redis.call('HGET', loaded, bucket) or '0') ~= expected then return 0 end
-local items = {}
-for seg, off, at in string.gmatch(ARGV[5], '(%d+):(%d+):(%d+)') do
-  items[#items + 1] = at
-  items[#items + 1] = seg .. ':' .. off
-end
-in_chunks('ZADD', queue, items, 2, 'NX')  -- a position queued twice (after a merge) once
-redis.call('HSET', loaded, bucket, expected + 1)
-if edge ~= '' then redis.call('ZADD', frontier, edge, bucket) else redis.call('ZREM', frontier, bucket) end
+queue_segment(bucket, expected + 1, edge, ARGV[5])
 return 1
 """
 
