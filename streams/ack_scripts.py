@@ -143,6 +143,22 @@ local function apply_mask(rels, ops)
   for _, op in ipairs(ops) do redis.call('BITOP', op[1], op[2], op[2], scratch) end
   redis.call('DEL', scratch)
 end
+-- offsets with a live lease go back: their leases end, and they are due again at `at` with
+-- `why` as their reason ('' keeps the reason they had); their sinks' acks are forgotten
+local function give_back(offsets, at, why)
+  local base, rels, queue, whys = abase(), {}, {}, {}
+  for k, o in ipairs(offsets) do
+    rels[k] = o - base
+    queue[#queue + 1] = at
+    queue[#queue + 1] = o
+    whys[#whys + 1] = o
+    whys[#whys + 1] = why
+  end
+  apply_mask(rels, {{'XOR', leased}})
+  in_chunks('ZADD', retry, queue, 2)
+  if redis.call('HLEN', sinks) > 0 then in_chunks('HDEL', sinks, offsets, 1) end
+  if why ~= '' then in_chunks('HSET', reason, whys, 2) end
+end
 local function set_many(key, offsets, on)
   -- set (on) or clear the bits of these offsets (numbers): the whole bytes of an ascending run
   -- at once, the other bits through a view
@@ -374,21 +390,7 @@ end
 -- expired leases are due again at once
 local expired, members = expired_leases(now)
 if #members > 0 then redis.call('ZREMRANGEBYSCORE', leases, '-inf', now) end
-if #expired > 0 then
-  local base, rels = abase(), {}
-  for k, o in ipairs(expired) do rels[k] = o - base end
-  apply_mask(rels, {{'XOR', leased}})
-  local due_now, why = {}, {}
-  for _, o in ipairs(expired) do
-    due_now[#due_now + 1] = now
-    due_now[#due_now + 1] = o
-    why[#why + 1] = o
-    why[#why + 1] = 'lease expired'
-  end
-  in_chunks('ZADD', retry, due_now, 2)
-  if redis.call('HLEN', sinks) > 0 then in_chunks('HDEL', sinks, expired, 1) end
-  in_chunks('HSET', reason, why, 2)
-end
+if #expired > 0 then give_back(expired, now, 'lease expired') end
 -- dead-letter appends claimed a lease ago and never confirmed: claim them again
 local dead_out = {}
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', now - lease_s)) do
@@ -583,7 +585,7 @@ return {advance(), bad}
 # ARGV: due, reason, then the deliveries; returns {index, reason, …} for those not given back
 NACK_MANY = _COMMON + _DELIVERIES + """
 local due, why = ARGV[1], ARGV[2]
-local bad, back, rels, seen = {}, {}, {}, {}
+local bad, back, seen = {}, {}, {}
 for i = 1, count do
   local n = ids[2 * i - 1]
   local lease = lease_of(i)
@@ -594,21 +596,9 @@ for i = 1, count do
   else
     seen[n] = true
     back[#back + 1] = n
-    rels[#rels + 1] = n - base
   end
 end
-if #back == 0 then return bad end
-apply_mask(rels, {{'XOR', leased}})
-local queue, whys = {}, {}
-for _, o in ipairs(back) do
-  queue[#queue + 1] = due
-  queue[#queue + 1] = o
-  whys[#whys + 1] = o
-  whys[#whys + 1] = why
-end
-in_chunks('ZADD', retry, queue, 2)
-if redis.call('HLEN', sinks) > 0 then in_chunks('HDEL', sinks, back, 1) end
-if why ~= '' then in_chunks('HSET', reason, whys, 2) end
+if #back > 0 then give_back(back, due, why) end
 return bad
 """
 
