@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
-from ..domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan
+from ..domain.delayed import (Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan,
+                              round_budget)
 from ..models import DelayedBucket, DelayedIndex, DelayedOp, Stream
 from ..services import stream_log
 from ..storage import delayed_snapshots as snapshots
@@ -201,7 +202,8 @@ def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int
             index.forget_bucket(bucket)  # merged or deleted meanwhile: nothing to load from it
         else:
             live.append((edge, bucket, loaded))
-    plan, bound = plan_loads(live, {b: rows[b][1] for _, b, _ in live}, now_ms, budget, after)
+    metadata = {b: rows[b][1] for _, b, _ in live}
+    plan, bound = plan_loads(live, metadata, now_ms, round_budget(live, metadata, budget), after)
     directory = snapshot_dir(stream)
     read: dict[int, tuple[list, list, list]] = {}
     for bucket, (first, last) in plan.items():

@@ -104,7 +104,8 @@ def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTr
     return [(seg, SegmentTracker(redis, g, sub, str(seg), key)) for g, sub in subs for seg in sorted(segments)]
 
 
-ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at most (beyond its first segment)
+ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at least (streams.domain.delayed.round_budget)
+FAN_OUT_CHUNK = 25_000  # indexes per FAN_OUT script: a round's batch may be larger, a script stays short
 
 
 def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) -> None:
@@ -115,12 +116,15 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
     (from `trackers_of`) spares a query."""
     if trackers is None:
         trackers = trackers_of(stream, set(released))
-    args = {seg: released_packed(offsets.keys(), [at / 1000 for at in offsets.values()])
-            for seg, offsets in released.items()}
+    args = {}
+    for seg, offsets in released.items():
+        offs, ats = list(offsets.keys()), [at / 1000 for at in offsets.values()]
+        args[seg] = [released_packed(offs[i:i + FAN_OUT_CHUNK], ats[i:i + FAN_OUT_CHUNK])
+                     for i in range(0, len(offs), FAN_OUT_CHUNK)]
     pipe = get_redis().pipeline(transaction=False)
     for seg, tracker in trackers:
-        if seg in args:
-            tracker.fan_out(args[seg], pipe)
+        for part in args.get(seg, ()):
+            tracker.fan_out(part, pipe)
     pipe.execute()
 
 

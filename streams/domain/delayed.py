@@ -167,6 +167,22 @@ def plan_loads(due: list[tuple[int, int, int]], segments: dict[int, list[dict]],
     return plan, bound
 
 
+def round_budget(due: list[tuple[int, int, int]], segments: dict[int, list[dict]], base: int, layers: int = 4,
+                 cap: int = 200_000) -> int:
+    """How many snapshot indexes one hand-out round may load (`plan_loads`' budget): at least
+    `base`, and `layers` times what the due buckets hold in the shared queue (their loaded
+    segments' counts), at most `cap`. Only a bucket's last loaded segment of a round waits in
+    the queue (a Redis sorted set: added, then popped, by the script, some µs an index); the
+    segments before it go out at once with the round. With many buckets (199 at 10M pending
+    with the defaults) a fixed budget below one segment per bucket sends every loaded index
+    through the queue; loading `layers` segments per due bucket sends ~1/(layers+1) of them.
+    `due` and `segments` as `plan_loads` takes them; `cap` bounds a round's batch (and the
+    script's argument) when segments are full (up to `max_indexes_per_segment` each)."""
+    queued = sum(segments[b][loaded - 1]["count"] for _, b, loaded in due
+                 if b in segments and 0 < loaded <= len(segments[b]))
+    return max(base, min(layers * queued, cap))
+
+
 def recovery_plan(buckets: list[tuple[int, int, bool]]) -> list[int]:
     """Which registered buckets to delete after a restart: `(first_chunk, last_chunk,
     snapshot_readable_and_not_empty)` each; a bucket whose snapshot is missing or empty, or whose

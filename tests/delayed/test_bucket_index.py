@@ -12,6 +12,7 @@ from streams.domain.delayed import (
     merge_choice,
     plan_loads,
     recovery_plan,
+    round_budget,
 )
 
 
@@ -149,6 +150,18 @@ def test_a_round_loads_segments_in_frontier_order_up_to_its_budget():
     assert plan_loads([(11, 1, 1)], {1: a}, 15, 100) == ({1: (1, 1)}, 15)
     # a bucket listed as due beyond the listed ones (`after`) holds the bound too
     assert plan_loads([(11, 1, 1)], {1: a}, 100, 100, after=18) == ({1: (1, 2)}, 17)
+
+
+def test_a_round_budget_grows_with_what_the_due_buckets_hold_in_the_queue():
+    # given three buckets with 2, 3 and 1 segments loaded: their loaded segments hold 2, 4 and 7
+    segments = {1: [{"count": 9}, {"count": 2}], 2: [{"count": 1}] * 2 + [{"count": 4}], 3: [{"count": 7}]}
+    due = [(10, 1, 2), (11, 2, 3), (12, 3, 1)]
+    # then the budget is `layers` times that, at least the base and at most the cap
+    assert round_budget(due, segments, base=5, layers=4) == 4 * (2 + 4 + 7)
+    assert round_budget(due, segments, base=100, layers=4) == 100
+    assert round_budget(due, segments, base=5, layers=4, cap=30) == 30
+    # a bucket merged away meanwhile (no metadata), or with nothing loaded, counts nothing
+    assert round_budget([(10, 9, 1), (11, 1, 0)], segments, base=5) == 5
 
 
 buckets_of_times = st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=25), min_size=1, max_size=5)

@@ -303,3 +303,21 @@ def test_a_round_that_loads_releases_everything_due_by_its_bound_whatever_the_li
     assert handing.index_of(stream).counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
     got = drain(api, clock, step_s=7, until_s=7)
     assert sorted((d["segment"], d["offset"]) for _, d in got) == sorted(due)
+
+
+def test_a_round_larger_than_one_fan_out_script_reaches_every_group_whole(api, clock, redis, monkeypatch):
+    """A round's batch goes to each group in FAN_OUT scripts of at most FAN_OUT_CHUNK indexes
+    (a round may load up to `round_budget`'s cap): split, it still reaches both groups, each
+    index once, on time and in order."""
+    monkeypatch.setattr(handing, "FAN_OUT_CHUNK", 4)
+    stream = make_stream(api)
+    make_group(api)
+    make_group(api, "audit")
+    due = publish_delayed(stream, int(clock.now * 1000), 150, 300, seed=11)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    for group in ("billing", "audit"):  # both cursors pass everything over
+        assert api.post(f"{URL}shop/{group}/read/", {"max_events": 500}, format="json").json()["deliveries"] == []
+    got = drain(api, clock, maintain=lambda: maintenance.maintain(stream, int(clock.now * 1000)))
+    check_on_time_and_once(got, due)
+    late = drain(api, clock, group="audit", until_s=7)
+    assert sorted((d["segment"], d["offset"]) for _, d in late) == sorted(due)
