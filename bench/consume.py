@@ -31,7 +31,7 @@ Usage: .venv/bin/python bench/consume.py [--events 200000] [--segments 4] [--con
        [--batch 1000] [--only cbr,redis,jetstream,tracker] [--rounds 1]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench_consume]
        [--redis-url redis://127.0.0.1:6379/3] [--nats-url nats://127.0.0.1:4222]
-       [--web-workers 2] [--web-threads 8]
+       [--web-workers 2] [--web-threads 8] [--no-warm-up]
 The database is created if missing and migrated; the Redis database of --redis-url is emptied
 (FLUSHDB) before the CBR part. The figures, from a quiet machine, go into bench/RESULTS.md.
 """
@@ -153,7 +153,7 @@ class CBRServer:
         print(f"cbr: published {a.events:,} events on {a.segments} segment(s) in {el:.1f} s "
               f"({a.events / el:,.0f} events/s, untimed)", flush=True)
 
-    def consume(self, retention_type: str, round_no: int) -> Figure:
+    def consume(self, retention_type: str, round_no: int | str) -> Figure:
         a = self.args
         name = f"{self.stream}-{GROUP_TYPES[retention_type]}-{round_no}"
         config = {"retention_type": retention_type, "ack_timeout_s": 600,
@@ -357,6 +357,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench_consume")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/3")
     parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                        help="skip the untimed CBR round run before the timed ones")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--web-threads", type=int, default=8)
     args = parser.parse_args()
@@ -404,6 +406,11 @@ def main() -> None:
             redis_streams.start()
         if "jetstream" in args.parts:
             jetstream = JetStream(args)
+        if cbr is not None and args.warm_up:
+            # untimed: a whole consume of the stream first, so that every web worker's first
+            # requests (imports, prepared queries, connections, PostgreSQL's cache) are not timed
+            warm = cbr.consume(args.types[0], "warm")
+            print(f"cbr: warm-up round (untimed, not counted): {warm.rate:,.0f} events/s", flush=True)
         for round_no in range(args.rounds):
             if cbr is not None:
                 for retention_type in args.types:

@@ -154,6 +154,9 @@ CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 # reader groups: the most events one read hands out (and ids one ack takes), the longest long poll
 CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
 CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 30_000, minimum=0)
+# How long a web process trusts an API token's lookup (access/token_cache.py): a revoked token
+# or a deactivated user is refused by every process within this many seconds. 0: no cache.
+CBR_TOKEN_CACHE_S = env_int("CBR_TOKEN_CACHE_S", 5, minimum=0)
 CBR_CHECKPOINT_TICK = env_int("CBR_CHECKPOINT_TICK", 5, minimum=1)
 # delayed delivery: how often beat looks after the delayed indexes (seal, load, merge, delete,
 # recover); a bucket this large is sealed by a Spark job; how far a reader's clock may lag
@@ -236,7 +239,7 @@ for _entry in CELERY_BEAT_SCHEDULE.values():
 # --- REST -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "access.token_cache.CachedTokenAuthentication",
         "access.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],

@@ -1,0 +1,85 @@
+"""Token authentication remembers a key's lookup for a few seconds per process, and never lets a
+deleted token or a deactivated user in afterwards (access/token_cache.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from access.token_cache import forget_tokens
+
+pytestmark = pytest.mark.django_db
+STREAMS = "/api/v1/streams/"
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    forget_tokens()
+    yield
+    forget_tokens()
+
+
+def _token_queries(queries) -> int:
+    return sum(1 for q in queries if "authtoken_token" in q["sql"])
+
+
+def test_a_second_request_with_the_same_token_does_not_look_the_key_up_again(api):
+    # given
+    assert api.get(STREAMS).status_code == 200
+    # when
+    with CaptureQueriesContext(connection) as ctx:
+        answer = api.get(STREAMS)
+    # then
+    assert answer.status_code == 200
+    assert _token_queries(ctx.captured_queries) == 0
+
+
+def test_it_refuses_a_deleted_token_at_once(api, admin_user):
+    # given
+    assert api.get(STREAMS).status_code == 200
+    # when
+    Token.objects.filter(user=admin_user).get().delete()
+    # then
+    assert api.get(STREAMS).status_code == 401
+
+
+def test_it_refuses_a_deactivated_user_at_once(api, admin_user):
+    # given
+    assert api.get(STREAMS).status_code == 200
+    # when
+    admin_user.is_active = False
+    admin_user.save()
+    # then
+    answer = api.get(STREAMS)
+    assert answer.status_code == 401
+
+
+def test_it_follows_a_changed_role_at_once(user_api, plain_user):
+    # given a viewer, who may not create streams
+    assert user_api.post(STREAMS, {"scope": "s", "name": "a"}, format="json").status_code == 403
+    # when
+    plain_user.is_staff = True
+    plain_user.save()
+    # then
+    assert user_api.post(STREAMS, {"scope": "s", "name": "a"}, format="json").status_code == 201
+
+
+def test_an_unknown_token_is_refused_every_time(api):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token " + "0" * 40)
+    assert client.get(STREAMS).status_code == 401
+    assert client.get(STREAMS).status_code == 401
+
+
+def test_with_no_cache_every_request_looks_the_key_up(api, settings):
+    # given
+    settings.CBR_TOKEN_CACHE_S = 0
+    assert api.get(STREAMS).status_code == 200
+    # when
+    with CaptureQueriesContext(connection) as ctx:
+        assert api.get(STREAMS).status_code == 200
+    # then
+    assert _token_queries(ctx.captured_queries) == 1
