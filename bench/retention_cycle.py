@@ -2,7 +2,7 @@
 
 A synthetic fleet of N streams, each with 4 segments holding 96 events of 100 bytes apiece in the
 real segment store, a consumption-based size or time policy (alternating), 3 subscriber reader
-groups with acknowledgement cuts, and 48 retention-set records (one per past 30-minute cycle).
+groups with acknowledgement cuts, and a retention set of 48 records (one per past 30-minute cycle; one row per stream).
 One cycle is then timed as the beat task runs it (`retention.cycle.run_cycle`), for each engine
 asked for, each from the same freshly built fleet (restored from a snapshot for the second).
 
@@ -64,12 +64,12 @@ def empty(data_dir: Path) -> None:
     from retention.models import (
         RetentionCycle,
         RetentionPolicy,
-        RetentionSetRecord,
+        StoredRetentionSet,
         TruncationRecord,
     )
     from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
 
-    for model in (TruncationRecord, RetentionSetRecord, RetentionCycle, Subscription, RetentionPolicy,
+    for model in (TruncationRecord, StoredRetentionSet, RetentionCycle, Subscription, RetentionPolicy,
                   Segment, ReaderGroup, Stream, Scope):
         if connection.vendor == "postgresql":
             with connection.cursor() as cur:
@@ -81,7 +81,8 @@ def empty(data_dir: Path) -> None:
 
 def build_fleet(n: int) -> None:
     """N streams in the database and the store; cuts and sizes consistent between the two."""
-    from retention.models import RetentionPolicy, RetentionSetRecord
+    from retention.models import RetentionPolicy, StoredRetentionSet
+    from retention.set_store import stored
     from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
     from streams.services import stream_log
     from streams.storage.framing import EventIn
@@ -110,13 +111,12 @@ def build_fleet(n: int) -> None:
             else:
                 policies.append(RetentionPolicy(stream=stream, limit_type="time", min_value=3600, max_value=12 * 3600,
                                                 consumption_based=True, subscriber_timeout_s=3600))
+            rset = []
             for k in range(1, RECORDS + 1):
                 cut = {s: 2 * k - 1 for s in SEGMENTS}
                 at = NOW - timedelta(seconds=(RECORDS + 1 - k) * 1800)
-                records.append(RetentionSetRecord(
-                    stream=stream, recorded_at=at, size_bytes=sum(cut.values()) * EVENT_BYTES, cut=cut,
-                    sizes={s: o * EVENT_BYTES for s, o in cut.items()},
-                ))
+                rset.append(stored(at, sum(cut.values()) * EVENT_BYTES, cut, {s: o * EVENT_BYTES for s, o in cut.items()}))
+            records.append(StoredRetentionSet(stream=stream, records=rset))
             for group in groups:
                 cut = {s: rng.randint(EVENTS // 3, EVENTS) for s in SEGMENTS}
                 subs.append(Subscription(
@@ -127,7 +127,7 @@ def build_fleet(n: int) -> None:
         RetentionPolicy.objects.bulk_create(policies)
         Segment.objects.bulk_create(segments)
         Subscription.objects.bulk_create(subs)
-        RetentionSetRecord.objects.bulk_create(records, batch_size=5000)
+        StoredRetentionSet.objects.bulk_create(records, batch_size=500)
         print(f"\r  built {start + len(streams):,} / {n:,} streams", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     Subscription.objects.update(created_at=NOW - timedelta(days=1))
@@ -182,6 +182,7 @@ _PHASES = (
     ("retention.cycle", "prepare_batch"),
     ("retention.cycle", "decide"), ("retention.cycle", "truncate_many"),
     ("retention.cycle", "_complete"), ("retention.cycle", "_mark_full"),
+    ("retention.cycle", "read_sets"), ("retention.cycle", "write_sets"), ("retention.cycle", "ends_many"),
     ("spark_tasks.retention_job", "decide_file"),
 )
 _saved: list = []
@@ -221,7 +222,7 @@ def run(n: int, engine: str) -> dict:
     from django.db import connection
 
     from retention.cycle import run_cycle
-    from retention.models import RetentionSetRecord, TruncationRecord
+    from retention.models import TruncationRecord
 
     phases = _time_phases()
     t0 = time.perf_counter()
@@ -242,7 +243,7 @@ def run(n: int, engine: str) -> dict:
     assert TruncationRecord.objects.filter(completed=True).count() == truncated
     return {
         "seconds": elapsed, "phases": dict(phases), "marks": marks, "truncated": truncated, "rules": rules,
-        "records_left": RetentionSetRecord.objects.count(), "vendor": connection.vendor,
+        "vendor": connection.vendor,
     }
 
 

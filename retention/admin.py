@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import RetentionPolicy, RetentionSetRecord, TruncationRecord
+from .models import RetentionPolicy, StoredRetentionSet, TruncationRecord
 
 
 @admin.register(RetentionPolicy)
@@ -9,9 +9,10 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
     list_filter = ["limit_type", "consumption_based"]
 
 
-@admin.register(RetentionSetRecord)
-class RetentionSetRecordAdmin(admin.ModelAdmin):
-    list_display = ["stream", "recorded_at", "size_bytes", "cut"]
+@admin.register(StoredRetentionSet)
+class StoredRetentionSetAdmin(admin.ModelAdmin):
+    list_display = ["stream", "__str__"]
+    raw_id_fields = ["stream"]
 
 
 @admin.register(TruncationRecord)

@@ -25,13 +25,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
-from streams.db import delete_rows, insert_rows, update_rows
+from streams.db import insert_rows, update_rows
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
 from streams.storage.segment import BOOT_ID
@@ -39,10 +38,11 @@ from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import is_at_or_after, moves_head
 from .inputs_codec import considered
-from .models import CycleState, RetentionSetRecord, TruncationRecord
+from .models import CycleState, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
-from .retention_set import RetentionRecord, after_truncation, with_tail
+from .retention_set import after_truncation, with_tail
 from .services import complete_truncation
+from .set_store import as_record, read_sets, stored, write_sets
 
 BATCH = 500
 LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
@@ -80,8 +80,10 @@ class Prepared:
     head_sizes: dict[str, int]
     tail: dict[str, int]
     tail_sizes: dict[str, int]
-    rset_pks: list[int]  # the retention set's row ids, in set order
-    rset_sizes: list  # per record, the size at each segment's offset of its cut (None: unknown)
+    # the retention set as stored (`retention.set_store`), in set order, the tail's new record
+    # included; `stored_count` of them were stored when the batch was read
+    rset_rows: list
+    stored_count: int
 
     def segment_sizes(self, cut: dict[str, int]) -> dict[str, int]:
         """size_till of each segment's offset in `cut`, where already known (the head, the tail,
@@ -101,10 +103,19 @@ class Prepared:
         for sub in self.inputs.subscribers:
             if sub.cut and sub.cut.get(seg) == offset:
                 return sub.cut_sizes[seg]
-        for rec, sizes in zip(reversed(self.inputs.retention_set), reversed(self.rset_sizes)):
-            if sizes and rec.cut.get(seg) == offset and seg in sizes:
+        for _, _, cut, sizes in reversed(self.rset_rows):
+            if sizes and cut.get(seg) == offset and seg in sizes:
                 return int(sizes[seg])
         return None
+
+    def retention_set_after(self, cut: dict[str, int] | None) -> list | None:
+        """The rows to store once the cycle is done with this stream (truncated at `cut`, or not
+        truncated: None), or None when what is stored is already that."""
+        rows = self.rset_rows
+        if cut is not None:
+            rows = rows[len(rows) - len(after_truncation(self.inputs.retention_set, cut)) :]
+        unchanged = len(rows) == len(self.rset_rows) == self.stored_count  # nothing added or dropped
+        return None if unchanged else rows
 
 
 def streams_with_policy():
@@ -201,13 +212,13 @@ class Locks:
 
 def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list[Prepared]:
     """Finish truncations a crash left half done, record each stream's tail in its retention set
-    (when the newest record is older than the interval), and read everything `decide` needs:
-    three queries and one bulk insert for the batch, two small file reads per segment."""
+    (when the newest record is older than the interval: stored when the batch is applied), and
+    read everything `decide` needs: three queries for the batch, one small file read per stream."""
     pks = [s.pk for s in streams]
     pending = TruncationRecord.objects.filter(stream_id__in=pks, completed=False)
     for record in pending.select_related("stream__scope"):
         complete_truncation(record)
-    rows = retention_sets(pks)
+    sets = read_sets(pks)
     subs: dict[int, list] = defaultdict(list)
     for row in (
         Subscription.objects.filter(stream_id__in=pks)
@@ -219,23 +230,19 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         )
     ):
         subs[row[0]].append(row[1:])
-    prepared, new_records = [], []
+    prepared = []
     logs = [stream_log(stream) for stream in streams]
     for stream, log, ends in zip(streams, logs, ends_many(logs)):
         head = {s: h.offset for s, (h, _) in ends.items()}
         head_sizes = {s: h.cum_size for s, (h, _) in ends.items()}
         tail = {s: t.next_offset for s, (_, t) in ends.items()}
         tail_sizes = {s: t.cum_size for s, (_, t) in ends.items()}
-        rset = tuple(r for _, r, _ in rows[stream.pk])
-        rset_sizes = [sizes for _, _, sizes in rows[stream.pk]]
+        rset_rows = sets.get(stream.pk, [])
+        stored_count = len(rset_rows)
+        rset = tuple(map(as_record, rset_rows))
         grown = with_tail(rset, now.timestamp(), interval, tail, sum(tail_sizes.values()))
         if len(grown) > len(rset):
-            new_records.append(
-                RetentionSetRecord(
-                    stream=stream, recorded_at=now, size_bytes=grown[-1].size, cut=tail, sizes=tail_sizes
-                )
-            )
-            rset_sizes.append(tail_sizes)
+            rset_rows = [*rset_rows, stored(now, grown[-1].size, tail, tail_sizes)]
         subscribers = tuple(
             _subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk]
         )
@@ -243,57 +250,10 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         prepared.append(
             Prepared(
                 stream, log, Inputs(now.timestamp(), policy, grown, subscribers),
-                head, head_sizes, tail, tail_sizes, [pk for pk, _, _ in rows[stream.pk]], rset_sizes,
+                head, head_sizes, tail, tail_sizes, rset_rows, stored_count,
             )
         )
-    if new_records:
-        insert_rows(RetentionSetRecord, new_records)
-        by_stream = {r.stream_id: r.pk for r in new_records}
-        for p in prepared:
-            if p.stream.pk in by_stream:
-                p.rset_pks.append(by_stream[p.stream.pk])
     return prepared
-
-
-_RSET_SQL = {
-    # one JSON array per stream, aggregated by the database: reading 48 records a stream as rows
-    # (a datetime and two JSON values each) would cost more than everything else in the cycle
-    "postgresql": """
-        SELECT stream_id, json_agg(json_build_array(
-            (extract(epoch FROM recorded_at) * 1000000)::bigint, id, size_bytes, cut, sizes)
-            ORDER BY recorded_at, id)::text
-        FROM {table} WHERE stream_id = ANY(%s) GROUP BY stream_id""",
-    "sqlite": """
-        SELECT stream_id, json_group_array(json_array(
-            CAST(strftime('%%s', recorded_at) AS INTEGER) * 1000000
-                + CAST(substr(recorded_at, 21) AS INTEGER),
-            id, size_bytes, json(cut), json(sizes)))
-        FROM {table} WHERE stream_id IN ({ids}) GROUP BY stream_id""",
-}
-
-
-def retention_sets(stream_ids: list[int]) -> dict[int, list]:
-    """Per stream, its retention set as (row id, RetentionRecord, sizes) in set order (time, then
-    id). Times are microseconds since the epoch divided exactly as `datetime.timestamp` does."""
-    out: dict[int, list] = defaultdict(list)
-    if not stream_ids:
-        return out
-    table = connection.ops.quote_name(RetentionSetRecord._meta.db_table)
-    if connection.vendor == "postgresql":
-        sql, params = _RSET_SQL["postgresql"].format(table=table), [list(stream_ids)]
-    else:
-        ids = ", ".join(["%s"] * len(stream_ids))
-        sql, params = _RSET_SQL["sqlite"].format(table=table, ids=ids), list(stream_ids)
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        for sid, text in cur.fetchall():
-            records = orjson.loads(text)
-            records.sort()  # by time, then id (SQLite's aggregate has no ORDER BY before 3.44)
-            out[sid] = [
-                (pk, RetentionRecord(us / 1_000_000, size, cut), sizes)
-                for us, pk, size, cut, sizes in records
-            ]
-    return out
 
 
 def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
@@ -327,8 +287,9 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
 def apply_batch(
     items: list[tuple[Prepared, Decision, list[dict]]], now: datetime, trigger: str, user=None
 ) -> list[StreamOutcome]:
-    """Record, truncate (one sync for the batch), complete; drop the retention-set records and
-    expired checkpoints behind the new heads; mark streams full or not (`reject_publish`)."""
+    """Record, truncate (one sync for the batch), complete; store the retention sets (the tails
+    recorded, the records behind the new heads dropped) and drop expired checkpoints behind the
+    new heads; mark streams full or not (`reject_publish`)."""
     outcomes: dict[int, StreamOutcome] = {}
     planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
     triggered_by = user if user is not None and user.is_authenticated else None
@@ -352,6 +313,13 @@ def apply_batch(
         results = truncate_many([(p.log, r.after_cut, sizes) for p, r, sizes in planned])
         with transaction.atomic():
             _complete([(p, r) for p, r, _ in planned], results)
+    truncated_at = {p.stream.pk: r.after_cut for p, r, _ in planned}
+    sets = {}
+    for p, _, _ in items:
+        rows = p.retention_set_after(truncated_at.get(p.stream.pk))
+        if rows is not None:
+            sets[p.stream.pk] = rows
+    write_sets(sets)
     _mark_full([(p.stream, d.at_max) for p, d, _ in items], now)
     return [outcomes[p.stream.pk] for p, _, _ in items]
 
@@ -363,7 +331,6 @@ def _target(p: Prepared, cut) -> dict[str, int] | None:
 
 
 def _complete(planned, results) -> None:
-    dropped: list[int] = []
     changed = []
     for (p, record), result in zip(planned, results):
         counts = (
@@ -375,11 +342,8 @@ def _complete(planned, results) -> None:
             record.after_size, record.chunks_deleted, record.bytes_deleted = counts
             changed.append((record.pk, *counts))
         record.completed = True
-        kept = after_truncation(p.inputs.retention_set, record.after_cut)
-        dropped += p.rset_pks[: len(p.rset_pks) - len(kept)]
     TruncationRecord.objects.filter(pk__in=[r.pk for _, r in planned]).update(completed=True)
     update_rows(TruncationRecord, ["after_size", "chunks_deleted", "bytes_deleted"], changed)
-    delete_rows(RetentionSetRecord, dropped)
     _update_segment_rows(planned, results)
     _drop_expired_checkpoints({p.stream.pk: (p.stream.full_name, r.after_cut) for p, r in planned})
 

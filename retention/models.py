@@ -9,7 +9,6 @@ from django.utils import timezone
 from streams.models import Stream
 
 from .policy import Policy
-from .retention_set import RetentionRecord
 
 
 class LimitType(models.TextChoices):
@@ -51,23 +50,21 @@ class RetentionPolicy(models.Model):
         )
 
 
-class RetentionSetRecord(models.Model):
-    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="retention_set")
-    recorded_at = models.DateTimeField()
-    size_bytes = models.BigIntegerField()  # size_till(cut), cumulative
-    cut = models.JSONField()
-    # size_till of each segment's offset in `cut`: a truncation there needs no store read for it
-    sizes = models.JSONField(null=True, blank=True)
+class StoredRetentionSet(models.Model):
+    """A stream's retention set, whole, in one row: a cycle reads it and writes it back at once.
+    (One row per record meant aggregating ~48 rows a stream and deleting ~40 every cycle, most of
+    a cycle's database time: docs/retention.md, "How a cycle scales".) `records` is a list, in set
+    order, of `[recorded_at in microseconds since the epoch, size_bytes, cut, sizes]`, `sizes`
+    being size_till of each segment's offset in `cut` (null: not known); `retention.set_store`
+    reads and writes it."""
 
-    class Meta:
-        ordering = ["recorded_at", "id"]
-        indexes = [models.Index(fields=["stream", "recorded_at"])]
+    stream = models.OneToOneField(
+        Stream, primary_key=True, on_delete=models.CASCADE, related_name="stored_retention_set"
+    )
+    records = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
-        return f"{self.stream}@{self.recorded_at:%Y-%m-%d %H:%M:%S}: {self.size_bytes}"
-
-    def as_record(self) -> RetentionRecord:
-        return RetentionRecord(self.recorded_at.timestamp(), self.size_bytes, self.cut)
+        return f"{self.stream}: {len(self.records)} records"
 
 
 class Trigger(models.TextChoices):

@@ -9,8 +9,9 @@ from streams.domain.errors import FieldError
 from streams.models import Stream
 from streams.services import refresh_segments, stream_log
 
-from .models import RetentionCycle, RetentionSetRecord, TruncationRecord
+from .models import RetentionCycle, TruncationRecord
 from .retention_set import after_truncation
+from .set_store import as_record, read_sets, write_sets
 
 
 def do_truncate(
@@ -67,10 +68,10 @@ def complete_truncation(record: TruncationRecord) -> TruncationRecord:
         record.bytes_deleted += sum(r.bytes_deleted for r in results.values())
         record.completed = True
         record.save(update_fields=["after_size", "chunks_deleted", "bytes_deleted", "completed"])
-        rows = list(stream.retention_set.all())  # time order
-        kept = after_truncation(tuple(r.as_record() for r in rows), record.after_cut)
-        dropped = rows[: len(rows) - len(kept)]
-        RetentionSetRecord.objects.filter(pk__in=[r.pk for r in dropped]).delete()
+        rows = read_sets([stream.pk]).get(stream.pk, [])
+        kept = after_truncation(tuple(map(as_record, rows)), record.after_cut)
+        if len(kept) < len(rows):
+            write_sets({stream.pk: rows[len(rows) - len(kept) :]})
         refresh_segments(stream)
     return record
 

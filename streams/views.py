@@ -13,7 +13,7 @@ from access.permissions import can, console_access
 from access.rules import Action, TargetKind
 from compaction.models import CompactionRun
 from compaction.runs import COMPACTED, CompactionBusy, queue_run
-from retention import charts
+from retention import charts, set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
 
@@ -109,7 +109,7 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "segments": stream.segments.all(),
         "truncations": truncations,
         "subscribers": subscriber_states(stream, state.tail_cut),
-        "retention_set": stream.retention_set.all(),
+        "retention_set": set_store.entries(stream),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
         **_delayed_context(stream),

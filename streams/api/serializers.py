@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from rest_framework import serializers
 
-from retention.models import RetentionPolicy, RetentionSetRecord, TruncationRecord
+from retention.models import RetentionPolicy, TruncationRecord
 from retention.policy_spec import parse_policy
 from streams.domain.errors import FieldError
 from streams.domain.names import check_name
@@ -334,10 +334,13 @@ class TruncationRecordSerializer(serializers.ModelSerializer):
         ]
 
 
-class RetentionSetRecordSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = RetentionSetRecord
-        fields = ["recorded_at", "size_bytes", "cut"]
+class RetentionSetRecordSerializer(serializers.Serializer):
+    """A record of the retention set (`retention.set_store.RetentionSetEntry`); the fields and
+    types the API always had, when each record was a row."""
+
+    recorded_at = serializers.DateTimeField()
+    size_bytes = serializers.IntegerField()
+    cut = serializers.JSONField()
 
 
 @functools.lru_cache(maxsize=4096)  # events of one batch share their publication time

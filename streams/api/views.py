@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from retention import services as retention_services
+from retention import set_store
 from retention.policy_spec import parse_policy
 from streams import services
 from streams.domain.cuts import check_cut, parse_cut_json
@@ -262,5 +263,5 @@ class RetentionSetView(GenericAPIView):
     @extend_schema(responses=RetentionSetRecordSerializer(many=True))
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
-        page = self.paginate_queryset(stream.retention_set.all())
+        page = self.paginate_queryset(set_store.entries(stream))
         return self.get_paginated_response(RetentionSetRecordSerializer(page, many=True).data)

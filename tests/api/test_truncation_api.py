@@ -70,11 +70,15 @@ def test_a_bad_cut_is_a_400_and_truncates_nothing(api, stream, body, field):
 def test_the_retention_set_is_listed(api, stream):
     from django.utils import timezone
 
-    from retention.models import RetentionSetRecord
+    from retention import set_store
 
-    RetentionSetRecord.objects.create(stream=stream, recorded_at=timezone.now(), size_bytes=200, cut=tail(api))
+    at = timezone.now()
+    set_store.write_sets({stream.pk: [set_store.stored(at, 200, tail(api), None)]})
     body = api.get(BASE + "retention-set/").json()
-    assert body["count"] == 1 and body["results"][0]["size_bytes"] == 200
+    assert body == {
+        "count": 1, "next": None, "previous": None,
+        "results": [{"recorded_at": at.isoformat().replace("+00:00", "Z"), "size_bytes": 200, "cut": tail(api)}],
+    }
 
 
 def test_metrics_report_held_and_reclaimed_bytes(api, client, stream):

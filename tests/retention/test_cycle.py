@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from retention.cycle import run_cycle
-from retention.models import RetentionSetRecord, TruncationRecord
+from retention import set_store
+from retention.models import StoredRetentionSet, TruncationRecord
 from retention.policy_spec import parse_policy
 from streams import services
 from streams.models import ReaderGroup, Scope, Segment, Subscription
@@ -76,7 +77,8 @@ def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     ]
     assert {s["name"] for s in record.subscribers} == {"shop/A", "shop/B"}
     # the set keeps only what lies after the head
-    assert [r.cut for r in RetentionSetRecord.objects.filter(stream=stream)] == [{"0": 16}]
+    assert [e.cut for e in set_store.entries(stream)] == [{"0": 16}]
+    assert [e.recorded_at for e in set_store.entries(stream)] == [T0 + timedelta(hours=2)]
 
 
 @pytest.mark.django_db
@@ -84,7 +86,8 @@ def test_a_cycle_within_the_interval_adds_no_record_and_a_no_op_writes_no_histor
     publish(stream, 2)
     assert cycle(T0) == ""
     assert cycle(T0 + timedelta(seconds=60)) == ""
-    assert RetentionSetRecord.objects.count() == 1
+    assert [e.recorded_at for e in set_store.entries(stream)] == [T0]
+    assert StoredRetentionSet.objects.count() == 1
     assert not TruncationRecord.objects.exists()
 
 
