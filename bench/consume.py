@@ -7,7 +7,9 @@ What it measures, all on this machine and in one run:
              event is acked: events/s end to end, p50/p99 of the read and of the ack requests,
              the consumers' time in each, and the Redis time in the tracker's scripts. Once for
              a NONE group and once for an AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT group (which
-             checkpoints every --checkpoint-interval seconds, from the ack path).
+             checkpoints every --checkpoint-interval seconds, from the ack path). Before the
+             timed rounds, one untimed round of the same (a group of its own) warms the web
+             workers: their first requests of a run were much slower (--no-warm-up skips it).
   redis      Redis Streams: the same N events XADDed (untimed), then C consumers each sending
              the XACK of their previous batch and XREADGROUP COUNT 1000 in one pipeline.
   jetstream  NATS JetStream (file storage, interest retention, a durable pull consumer with
