@@ -118,7 +118,13 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
         trackers = trackers_of(stream, set(released))
     args = {}
     for seg, offsets in released.items():
-        offs, ats = list(offsets.keys()), [at / 1000 for at in offsets.values()]
+        pairs = offsets.items()
+        if len(offsets) > FAN_OUT_CHUNK:
+            # the scripts run one at a time and a group's read may come between two of them: split
+            # in delivery-time order, so no chunk holds an event due before one of an earlier chunk
+            # (the batch lists the reclaimed, the popped and the loaded indexes, each in its order)
+            pairs = sorted(pairs, key=lambda item: (item[1], item[0]))
+        offs, ats = [off for off, _ in pairs], [at / 1000 for _, at in pairs]
         args[seg] = [released_packed(offs[i:i + FAN_OUT_CHUNK], ats[i:i + FAN_OUT_CHUNK])
                      for i in range(0, len(offs), FAN_OUT_CHUNK)]
     pipe = get_redis().pipeline(transaction=False)
