@@ -83,3 +83,21 @@ def test_with_no_cache_every_request_looks_the_key_up(api, settings):
         assert api.get(STREAMS).status_code == 200
     # then
     assert _token_queries(ctx.captured_queries) == 1
+
+
+def test_a_token_deleted_while_its_key_is_looked_up_is_not_remembered(api, admin_user, monkeypatch):
+    # given a lookup that finds the token just before another thread of the process deletes it
+    from rest_framework.authentication import TokenAuthentication
+
+    looked_up = TokenAuthentication.authenticate_credentials
+
+    def racing(self, key):
+        found = looked_up(self, key)
+        Token.objects.filter(key=key).delete()  # what another request's thread does meanwhile
+        return found
+
+    monkeypatch.setattr(TokenAuthentication, "authenticate_credentials", racing)
+    api.get(STREAMS)
+    monkeypatch.setattr(TokenAuthentication, "authenticate_credentials", looked_up)
+    # then the next request looks the key up again and is refused
+    assert api.get(STREAMS).status_code == 401
