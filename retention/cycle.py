@@ -25,8 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
@@ -42,7 +45,7 @@ from .models import CycleState, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import after_truncation, with_tail
 from .services import complete_truncation
-from .set_store import as_record, read_sets, stored, write_sets
+from .set_store import as_records, read_sets, stored, write_sets
 
 BATCH = 500
 LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
@@ -224,10 +227,11 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         Subscription.objects.filter(stream_id__in=pks)
         .exclude(reader_group__retention_type=RetentionType.NONE)
         .order_by("stream_id", "id")
-        .values_list(
-            "stream_id", "reader_group__scope__name", "reader_group__name", "acknowledgement_cut",
-            "acknowledgement_sizes", "acknowledged_at", "created_at",
-        )
+        # the cuts as text, decoded by orjson: the JSON field's own decoding was a tenth of
+        # preparing a batch
+        .annotate(cut_text=Cast("acknowledgement_cut", TextField()), sizes_text=Cast("acknowledgement_sizes", TextField()))
+        .values_list("stream_id", "reader_group__scope__name", "reader_group__name", "cut_text", "sizes_text",
+                     "acknowledged_at", "created_at")
     ):
         subs[row[0]].append(row[1:])
     prepared = []
@@ -239,7 +243,7 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         tail_sizes = {s: t.cum_size for s, (_, t) in ends.items()}
         rset_rows = sets.get(stream.pk, [])
         stored_count = len(rset_rows)
-        rset = tuple(map(as_record, rset_rows))
+        rset = as_records(rset_rows)
         grown = with_tail(rset, now.timestamp(), interval, tail, sum(tail_sizes.values()))
         if len(grown) > len(rset):
             rset_rows = [*rset_rows, stored(now, grown[-1].size, tail, tail_sizes)]
@@ -259,6 +263,8 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
 def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
     scope, name, ack, ack_sizes, acked_at, created_at = row
     cut = sizes = None
+    ack = None if ack is None else orjson.loads(ack)
+    ack_sizes = None if ack_sizes is None else orjson.loads(ack_sizes)
     if ack is not None:
         # a cut behind the head (data a max limit removed) counts as at the head
         cut = {s: max(int(ack.get(s, 0)), head[s]) for s in head}

@@ -11,7 +11,7 @@ from streams.services import refresh_segments, stream_log
 
 from .models import RetentionCycle, TruncationRecord
 from .retention_set import after_truncation
-from .set_store import as_record, read_sets, write_sets
+from .set_store import as_records, read_sets, write_sets
 
 
 def do_truncate(
@@ -69,7 +69,7 @@ def complete_truncation(record: TruncationRecord) -> TruncationRecord:
         record.completed = True
         record.save(update_fields=["after_size", "chunks_deleted", "bytes_deleted", "completed"])
         rows = read_sets([stream.pk]).get(stream.pk, [])
-        kept = after_truncation(tuple(map(as_record, rows)), record.after_cut)
+        kept = after_truncation(as_records(rows), record.after_cut)
         if len(kept) < len(rows):
             write_sets({stream.pk: rows[len(rows) - len(kept) :]})
         refresh_segments(stream)

@@ -41,10 +41,9 @@ def stored(at: datetime, size: int, cut: dict, sizes: dict | None) -> list:
     return [microseconds(at), size, cut, sizes]
 
 
-def as_record(row: list) -> RetentionRecord:
-    """The record `retention.policy.decide` takes; its time divided as `datetime.timestamp` does."""
-    us, size, cut, _ = row
-    return RetentionRecord(us / 1_000_000, size, cut)
+def as_records(rows: list) -> tuple[RetentionRecord, ...]:
+    """The records `retention.policy.decide` takes; times divided as `datetime.timestamp` does."""
+    return tuple(RetentionRecord(us / 1_000_000, size, cut) for us, size, cut, _ in rows)
 
 
 def as_entry(row: list) -> RetentionSetEntry:

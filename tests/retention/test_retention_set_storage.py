@@ -36,7 +36,7 @@ def test_sets_are_read_back_as_written_with_exact_times(stream):
     assert set_store.read_sets([stream.pk, other.pk]) == {stream.pk: rows[1:]}
     (entry,) = set_store.entries(stream)
     assert entry == (T0 + timedelta(hours=1), 90, {"0": 3}, None)
-    assert set_store.as_record(rows[0]).time == T0.timestamp()
+    assert set_store.as_records(rows)[0].time == T0.timestamp()
 
 
 @pytest.mark.django_db
