@@ -157,6 +157,9 @@ CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 30_000, minimum=0)
 # How long a web process trusts an API token's lookup (access/token_cache.py): a revoked token
 # or a deactivated user is refused by every process within this many seconds. 0: no cache.
 CBR_TOKEN_CACHE_S = env_int("CBR_TOKEN_CACHE_S", 5, minimum=0)
+# How long a manual truncation waits for a retention cycle that is working on the same stream
+# before it answers 409 `retention_in_progress` (retention/cycle.py, stream_lock).
+CBR_TRUNCATE_LOCK_WAIT_S = env_int("CBR_TRUNCATE_LOCK_WAIT_S", 5, minimum=0)
 CBR_CHECKPOINT_TICK = env_int("CBR_CHECKPOINT_TICK", 5, minimum=1)
 # delayed delivery: how often beat looks after the delayed indexes (seal, load, merge, delete,
 # recover); a bucket this large is sealed by a Spark job; how far a reader's clock may lag

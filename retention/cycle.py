@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 from streams.db import insert_rows, update_rows
+from streams.domain.errors import FieldError
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
 from streams.storage.segment import BOOT_ID
@@ -208,6 +209,28 @@ class Locks:
             script(keys=[_lock_key(stream.pk)], args=[self.token], client=pipe)
         pipe.execute()
         self.held = []
+
+
+@contextmanager
+def stream_lock(stream: Stream, wait_s: float):
+    """The stream's retention lock, for a change to its head or retention set outside a cycle (a
+    manual truncation). A cycle holds it from reading a stream's retention set to writing it back,
+    so the two never undo each other's records; a cycle that still holds it after `wait_s` makes
+    this a 409 `retention_in_progress` (retry shortly)."""
+    deadline = time.monotonic() + wait_s
+    while not (locks := Locks.take([stream])).held:
+        if time.monotonic() >= deadline:
+            raise FieldError(
+                "stream_cut",
+                "a retention cycle is working on this stream; try again in a few seconds",
+                409,
+                "retention_in_progress",
+            )
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        locks.release()
 
 
 # -- gathering -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,7 +30,17 @@ def do_truncate(
     A cut at or behind the head on every segment is a silent no-op (returns None); on a segment
     where the cut is behind the head, that segment's head stays where it is. The history record
     is written first and completed after the store changed (see `complete_truncation`).
+
+    It holds the stream's retention lock (`cycle.stream_lock`): a cycle working on the stream is
+    waited for up to `CBR_TRUNCATE_LOCK_WAIT_S`, then it is a 409.
     """
+    from .cycle import stream_lock  # the cycle imports this module
+
+    with stream_lock(stream, settings.CBR_TRUNCATE_LOCK_WAIT_S):
+        return _truncate(stream, cut, rule, trigger, user, subscribers, at)
+
+
+def _truncate(stream, cut, rule, trigger, user, subscribers, at) -> TruncationRecord | None:
     log = stream_log(stream)
     head = log.head_cut()
     tail = log.tail_cut()

@@ -26,7 +26,8 @@ WHY = {
     401: "No or bad credentials",
     403: "Signed in, but not allowed",
     404: "Unknown stream, reader group or other object named in the path or the body",
-    409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running",
+    409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running, "
+         "a retention cycle working on the stream",
     413: "An event over `CBR_MAX_EVENT_BYTES`",
     414: "The query string is too long: the web server refuses a request line over 4094 bytes "
          "(gunicorn's limit, answered by it, not in the error shape)",
@@ -40,6 +41,7 @@ EXTRA = {
     "auth_token_create": {429},
     "streams_create": {409},
     "streams_events_create": {413},
+    "streams_truncate_create": {409},
     "streams_compacted_retrieve": {409},
     "streams_compactions_list": {409},
     "streams_compactions_create": {409},

@@ -1,0 +1,91 @@
+"""A manual truncation takes the stream's retention lock, as a cycle does: a cycle reads the
+retention set under it and writes the set back whole, so a truncation in between would have the
+records it dropped written back (review of the one-row retention set)."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from retention import services as retention_services
+from retention import set_store
+from retention.cycle import Locks, apply_batch, prepare_batch
+from retention.models import TruncationRecord
+from retention.policy import Decision
+from retention.policy_spec import parse_policy
+from streams import services
+from streams.domain.errors import FieldError
+from streams.storage.framing import EventIn
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+BASE = "/api/v1/streams/shop/orders/"
+
+
+@pytest.fixture
+def stream():
+    stream = services.do_create_stream(
+        scope="shop", name="orders", segment_count=1,
+        policy=parse_policy({"limit_type": "size", "min": 90, "max": 10_000, "consumption_based": False}),
+    )
+    services.do_publish(stream, [EventIn(b"x" * 30)] * 7)
+    rows = [set_store.stored(T0 + timedelta(hours=k), 30 * k, {"0": k}, {"0": 30 * k}) for k in (2, 4, 6)]
+    set_store.write_sets({stream.pk: rows})
+    return stream
+
+
+def cuts(stream):
+    return [e.cut for e in set_store.entries(stream)]
+
+
+def test_a_manual_truncation_waits_for_the_cycle_then_drops_its_records(stream, settings):
+    settings.CBR_TRUNCATE_LOCK_WAIT_S = 0
+    # given a cycle that holds the stream, has read the set and recorded the tail (not yet stored)
+    locks = Locks.take([stream])
+    assert locks.held == [stream]
+    (prepared,) = prepare_batch(locks.held, T0 + timedelta(hours=8), interval=1800)
+    # when a manual truncation comes meanwhile, it is refused and changes nothing
+    with pytest.raises(FieldError) as refused:
+        retention_services.do_truncate(stream, {"0": 5}, rule="manual", trigger="api")
+    assert (refused.value.status, refused.value.code, refused.value.field) == (409, "retention_in_progress", "stream_cut")
+    assert services.stream_log(stream).head_cut() == {"0": 0}
+    assert not TruncationRecord.objects.exists()
+    # then the cycle stores its tail and lets go; the truncation, retried, drops what it passed
+    apply_batch([(prepared, Decision(cut=None, rule="none"), [])], T0 + timedelta(hours=8), "test")
+    locks.release()
+    assert cuts(stream) == [{"0": 2}, {"0": 4}, {"0": 6}, {"0": 7}]
+    record = retention_services.do_truncate(stream, {"0": 5}, rule="manual", trigger="api")
+    assert record.after_cut == {"0": 5}
+    assert cuts(stream) == [{"0": 6}, {"0": 7}]
+
+
+def test_a_manual_truncation_waits_out_a_short_cycle(stream, settings):
+    settings.CBR_TRUNCATE_LOCK_WAIT_S = 5
+    locks = Locks.take([stream])
+    releaser = threading.Timer(0.3, locks.release)
+    releaser.start()
+    try:
+        record = retention_services.do_truncate(stream, {"0": 3}, rule="manual", trigger="api")
+    finally:
+        releaser.join()
+    assert record.after_cut == {"0": 3}
+    assert cuts(stream) == [{"0": 4}, {"0": 6}]
+    # and the truncation let go of the lock: a cycle takes it again at once
+    again = Locks.take([stream])
+    assert again.held == [stream]
+    again.release()
+
+
+def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, stream, settings):
+    settings.CBR_TRUNCATE_LOCK_WAIT_S = 0
+    locks = Locks.take([stream])
+    try:
+        response = api.post(BASE + "truncate/", {"stream_cut": {"0": 5}}, format="json")
+    finally:
+        locks.release()
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "retention_in_progress" and body["field"] == "stream_cut"
+    assert api.get(BASE).json()["head_cut"] == {"0": 0}
+    assert api.post(BASE + "truncate/", {"stream_cut": {"0": 5}}, format="json").status_code == 200
+    assert api.get(BASE).json()["head_cut"] == {"0": 5}
