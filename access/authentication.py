@@ -1,5 +1,6 @@
 """`Authorization: Api-Key <prefix>.<secret>` for programs (DRF). A revoked, expired or unknown
-key is refused with 401; a used key's last-used time moves at most once a minute."""
+key is refused with 401; a used key's last-used time moves at most once a minute. A key's
+lookup is remembered as a token's is (access/token_cache.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rest_framework import authentication, exceptions
 
 from .models import ApiKey
 from .principals import KeyHolder
+from .token_cache import RememberedApiKeys
 
 KEYWORD = "Api-Key"
 LAST_USED_EVERY = timedelta(minutes=1)
@@ -38,6 +40,18 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     @staticmethod
     def _usable(key: str) -> ApiKey:
+        # a hit is a key that matched and has not been saved or deleted since (the hash check
+        # and three queries otherwise); its expiry is checked on every request still
+        api_key, ticket = RememberedApiKeys.find(key)
+        if api_key is None:
+            api_key = ApiKeyAuthentication._look_up(key)
+            RememberedApiKeys.keep(key, ticket, api_key)
+        if api_key.expired:
+            raise exceptions.AuthenticationFailed("this API key has expired")
+        return api_key
+
+    @staticmethod
+    def _look_up(key: str) -> ApiKey:
         prefix, _, _ = key.partition(".")
         api_key = (
             ApiKey.objects.usable().filter(prefix=prefix)
@@ -45,6 +59,4 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         )
         if api_key is None or not api_key.matches(key):
             raise exceptions.AuthenticationFailed("unknown or revoked API key")
-        if api_key.expired:
-            raise exceptions.AuthenticationFailed("this API key has expired")
         return api_key

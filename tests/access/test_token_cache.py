@@ -1,5 +1,5 @@
-"""Token authentication remembers a key's lookup for a few seconds per process, and never lets a
-deleted token or a deactivated user in afterwards (access/token_cache.py)."""
+"""Token and API-key authentication remember a lookup for a few seconds per process, and never let
+a deleted token, a revoked key or a deactivated user in afterwards (access/token_cache.py)."""
 
 from __future__ import annotations
 
@@ -101,3 +101,45 @@ def test_a_token_deleted_while_its_key_is_looked_up_is_not_remembered(api, admin
     monkeypatch.setattr(TokenAuthentication, "authenticate_credentials", looked_up)
     # then the next request looks the key up again and is refused
     assert api.get(STREAMS).status_code == 401
+
+
+def _api_key_queries(queries) -> int:
+    return sum(1 for q in queries if "access_apikey" in q["sql"])
+
+
+def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operator_api):
+    # given a reader group's key, used once
+    from streams import reader_groups, services
+
+    orders = services.do_create_stream(scope="shop", name="orders")
+    reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[orders], retention_type="NONE")
+    made = operator_api.post("/api/v1/api-keys/", {"name": "w", "kind": "reader_group",
+                                                   "reader_group": "shop/billing"}, format="json").json()
+    keyed = APIClient()
+    keyed.credentials(HTTP_AUTHORIZATION=f"Api-Key {made['key']}")
+    group = "/api/v1/reader-groups/shop/billing/"
+    assert keyed.get(group).status_code == 200
+    # when
+    with CaptureQueriesContext(connection) as ctx:
+        answer = keyed.get(group)
+    # then
+    assert answer.status_code == 200
+    assert _api_key_queries(ctx.captured_queries) == 0
+    # and revoked, it is refused at once
+    assert operator_api.delete(f"/api/v1/api-keys/{made['prefix']}/").status_code == 204
+    assert keyed.get(group).status_code == 401
+
+
+def test_a_change_made_by_another_process_is_followed_at_once(api):
+    # given a token remembered by this process
+    from cbrweb.redis_client import get_redis
+
+    from access.token_cache import GENERATION
+
+    assert api.get(STREAMS).status_code == 200
+    # when another process saves a token, key or user (its signal moves the generation)
+    get_redis().incr(GENERATION)
+    # then this process looks the token up again
+    with CaptureQueriesContext(connection) as ctx:
+        assert api.get(STREAMS).status_code == 200
+    assert _token_queries(ctx.captured_queries) == 1
