@@ -597,7 +597,10 @@ def report_hand_out(args, n: int, ho: dict, heap, rs, keys: dict, peak_index: in
     if rs:
         ratio = rs["replay_s"] / rs["recover_s"]
         print(f"  (c) recovery {rs['recover_s']:.2f} s vs replay {rs['replay_s']:.1f} s: {ratio:,.0f}x; "
-              f"target >= {TARGET_RECOVERY_RATIO}x {'met' if ratio >= TARGET_RECOVERY_RATIO else 'NOT met'}")
+              f"target >= {TARGET_RECOVERY_RATIO}x {'met' if ratio >= TARGET_RECOVERY_RATIO else 'NOT met'}"
+              # the issue sets it for 10M pending: below that, re-reading the open bucket (a
+              # fixed 50,000 indexes) weighs more against a shorter replay
+              f"{'' if n >= 10_000_000 else ' (the target is set at 10M events)'}")
     print(f"  (d) release_due {rate:,.0f} events/s ({ho['released']:,} in {ho['release_s']:.1f} s); "
           f"target >= {TARGET_RELEASE_S:,}/s {'met' if rate >= TARGET_RELEASE_S else 'NOT met'}", flush=True)
 
