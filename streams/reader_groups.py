@@ -189,6 +189,10 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
 
 
 def check_generation(group: ReaderGroup, generation: object) -> None:
+    if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)):
+        # "0", 0.0 and true are no generation: a 409 would send the client to re-read a group it
+        # already has right, and 0.0 or true would have passed as 0 or 1
+        raise FieldError("generation", "must be an integer")
     if generation is not None and generation != group.generation:
         raise FieldError(
             "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"

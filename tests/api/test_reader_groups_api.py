@@ -127,3 +127,17 @@ def test_deleting_a_subscriber_releases_its_hold(api, user_api, stream):
     assert user_api.delete(URL + "shop/billing/").status_code == 403
     assert api.delete(URL + "shop/billing/").status_code == 204
     assert not Subscription.objects.exists()
+
+
+@pytest.mark.parametrize("generation", ["0", True, 0.0, 1e30, [0]])
+def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api, generation):
+    # given a MANUAL subscriber at generation 0
+    services.do_create_stream(scope="shop", name="gen", segment_count=1)
+    api.post("/api/v1/reader-groups/", {"scope": "shop", "name": "gen", "streams": ["shop/gen"],
+                                        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
+    # when it sends a generation of the wrong type
+    response = api.post("/api/v1/reader-groups/shop/gen/truncation-cut/",
+                        {"stream": "shop/gen", "stream_cut": {"0": 0}, "generation": generation}, format="json")
+    # then it is invalid input naming the field, not a stale generation (nor a match, for true)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "generation"
