@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass
 from streams.domain.errors import FieldError
 
 LIMIT_TYPES = ("time", "size", "none")
+# what the policy's columns hold: min and max are 64-bit, the two durations 32-bit (a larger
+# number was a database error, a 500, rather than a 400 naming the field)
+MAX_LIMIT = 2**63 - 1
+MAX_SECONDS = 2**31 - 1
 FIELDS = frozenset(
     {"limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s"}
 )
@@ -52,18 +56,20 @@ def parse_policy(data: object, prefix: str = "") -> PolicySpec:
     consumption = data.get("consumption_based", False)
     if not isinstance(consumption, bool):
         raise FieldError(name("consumption_based"), "must be true or false")
-    timeout = _optional_count(data.get("subscriber_timeout_s"), name("subscriber_timeout_s"))
-    fallback = _optional_count(data.get("fallback_after_s"), name("fallback_after_s"))
+    timeout = _optional_count(data.get("subscriber_timeout_s"), name("subscriber_timeout_s"), MAX_SECONDS)
+    fallback = _optional_count(data.get("fallback_after_s"), name("fallback_after_s"), MAX_SECONDS)
     return PolicySpec(limit_type, minimum, maximum, consumption, timeout, fallback)
 
 
-def _count(value: object, field: str) -> int:
+def _count(value: object, field: str, largest: int = MAX_LIMIT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(field, "must be a whole number")
     if value < 0:
         raise FieldError(field, "must not be negative")
+    if value > largest:
+        raise FieldError(field, f"must be at most {largest}")
     return value
 
 
-def _optional_count(value: object, field: str) -> int | None:
-    return None if value is None else _count(value, field)
+def _optional_count(value: object, field: str, largest: int = MAX_LIMIT) -> int | None:
+    return None if value is None else _count(value, field, largest)

@@ -3,7 +3,7 @@ from django.urls import path
 from access import views as access_views
 
 from . import views
-from .api.urls import NameConverter  # noqa: F401  (registers the "name" converter)
+from .api.urls import NameConverter  # noqa: F401  (registers the "name" and "key_prefix" converters)
 
 app_name = "console"
 
@@ -20,5 +20,5 @@ urlpatterns = [
     path("reader-groups/", views.reader_group_list, name="reader-groups"),
     path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
     path("api-keys/", access_views.api_keys, name="api-keys"),
-    path("api-keys/<str:prefix>/revoke/", access_views.revoke_api_key, name="api-key-revoke"),
+    path("api-keys/<key_prefix:prefix>/revoke/", access_views.revoke_api_key, name="api-key-revoke"),
 ]

@@ -31,6 +31,12 @@ from streams.storage.framing import Record
 from streams.storage.store import StreamRecord
 
 
+# the largest numbers the columns behind these fields hold (PositiveIntegerField,
+# PositiveBigIntegerField): a larger one was a database error, a 500
+MAX_INT_COLUMN = 2**31 - 1
+MAX_BIGINT_COLUMN = 2**63 - 1
+
+
 class StrictIntegerField(serializers.IntegerField):
     """An integer that must arrive as a JSON number: "5" and 5.0 are refused, not coerced."""
 
@@ -99,11 +105,11 @@ class RetentionPolicyInSerializer(serializers.Serializer):
     """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
 
     limit_type = serializers.ChoiceField(choices=["time", "size", "none"])
-    min = serializers.IntegerField(min_value=0, required=False, help_text="seconds or bytes")
-    max = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    min = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, help_text="seconds or bytes")
+    max = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True)
     consumption_based = serializers.BooleanField(required=False, default=False)
-    subscriber_timeout_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    fallback_after_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    subscriber_timeout_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    fallback_after_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
 
 
 class RetentionPolicySerializer(serializers.ModelSerializer):
@@ -153,12 +159,13 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     segment_count = StrictIntegerField(min_value=1, default=1)
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
-    max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
     min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
+                                                   allow_null=True)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
@@ -177,12 +184,13 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
 class StreamUpdateSerializer(serializers.Serializer):
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False)
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
-    max_delay_s = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
     min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
+                                                   allow_null=True)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
@@ -347,7 +355,11 @@ class RetentionSetRecordSerializer(serializers.Serializer):
 def _ms_to_iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    # whole seconds, then the milliseconds exactly: `ms / 1000` as a float was a microsecond or
+    # more off for times after ~2110 (…59.998993Z for …59.999Z)
+    seconds, millis = divmod(ms, 1000)
+    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=millis * 1000)
+    return stamp.isoformat().replace("+00:00", "Z")
 
 
 def event_json(sr: StreamRecord) -> dict:

@@ -21,6 +21,16 @@ class NameConverter:
 
 register_converter(NameConverter, "name")
 
+
+class KeyPrefixConverter(NameConverter):
+    """An API key's prefix as `str` takes it, less NUL: PostgreSQL text cannot hold one, so a
+    lookup with it was a 500; now no route matches (a 404)."""
+
+    regex = r"[^/\x00]+"
+
+
+register_converter(KeyPrefixConverter, "key_prefix")
+
 S = "streams/<name:scope>/<name:name>/"
 RG = "reader-groups/<name:scope>/<name:name>/"
 
@@ -46,7 +56,7 @@ urlpatterns = [
     path(RG + "checkpoints/<name:checkpoint>/release/", reader_group_views.CheckpointReleaseView.as_view(),
          name="api-checkpoint-release"),
     path("api-keys/", access_views.ApiKeyListView.as_view(), name="api-keys"),
-    path("api-keys/<str:prefix>/", access_views.ApiKeyDetailView.as_view(), name="api-key"),
+    path("api-keys/<key_prefix:prefix>/", access_views.ApiKeyDetailView.as_view(), name="api-key"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

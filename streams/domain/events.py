@@ -18,6 +18,9 @@ from .errors import FieldError
 ALLOWED_FIELDS = frozenset(
     {"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"}
 )
+# 9999-12-31T23:59:59.999Z: the last delivery time an answer can carry as ISO 8601 (Python's
+# datetime ends there). A later one was stored, then failed every read of the stream (a 500).
+LAST_DELIVER_AT_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,11 @@ def _deliver_at(ev: dict, field: str, limits: PublishLimits, now_ms: int) -> int
         return None
     if when <= now_ms:
         return None  # a time in the past makes an ordinary event
+    if when > LAST_DELIVER_AT_MS:
+        raise FieldError(
+            f"{field}.delay_ms" if delay is not None else f"{field}.deliver_at",
+            "is after 9999-12-31T23:59:59.999Z, the last delivery time CBR can show",
+        )
     if limits.max_delay_s is not None and when - now_ms > limits.max_delay_s * 1000:
         raise FieldError(
             f"{field}.delay_ms" if delay is not None else f"{field}.deliver_at",

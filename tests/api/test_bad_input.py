@@ -151,3 +151,73 @@ def test_a_nul_in_a_list_query_is_a_400_not_a_database_error(api, query, field):
 def test_the_schema_lists_the_stream_lists_filters(schema):
     names = {p["name"] for p in schema["paths"]["/api/v1/streams/"]["get"]["parameters"]}
     assert {"scope", "search", "limit", "offset"} <= names
+
+
+# -- numbers past what is stored, and times past what can be shown (contract audit, 2026-11-23) --
+
+LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time an answer can carry
+
+
+@pytest.mark.parametrize(
+    "event, field",
+    [({"deliver_at": LAST_MS + 1}, "events[0].deliver_at"), ({"deliver_at": 2**63}, "events[0].deliver_at"),
+     ({"delay_ms": LAST_MS}, "events[0].delay_ms"), ({"deliver_at": "9999-12-31T23:59:59-01:00"}, "events[0].deliver_at")],
+)
+def test_a_delivery_time_past_the_year_9999_is_refused_not_stored(api, stream, event, field):
+    # given a stream; when an event is due after the last time JSON answers can carry
+    response = api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x", **event}]}, format="json")
+    # then it is refused, naming the field, and nothing was appended: reads still answer
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+    read = api.get("/api/v1/streams/shop/orders/events/")
+    assert read.status_code == 200 and read.json()["events"] == []
+
+
+def test_the_last_delivery_time_that_can_be_shown_is_accepted_and_read_back(api, stream):
+    response = api.post("/api/v1/streams/shop/orders/events/",
+                        {"events": [{"payload": "x", "deliver_at": LAST_MS}]}, format="json")
+    assert response.status_code == 201
+    events = api.get("/api/v1/streams/shop/orders/events/").json()["events"]
+    assert events[0]["deliver_at"] == "9999-12-31T23:59:59.999000Z"
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [({"max_delay_s": 2**31}, "max_delay_s"), ({"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
+     ({"retention_policy": {"limit_type": "size", "min": 2**63}}, "retention_policy.min"),
+     ({"retention_policy": {"limit_type": "size", "max": 2**63}}, "retention_policy.max"),
+     ({"retention_policy": {"limit_type": "time", "subscriber_timeout_s": 2**31}}, "retention_policy.subscriber_timeout_s"),
+     ({"retention_policy": {"limit_type": "time", "fallback_after_s": 2**31}}, "retention_policy.fallback_after_s")],
+)
+def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_is_made(api, body, field):
+    response = api.post("/api/v1/streams/", {"scope": "shop", "name": "big", **body}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+
+
+@pytest.mark.parametrize(
+    "path, method, body, field",
+    [("", "patch", {"max_delay_s": 2**31}, "max_delay_s"),
+     ("", "patch", {"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
+     ("retention-policy/", "put", {"limit_type": "time", "max": 2**63}, "max"),
+     ("retention-policy/", "put", {"limit_type": "time", "fallback_after_s": 2**31}, "fallback_after_s")],
+)
+def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_changes(api, stream, path, method, body, field):
+    response = getattr(api, method)(f"/api/v1/streams/shop/orders/{path}", body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+
+
+def test_the_largest_numbers_that_can_be_stored_are_accepted(api, stream):
+    response = api.put("/api/v1/streams/shop/orders/retention-policy/",
+                       {"limit_type": "size", "min": 2**63 - 1, "subscriber_timeout_s": 2**31 - 1}, format="json")
+    assert response.status_code == 200, response.content
+    assert api.patch("/api/v1/streams/shop/orders/", {"max_delay_s": 2**31 - 1}, format="json").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/v1/api-keys/ab%00cd/", "/api-keys/ab%00cd/revoke/"])
+def test_a_nul_in_an_api_key_prefix_is_a_404_not_a_database_error(api, admin_client, path):
+    client = api if path.startswith("/api/") else admin_client
+    client.raise_request_exception = False
+    response = client.get(path) if path.startswith("/api/") else client.post(path)
+    assert response.status_code == 404
