@@ -126,7 +126,8 @@ class SegmentTracker:
                 offset, epoch = item.split(":")
                 deliveries.append(Delivery(int(offset), int(epoch)))
         if first:
-            deliveries += [Delivery(int(o), 1) for o in _text(first).split(",")]
+            new = tuple.__new__  # Delivery(…) without its Python-level __new__ (one per event)
+            deliveries += [new(Delivery, (int(o), 1)) for o in _text(first).split(",")]
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
 
     def fan_out(self, due: dict[int, float] | bytes, pipe=None) -> list[int] | None:

@@ -81,11 +81,12 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
         return None
     by_slot: dict[tuple, list] = defaultdict(list)
     get = prefixes.get
+    new = tuple.__new__  # Delivery(…) without its Python-level __new__ (one per id)
     for i, (prefix, offset, epoch) in enumerate(found):
         key = get(prefix)
         if key is None:
             return None
-        by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+        by_slot[key].append((i, new(Delivery, (int(offset), int(epoch)))))
     return by_slot
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from binascii import b2a_base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from cbrweb.redis_client import get_redis
 from compaction import view as compacted
 
-from ..api.serializers import record_json
+from ..api.serializers import _ms_to_iso, record_json
 from ..delaying.handing import release_due
 from ..domain.acks import Delivery, Poison
 from ..models import ReaderGroup
@@ -158,17 +159,44 @@ def _iso(ts: float) -> str:
 
 
 def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
-    """Each event as every answer carries it, plus the delivery's fields."""
+    """Each event as every answer carries it (`record_json`: the same keys in the same order),
+    plus the delivery's fields. Built here in one dict per event rather than by `record_json`
+    and four more assignments: a read answers thousands. Events published in one batch share
+    their millisecond, so each time is formatted once per answer."""
     prefix = f"{group.pk}-{slot.stream.pk}-{slot.segment}-"
     stream = slot.stream.full_name
     segment = slot.segment
+    times: dict[int, str] = {}
     out = []
+    append = out.append
     for rec, d in got:
-        event = record_json(segment, rec)
-        event["stream"] = stream
-        event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
-        event["delivery_count"] = d.epoch
-        event["lease_expires_at"] = expires
-        out.append(event)
+        offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
+        published = times.get(published_ms)
+        if published is None:
+            published = times[published_ms] = _ms_to_iso(published_ms)
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:  # no `payload` (as record_json)
+            event = record_json(segment, rec)
+            event["stream"] = stream
+            event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
+            event["delivery_count"] = d.epoch
+            event["lease_expires_at"] = expires
+            append(event)
+            continue
+        append({
+            "segment": segment,
+            "offset": offset,
+            "routing_key": None if routing_key is None else routing_key.decode(),
+            "key": None if key is None else key.decode(),
+            "headers": headers,
+            "published_at": published,
+            "deliver_at": None if deliver_at_ms is None else _ms_to_iso(deliver_at_ms),
+            "payload_b64": b2a_base64(payload, newline=False).decode(),
+            "payload": text,
+            "stream": stream,
+            "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
+            "delivery_count": d.epoch,
+            "lease_expires_at": expires,
+        })
     return out
-

@@ -25,3 +25,36 @@ def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
     empty = Record(1, 1_700_000_000_000, None, 0, b"", b"", None, b"", False)
     assert record_json("0", empty)["payload_b64"] == "" and record_json("0", empty)["payload"] == ""
     assert record_json("0", empty)["routing_key"] == "" and record_json("0", empty)["key"] == ""
+
+
+def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_byte():
+    """The read path builds its events itself (streams.consuming.reading._deliveries_json): the
+    same JSON, bytes and key order, as `record_json` followed by the delivery's four fields,
+    for text and binary payloads, shared and distinct publish times, keys, headers, delays."""
+    from types import SimpleNamespace
+
+    import orjson
+
+    from streams.consuming.reading import _deliveries_json
+    from streams.domain.acks import Delivery
+
+    records = [
+        Record(7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True),
+        Record(8, 1_700_000_000_123, None, 11, None, None, None, b"\xff\x00bin", False),
+        Record(9, 1_700_000_000_124, None, 12, b"", b"", None, b"", False),
+        Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b"{\"x\": 1}", False),
+    ]
+    deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
+    slot = SimpleNamespace(stream=SimpleNamespace(pk=5, full_name="sc/st"), segment="2")
+    group = SimpleNamespace(pk=4)
+    expires = "2026-11-23T07:00:00.500000Z"
+    got = _deliveries_json(group, slot, list(zip(records, deliveries, strict=True)), expires)
+    expected = []
+    for rec, d in zip(records, deliveries, strict=True):
+        event = record_json("2", rec)
+        event.update({"stream": "sc/st", "delivery_id": f"4-5-2-{d.offset}-{d.epoch}", "delivery_count": d.epoch,
+                      "lease_expires_at": expires})
+        expected.append(event)
+    assert orjson.dumps(got) == orjson.dumps(expected)
+    assert [list(e) for e in got] == [list(e) for e in expected]
+    assert "payload" not in got[1] and got[2]["payload"] == ""
