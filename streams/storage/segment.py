@@ -662,6 +662,12 @@ class Segment:
         with f:
             end = limit if limit is not None else os.fstat(f.fileno()).st_size
             block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
+            j = bisect.bisect_left(offsets, start + max_events)
+            if max_events > 1 and j < len(offsets):
+                # the index says where the record after the last one wanted starts: read that
+                # much, not a whole MiB (a read of 1000 events of ~100 B wants ~150 KB, from
+                # four segments); the loop below reads on if it falls short
+                block = min(block, max(4096, positions[j] - pos))
             while pos < end and len(out) < max_events:
                 f.seek(pos)
                 data = f.read(min(block, end - pos))

@@ -41,6 +41,24 @@ def test_reads_start_anywhere_through_the_sparse_index(tmp_path):
         assert got[0].payload.startswith(f"b{start // 40}-{start % 40}".encode())
 
 
+def test_a_read_sized_by_the_index_gets_every_record_wanted_whatever_their_sizes(tmp_path):
+    """A read of many records reads only as far as the index says they reach, then on if that
+    falls short: every start and count gives the same records, with records larger than the
+    4 KiB index interval and than the first block among them."""
+    seg = small(tmp_path, chunk_bytes=400_000)
+    sizes = [50, 3000, 9000, 10, 20_000, 100] * 20
+    seg.append([EventIn(f"e{i}-".encode().ljust(n, b".")) for i, n in enumerate(sizes)])
+    seg.append(events(500, tag="small-"))
+    total = len(sizes) + 500
+    for start in (0, 1, 4, 5, 37, 119, 120, 121, 400, 619):
+        for count in (2, 7, 50, 1000):
+            got = seg.read(start, count)
+            assert [r.offset for r in got] == list(range(start, min(start + count, total)))
+            for r in got:
+                tag = f"e{r.offset}-" if r.offset < len(sizes) else f"small-{r.offset - len(sizes)}"
+                assert r.payload.startswith(tag.encode())
+
+
 def test_size_till_is_cumulative_payload_bytes(tmp_path):
     seg = small(tmp_path)
     sizes = [7, 0, 100, 33]
