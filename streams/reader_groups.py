@@ -153,6 +153,9 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
     offsets within [head, tail]; it is not behind the group's previous cut."""
     if not isinstance(body, dict):
         raise FieldError("stream", "the body must be an object {stream, stream_cut, generation?}")
+    unknown = sorted(set(body) - {"stream", "stream_cut", "generation"})
+    if unknown:  # a typo like `generaton` must not publish the cut unchecked
+        raise FieldError(unknown[0], "is not a field of a truncation cut")
     scope, name = split_stream_name(body.get("stream"), "stream")
     stream = (
         Stream.objects.filter(scope__name=scope, name=name)

@@ -221,3 +221,10 @@ def test_a_nul_in_an_api_key_prefix_is_a_404_not_a_database_error(api, admin_cli
     client.raise_request_exception = False
     response = client.get(path) if path.startswith("/api/") else client.post(path)
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/api/v1/streams/", "/api/v1/reader-groups/", "/api/v1/auth/token/"])
+def test_a_body_that_is_not_an_object_is_a_400_naming_the_body(api, path):
+    response = api.post(path, [1], format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "body"

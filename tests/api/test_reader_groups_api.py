@@ -141,3 +141,14 @@ def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api,
     # then it is invalid input naming the field, not a stale generation (nor a match, for true)
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "generation"
+
+
+def test_a_truncation_cut_with_an_unknown_field_is_refused_naming_it(api):
+    # a typo such as `generaton` must not publish the cut without the generation check
+    services.do_create_stream(scope="shop", name="typo", segment_count=1)
+    api.post("/api/v1/reader-groups/", {"scope": "shop", "name": "typo", "streams": ["shop/typo"],
+                                        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
+    response = api.post("/api/v1/reader-groups/shop/typo/truncation-cut/",
+                        {"stream": "shop/typo", "stream_cut": {"0": 0}, "generaton": 3}, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "generaton"
