@@ -50,11 +50,32 @@ from .set_store import as_records, read_sets, stored, write_sets
 
 BATCH = 500
 LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-_TAKE_OVER = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3]) end "
-    "return false"
-)
+# One script call for a whole batch (a pipelined SET or EVALSHA per stream was ~50 µs a stream of
+# client-side work): each key is set if free, else its holder is returned, to be judged.
+_TAKE = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('set', key, ARGV[1], 'NX', 'EX', ARGV[2]) then out[i] = 1
+  else out[i] = redis.call('get', key) or 0 end
+end
+return out
+"""
+# compare-and-set of each KEYS[i] from its dead holder ARGV[i + 2] to the token ARGV[1]
+_TAKE_OVER = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[i + 2] then redis.call('set', key, ARGV[1], 'EX', ARGV[2]); out[i] = 1
+  else out[i] = 0 end
+end
+return out
+"""
+# compare-and-delete: a lock that expired and was taken by another cycle stays
+_RELEASE = """
+for _, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[1] then redis.call('del', key) end
+end
+return 0
+"""
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,10 @@ class Prepared:
     def segment_sizes(self, cut: dict[str, int]) -> dict[str, int]:
         """size_till of each segment's offset in `cut`, where already known (the head, the tail,
         a subscriber's or a retention record's cut); the store is read for the rest."""
+        for _, _, recorded, sizes in reversed(self.rset_rows):
+            # most targets are a retention record's cut: its sizes were stored with it
+            if recorded == cut and sizes and all(sizes.get(s) is not None for s in cut):
+                return {s: int(sizes[s]) for s in cut}
         known: dict[str, int] = {}
         for seg, offset in cut.items():
             if offset == self.head[seg]:
@@ -120,6 +145,16 @@ class Prepared:
             rows = rows[len(rows) - len(after_truncation(self.inputs.retention_set, cut)) :]
         unchanged = len(rows) == len(self.rset_rows) == self.stored_count  # nothing added or dropped
         return None if unchanged else rows
+
+
+# What a cycle reads of a stream, its scope and its policy: the rest (the delayed index's JSON,
+# timestamps, descriptions) cost more to load for 100k streams than the decisions.
+_CYCLE_FIELDS = (
+    "id", "name", "storage_key", "segment_count", "on_max_limit", "full_since", "scope__name",
+    "retention_policy__id", "retention_policy__stream_id", "retention_policy__limit_type",
+    "retention_policy__min_value", "retention_policy__max_value", "retention_policy__consumption_based",
+    "retention_policy__subscriber_timeout_s", "retention_policy__fallback_after_s",
+)
 
 
 def streams_with_policy():
@@ -176,38 +211,32 @@ class Locks:
 
     @classmethod
     def take(cls, streams: list[Stream]) -> Locks:
-        """One pipelined round trip for the whole batch; a lock left by a dead cycle on this
-        machine is taken over (compare-and-set) rather than waited out, so the next cycle
-        finishes a killed one's work at once (DESIGN.md §6)."""
+        """One script call for the whole batch; a lock left by a dead cycle on this machine is
+        taken over (compare-and-set) rather than waited out, so the next cycle finishes a killed
+        one's work at once (DESIGN.md §6)."""
         token = _lock_token()
+        if not streams:
+            return cls([], token)
         redis = get_redis()
-        pipe = redis.pipeline(transaction=False)
-        for stream in streams:
-            pipe.set(_lock_key(stream.pk), token, nx=True, ex=LOCK_TIMEOUT_S)
-        taken = pipe.execute()
-        held = [s for s, ok in zip(streams, taken) if ok]
-        others = [s for s, ok in zip(streams, taken) if not ok]
-        if others:
-            holders = redis.mget([_lock_key(s.pk) for s in others])
-            dead = [(s, h) for s, h in zip(others, holders) if h is not None and _holder_is_dead(h.decode())]
-            if dead:
-                script = redis.register_script(_TAKE_OVER)
-                pipe = redis.pipeline(transaction=False)
-                for stream, holder in dead:
-                    script(keys=[_lock_key(stream.pk)], args=[holder, token, LOCK_TIMEOUT_S], client=pipe)
-                held += [s for (s, _), ok in zip(dead, pipe.execute()) if ok]
+        keys = [_lock_key(s.pk) for s in streams]
+        answers = redis.register_script(_TAKE)(keys=keys, args=[token, LOCK_TIMEOUT_S])
+        held = [s for s, answer in zip(streams, answers) if answer == 1]
+        dead = [
+            (s, key, answer) for s, key, answer in zip(streams, keys, answers)
+            if isinstance(answer, bytes) and _holder_is_dead(answer.decode())
+        ]
+        if dead:
+            taken = redis.register_script(_TAKE_OVER)(
+                keys=[key for _, key, _ in dead], args=[token, LOCK_TIMEOUT_S, *[h for _, _, h in dead]]
+            )
+            held += [s for (s, _, _), ok in zip(dead, taken) if ok == 1]
         return cls(held, token)
 
     def release(self) -> None:
         """Compare-and-delete: a lock that expired and was taken by another cycle stays."""
         if not self.held:
             return
-        redis = get_redis()
-        script = redis.register_script(_RELEASE)
-        pipe = redis.pipeline(transaction=False)
-        for stream in self.held:
-            script(keys=[_lock_key(stream.pk)], args=[self.token], client=pipe)
-        pipe.execute()
+        get_redis().register_script(_RELEASE)(keys=[_lock_key(s.pk) for s in self.held], args=[self.token])
         self.held = []
 
 
@@ -510,7 +539,7 @@ def run_cycle(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[StreamOutcome]:
     now = now or timezone.now()
-    targets = list(streams if streams is not None else streams_with_policy())
+    targets = list(streams if streams is not None else streams_with_policy().only(*_CYCLE_FIELDS))
     if choose_engine(engine, len(targets)) == "spark":
         return _run_on_spark(targets, now, trigger, user, progress)
     interval = settings.CBR_RETENTION_INTERVAL
