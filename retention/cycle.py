@@ -28,7 +28,7 @@ from datetime import datetime
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import TextField
+from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -282,8 +282,9 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         # the cuts as text, decoded by orjson: the JSON field's own decoding was a tenth of
         # preparing a batch
         .annotate(cut_text=Cast("acknowledgement_cut", TextField()), sizes_text=Cast("acknowledgement_sizes", TextField()))
+        .annotate(acked_s=_epoch_seconds("acknowledged_at"), since_s=_epoch_seconds("created_at"))
         .values_list("stream_id", "reader_group__scope__name", "reader_group__name", "cut_text", "sizes_text",
-                     "acknowledged_at", "created_at")
+                     "acked_s", "since_s")
     ):
         subs[row[0]].append(row[1:])
     prepared = []
@@ -312,6 +313,19 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
     return prepared
 
 
+def _epoch_seconds(field: str):
+    """A time column as epoch seconds computed by PostgreSQL (the float `datetime.timestamp()`
+    gives: both round the exact microseconds once): 60k datetimes parsed a 10k cycle otherwise.
+    Other databases send the datetime."""
+    if connection.vendor != "postgresql":
+        return F(field)
+    return Func(F(field), template="EXTRACT(EPOCH FROM %(expressions)s)::float8", output_field=FloatField())
+
+
+def _seconds(value) -> float | None:
+    return value.timestamp() if isinstance(value, datetime) else value
+
+
 def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
     scope, name, ack, ack_sizes, acked_at, created_at = row
     cut = sizes = None
@@ -334,8 +348,8 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
         name=f"{scope}/{name}",
         cut=cut,
         cut_sizes=sizes,
-        acknowledged_at=acked_at.timestamp() if acked_at else None,
-        subscribed_at=created_at.timestamp(),
+        acknowledged_at=_seconds(acked_at),
+        subscribed_at=_seconds(created_at),
     )
 
 

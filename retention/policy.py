@@ -78,21 +78,24 @@ def bounds(rset: RetentionSet, now: float, policy: Policy) -> Bounds:
     """limit_min, limit_max and max_bound over the retention set ("Bounds")."""
     latest = rset[-1]
     maximum = INFINITY if policy.max is None else policy.max
-
-    def delta(rec: RetentionRecord) -> float:
-        return latest.size - rec.size if policy.limit_type == "size" else now - rec.time
-
+    minimum = policy.min
+    by_size = policy.limit_type == "size"
+    by_time = policy.limit_type == "time"
+    # delta(rec) = what truncating at rec would keep: bytes (size) or seconds (time); a cycle
+    # walks ~50 records a stream here, so the best deltas so far are kept, not recomputed
     limit_min = limit_max = max_bound = None
+    min_delta = max_delta = 0
     over_max = False
     for rec in rset:  # set order: ties go to the first, as Pravega's comparators do
-        d = delta(rec)
-        if d >= policy.min and (limit_min is None or d < delta(limit_min)):
-            limit_min = rec
-        if policy.min <= d <= maximum and (limit_max is None or d > delta(limit_max)):
-            limit_max = rec
+        d = latest.size - rec.size if by_size else now - rec.time
+        if d >= minimum:
+            if limit_min is None or d < min_delta:
+                limit_min, min_delta = rec, d
+            if d <= maximum and (limit_max is None or d > max_delta):
+                limit_max, max_delta = rec, d
         if d > maximum:
             over_max = True
-        if policy.limit_type == "time" and d >= maximum:
+        if by_time and d >= maximum:
             max_bound = rec  # later records are newer: the last match is the newest
     return Bounds(limit_min, limit_max or limit_min, max_bound, over_max)
 

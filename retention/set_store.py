@@ -43,7 +43,8 @@ def stored(at: datetime, size: int, cut: dict, sizes: dict | None) -> list:
 
 def as_records(rows: list) -> tuple[RetentionRecord, ...]:
     """The records `retention.policy.decide` takes; times divided as `datetime.timestamp` does."""
-    return tuple(RetentionRecord(us / 1_000_000, size, cut) for us, size, cut, _ in rows)
+    make = RetentionRecord._make  # tuple.__new__ itself: the NamedTuple's own __new__ is Python
+    return tuple([make((us / 1_000_000, size, cut)) for us, size, cut, _ in rows])
 
 
 def as_entry(row: list) -> RetentionSetEntry:
