@@ -656,7 +656,7 @@ def compact_now(stack: Stack, timeout: float) -> None:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             states = [run["state"] for n in COMPACTED
-                      for run in api.request("GET", f"streams/soak/{stream_name(n)}/compactions/")]
+                      for run in api.request("GET", f"streams/soak/{stream_name(n)}/compactions/")["results"]]
             if not {"queued", "running"} & set(states):
                 return
             time.sleep(2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -64,16 +65,20 @@ class CompactedViewView(APIView):
                          "next_after": page.next_after})
 
 
-class CompactionListView(APIView):
+class CompactionListView(GenericAPIView):
     access = {"GET": Action.VIEW, "POST": Action.RUN_JOBS}
     access_target = TargetKind.STREAM
+    serializer_class = CompactionRunSerializer
+    queryset = CompactionRun.objects.none()
 
     @extend_schema(responses=CompactionRunSerializer(many=True))
     def get(self, request, scope, name):
-        """The stream's compaction runs, newest first (the last 50)."""
+        """The stream's compaction runs, newest first, paginated like every list (DESIGN.md §10:
+        `{"results": [...], "next": …}`; it was a bare JSON list)."""
         stream = _compacted(scope, name)
-        runs = CompactionRun.objects.filter(stream=stream).select_related("stream__scope")[:50]
-        return Response(CompactionRunSerializer(runs, many=True).data)
+        runs = CompactionRun.objects.filter(stream=stream).select_related("stream__scope")
+        page = self.paginate_queryset(runs)
+        return self.get_paginated_response(CompactionRunSerializer(page, many=True).data)
 
     @extend_schema(request=None, responses={202: CompactionRunSerializer})
     def post(self, request, scope, name):

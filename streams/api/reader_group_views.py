@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -179,10 +179,14 @@ class NackView(ConsumingView):
 
 
 class CheckpointListView(ConsumingView):
-    @extend_schema(responses=inline_serializer("CheckpointList", {"results": CheckpointSerializer(many=True)}))
+    @extend_schema(responses=inline_serializer("CheckpointList", {
+        "results": CheckpointSerializer(many=True),
+        "next": serializers.CharField(allow_null=True, help_text="always null: the last 100 are the list")}))
     def get(self, request, scope, name):
         group = _group_for_consuming(scope, name)
-        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data})
+        # `next` as every list has it (DESIGN.md §10), null: the list is the group's last 100
+        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data,
+                         "next": None})
 
     @extend_schema(request=CheckpointRequestSerializer, responses={201: CheckpointSerializer})
     def post(self, request, scope, name):

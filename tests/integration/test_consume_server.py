@@ -210,16 +210,16 @@ def test_delayed_events_published_with_the_client_arrive_when_due_and_not_before
     assert all(d["deliver_at"] is not None and d["delivery_count"] == 1 for _, d in got)
 
 
-def test_the_client_answers_lists_where_an_endpoint_answers_one(web_server, token):
-    """A stream's compaction runs come as a JSON list: the client hands it back (it read `.get`
-    on every answer and raised AttributeError; the soak met it)."""
+def test_the_client_reads_a_streams_compaction_runs(web_server, token):
+    """A stream's compaction runs come as a page, like every list (they were a bare JSON list,
+    which the client once failed on; the soak met it)."""
     cbr = Client(web_server.url, token=token)
     cbr.create_stream("it", "table", cleanup_policy="compact")
-    assert cbr.request("GET", "streams/it/table/compactions/") == []
+    assert cbr.request("GET", "streams/it/table/compactions/")["results"] == []
     cbr.publish("it/table", [{"payload": "v1", "key": "k"}])
     queued = cbr.request("POST", "streams/it/table/compactions/")
     runs = cbr.request("GET", "streams/it/table/compactions/")
-    assert isinstance(runs, list) and [r["id"] for r in runs] == [queued["id"]]
+    assert [r["id"] for r in runs["results"]] == [queued["id"]] and runs["next"] is None
     with pytest.raises(CBRError) as refused:
         cbr.request("GET", "streams/it/nothing/compactions/")
     assert refused.value.status == 404
