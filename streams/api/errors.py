@@ -37,9 +37,9 @@ def exception_handler(exc, context):
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)
         if not field and isinstance(exc.detail, dict) and any(
-            getattr(e, "code", None) == "invalid" for e in exc.detail.get("non_field_errors", [])
+            getattr(e, "code", None) in ("invalid", "null") for e in exc.detail.get("non_field_errors", [])
         ):
-            field = "body"  # the body as a whole: `[1]` where an object was expected
+            field = "body"  # the body as a whole: `[1]` or `null` where an object was expected
         body = {"code": "invalid", "message": f"{field}: {message}" if field else message}
         if field:
             body["field"] = field

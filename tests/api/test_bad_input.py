@@ -223,8 +223,9 @@ def test_a_nul_in_an_api_key_prefix_is_a_404_not_a_database_error(api, admin_cli
     assert response.status_code == 404
 
 
+@pytest.mark.parametrize("body", [b"[1]", b"null"])
 @pytest.mark.parametrize("path", ["/api/v1/streams/", "/api/v1/reader-groups/", "/api/v1/auth/token/"])
-def test_a_body_that_is_not_an_object_is_a_400_naming_the_body(api, path):
-    response = api.post(path, [1], format="json")
+def test_a_body_that_is_not_an_object_is_a_400_naming_the_body(api, path, body):
+    response = api.post(path, body, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["field"] == "body"
