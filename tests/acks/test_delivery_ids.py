@@ -42,3 +42,22 @@ def test_the_one_pass_parse_agrees_with_the_id_by_id_parse(ids):
 def test_a_list_with_anything_unusual_goes_to_the_id_by_id_parse(bad):
     assert _parse_plain_ids(["12-3-0-1-1", bad], PREFIXES) is None
     assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], PREFIXES) == each(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"])
+
+
+@given(st.lists(good, min_size=1, max_size=60))
+def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_segments(ids):
+    plain = _parse_plain_ids(ids, PREFIXES)
+    assert plain is not None and plain == each(ids)
+    assert sorted(i for items in plain.values() for i, _ in items) == list(range(len(ids)))
+
+
+def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
+    from streams.consuming.acking import AckOutcome, _tally
+    from streams.domain.acks import AckResult
+
+    outcome = AckOutcome()
+    _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(True)])
+    _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(False, "stale")])
+    _tally(outcome, ["a"], [(0, None)], [AckResult(True)], nack=True)
+    assert (outcome.acked, outcome.given_back) == (3, 1)
+    assert outcome.refused == [{"field": "delivery_ids[1]", "delivery_id": "b", "reason": "stale"}]
