@@ -475,6 +475,7 @@ if not is_halted() then
 end
 redis.call('HSET', state, 'next', nxt)
 -- this hand-out's leases: their bits, and one member for their expiry
+local first_runs = {}  -- the first deliveries as runs "a-b" (offsets a to b - 1), as answered
 if #again_offs > 0 or #first > 0 then
   set_many(leased, again_offs, true)
   set_many(leased, first, true)
@@ -488,6 +489,7 @@ if #again_offs > 0 or #first > 0 then
     local j = i
     while j < #first and first[j + 1] == first[j] + 1 do j = j + 1 end
     items[#items + 1] = first[i] .. '-' .. (first[j] + 1)
+    first_runs[#first_runs + 1] = items[#items]
     i = j + 1
   end
   if #first > 0 and first[#first] > hi then hi = first[#first] end
@@ -502,7 +504,7 @@ if #compacted_away > 0 then
   advance()
 end
 table.sort(dead_out)
-return {table.concat(again, ','), table.concat(first, ','), dead_out, missed,
+return {table.concat(again, ','), table.concat(first_runs, ','), dead_out, missed,
         tonumber(redis.call('HGET', state, 'floor')), nxt}
 """
 

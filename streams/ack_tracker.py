@@ -37,6 +37,7 @@ from __future__ import annotations
 import struct
 import weakref
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -125,9 +126,10 @@ class SegmentTracker:
             for item in _text(again).split(","):
                 offset, epoch = item.split(":")
                 deliveries.append(Delivery(int(offset), int(epoch)))
-        if first:
-            new = tuple.__new__  # Delivery(…) without its Python-level __new__ (one per event)
-            deliveries += [new(Delivery, (int(o), 1)) for o in _text(first).split(",")]
+        if first:  # runs "a-b" of first deliveries (offsets a to b - 1): one Delivery per event, made in C
+            for run in _text(first).split(","):
+                a, _, b = run.partition("-")
+                deliveries += map(tuple.__new__, repeat(Delivery), zip(range(int(a), int(b)), repeat(1)))
         return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
 
     def fan_out(self, due: dict[int, float] | bytes, pipe=None) -> list[int] | None:
