@@ -110,6 +110,10 @@ class Client:
                 self.close()
                 if attempt or not _repeatable(method, path):
                     raise
+            except http.client.HTTPException as exc:  # e.g. an answer cut off mid-body by a dying server
+                self.close()
+                if attempt or not _repeatable(method, path):
+                    raise ConnectionError(f"the connection broke while reading the answer: {exc!r}") from exc
         try:
             answer = _loads(raw) if raw else {}
         except ValueError:  # not JSON: a proxy's or a dying server's page
