@@ -209,3 +209,39 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
         held.delete(*[f"cbr:retention:{s.pk}" for s in streams])
     assert outcomes["shop/d0"].record is not None  # taken over
     assert outcomes["shop/d1"].rule == outcomes["shop/d2"].rule == "skipped:locked-by-another-cycle"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where", ["prepare", "decide", "apply"])
+def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redis_url, monkeypatch, where):
+    """Review of a2722c0 (a batch's locks by one script call): a cycle that raises while preparing,
+    deciding or applying a batch leaves none of its locks behind (the next cycle is not skipped),
+    and a lock another live cycle holds is neither taken nor released."""
+    import redis
+
+    from retention import cycle as cycle_module
+
+    policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
+    streams = [services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]
+    for s in streams:
+        publish(s, 7)
+        subscribe(s, "A", 3)
+    other = redis.Redis.from_url(redis_url)
+    other_key = f"cbr:retention:{streams[3].pk}"
+    other.set(other_key, f"{cycle_module._this_machine()}|{os.getppid()}|live", ex=60)
+
+    def boom(*a, **kw):
+        raise RuntimeError("boom")
+
+    target = {"prepare": "complete_truncation", "decide": "decide", "apply": "apply_batch"}[where]
+    if where == "prepare":
+        TruncationRecord.objects.create(stream=streams[0], created_at=T0, before_cut={"0": 0}, after_cut={"0": 1},
+                                        before_size=0, after_size=30, rule="test", trigger="beat", completed=False)
+    monkeypatch.setattr(cycle_module, target, boom)
+    try:
+        with pytest.raises(RuntimeError):
+            run_cycle(now=T0)
+        assert [other.get(f"cbr:retention:{s.pk}") for s in streams[:3]] == [None] * 3
+        assert other.get(other_key).endswith(b"|live")
+    finally:
+        other.delete(other_key)

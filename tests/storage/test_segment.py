@@ -249,3 +249,34 @@ def test_a_writer_never_writes_through_a_descriptor_of_a_replaced_chunk(tmp_path
     a.append(events(2, tag="a"))
     got = Segment(a.path, cfg).read(0, 10)
     assert [r.payload[:2] for r in got] == [b"b0", b"b1", b"a0", b"a1"]
+
+
+def test_reads_sized_by_the_index_agree_with_record_by_record_reads_after_a_head_moved_mid_chunk(tmp_path):
+    """Review of d75a425: with the head truncated to the middle of a sealed chunk, and reads that
+    end exactly at, just before or just after an index entry, across sealed chunks into the active
+    one, every read returns the records one-at-a-time reads return."""
+    import random
+
+    rng = random.Random(7)
+    seg = small(tmp_path, chunk_bytes=60_000)
+    for b in range(40):
+        seg.append([EventIn(f"x{b}-{i}-".encode().ljust(rng.choice((5, 90, 700, 5000, 13_000)), b"."))
+                    for i in range(rng.randint(1, 12))])
+    total = seg.committed_tail().next_offset
+    single = {o: seg.read(o, 1)[0] for o in range(total)}
+    seg.truncate(total // 3 + 1)  # a head in the middle of a chunk, earlier chunks deleted
+    head = seg.read_head().offset
+    assert len(seg.chunk_bases()) > 2 and head not in seg.chunk_bases()
+    offsets = [o for base in seg.chunk_bases() for o in seg._index(base, None)[0]]
+    assert len(offsets) > 20
+    starts = sorted({head, head + 1, total - 1, *(o + d for o in offsets for d in (-1, 0, 1) if head <= o + d < total)})
+    for start in starts[::3]:
+        for count in (2, 3, 17, 64, 400):
+            got = seg.read(start, count)
+            assert [r.offset for r in got] == list(range(start, min(start + count, total)))
+            assert all(r == single[r.offset] for r in got)
+    for o in offsets:  # a read ending exactly at an index entry
+        for start in (o - 5, o - 1):
+            if start >= head:
+                got = seg.read(start, o - start)
+                assert [r.offset for r in got] == list(range(start, o))
