@@ -220,17 +220,21 @@ class Locks:
         redis = get_redis()
         keys = [_lock_key(s.pk) for s in streams]
         answers = redis.register_script(_TAKE)(keys=keys, args=[token, LOCK_TIMEOUT_S])
-        held = [s for s, answer in zip(streams, answers) if answer == 1]
-        dead = [
-            (s, key, answer) for s, key, answer in zip(streams, keys, answers)
-            if isinstance(answer, bytes) and _holder_is_dead(answer.decode())
-        ]
-        if dead:
-            taken = redis.register_script(_TAKE_OVER)(
-                keys=[key for _, key, _ in dead], args=[token, LOCK_TIMEOUT_S, *[h for _, _, h in dead]]
-            )
-            held += [s for (s, _, _), ok in zip(dead, taken) if ok == 1]
-        return cls(held, token)
+        locks = cls([s for s, answer in zip(streams, answers) if answer == 1], token)
+        try:
+            dead = [
+                (s, key, answer) for s, key, answer in zip(streams, keys, answers)
+                if isinstance(answer, bytes) and _holder_is_dead(answer.decode())
+            ]
+            if dead:
+                taken = redis.register_script(_TAKE_OVER)(
+                    keys=[key for _, key, _ in dead], args=[token, LOCK_TIMEOUT_S, *[h for _, _, h in dead]]
+                )
+                locks.held += [s for (s, _, _), ok in zip(dead, taken) if ok == 1]
+        except BaseException:
+            locks.release()  # nobody else knows of the locks the first call took
+            raise
+        return locks
 
     def release(self) -> None:
         """Compare-and-delete: a lock that expired and was taken by another cycle stays."""

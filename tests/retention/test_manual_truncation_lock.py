@@ -89,3 +89,24 @@ def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, 
     assert api.get(BASE).json()["head_cut"] == {"0": 0}
     assert api.post(BASE + "truncate/", {"stream_cut": {"0": 5}}, format="json").status_code == 200
     assert api.get(BASE).json()["head_cut"] == {"0": 5}
+
+
+def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(stream, monkeypatch):
+    from retention import cycle
+
+    other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
+    cycle.get_redis().set(cycle._lock_key(other.pk), b"elsewhere|1|dead")  # another holder's lock
+
+    def redis_went_away(token):
+        raise ConnectionError("redis went away")
+
+    monkeypatch.setattr(cycle, "_holder_is_dead", redis_went_away)
+    with pytest.raises(ConnectionError):
+        Locks.take([stream, other])
+    monkeypatch.undo()
+    # the lock the first call took for `stream` was let go; the other holder's lock was not touched
+    again = Locks.take([stream, other])
+    assert again.held == [stream]
+    again.release()
+    assert cycle.get_redis().get(cycle._lock_key(other.pk)) == b"elsewhere|1|dead"
+    cycle.get_redis().delete(cycle._lock_key(other.pk))
