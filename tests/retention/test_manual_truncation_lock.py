@@ -95,18 +95,21 @@ def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(st
     from retention import cycle
 
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
-    cycle.get_redis().set(cycle._lock_key(other.pk), b"elsewhere|1|dead")  # another holder's lock
+    key = cycle._lock_key(other.pk)
+    cycle.get_redis().set(key, b"elsewhere|1|dead", ex=60)  # another holder's lock (expires: a failed run leaves nothing)
 
     def redis_went_away(token):
         raise ConnectionError("redis went away")
 
-    monkeypatch.setattr(cycle, "_holder_is_dead", redis_went_away)
-    with pytest.raises(ConnectionError):
-        Locks.take([stream, other])
-    monkeypatch.undo()
-    # the lock the first call took for `stream` was let go; the other holder's lock was not touched
-    again = Locks.take([stream, other])
-    assert again.held == [stream]
-    again.release()
-    assert cycle.get_redis().get(cycle._lock_key(other.pk)) == b"elsewhere|1|dead"
-    cycle.get_redis().delete(cycle._lock_key(other.pk))
+    try:
+        monkeypatch.setattr(cycle, "_holder_is_dead", redis_went_away)
+        with pytest.raises(ConnectionError):
+            Locks.take([stream, other])
+        monkeypatch.undo()
+        # the lock the first call took for `stream` was let go; the other holder's lock was not touched
+        again = Locks.take([stream, other])
+        assert again.held == [stream]
+        again.release()
+        assert cycle.get_redis().get(key) == b"elsewhere|1|dead"
+    finally:
+        cycle.get_redis().delete(key, cycle._lock_key(stream.pk))
