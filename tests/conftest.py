@@ -153,3 +153,12 @@ def clock(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(consuming.positions, "clock", clock)
     return clock
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty Django cache (the tests' per-process LocMemCache): the
+    sign-in failures counted there by one test must not throttle another's sign-in with 429."""
+    from django.core.cache import cache
+
+    cache.clear()
