@@ -359,7 +359,7 @@ def _ms_to_iso(ms: int | None) -> str | None:
     # more off for times after ~2110 (…59.998993Z for …59.999Z)
     seconds, millis = divmod(ms, 1000)
     stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=millis * 1000)
-    return stamp.isoformat().replace("+00:00", "Z")
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")  # always .mmm: what is stored
 
 
 def event_json(sr: StreamRecord) -> dict:

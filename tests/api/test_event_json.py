@@ -10,7 +10,7 @@ def test_a_record_with_every_field_becomes_the_contract_event():
     rec = Record(7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True)
     assert list(record_json("3", rec).items()) == [
         ("segment", "3"), ("offset", 7), ("routing_key", "user-7"), ("key", "ké"), ("headers", {"h": "v"}),
-        ("published_at", "2023-11-14T22:13:20.123000Z"), ("deliver_at", "2027-01-15T08:00:00Z"),
+        ("published_at", "2023-11-14T22:13:20.123Z"), ("deliver_at", "2027-01-15T08:00:00.000Z"),
         ("payload_b64", "aMOpbGxv"), ("payload", "héllo"),
     ]
     assert event_json(StreamRecord("3", rec)) == record_json("3", rec)
@@ -20,7 +20,7 @@ def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
     rec = Record(0, 1_700_000_000_000, None, 0, None, None, None, b"\xff\x00bin", False)
     assert record_json("0", rec) == {
         "segment": "0", "offset": 0, "routing_key": None, "key": None, "headers": None,
-        "published_at": "2023-11-14T22:13:20Z", "deliver_at": None, "payload_b64": "/wBiaW4=",
+        "published_at": "2023-11-14T22:13:20.000Z", "deliver_at": None, "payload_b64": "/wBiaW4=",
     }
     empty = Record(1, 1_700_000_000_000, None, 0, b"", b"", None, b"", False)
     assert record_json("0", empty)["payload_b64"] == "" and record_json("0", empty)["payload"] == ""
@@ -47,7 +47,7 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
     deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
     slot = SimpleNamespace(stream=SimpleNamespace(pk=5, full_name="sc/st"), segment="2")
     group = SimpleNamespace(pk=4)
-    expires = "2026-11-23T07:00:00.500000Z"
+    expires = "2026-11-23T07:00:00.500Z"
     got = _deliveries_json(group, slot, list(zip(records, deliveries, strict=True)), expires)
     expected = []
     for rec, d in zip(records, deliveries, strict=True):
