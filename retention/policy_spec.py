@@ -11,10 +11,11 @@ from dataclasses import asdict, dataclass
 from streams.domain.errors import FieldError
 
 LIMIT_TYPES = ("time", "size", "none")
-# what the policy's columns hold: min and max are 64-bit, the two durations 32-bit (a larger
-# number was a database error, a 500, rather than a 400 naming the field)
-MAX_LIMIT = 2**63 - 1
-MAX_SECONDS = 2**31 - 1
+# the largest numbers the columns behind such fields hold (bigint, integer; streams/api/serializers.py
+# uses them too): a larger one was a database error, a 500, rather than a 400 naming the field.
+# A policy's min and max are 64-bit, its two durations 32-bit.
+MAX_BIGINT_COLUMN = 2**63 - 1
+MAX_INT_COLUMN = 2**31 - 1
 FIELDS = frozenset(
     {"limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s"}
 )
@@ -56,12 +57,12 @@ def parse_policy(data: object, prefix: str = "") -> PolicySpec:
     consumption = data.get("consumption_based", False)
     if not isinstance(consumption, bool):
         raise FieldError(name("consumption_based"), "must be true or false")
-    timeout = _optional_count(data.get("subscriber_timeout_s"), name("subscriber_timeout_s"), MAX_SECONDS)
-    fallback = _optional_count(data.get("fallback_after_s"), name("fallback_after_s"), MAX_SECONDS)
+    timeout = _optional_count(data.get("subscriber_timeout_s"), name("subscriber_timeout_s"), MAX_INT_COLUMN)
+    fallback = _optional_count(data.get("fallback_after_s"), name("fallback_after_s"), MAX_INT_COLUMN)
     return PolicySpec(limit_type, minimum, maximum, consumption, timeout, fallback)
 
 
-def _count(value: object, field: str, largest: int = MAX_LIMIT) -> int:
+def _count(value: object, field: str, largest: int = MAX_BIGINT_COLUMN) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(field, "must be a whole number")
     if value < 0:
@@ -71,5 +72,5 @@ def _count(value: object, field: str, largest: int = MAX_LIMIT) -> int:
     return value
 
 
-def _optional_count(value: object, field: str, largest: int = MAX_LIMIT) -> int | None:
+def _optional_count(value: object, field: str, largest: int = MAX_BIGINT_COLUMN) -> int | None:
     return None if value is None else _count(value, field, largest)

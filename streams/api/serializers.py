@@ -12,7 +12,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from retention.models import RetentionPolicy, TruncationRecord
-from retention.policy_spec import parse_policy
+from retention.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from streams.domain.errors import FieldError
 from streams.domain.names import check_name
 from django.utils import timezone
@@ -29,12 +29,6 @@ from streams.models import (
 )
 from streams.storage.framing import Record
 from streams.storage.store import StreamRecord
-
-
-# the largest numbers the columns behind these fields hold (PositiveIntegerField,
-# PositiveBigIntegerField): a larger one was a database error, a 500
-MAX_INT_COLUMN = 2**31 - 1
-MAX_BIGINT_COLUMN = 2**63 - 1
 
 
 class StrictIntegerField(serializers.IntegerField):

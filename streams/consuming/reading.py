@@ -176,13 +176,9 @@ def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expi
             published = times[published_ms] = _ms_to_iso(published_ms)
         try:
             text = payload.decode()
-        except UnicodeDecodeError:  # no `payload` (as record_json)
-            event = record_json(segment, rec)
-            event["stream"] = stream
-            event["delivery_id"] = f"{prefix}{d.offset}-{d.epoch}"
-            event["delivery_count"] = d.epoch
-            event["lease_expires_at"] = expires
-            append(event)
+        except UnicodeDecodeError:  # no `payload`: record_json leaves it out
+            append({**record_json(segment, rec), "stream": stream, "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
+                    "delivery_count": d.epoch, "lease_expires_at": expires})
             continue
         append({
             "segment": segment,
