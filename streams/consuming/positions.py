@@ -186,10 +186,19 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     pk, floor, missed = q("id"), q("floor"), q("missed")
     when_floor = " ".join(f"WHEN {pk} = %s AND {floor} < %s THEN %s" for _ in moves)
     when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in moves)
+    table = q(ReadPosition._meta.db_table)
+    ids = ", ".join(["%s"] * len(moves))
+    if connection.vendor == "postgresql":
+        # the rows locked in id order first: two requests of one group (a read and an ack, or two
+        # consumers' acks) updating the same rows, each in the order its scan met them, deadlocked
+        # (one answered 503); SQLite serialises writers
+        which = f"SELECT {pk} FROM {table} WHERE {pk} IN ({ids}) ORDER BY {pk} FOR UPDATE"
+    else:
+        which = ids
     sql = (
-        f"UPDATE {q(ReadPosition._meta.db_table)} SET {floor} = CASE {when_floor} ELSE {floor} END, "
+        f"UPDATE {table} SET {floor} = CASE {when_floor} ELSE {floor} END, "
         f"{missed} = {missed} + CASE {when_missed} ELSE 0 END, {q('updated_at')} = %s "
-        f"WHERE {pk} IN ({', '.join(['%s'] * len(moves))})"
+        f"WHERE {pk} IN ({which})"
     )
     params = [v for slot, f, _ in moves for v in (slot.position.pk, f, f)]
     params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
