@@ -223,13 +223,15 @@ def _untime_phases() -> None:
         setattr(module, name, original)
 
 
-def run(n: int, engine: str) -> dict:
+def run(n: int, engine: str, workers: int | None = None) -> dict:
     from django.db import connection
 
-    from retention.cycle import run_cycle
+    from retention.cycle import process_count, run_cycle
     from retention.models import TruncationRecord
 
     phases = _time_phases()
+    used = process_count(n, workers) if engine == "local" else 1
+    cpu0 = _cpu()
     t0 = time.perf_counter()
     marks = []
 
@@ -237,8 +239,9 @@ def run(n: int, engine: str) -> dict:
         if done // 10_000 > len(marks):  # seconds at every 10k streams: linear or not
             marks.append(round(time.perf_counter() - t0, 1))
 
-    outcomes = run_cycle(now=NOW, engine=engine, trigger="command", progress=progress)
+    outcomes = run_cycle(now=NOW, engine=engine, trigger="command", progress=progress, workers=workers)
     elapsed = time.perf_counter() - t0
+    cpu = {k: v - cpu0[k] for k, v in _cpu().items()}
     _untime_phases()
     truncated = sum(1 for o in outcomes if o.record is not None)
     rules = {}
@@ -248,8 +251,32 @@ def run(n: int, engine: str) -> dict:
     assert TruncationRecord.objects.filter(completed=True).count() == truncated
     return {
         "seconds": elapsed, "phases": dict(phases), "marks": marks, "truncated": truncated, "rules": rules,
-        "vendor": connection.vendor,
+        "vendor": connection.vendor, "cpu": cpu, "workers": used,
     }
+
+
+def _cpu() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process with its finished children (a
+    cycle's worker processes), and by PostgreSQL when it runs on this machine: its live processes
+    plus the backends that have exited (their time is added to the postmaster's children's)."""
+    import resource
+
+    import psutil
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"cycle": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "postgres": 0.0}
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] not in ("postgres", "postmaster"):
+            continue
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        out["postgres"] += times.user + times.system
+        if proc.ppid() == 1 or proc.parent().name() not in ("postgres", "postmaster"):  # the postmaster
+            out["postgres"] += times.children_user + times.children_system
+    return out
 
 
 def main() -> None:
@@ -259,6 +286,9 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes of the local engine (default CBR_RETENTION_WORKERS: the cores); "
+                             "with more than one, the step timings are not collected (they run in the workers)")
     parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
     parser.add_argument("--reuse", action="store_true",
                         help="start from the snapshot of an earlier run's fleet of the same size")
@@ -306,19 +336,22 @@ def main() -> None:
                 from spark_tasks.session import get_spark
 
                 ship_code(get_spark())
-            r = run(n, engine)
+            r = run(n, engine, args.workers)
             results[(n, engine)] = r["seconds"]
             top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
             print(
                 f"N={n:>9,}  engine {engine:<5}  cycle {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
                 f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
             )
+            print(f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
+                  f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))")
             if r["marks"]:
                 print(f"    seconds at each 10k streams applied: {r['marks']}")
             other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)
-            print("    where the time went: " + ", ".join(
-                f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "") for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
-            ) + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s")
+            if r["phases"]:  # timed in this process (the steps of worker processes are not seen)
+                print("    where the time went: " + ", ".join(
+                    f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "") for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
+                ) + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s")
     sizes = sorted({n for n, _ in results})
     for engine in args.engines.split(","):
         for a, b in zip(sizes, sizes[1:]):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -175,6 +176,10 @@ CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
+# the local engine spreads a cycle of this many streams or more over CBR_RETENTION_WORKERS
+# processes (PostgreSQL only; one process otherwise)
+CBR_RETENTION_WORKERS = env_int("CBR_RETENTION_WORKERS", os.cpu_count() or 1, minimum=1)
+CBR_RETENTION_PARALLEL_MIN_STREAMS = env_int("CBR_RETENTION_PARALLEL_MIN_STREAMS", 4_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -27,7 +27,7 @@ from datetime import datetime
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -41,6 +41,7 @@ from streams.storage.segment import BOOT_ID
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import is_at_or_after, moves_head
+from .forked import chunks, run_forked
 from .inputs_codec import considered
 from .models import CycleState, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
@@ -555,12 +556,27 @@ def run_cycle(
     user=None,
     engine: str = "local",
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> list[StreamOutcome]:
+    """One cycle over `streams` (default: every stream with a policy), in their order. The local
+    engine spreads a large cycle over `workers` processes (`CBR_RETENTION_WORKERS`); see
+    `_run_in_processes`."""
     now = now or timezone.now()
     targets = list(streams if streams is not None else streams_with_policy().only(*_CYCLE_FIELDS))
     if choose_engine(engine, len(targets)) == "spark":
         return _run_on_spark(targets, now, trigger, user, progress)
     interval = settings.CBR_RETENTION_INTERVAL
+    workers = process_count(len(targets), workers)
+    if workers > 1:
+        outcomes = _run_in_processes(targets, now, interval, trigger, user, progress, workers)
+    else:
+        outcomes = _run_locally(targets, now, interval, trigger, user, progress)
+    _make_heads_durable(outcomes)
+    return outcomes
+
+
+def _run_locally(targets, now, interval, trigger, user, progress) -> list[StreamOutcome]:
+    """Lock, gather, decide and apply batch by batch in this process."""
     outcomes: list[StreamOutcome] = []
     for batch, locks, prepared in prepared_batches(targets, now, interval):
         try:
@@ -574,7 +590,73 @@ def run_cycle(
             locks.release()
         if progress:
             progress(len(outcomes), len(targets))
-    _make_heads_durable(outcomes)
+    return outcomes
+
+
+# -- the local engine on several cores -----------------------------------------------------------
+
+PARALLEL_CHUNK = 2_000  # streams a worker process takes at a time (4 batches)
+# what the forked worker processes read (the parent's memory, shared at fork: nothing is pickled
+# on the way in); set only while a cycle's workers are alive
+_FORKED: tuple | None = None
+
+
+def process_count(stream_count: int, asked: int | None = None) -> int:
+    """How many processes a local cycle over `stream_count` streams uses. One, whatever was
+    asked, below `CBR_RETENTION_PARALLEL_MIN_STREAMS` streams, on a database other than
+    PostgreSQL (SQLite takes one writer at a time, and an in-memory one is not shared), inside a
+    transaction (other processes would not see what it has not committed), or where processes
+    cannot be forked."""
+    workers = asked if asked is not None else settings.CBR_RETENTION_WORKERS
+    if (
+        workers <= 1
+        or stream_count < settings.CBR_RETENTION_PARALLEL_MIN_STREAMS
+        or connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or not hasattr(os, "fork")
+    ):
+        return 1
+    return min(workers, -(-stream_count // PARALLEL_CHUNK))
+
+
+def _run_in_processes(targets, now, interval, trigger, user, progress, workers) -> list[StreamOutcome]:
+    """The local engine on `workers` forked processes (`retention.forked`), each taking chunks of
+    PARALLEL_CHUNK streams in turn and running them exactly as `_run_locally` does: its own
+    database connection, the same per-stream locks, batches and rules. A cycle in one process is
+    half Python and half PostgreSQL, one after the other; two processes keep both cores busy.
+    The outcomes come back in the streams' order; progress counts the chunks done in that order.
+    A worker that dies fails the cycle; the locks it held belonged to a dead process on this
+    machine, so the next cycle takes them over and finishes its streams."""
+    global _FORKED
+    ranges = chunks(len(targets), PARALLEL_CHUNK)
+    done: dict[int, list[StreamOutcome]] = {}
+    reported = 0
+
+    def on_result(i: int, outcomes: list[StreamOutcome]) -> None:
+        nonlocal reported
+        done[i] = outcomes
+        while reported < len(ranges) and reported in done:
+            reported += 1
+            if progress:
+                progress(ranges[reported - 1][1], len(targets))
+
+    _FORKED = (targets, ranges, now, interval, trigger, user)
+    try:
+        # a forked process must not share this process's database socket: each opens its own
+        run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all)
+    finally:
+        _FORKED = None
+    return [o for i in range(len(ranges)) for o in done[i]]
+
+
+def _run_chunk(i: int) -> list[StreamOutcome]:
+    """In a worker process: the i-th chunk of the cycle's streams, run locally."""
+    targets, ranges, now, interval, trigger, user = _FORKED
+    start, end = ranges[i]
+    outcomes = _run_locally(targets[start:end], now, interval, trigger, user, None)
+    for outcome in outcomes:  # sent back without the stream, scope and policy they point to
+        if outcome.record is not None:
+            outcome.record._state.fields_cache.clear()
     return outcomes
 
 

@@ -54,6 +54,21 @@ _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append"
 _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
 
 
+def _after_fork_in_child() -> None:
+    """A forked process (a retention cycle's workers) starts with none of the parent's threads:
+    the pools' workers and whoever held the cache's lock are gone. It gets pools and a lock of its
+    own, and opens segments anew (`Segment` drops inherited descriptors itself: a flock through
+    an open file shared with the parent would not exclude it)."""
+    global _APPEND_POOL, _IO_POOL, _SEGMENTS_LOCK
+    _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
+    _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
+    _SEGMENTS_LOCK = threading.Lock()
+    _SEGMENTS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def open_segment(path: Path, config: StoreConfig) -> Segment:
     """The process's `Segment` object for a directory (it caches descriptors). Past
     MAX_OPEN_SEGMENTS the least recently used quarter is closed; one in use by another thread is

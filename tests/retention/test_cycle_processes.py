@@ -1,0 +1,174 @@
+"""The local engine on several processes (`retention.cycle._run_in_processes`): the same decisions,
+heads, history and retention sets as one process, outcomes in the streams' order, and a cycle
+whose worker process is killed mid-way finished by the next. PostgreSQL only (the only database a
+cycle spreads over processes on: SQLite takes one writer at a time); CI runs these on it."""
+
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from django.db import connection
+from django.utils import timezone
+
+from retention import cycle as cycle_module
+from retention import set_store
+from retention.cycle import process_count, run_cycle
+from retention.forked import WorkerDied
+from retention.models import TruncationRecord
+from retention.policy_spec import parse_policy
+from streams import services
+from streams.models import ReaderGroup, Scope, Segment, Subscription
+from streams.storage.framing import EventIn
+
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+POLICIES = [
+    {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True},
+    {"limit_type": "size", "min": 30, "max": 600, "consumption_based": True},
+    {"limit_type": "time", "min": 0, "max": 3600, "consumption_based": True},
+    {"limit_type": "size", "min": 60, "max": 240, "consumption_based": False},
+]
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="a cycle uses several processes on PostgreSQL only (CI runs these)"
+)
+
+
+@pytest.fixture
+def parallel(settings, monkeypatch):
+    """Chunks of 2 streams in batches of 1, from 1 stream up: a handful of streams exercise
+    everything a 100k cycle does across processes."""
+    settings.CBR_RETENTION_PARALLEL_MIN_STREAMS = 1
+    monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
+    monkeypatch.setattr(cycle_module, "BATCH", 1)
+
+
+def fleet(scope: str, count: int = 9) -> list:
+    """`count` streams with varied policies, 2 segments, 11 events each and two subscribers at
+    varied cuts: a truncation by several different rules, and some streams left alone."""
+    streams = []
+    for i in range(count):
+        stream = services.do_create_stream(
+            scope=scope, name=f"s{i}", segment_count=2, policy=parse_policy(POLICIES[i % len(POLICIES)])
+        )
+        for k in range(11):
+            services.do_publish(stream, [EventIn(b"x" * 30, routing_key=f"k{k}".encode())])
+        tail = services.stream_log(stream).tail_cut()
+        for g, share in (("A", (i % 3) / 3), ("B", ((i + 1) % 4) / 4)):
+            group, _ = ReaderGroup.objects.get_or_create(
+                scope=Scope.objects.get(name=scope), name=g,
+                defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"},
+            )
+            Subscription.objects.update_or_create(
+                reader_group=group, stream=stream,
+                defaults={"acknowledgement_cut": {s: int(o * share) for s, o in tail.items()},
+                          "acknowledged_at": timezone.now()},
+            )
+        streams.append(stream)
+    return streams
+
+
+def state(streams) -> list:
+    """What a cycle leaves of each stream, without its scope's name: head, Segment rows,
+    retention set, history."""
+    out = []
+    for s in streams:
+        out.append((
+            s.name,
+            services.stream_log(s).head_cut(),
+            sorted(Segment.objects.filter(stream=s).values_list("segment_id", "head_offset", "head_size")),
+            [(e.size_bytes, e.cut) for e in set_store.entries(s)],
+            [
+                (r.rule, r.before_cut, r.after_cut, r.after_size, r.completed, [x["name"][-1] for x in r.subscribers])
+                for r in TruncationRecord.objects.filter(stream=s).order_by("id")
+            ],
+        ))
+    return out
+
+
+def outcome_rows(outcomes) -> list:
+    return [(o.stream.split("/")[1], o.rule, o.record.after_cut if o.record else None) for o in outcomes]
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel, monkeypatch, redis_url):
+    one, two = fleet("one"), fleet("two")
+    client = redis.Redis.from_url(redis_url)
+    client.delete("test:cycle-pids")
+    applying = cycle_module.apply_batch
+
+    def apply_batch(*args, **kwargs):  # which processes applied batches
+        client.sadd("test:cycle-pids", os.getpid())
+        return applying(*args, **kwargs)
+
+    monkeypatch.setattr(cycle_module, "apply_batch", apply_batch)
+    for hours in (0, 1, 2):  # three cycles: records added, dropped, subscribers moved on
+        at = T0 + timedelta(hours=hours)
+        alone = run_cycle(now=at, streams=one, trigger="command", workers=1)
+        assert client.smembers("test:cycle-pids") == {str(os.getpid()).encode()}
+        client.delete("test:cycle-pids")
+        progress = []
+        spread = run_cycle(now=at, streams=two, trigger="command", workers=2,
+                           progress=lambda done, total: progress.append((done, total)))
+        pids = {int(p) for p in client.smembers("test:cycle-pids")}
+        client.delete("test:cycle-pids")
+        assert len(pids) == 2 and os.getpid() not in pids  # two forked workers applied it
+        assert progress[-1] == (9, 9) and [d for d, _ in progress] == sorted(d for d, _ in progress)
+        assert outcome_rows(spread) == outcome_rows(alone)  # in the streams' order
+        assert state(two) == state(one)
+    rules = {r for r, in TruncationRecord.objects.values_list("rule")}
+    assert len(rules) >= 3 and TruncationRecord.objects.filter(completed=False).count() == 0
+    # the worker processes released every lock they took
+    assert not [k for k in client.scan_iter("cbr:retention:*")]
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel, monkeypatch, redis_url):
+    """kill -9 of a worker process after it recorded a truncation and before it touched the
+    store: the cycle fails; the next cycle takes over the dead worker's locks, finishes the
+    half-done truncation and truncates the rest, each stream exactly once."""
+    one, two = fleet("one"), fleet("two")
+    expected_outcomes = outcome_rows(run_cycle(now=T0, streams=one, workers=1))
+    client = redis.Redis.from_url(redis_url)
+    client.delete("test:killed")
+    truncating = cycle_module.truncate_many
+
+    def truncate_many(targets):
+        if os.getpid() != parent and client.set("test:killed", 1, nx=True):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return truncating(targets)
+
+    parent = os.getpid()
+    monkeypatch.setattr(cycle_module, "truncate_many", truncate_many)
+    with pytest.raises(WorkerDied, match="died during task"):
+        run_cycle(now=T0, streams=two, workers=2)
+    assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 1
+    left = [k for k in client.scan_iter("cbr:retention:*")]
+    assert left  # the killed worker's locks outlived it
+    run_cycle(now=T0, streams=two, workers=2)
+    assert state(two) == state(one)
+    truncated = {name for name, _, cut in expected_outcomes if cut is not None}
+    assert {r.stream.name for r in TruncationRecord.objects.filter(stream__in=two)} == truncated
+    assert TruncationRecord.objects.filter(stream__in=two).count() == len(truncated)
+
+
+@pytest.mark.django_db
+def test_one_process_below_the_threshold_inside_a_transaction_or_off_postgresql(settings):
+    settings.CBR_RETENTION_PARALLEL_MIN_STREAMS = 100
+    assert process_count(99, 2) == 1
+    assert process_count(1_000_000, 1) == 1
+    # this test runs inside a transaction (other processes would not see its rows): one process
+    assert connection.in_atomic_block and process_count(100_000, 2) == 1
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_as_many_processes_as_asked_and_chunks_allow_on_postgresql(settings):
+    settings.CBR_RETENTION_PARALLEL_MIN_STREAMS = 100
+    settings.CBR_RETENTION_WORKERS = 3
+    assert process_count(100_000) == 3
+    assert process_count(100_000, 2) == 2
+    assert process_count(cycle_module.PARALLEL_CHUNK + 1, 8) == 2  # no process without a chunk

@@ -1,0 +1,72 @@
+"""retention.forked: tasks on forked worker processes, without Django."""
+
+import os
+import signal
+
+import pytest
+
+from retention.forked import WorkerDied, chunks, run_forked
+
+
+def collect(run, count, workers):
+    got = {}
+    run_forked(run, count, workers, lambda i, value: got.__setitem__(i, value))
+    return got
+
+
+def test_every_task_runs_once_in_a_worker_and_its_answer_comes_back():
+    parent = os.getpid()
+    got = collect(lambda i: (i * i, os.getpid(), "x" * (i * 300_000)), 7, 3)  # answers up to 1.8 MB
+    assert sorted(got) == list(range(7))
+    assert all(got[i][0] == i * i and len(got[i][2]) == i * 300_000 for i in got)
+    pids = {pid for _, pid, _ in got.values()}
+    assert parent not in pids and 1 <= len(pids) <= 3
+
+
+def test_no_more_workers_than_tasks_and_none_left_behind():
+    got = collect(lambda i: os.getpid(), 2, 8)
+    assert len(set(got.values())) <= 2
+    for pid in set(got.values()):  # waited for: gone, not zombies
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_task_that_raises_is_raised_here_after_the_others_finish():
+    answered = []
+
+    def run(i):
+        if i == 2:
+            raise ValueError("task 2 is bad")
+        return i
+
+    with pytest.raises(ValueError, match="task 2 is bad"):
+        run_forked(run, 6, 2, lambda i, v: answered.append(i))
+    assert 2 not in answered
+
+
+def test_an_exception_that_does_not_pickle_arrives_as_its_text():
+    class Local(Exception):  # defined in a function: pickle cannot find it
+        pass
+
+    def run(i):
+        raise Local("only its text travels")
+
+    with pytest.raises(RuntimeError, match="Local: only its text travels"):
+        run_forked(run, 1, 1, lambda i, v: None)
+
+
+def test_a_worker_killed_mid_task_is_worker_died():
+    def run(i):
+        if i == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+    answered = []
+    with pytest.raises(WorkerDied, match="died during task 1"):
+        run_forked(run, 4, 2, lambda i, v: answered.append(i))
+    assert 1 not in answered
+
+
+def test_chunks_cover_the_range_once():
+    assert chunks(5, 2) == [(0, 2), (2, 4), (4, 5)]
+    assert chunks(0, 2) == []
