@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -670,39 +671,77 @@ def _make_heads_durable(outcomes: list[StreamOutcome]) -> None:
 SPARK_CHUNK = 25_000  # streams gathered, decided in one Spark job and applied before the next
 
 
+@dataclass
+class _SparkChunk:
+    """A chunk of streams gathered for the Spark engine: its batches (their locks held until
+    each is applied), the streams another cycle holds, its inputs and the job deciding them."""
+
+    writer: object  # spark_tasks.retention_job.InputsWriter
+    held: list[tuple[Locks, list[Prepared]]]
+    skipped: list[StreamOutcome]
+    decided: Future | None = None
+
+    def release(self) -> None:
+        for locks, _ in self.held:
+            locks.release()
+        self.held = []
+        self.writer.__exit__(None, None, None)
+
+
 def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
     """The Spark engine: gather the inputs of a chunk of streams (recording their tails) into
     Parquet, decide them all in one Spark job with the same `decide`, then apply the decisions
     batch by batch. Each stream is gathered once: its lock is held from gathering to applying,
     as in the local engine, so its head cannot move meanwhile. Chunks of SPARK_CHUNK streams bound
-    what is held in memory (and how long a lock is held) whatever the fleet's size."""
+    what is held in memory (and how long a lock is held) whatever the fleet's size.
+
+    The Spark job of one chunk runs (in a thread of this process, waiting on the JVM) while the
+    next chunk is gathered: the job's executors and this process's gathering each use a core,
+    where one waited for the other. At most two chunks are held at once."""
     from spark_tasks.retention_job import InputsWriter, decide_file
 
     interval = settings.CBR_RETENTION_INTERVAL
     outcomes: list[StreamOutcome] = []
-    for chunk in _batches(targets, SPARK_CHUNK):
-        held: list[tuple[Locks, list[Prepared]]] = []
-        try:
-            with InputsWriter() as writer:
-                for batch, locks, prepared in prepared_batches(chunk, now, interval):
-                    held.append((locks, prepared))
-                    outcomes += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
-                    writer.write([(p.stream.pk, p.inputs) for p in prepared])
-                writer.close()
-                decisions = decide_file(writer.path) if writer.rows else {}
-            with _no_automatic_gc():
-                while held:
-                    locks, prepared = held[0]
-                    items = [(p, *decisions[p.stream.pk]) for p in prepared]
-                    outcomes += apply_batch(items, now, trigger, user)
-                    locks.release()
-                    held.pop(0)
-                    gc.collect(0)
-                    if progress:
-                        progress(len(outcomes), len(targets))
-        finally:
-            for locks, _ in held:
+    waiting: list[_SparkChunk] = []  # gathered, in order; the first is applied next
+    deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
+
+    def apply_first() -> None:
+        nonlocal outcomes
+        chunk = waiting[0]
+        decisions = chunk.decided.result() if chunk.decided else {}
+        outcomes += chunk.skipped
+        with _no_automatic_gc():
+            while chunk.held:
+                locks, prepared = chunk.held[0]
+                items = [(p, *decisions[p.stream.pk]) for p in prepared]
+                outcomes += apply_batch(items, now, trigger, user)
                 locks.release()
+                chunk.held.pop(0)
+                gc.collect(0)
+                if progress:
+                    progress(len(outcomes), len(targets))
+        chunk.release()
+        waiting.pop(0)
+
+    try:
+        for streams in _batches(targets, SPARK_CHUNK):
+            chunk = _SparkChunk(InputsWriter(), [], [])
+            waiting.append(chunk)  # from here on, released whatever happens
+            for batch, locks, prepared in prepared_batches(streams, now, interval):
+                chunk.held.append((locks, prepared))
+                chunk.skipped += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
+                chunk.writer.write([(p.stream.pk, p.inputs) for p in prepared])
+            chunk.writer.close()
+            if chunk.writer.rows:
+                chunk.decided = deciding.submit(decide_file, chunk.writer.path)
+            if len(waiting) > 1:
+                apply_first()
+        while waiting:
+            apply_first()
+    finally:
+        deciding.shutdown(wait=True, cancel_futures=True)  # no job reads a directory removed below
+        for chunk in waiting:
+            chunk.release()
     _make_heads_durable(outcomes)
     return outcomes
 
