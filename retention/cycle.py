@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import orjson
 from django.conf import settings
@@ -42,7 +45,7 @@ from streams.storage.segment import BOOT_ID
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import is_at_or_after, moves_head
-from .forked import chunks, run_forked
+from .forked import Pool, chunks, run_forked
 from .inputs_codec import considered
 from .models import CycleState, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
@@ -559,15 +562,15 @@ def run_cycle(
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
 ) -> list[StreamOutcome]:
-    """One cycle over `streams` (default: every stream with a policy), in their order. The local
-    engine spreads a large cycle over `workers` processes (`CBR_RETENTION_WORKERS`); see
-    `_run_in_processes`."""
+    """One cycle over `streams` (default: every stream with a policy), in their order. A large
+    cycle is spread over `workers` processes (`CBR_RETENTION_WORKERS`, see `process_count`): the
+    local engine's whole work (`_run_in_processes`), the Spark engine's gathering and applying."""
     now = now or timezone.now()
     targets = list(streams if streams is not None else streams_with_policy().only(*_CYCLE_FIELDS))
-    if choose_engine(engine, len(targets)) == "spark":
-        return _run_on_spark(targets, now, trigger, user, progress)
-    interval = settings.CBR_RETENTION_INTERVAL
     workers = process_count(len(targets), workers)
+    if choose_engine(engine, len(targets)) == "spark":
+        return _run_on_spark(targets, now, trigger, user, progress, workers)
+    interval = settings.CBR_RETENTION_INTERVAL
     if workers > 1:
         outcomes = _run_in_processes(targets, now, interval, trigger, user, progress, workers)
     else:
@@ -641,7 +644,7 @@ def _run_in_processes(targets, now, interval, trigger, user, progress, workers) 
             if progress:
                 progress(ranges[reported - 1][1], len(targets))
 
-    _FORKED = (targets, ranges, now, interval, trigger, user)
+    _FORKED = (targets, now, interval, trigger, user, ranges)
     try:
         # a forked process must not share this process's database socket: each opens its own
         run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all)
@@ -652,10 +655,15 @@ def _run_in_processes(targets, now, interval, trigger, user, progress, workers) 
 
 def _run_chunk(i: int) -> list[StreamOutcome]:
     """In a worker process: the i-th chunk of the cycle's streams, run locally."""
-    targets, ranges, now, interval, trigger, user = _FORKED
+    targets, now, interval, trigger, user, ranges = _FORKED
     start, end = ranges[i]
-    outcomes = _run_locally(targets[start:end], now, interval, trigger, user, None)
-    for outcome in outcomes:  # sent back without the stream, scope and policy they point to
+    return _detached(_run_locally(targets[start:end], now, interval, trigger, user, None))
+
+
+def _detached(outcomes: list[StreamOutcome]) -> list[StreamOutcome]:
+    """Outcomes to send to the parent process: without the stream, scope and policy their
+    records point to."""
+    for outcome in outcomes:
         if outcome.record is not None:
             outcome.record._state.fields_cache.clear()
     return outcomes
@@ -673,22 +681,20 @@ SPARK_CHUNK = 25_000  # streams gathered, decided in one Spark job and applied b
 
 @dataclass
 class _SparkChunk:
-    """A chunk of streams gathered for the Spark engine: its batches (their locks held until
-    each is applied), the streams another cycle holds, its inputs and the job deciding them."""
+    """A chunk of streams gathered for the Spark engine: where its inputs are, the streams another
+    cycle holds, and the job deciding them. The batches themselves (their locks held until each is
+    applied) are kept by whoever gathered them: `held` here in this process, or each worker
+    process its part (`parts`: the chunk's ranges of streams, each sent to worker i % workers)."""
 
-    writer: object  # spark_tasks.retention_job.InputsWriter
-    held: list[tuple[Locks, list[Prepared]]]
+    path: Path
     skipped: list[StreamOutcome]
+    rows: int
+    held: list[tuple[Locks, list[Prepared]]] = field(default_factory=list)
+    parts: list[tuple[int, int]] = field(default_factory=list)
     decided: Future | None = None
 
-    def release(self) -> None:
-        for locks, _ in self.held:
-            locks.release()
-        self.held = []
-        self.writer.__exit__(None, None, None)
 
-
-def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
+def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> list[StreamOutcome]:
     """The Spark engine: gather the inputs of a chunk of streams (recording their tails) into
     Parquet, decide them all in one Spark job with the same `decide`, then apply the decisions
     batch by batch. Each stream is gathered once: its lock is held from gathering to applying,
@@ -696,54 +702,167 @@ def _run_on_spark(targets, now, trigger, user, progress) -> list[StreamOutcome]:
     what is held in memory (and how long a lock is held) whatever the fleet's size.
 
     The Spark job of one chunk runs (in a thread of this process, waiting on the JVM) while the
-    next chunk is gathered: the job's executors and this process's gathering each use a core,
-    where one waited for the other. At most two chunks are held at once."""
-    from spark_tasks.retention_job import InputsWriter, decide_file
+    next chunk is gathered: the job's executors and the gathering each use a core, where one
+    waited for the other. At most two chunks are held at once. Gathering and applying are spread
+    over worker processes as in the local engine (`process_count`): each worker gathers parts of
+    PARALLEL_CHUNK streams, writes their inputs into the chunk's directory and keeps them, with
+    their locks, until this process sends it the decisions for them."""
+    from spark_tasks.retention_job import decide_file
 
     interval = settings.CBR_RETENTION_INTERVAL
     outcomes: list[StreamOutcome] = []
     waiting: list[_SparkChunk] = []  # gathered, in order; the first is applied next
+    pool = None
+    global _FORKED
+    if workers > 1:
+        _FORKED = (targets, now, interval, trigger, user, None)
+        pool = Pool(_spark_part, workers, before_fork=connections.close_all)
     deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
+    directory = tempfile.TemporaryDirectory(prefix="cbr-retention-")
+    finished = False
 
     def apply_first() -> None:
         nonlocal outcomes
         chunk = waiting[0]
         decisions = chunk.decided.result() if chunk.decided else {}
         outcomes += chunk.skipped
-        with _no_automatic_gc():
-            while chunk.held:
-                locks, prepared = chunk.held[0]
-                items = [(p, *decisions[p.stream.pk]) for p in prepared]
-                outcomes += apply_batch(items, now, trigger, user)
-                locks.release()
-                chunk.held.pop(0)
-                gc.collect(0)
-                if progress:
-                    progress(len(outcomes), len(targets))
-        chunk.release()
+        if pool is None:
+            outcomes += _apply_held(chunk.held, decisions, now, trigger, user, progress, len(outcomes), len(targets))
+        else:
+            outcomes += _apply_parts(pool, chunk.parts, targets, decisions)
+            if progress:
+                progress(len(outcomes), len(targets))
+        shutil.rmtree(chunk.path, ignore_errors=True)
         waiting.pop(0)
 
     try:
-        for streams in _batches(targets, SPARK_CHUNK):
-            chunk = _SparkChunk(InputsWriter(), [], [])
-            waiting.append(chunk)  # from here on, released whatever happens
-            for batch, locks, prepared in prepared_batches(streams, now, interval):
-                chunk.held.append((locks, prepared))
-                chunk.skipped += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
-                chunk.writer.write([(p.stream.pk, p.inputs) for p in prepared])
-            chunk.writer.close()
-            if chunk.writer.rows:
-                chunk.decided = deciding.submit(decide_file, chunk.writer.path)
+        for k, start in enumerate(range(0, len(targets), SPARK_CHUNK)):
+            path = Path(directory.name) / f"chunk-{k}"
+            path.mkdir()
+            streams = targets[start : start + SPARK_CHUNK]
+            if pool is None:
+                chunk = _SparkChunk(path, [], 0)
+                waiting.append(chunk)  # from here on, released whatever happens
+                chunk.rows = _gather_here(chunk, streams, now, interval)
+            else:
+                chunk = _gather_in_parts(pool, path, start, start + len(streams))
+                waiting.append(chunk)
+            if chunk.rows:
+                chunk.decided = deciding.submit(decide_file, path)
             if len(waiting) > 1:
                 apply_first()
         while waiting:
             apply_first()
+        finished = True
     finally:
         deciding.shutdown(wait=True, cancel_futures=True)  # no job reads a directory removed below
         for chunk in waiting:
-            chunk.release()
+            for locks, _ in chunk.held:
+                locks.release()
+        if pool is not None:
+            _FORKED = None
+            if not finished:
+                _release_parts(pool)
+            pool.close()
+        directory.cleanup()
     _make_heads_durable(outcomes)
     return outcomes
+
+
+def _gather_here(chunk: _SparkChunk, streams: list[Stream], now, interval, prefix="part", files=None) -> int:
+    """Gather `streams` batch by batch into `chunk` (its inputs written to its directory, its
+    batches kept with their locks in `chunk.held`); the number of streams written."""
+    from spark_tasks.retention_job import InputsWriter
+
+    writer = InputsWriter(files=files, directory=chunk.path, prefix=prefix)
+    try:
+        for batch, locks, prepared in prepared_batches(streams, now, interval):
+            chunk.held.append((locks, prepared))
+            chunk.skipped += _skipped(batch, locks.held, "skipped:locked-by-another-cycle")
+            writer.write([(p.stream.pk, p.inputs) for p in prepared])
+    finally:
+        writer.close()
+    return writer.rows
+
+
+def _apply_held(held, decisions, now, trigger, user, progress=None, done=0, total=0) -> list[StreamOutcome]:
+    """Apply gathered batches with their decisions, releasing each batch's locks once applied."""
+    outcomes: list[StreamOutcome] = []
+    try:
+        with _no_automatic_gc():
+            while held:
+                locks, prepared = held[0]
+                outcomes += apply_batch([(p, *decisions[p.stream.pk]) for p in prepared], now, trigger, user)
+                locks.release()
+                held.pop(0)
+                gc.collect(0)
+                if progress:
+                    progress(done + len(outcomes), total)
+    finally:
+        for locks, _ in held:
+            locks.release()
+        held.clear()
+    return outcomes
+
+
+# -- the Spark engine's worker processes: a part is PARALLEL_CHUNK streams of a chunk -------------
+
+_PARTS: dict[int, _SparkChunk] = {}  # in a worker process: the parts it gathered, by start
+
+
+def _gather_in_parts(pool: Pool, path: Path, start: int, end: int) -> _SparkChunk:
+    parts = [(a, b) for a, b in chunks(end - start, PARALLEL_CHUNK)]
+    parts = [(start + a, start + b) for a, b in parts]
+    chunk = _SparkChunk(path, [], 0, parts=parts)
+    answers: dict[int, tuple] = {}
+    pool.run([("gather", a, b, path) for a, b in parts], answers.__setitem__, worker_of=lambda i: i)
+    for i in range(len(parts)):
+        skipped, rows = answers[i]
+        chunk.skipped += skipped
+        chunk.rows += rows
+    return chunk
+
+
+def _apply_parts(pool: Pool, parts, targets, decisions) -> list[StreamOutcome]:
+    tasks = [
+        ("apply", a, b, {s.pk: decisions[s.pk] for s in targets[a:b] if s.pk in decisions})
+        for a, b in parts
+    ]
+    answers: dict[int, list[StreamOutcome]] = {}
+    pool.run(tasks, answers.__setitem__, worker_of=lambda i: i)
+    return [o for i in range(len(parts)) for o in answers[i]]
+
+
+def _release_parts(pool: Pool) -> None:
+    """After a failure: each live worker releases the locks of the parts it still holds (a dead
+    one's are taken over by the next cycle)."""
+    try:
+        pool.run([("release", 0, 0, None)] * pool.size, lambda i, v: None, worker_of=lambda i: i)
+    except Exception:
+        pass
+
+
+def _spark_part(task) -> object:
+    """In a worker process: gather a part (its inputs written as `part-<start>` files into the
+    chunk's directory; kept with its locks), apply a part with its decisions, or release all."""
+    op, start, end, arg = task
+    targets, now, interval, trigger, user, _ = _FORKED
+    if op == "gather":
+        part = _PARTS[start] = _SparkChunk(arg, [], 0)
+        try:
+            part.rows = _gather_here(part, targets[start:end], now, interval, prefix=f"part-{start:09d}", files=1)
+        except BaseException:
+            for locks, _ in _PARTS.pop(start).held:
+                locks.release()
+            raise
+        return part.skipped, part.rows
+    if op == "apply":
+        return _detached(_apply_held(_PARTS.pop(start).held, arg, now, trigger, user))
+    for part in _PARTS.values():
+        for locks, _ in part.held:
+            locks.release()
+    _PARTS.clear()
+    return None
 
 
 def execute(cycle) -> None:

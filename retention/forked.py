@@ -1,12 +1,16 @@
-"""A few forked worker processes that run numbered tasks of one function, for a retention cycle
-spread over the machine's cores (`retention.cycle._run_in_processes`).
+"""A few forked worker processes that run tasks of one function, for a retention cycle spread over
+the machine's cores (`retention.cycle`: the local engine, and the Spark engine's gathering and
+applying).
 
 Not `multiprocessing` or `concurrent.futures`: a Celery prefork worker's process is daemonic, and
 those refuse to start children there; and their workers block on a queue whose other end their
 siblings hold, so they outlive a parent killed -9. Here each worker has two pipes of its own: it
-reads the next task number from one (and exits at its end: when the parent is done, or dead, it
-finishes the task at hand at most) and writes each result, pickled, to the other. A worker that
-dies is seen as the end of its result pipe, and fails the whole run.
+reads its next task from one (and exits at its end: when the parent is done, or dead, it finishes
+the task at hand at most) and writes each answer to the other. Tasks and answers travel pickled,
+length-prefixed. A worker that dies is seen as the end of its answer pipe, and fails the run.
+
+A worker lives as long as its `Pool`, so what a task leaves in the worker's memory is there for
+the next task sent to that worker (`run(..., worker_of=...)` picks the worker of each task).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-_TASK = struct.Struct("<q")  # a task number; -1 never sent (end of tasks is the pipe's end)
 _SIZE = struct.Struct("<Q")
 
 
@@ -29,11 +32,108 @@ class WorkerDied(RuntimeError):
 
 @dataclass
 class _Worker:
+    index: int
     pid: int
-    tasks: int  # write end: task numbers to the worker
-    results: int  # read end: pickled (ok, value) from the worker
-    busy: int | None = None  # the task number it works on
+    tasks: int  # write end: pickled tasks to the worker
+    answers: int  # read end: pickled (ok, value) from the worker
+    busy: int | None = None  # the number of the task it works on
     buffer: bytearray = field(default_factory=bytearray)
+    alive: bool = True
+
+
+class Pool:
+    """`workers` forked processes, each calling `handle(task)` for the tasks sent to it."""
+
+    def __init__(self, handle: Callable[[object], object], workers: int, before_fork: Callable[[], None] = lambda: None):
+        self._workers: list[_Worker] = []
+        ours: list[int] = []  # this process's pipe ends: a child closes the ones it does not use
+        try:
+            for index in range(workers):
+                before_fork()  # e.g. close database connections a child must not share
+                self._workers.append(_fork(index, handle, ours))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    def run(
+        self,
+        tasks: Sequence[object],
+        on_answer: Callable[[int, object], None],
+        worker_of: Callable[[int], int] | None = None,
+    ) -> None:
+        """Send each task to a worker (the next free one, or `worker_of(i)`'s in their order) and
+        call `on_answer(i, value)` here as answers arrive, in any order. An exception in a task
+        is raised here once the tasks already sent have answered (no worker is left working);
+        a worker that died raises `WorkerDied`; either way no further task is sent."""
+        dead = [w.pid for w in self._workers if not w.alive]
+        if dead:  # what it held in memory is gone
+            raise WorkerDied(f"retention worker process {dead[0]} died in an earlier run of this pool")
+        queues: list[list[int]] = [[] for _ in self._workers]
+        shared: list[int] = []
+        for i in range(len(tasks)):
+            (shared if worker_of is None else queues[worker_of(i) % len(self._workers)]).append(i)
+        shared.reverse()
+        for q in queues:
+            q.reverse()
+        failure: BaseException | None = None
+
+        def give(worker: _Worker) -> None:
+            source = queues[worker.index] or shared
+            if failure is None and worker.alive and source:
+                i = source.pop()
+                worker.busy = i
+                if not _send(worker.tasks, tasks[i]):
+                    worker.alive = False  # its answer pipe's end says why
+
+        with selectors.DefaultSelector() as selector:
+            for worker in self._workers:
+                if worker.alive:
+                    selector.register(worker.answers, selectors.EVENT_READ, worker)
+                    give(worker)
+            while any(w.busy is not None for w in self._workers):
+                for key, _ in selector.select():
+                    worker = key.data
+                    answer = _read(worker)
+                    if answer is _NOT_YET:
+                        continue
+                    task, worker.busy = worker.busy, None
+                    if answer is _ENDED:
+                        selector.unregister(worker.answers)
+                        worker.alive = False
+                        failure = failure or WorkerDied(
+                            f"retention worker process {worker.pid} died during task {task}"
+                        )
+                        continue
+                    ok, value = answer
+                    if not ok:
+                        failure = failure or value
+                    elif failure is None:
+                        on_answer(task, value)
+                    give(worker)
+        if failure is not None:
+            raise failure
+
+    def close(self) -> None:
+        """End every worker (the end of its task pipe) and wait for it."""
+        for worker in self._workers:
+            _close(worker.tasks)  # the end of its tasks: it exits
+        for worker in self._workers:
+            _close(worker.answers)
+            try:
+                os.waitpid(worker.pid, 0)
+            except ChildProcessError:
+                pass
+        self._workers = []
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def run_forked(
@@ -44,97 +144,59 @@ def run_forked(
     before_fork: Callable[[], None] = lambda: None,
 ) -> None:
     """Run `run(i)` for i in range(count) on `workers` forked processes, each taking the next
-    task when it finishes one; `on_result(i, value)` in this process as each answer arrives (in
-    any order). An exception in a task is raised here (the others' answers are waited for first,
-    so that no worker is left working); a worker that dies raises `WorkerDied`. `before_fork` runs
-    before each fork (e.g. closing database connections a child must not share)."""
-    pool: list[_Worker] = []
-    ours: list[int] = []  # this process's pipe ends: a child closes the ones it does not use
-    next_task = 0
-    failure: BaseException | None = None
-    try:
-        for _ in range(min(workers, count)):
-            before_fork()
-            pool.append(_fork(run, ours))
-        with selectors.DefaultSelector() as selector:
-            for worker in pool:
-                selector.register(worker.results, selectors.EVENT_READ, worker)
-            for worker in pool:
-                if next_task < count:
-                    _give(worker, next_task)
-                    next_task += 1
-            while any(w.busy is not None for w in pool):
-                for key, _ in selector.select():
-                    worker = key.data
-                    answer = _read(worker)
-                    if answer is _NOT_YET:
-                        continue
-                    if answer is _ENDED:
-                        selector.unregister(worker.results)
-                        failure = failure or WorkerDied(
-                            f"retention worker process {worker.pid} died during task {worker.busy}"
-                        )
-                        worker.busy = None
-                        continue
-                    task, worker.busy = worker.busy, None
-                    ok, value = answer
-                    if not ok:
-                        failure = failure or value
-                    elif failure is None:
-                        on_result(task, value)
-                    if failure is None and next_task < count:
-                        _give(worker, next_task)
-                        next_task += 1
-    finally:
-        for worker in pool:
-            _close(worker.tasks)  # the end of its tasks: it exits
-        for worker in pool:
-            _close(worker.results)
-            try:
-                os.waitpid(worker.pid, 0)
-            except ChildProcessError:
-                pass
-    if failure is not None:
-        raise failure
+    task when it finishes one; `on_result(i, value)` here as each answer arrives (`Pool.run`)."""
+    with Pool(run, min(workers, count), before_fork) as pool:
+        pool.run(range(count), on_result)
 
 
 _NOT_YET = object()
 _ENDED = object()
 
 
-def _fork(run: Callable[[int], object], ours: list[int]) -> _Worker:
+def _fork(index: int, handle: Callable[[object], object], ours: list[int]) -> _Worker:
     task_r, task_w = os.pipe()
-    result_r, result_w = os.pipe()
+    answer_r, answer_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         code = 0
         try:
-            for fd in (*ours, task_w, result_r):
+            for fd in (*ours, task_w, answer_r):
                 _close(fd)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's (a Celery worker's) handlers
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _serve(run, task_r, result_w)
+            _serve(handle, task_r, answer_w)
         except BaseException:
             code = 1
         finally:
             os._exit(code)  # no atexit handlers, no flushing the parent's buffers twice
     _close(task_r)
-    _close(result_w)
-    ours += [task_w, result_r]
-    return _Worker(pid, task_w, result_r)
+    _close(answer_w)
+    ours += [task_w, answer_r]
+    return _Worker(index, pid, task_w, answer_r)
 
 
-def _serve(run: Callable[[int], object], tasks: int, results: int) -> None:
-    with os.fdopen(tasks, "rb", buffering=0) as source, os.fdopen(results, "wb") as sink:
-        while len(raw := _read_exactly(source, _TASK.size)) == _TASK.size:
-            (task,) = _TASK.unpack(raw)
+def _serve(handle: Callable[[object], object], tasks: int, answers: int) -> None:
+    with os.fdopen(tasks, "rb") as source:
+        while (size := _read_exactly(source, _SIZE.size)) is not None:
+            task = pickle.loads(_read_exactly(source, _SIZE.unpack(size)[0]) or b"")
             try:
-                answer = (True, run(task))
+                answer = (True, handle(task))
             except Exception as exc:  # sent to the parent, raised there
                 answer = (False, _picklable(exc))
-            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-            sink.write(_SIZE.pack(len(data)) + data)
-            sink.flush()
+            if not _send(answers, answer):
+                return
+
+
+def _send(fd: int, value: object) -> bool:
+    """Write `value` pickled and length-prefixed, whole; False if the other end is gone."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_SIZE.pack(len(data)) + data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        return False
+    return True
 
 
 def _picklable(exc: Exception) -> Exception:
@@ -145,27 +207,15 @@ def _picklable(exc: Exception) -> Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _read_exactly(source, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = source.read(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _give(worker: _Worker, task: int) -> None:
-    worker.busy = task
-    try:
-        os.write(worker.tasks, _TASK.pack(task))
-    except OSError:  # it died: its result pipe's end tells
-        pass
+def _read_exactly(source, size: int) -> bytes | None:
+    """`size` bytes, or None at the end of the pipe (before or within them)."""
+    data = source.read(size) if size else b""
+    return data if len(data) == size else None
 
 
 def _read(worker: _Worker):
-    """What the worker's result pipe holds now: a whole answer, _NOT_YET, or _ENDED."""
-    chunk = os.read(worker.results, 1 << 20)
+    """What the worker's answer pipe holds now: a whole answer, _NOT_YET, or _ENDED."""
+    chunk = os.read(worker.answers, 1 << 20)
     if not chunk:
         return _ENDED
     worker.buffer += chunk

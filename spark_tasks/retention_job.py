@@ -63,7 +63,10 @@ class InputsWriter:
     """Writes stream inputs to a directory of Parquet files, batch by batch, spread over as many
     files as Spark has cores so that the job reads them in parallel without a shuffle."""
 
-    def __init__(self, files: int | None = None, directory: Path | None = None):
+    def __init__(self, files: int | None = None, directory: Path | None = None, prefix: str = "part"):
+        """`directory`: write there (it is the caller's), with file names starting `prefix`
+        (several writers, in several processes, can fill one directory)."""
+        self.prefix = prefix
         self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="cbr-retention-")
         self.path = Path(directory or self._tmp.name)
         self.files = files or _default_files()
@@ -80,7 +83,7 @@ class InputsWriter:
         k = self._batches % self.files  # batches go round the files
         self._batches += 1
         while len(self._writers) <= k:
-            name = self.path / f"part-{len(self._writers):03d}.parquet"
+            name = self.path / f"{self.prefix}-{len(self._writers):03d}.parquet"
             self._writers.append(pq.ParquetWriter(name, INPUT_SCHEMA))
         rows = [encode_inputs(sid, inputs) for sid, inputs in items]
         self._writers[k].write_table(pa.Table.from_pylist(rows, schema=INPUT_SCHEMA))

@@ -93,7 +93,13 @@ def outcome_rows(outcomes) -> list:
 
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
-def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel, monkeypatch, redis_url):
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
+def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel, monkeypatch, redis_url, request, engine):
+    """The Spark engine: chunks of 5 streams (two Spark jobs, the second gathered while the
+    first decides), each gathered and applied by the workers in parts of 2."""
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the run's one shared session
+        monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 5)
     one, two = fleet("one"), fleet("two")
     client = redis.Redis.from_url(redis_url)
     client.delete("test:cycle-pids")
@@ -106,16 +112,17 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
     monkeypatch.setattr(cycle_module, "apply_batch", apply_batch)
     for hours in (0, 1, 2):  # three cycles: records added, dropped, subscribers moved on
         at = T0 + timedelta(hours=hours)
-        alone = run_cycle(now=at, streams=one, trigger="command", workers=1)
+        alone = run_cycle(now=at, streams=one, trigger="command", workers=1, engine=engine)
         assert client.smembers("test:cycle-pids") == {str(os.getpid()).encode()}
         client.delete("test:cycle-pids")
         progress = []
-        spread = run_cycle(now=at, streams=two, trigger="command", workers=2,
+        spread = run_cycle(now=at, streams=two, trigger="command", workers=2, engine=engine,
                            progress=lambda done, total: progress.append((done, total)))
         pids = {int(p) for p in client.smembers("test:cycle-pids")}
         client.delete("test:cycle-pids")
         assert len(pids) == 2 and os.getpid() not in pids  # two forked workers applied it
         assert progress[-1] == (9, 9) and [d for d, _ in progress] == sorted(d for d, _ in progress)
+        assert len(progress) == (5 if engine == "local" else 2)  # per chunk done
         assert outcome_rows(spread) == outcome_rows(alone)  # in the streams' order
         assert state(two) == state(one)
     rules = {r for r, in TruncationRecord.objects.values_list("rule")}
@@ -126,12 +133,17 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
 
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
-def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel, monkeypatch, redis_url):
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
+def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel, monkeypatch, redis_url, request, engine):
     """kill -9 of a worker process after it recorded a truncation and before it touched the
-    store: the cycle fails; the next cycle takes over the dead worker's locks, finishes the
-    half-done truncation and truncates the rest, each stream exactly once."""
+    store: the cycle fails; the next cycle takes over the dead worker's locks (and, on Spark,
+    the other worker's, which held gathered parts when the pool closed), finishes the half-done
+    truncation and truncates the rest, each stream exactly once."""
+    if engine == "spark":
+        request.getfixturevalue("spark")
+        monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 5)
     one, two = fleet("one"), fleet("two")
-    expected_outcomes = outcome_rows(run_cycle(now=T0, streams=one, workers=1))
+    expected_outcomes = outcome_rows(run_cycle(now=T0, streams=one, workers=1, engine=engine))
     client = redis.Redis.from_url(redis_url)
     client.delete("test:killed")
     truncating = cycle_module.truncate_many
@@ -144,11 +156,11 @@ def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel
     parent = os.getpid()
     monkeypatch.setattr(cycle_module, "truncate_many", truncate_many)
     with pytest.raises(WorkerDied, match="died during task"):
-        run_cycle(now=T0, streams=two, workers=2)
+        run_cycle(now=T0, streams=two, workers=2, engine=engine)
     assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 1
     left = [k for k in client.scan_iter("cbr:retention:*")]
     assert left  # the killed worker's locks outlived it
-    run_cycle(now=T0, streams=two, workers=2)
+    run_cycle(now=T0, streams=two, workers=2, engine=engine)
     assert state(two) == state(one)
     truncated = {name for name, _, cut in expected_outcomes if cut is not None}
     assert {r.stream.name for r in TruncationRecord.objects.filter(stream__in=two)} == truncated

@@ -70,3 +70,41 @@ def test_a_worker_killed_mid_task_is_worker_died():
 def test_chunks_cover_the_range_once():
     assert chunks(5, 2) == [(0, 2), (2, 4), (4, 5)]
     assert chunks(0, 2) == []
+
+
+def test_a_pool_keeps_each_workers_memory_between_runs_and_sends_tasks_to_the_worker_asked():
+    from retention.forked import Pool
+
+    kept = {}
+
+    def handle(task):
+        op, key, value = task
+        if op == "put":
+            kept[key] = (value, os.getpid())
+            return os.getpid()
+        return kept.pop(key)
+
+    with Pool(handle, 2) as pool:
+        pids = {}
+        pool.run([("put", k, k * 10) for k in range(6)], pids.__setitem__, worker_of=lambda i: i % 2)
+        assert len(set(pids.values())) == 2
+        assert pids[0] == pids[2] == pids[4] != pids[1]
+        got = {}
+        pool.run([("get", k, None) for k in range(6)], got.__setitem__, worker_of=lambda i: i % 2)
+        assert got == {k: (k * 10, pids[k]) for k in range(6)}  # each from the worker that kept it
+        assert kept == {}  # nothing of it in this process
+
+
+def test_a_pool_with_a_dead_worker_refuses_the_next_run():
+    from retention.forked import Pool
+
+    def handle(task):
+        if task == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return task
+
+    with Pool(handle, 2) as pool:
+        with pytest.raises(WorkerDied):
+            pool.run(["die"], lambda i, v: None, worker_of=lambda i: 1)
+        with pytest.raises(WorkerDied, match="earlier run"):
+            pool.run(["fine"], lambda i, v: None, worker_of=lambda i: 0)
