@@ -250,7 +250,7 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
     from retention.models import TruncationRecord
 
     phases = _time_phases()
-    used = process_count(n, workers) if engine == "local" else 1
+    used = process_count(n, workers)
     cpu0 = _cpu()
     t0 = time.perf_counter()
     marks = []

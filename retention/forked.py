@@ -20,6 +20,7 @@ import pickle
 import selectors
 import signal
 import struct
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -153,9 +154,30 @@ _NOT_YET = object()
 _ENDED = object()
 
 
+def _keep_py4j_sockets_in_children() -> None:
+    """A forked child loses every thread but one, and with them their thread-local storage; py4j
+    (PySpark's bridge to the JVM) closes a thread's connection when that storage goes, with a
+    socket `shutdown`, which ends the connection for the parent too (the JVM resets it). From the
+    first fork on, py4j's shutdown acts only in the process that forked; a child merely closes its
+    copy of the descriptor."""
+    for name in ("py4j.java_gateway", "py4j.clientserver"):
+        module = sys.modules.get(name)
+        original = getattr(module, "quiet_shutdown", None)
+        if original is None or getattr(original, "cbr_parent", None) is not None:
+            continue
+
+        def quiet_shutdown(sock, _original=original, _parent=os.getpid()):
+            if os.getpid() == _parent:
+                _original(sock)
+
+        quiet_shutdown.cbr_parent = os.getpid()
+        module.quiet_shutdown = quiet_shutdown
+
+
 def _fork(index: int, handle: Callable[[object], object], ours: list[int]) -> _Worker:
     task_r, task_w = os.pipe()
     answer_r, answer_w = os.pipe()
+    _keep_py4j_sockets_in_children()
     pid = os.fork()
     if pid == 0:  # the child
         code = 0

@@ -108,3 +108,32 @@ def test_a_pool_with_a_dead_worker_refuses_the_next_run():
             pool.run(["die"], lambda i, v: None, worker_of=lambda i: 1)
         with pytest.raises(WorkerDied, match="earlier run"):
             pool.run(["fine"], lambda i, v: None, worker_of=lambda i: 0)
+
+
+@pytest.mark.integration
+def test_forked_workers_leave_the_parents_spark_connections_alone(spark, caplog):
+    """py4j closes a thread's JVM connection with a socket shutdown when the thread's local
+    storage goes, which a forked child's copy of every other thread does at once: the JVM then
+    reset the parent's connection (found in the Spark engine's cycle on worker processes)."""
+    import logging
+    import threading
+
+    caplog.set_level(logging.INFO, logger="py4j")
+    go, done, counts = threading.Event(), threading.Event(), []
+
+    def other_thread():  # a thread with its own JVM connection, alive across the forks
+        counts.append(spark.range(3).count())
+        go.wait(60)
+        counts.append(spark.range(4).count())
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    while not counts:
+        threading.Event().wait(0.05)
+    assert collect(lambda i: i, 4, 2) == {0: 0, 1: 1, 2: 2, 3: 3}
+    go.set()
+    assert done.wait(60)
+    thread.join()
+    assert counts == [3, 4]
+    assert not [r for r in caplog.records if "while sending" in r.getMessage()]
