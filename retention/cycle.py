@@ -606,7 +606,7 @@ _FORKED: tuple | None = None
 
 
 def process_count(stream_count: int, asked: int | None = None) -> int:
-    """How many processes a local cycle over `stream_count` streams uses. One, whatever was
+    """How many processes a cycle (either engine) over `stream_count` streams uses. One, whatever was
     asked, below `CBR_RETENTION_PARALLEL_MIN_STREAMS` streams, on a database other than
     PostgreSQL (SQLite takes one writer at a time, and an in-memory one is not shared), inside a
     transaction (other processes would not see what it has not committed), or where processes
@@ -647,7 +647,8 @@ def _run_in_processes(targets, now, interval, trigger, user, progress, workers) 
     _FORKED = (targets, now, interval, trigger, user, ranges)
     try:
         # a forked process must not share this process's database socket: each opens its own
-        run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all)
+        run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all,
+                   at_exit=connections.close_all)  # a worker's backend ends with it, not a moment later
     finally:
         _FORKED = None
     return [o for i in range(len(ranges)) for o in done[i]]
@@ -709,17 +710,12 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
     their locks, until this process sends it the decisions for them."""
     from spark_tasks.retention_job import decide_file
 
+    global _FORKED
     interval = settings.CBR_RETENTION_INTERVAL
     outcomes: list[StreamOutcome] = []
     waiting: list[_SparkChunk] = []  # gathered, in order; the first is applied next
-    pool = None
-    global _FORKED
-    if workers > 1:
-        _FORKED = (targets, now, interval, trigger, user, None)
-        pool = Pool(_spark_part, workers, before_fork=connections.close_all)
-    deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
     directory = tempfile.TemporaryDirectory(prefix="cbr-retention-")
-    finished = False
+    pool = deciding = None
 
     def apply_first() -> None:
         nonlocal outcomes
@@ -736,6 +732,10 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
         waiting.pop(0)
 
     try:
+        if workers > 1:  # forked before the thread below exists
+            _FORKED = (targets, now, interval, trigger, user, None)
+            pool = Pool(_spark_part, workers, before_fork=connections.close_all, at_exit=_release_held_parts)
+        deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
         for k, start in enumerate(range(0, len(targets), SPARK_CHUNK)):
             path = Path(directory.name) / f"chunk-{k}"
             path.mkdir()
@@ -753,17 +753,15 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
                 apply_first()
         while waiting:
             apply_first()
-        finished = True
     finally:
-        deciding.shutdown(wait=True, cancel_futures=True)  # no job reads a directory removed below
+        if deciding is not None:
+            deciding.shutdown(wait=True, cancel_futures=True)  # no job reads a directory removed below
         for chunk in waiting:
             for locks, _ in chunk.held:
                 locks.release()
+        _FORKED = None
         if pool is not None:
-            _FORKED = None
-            if not finished:
-                _release_parts(pool)
-            pool.close()
+            pool.close()  # each live worker releases the parts it still holds as it exits
         directory.cleanup()
     _make_heads_durable(outcomes)
     return outcomes
@@ -833,18 +831,22 @@ def _apply_parts(pool: Pool, parts, targets, decisions) -> list[StreamOutcome]:
     return [o for i in range(len(parts)) for o in answers[i]]
 
 
-def _release_parts(pool: Pool) -> None:
-    """After a failure: each live worker releases the locks of the parts it still holds (a dead
-    one's are taken over by the next cycle)."""
+def _release_held_parts() -> None:
+    """In a worker process whose tasks ended (the cycle done, failed, or its process gone):
+    release the locks of the parts it still holds. A worker that died cannot: its locks name a
+    dead process, taken over by the next cycle on this machine (elsewhere they expire)."""
     try:
-        pool.run([("release", 0, 0, None)] * pool.size, lambda i, v: None, worker_of=lambda i: i)
-    except Exception:
-        pass
+        for part in _PARTS.values():
+            for locks, _ in part.held:
+                locks.release()
+        _PARTS.clear()
+    finally:
+        connections.close_all()
 
 
 def _spark_part(task) -> object:
     """In a worker process: gather a part (its inputs written as `part-<start>` files into the
-    chunk's directory; kept with its locks), apply a part with its decisions, or release all."""
+    chunk's directory; kept with its locks), or apply a part with its decisions."""
     op, start, end, arg = task
     targets, now, interval, trigger, user, _ = _FORKED
     if op == "gather":
@@ -856,13 +858,7 @@ def _spark_part(task) -> object:
                 locks.release()
             raise
         return part.skipped, part.rows
-    if op == "apply":
-        return _detached(_apply_held(_PARTS.pop(start).held, arg, now, trigger, user))
-    for part in _PARTS.values():
-        for locks, _ in part.held:
-            locks.release()
-    _PARTS.clear()
-    return None
+    return _detached(_apply_held(_PARTS.pop(start).held, arg, now, trigger, user))
 
 
 def execute(cycle) -> None:

@@ -45,13 +45,22 @@ class _Worker:
 class Pool:
     """`workers` forked processes, each calling `handle(task)` for the tasks sent to it."""
 
-    def __init__(self, handle: Callable[[object], object], workers: int, before_fork: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        handle: Callable[[object], object],
+        workers: int,
+        before_fork: Callable[[], None] = lambda: None,
+        at_exit: Callable[[], None] = lambda: None,
+    ):
+        """`at_exit` runs in each worker when its tasks end (the pool closed, or this process
+        gone), e.g. to release what the worker still holds."""
         self._workers: list[_Worker] = []
+        self._broken = False
         ours: list[int] = []  # this process's pipe ends: a child closes the ones it does not use
         try:
             for index in range(workers):
                 before_fork()  # e.g. close database connections a child must not share
-                self._workers.append(_fork(index, handle, ours))
+                self._workers.append(_fork(index, handle, at_exit, ours))
         except BaseException:
             self.close()
             raise
@@ -73,6 +82,9 @@ class Pool:
         dead = [w.pid for w in self._workers if not w.alive]
         if dead:  # what it held in memory is gone
             raise WorkerDied(f"retention worker process {dead[0]} died in an earlier run of this pool")
+        if self._broken:  # answers of an interrupted run may still be on their way
+            raise RuntimeError("an earlier run of this pool was interrupted")
+        self._broken = True
         queues: list[list[int]] = [[] for _ in self._workers]
         shared: list[int] = []
         for i in range(len(tasks)):
@@ -115,6 +127,7 @@ class Pool:
                     elif failure is None:
                         on_answer(task, value)
                     give(worker)
+        self._broken = False  # every answer sent for has arrived
         if failure is not None:
             raise failure
 
@@ -143,10 +156,11 @@ def run_forked(
     workers: int,
     on_result: Callable[[int, object], None],
     before_fork: Callable[[], None] = lambda: None,
+    at_exit: Callable[[], None] = lambda: None,
 ) -> None:
     """Run `run(i)` for i in range(count) on `workers` forked processes, each taking the next
     task when it finishes one; `on_result(i, value)` here as each answer arrives (`Pool.run`)."""
-    with Pool(run, min(workers, count), before_fork) as pool:
+    with Pool(run, min(workers, count), before_fork=before_fork, at_exit=at_exit) as pool:
         pool.run(range(count), on_result)
 
 
@@ -174,7 +188,7 @@ def _keep_py4j_sockets_in_children() -> None:
         module.quiet_shutdown = quiet_shutdown
 
 
-def _fork(index: int, handle: Callable[[object], object], ours: list[int]) -> _Worker:
+def _fork(index: int, handle: Callable[[object], object], at_exit: Callable[[], None], ours: list[int]) -> _Worker:
     task_r, task_w = os.pipe()
     answer_r, answer_w = os.pipe()
     _keep_py4j_sockets_in_children()
@@ -186,7 +200,10 @@ def _fork(index: int, handle: Callable[[object], object], ours: list[int]) -> _W
                 _close(fd)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's (a Celery worker's) handlers
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _serve(handle, task_r, answer_w)
+            try:
+                _serve(handle, task_r, answer_w)
+            finally:
+                at_exit()
         except BaseException:
             code = 1
         finally:
@@ -203,6 +220,7 @@ def _serve(handle: Callable[[object], object], tasks: int, answers: int) -> None
             task = pickle.loads(_read_exactly(source, _SIZE.unpack(size)[0]) or b"")
             try:
                 answer = (True, handle(task))
+                pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # sent to the parent, raised there
                 answer = (False, _picklable(exc))
             if not _send(answers, answer):

@@ -136,9 +136,9 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
 def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel, monkeypatch, redis_url, request, engine):
     """kill -9 of a worker process after it recorded a truncation and before it touched the
-    store: the cycle fails; the next cycle takes over the dead worker's locks (and, on Spark,
-    the other worker's, which held gathered parts when the pool closed), finishes the half-done
-    truncation and truncates the rest, each stream exactly once."""
+    store: the cycle fails; the other worker releases what it holds (on Spark, parts gathered for
+    later) as its tasks end; the next cycle takes over the dead worker's locks, finishes the
+    half-done truncation and truncates the rest, each stream exactly once."""
     if engine == "spark":
         request.getfixturevalue("spark")
         monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 5)
@@ -149,7 +149,7 @@ def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel
     truncating = cycle_module.truncate_many
 
     def truncate_many(targets):
-        if os.getpid() != parent and client.set("test:killed", 1, nx=True):
+        if os.getpid() != parent and client.set("test:killed", os.getpid(), nx=True):
             os.kill(os.getpid(), signal.SIGKILL)
         return truncating(targets)
 
@@ -158,8 +158,10 @@ def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel
     with pytest.raises(WorkerDied, match="died during task"):
         run_cycle(now=T0, streams=two, workers=2, engine=engine)
     assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 1
-    left = [k for k in client.scan_iter("cbr:retention:*")]
-    assert left  # the killed worker's locks outlived it
+    left = [client.get(k) for k in client.scan_iter("cbr:retention:*")]
+    killed = client.get("test:killed").decode()
+    assert left  # the killed worker's locks outlived it, and only its: the others released theirs
+    assert all(token.decode().split("|")[1] == killed for token in left)
     run_cycle(now=T0, streams=two, workers=2, engine=engine)
     assert state(two) == state(one)
     truncated = {name for name, _, cut in expected_outcomes if cut is not None}
