@@ -606,8 +606,8 @@ _FORKED: tuple | None = None
 
 
 def process_count(stream_count: int, asked: int | None = None) -> int:
-    """How many processes a cycle (either engine) over `stream_count` streams uses. One, whatever was
-    asked, below `CBR_RETENTION_PARALLEL_MIN_STREAMS` streams, on a database other than
+    """How many processes a cycle (either engine) over `stream_count` streams uses. One,
+    whatever was asked, below `CBR_RETENTION_PARALLEL_MIN_STREAMS` streams, on a database other than
     PostgreSQL (SQLite takes one writer at a time, and an in-memory one is not shared), inside a
     transaction (other processes would not see what it has not committed), or where processes
     cannot be forked."""
