@@ -307,8 +307,8 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workers", type=int, default=None,
-                        help="processes of the local engine (default CBR_RETENTION_WORKERS: the cores); "
-                             "with more than one, the step timings are not collected (they run in the workers)")
+                        help="processes of a cycle, either engine (default CBR_RETENTION_WORKERS: the cores); "
+                             "with more than one, the steps run in the workers and are not timed")
     parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
     parser.add_argument("--reuse", action="store_true",
                         help="start from the snapshot of an earlier run's fleet of the same size")

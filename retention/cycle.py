@@ -736,16 +736,15 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
             _FORKED = (targets, now, interval, trigger, user, None)
             pool = Pool(_spark_part, workers, before_fork=connections.close_all, at_exit=_release_held_parts)
         deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
-        for k, start in enumerate(range(0, len(targets), SPARK_CHUNK)):
+        for k, (start, end) in enumerate(chunks(len(targets), SPARK_CHUNK)):
             path = Path(directory.name) / f"chunk-{k}"
             path.mkdir()
-            streams = targets[start : start + SPARK_CHUNK]
             if pool is None:
                 chunk = _SparkChunk(path, [], 0)
                 waiting.append(chunk)  # from here on, released whatever happens
-                chunk.rows = _gather_here(chunk, streams, now, interval)
+                chunk.rows = _gather_here(chunk, targets[start:end], now, interval)
             else:
-                chunk = _gather_in_parts(pool, path, start, start + len(streams))
+                chunk = _gather_in_parts(pool, path, start, end)
                 waiting.append(chunk)
             if chunk.rows:
                 chunk.decided = deciding.submit(decide_file, path)
@@ -757,8 +756,7 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
         if deciding is not None:
             deciding.shutdown(wait=True, cancel_futures=True)  # no job reads a directory removed below
         for chunk in waiting:
-            for locks, _ in chunk.held:
-                locks.release()
+            _release(chunk.held)
         _FORKED = None
         if pool is not None:
             pool.close()  # each live worker releases the parts it still holds as it exits
@@ -797,10 +795,15 @@ def _apply_held(held, decisions, now, trigger, user, progress=None, done=0, tota
                 if progress:
                     progress(done + len(outcomes), total)
     finally:
-        for locks, _ in held:
-            locks.release()
-        held.clear()
+        _release(held)
     return outcomes
+
+
+def _release(held: list[tuple[Locks, list[Prepared]]]) -> None:
+    """Release the locks of gathered batches not applied (after a failure)."""
+    for locks, _ in held:
+        locks.release()
+    held.clear()
 
 
 # -- the Spark engine's worker processes: a part is PARALLEL_CHUNK streams of a chunk -------------
@@ -809,8 +812,7 @@ _PARTS: dict[int, _SparkChunk] = {}  # in a worker process: the parts it gathere
 
 
 def _gather_in_parts(pool: Pool, path: Path, start: int, end: int) -> _SparkChunk:
-    parts = [(a, b) for a, b in chunks(end - start, PARALLEL_CHUNK)]
-    parts = [(start + a, start + b) for a, b in parts]
+    parts = [(start + a, start + b) for a, b in chunks(end - start, PARALLEL_CHUNK)]
     chunk = _SparkChunk(path, [], 0, parts=parts)
     answers: dict[int, tuple] = {}
     pool.run([("gather", a, b, path) for a, b in parts], answers.__setitem__, worker_of=lambda i: i)
@@ -837,8 +839,7 @@ def _release_held_parts() -> None:
     dead process, taken over by the next cycle on this machine (elsewhere they expire)."""
     try:
         for part in _PARTS.values():
-            for locks, _ in part.held:
-                locks.release()
+            _release(part.held)
         _PARTS.clear()
     finally:
         connections.close_all()
@@ -854,8 +855,7 @@ def _spark_part(task) -> object:
         try:
             part.rows = _gather_here(part, targets[start:end], now, interval, prefix=f"part-{start:09d}", files=1)
         except BaseException:
-            for locks, _ in _PARTS.pop(start).held:
-                locks.release()
+            _release(_PARTS.pop(start).held)
             raise
         return part.skipped, part.rows
     return _detached(_apply_held(_PARTS.pop(start).held, arg, now, trigger, user))

@@ -48,10 +48,17 @@ def _max_open_segments() -> int:
 
 
 MAX_OPEN_SEGMENTS = _max_open_segments()
-_APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
-# Many small file reads for many streams at once (a retention cycle's batch): a read whose
-# directory entry is not cached waits on the disk, and threads overlap those waits.
-_IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
+
+
+def _new_pools() -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+    """Appends to several segments at once; and many small file reads for many streams at once
+    (a retention cycle's batch): a read whose directory entry is not cached waits on the disk,
+    and threads overlap those waits."""
+    return (ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append"),
+            ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io"))
+
+
+_APPEND_POOL, _IO_POOL = _new_pools()
 
 
 def _after_fork_in_child() -> None:
@@ -60,8 +67,7 @@ def _after_fork_in_child() -> None:
     own, and opens segments anew (`Segment` drops inherited descriptors itself: a flock through
     an open file shared with the parent would not exclude it)."""
     global _APPEND_POOL, _IO_POOL, _SEGMENTS_LOCK
-    _APPEND_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append")
-    _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io")
+    _APPEND_POOL, _IO_POOL = _new_pools()
     _SEGMENTS_LOCK = threading.Lock()
     _SEGMENTS.clear()
 
