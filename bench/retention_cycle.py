@@ -30,7 +30,7 @@ from _common import ROOT, machine
 
 SEGMENTS = ("0", "1", "2", "3")
 EVENTS = 96  # per segment
-EVENT_BYTES = 100
+EVENT_BYTES = 100  # --event-bytes; the size policies' bounds scale with it, so the decisions do not change
 RECORDS = 48
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -79,22 +79,57 @@ def empty(data_dir: Path) -> None:
     shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def build_fleet(n: int) -> None:
-    """N streams in the database and the store; cuts and sizes consistent between the two."""
-    from retention.models import RetentionPolicy, StoredRetentionSet
-    from retention.set_store import stored
-    from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
-    from streams.services import stream_log
-    from streams.storage.framing import EventIn
+STEP = 1000  # streams built per batch
+
+
+def build_fleet(n: int, processes: int = 1) -> None:
+    """N streams in the database and the store; cuts and sizes consistent between the two.
+    `processes`: forked builders, each taking every `processes`-th batch (a 1M fleet)."""
+    from django.db import connections
+
+    from streams.models import ReaderGroup, Scope, Subscription
 
     scope = Scope.objects.create(name="fleet")
     groups = [
         ReaderGroup.objects.create(scope=scope, name=f"g{i}", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
         for i in range(3)
     ]
+    if processes <= 1:
+        _build_batches(n, scope, groups, range(0, n, STEP))
+    else:
+        connections.close_all()
+        children = []
+        for i in range(processes):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    _build_batches(n, scope, groups, range(i * STEP, n, STEP * processes))
+                    code = 0
+                finally:
+                    connections.close_all()
+                    os._exit(code)
+            children.append(pid)
+        failed = [pid for pid in children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0]
+        if failed:
+            raise SystemExit(f"fleet builders {failed} failed")
+    t = time.perf_counter()
+    Subscription.objects.update(created_at=NOW - timedelta(days=1))
+    os.sync()  # the fleet's own writes are not the cycle's to flush
+    analyze()
+    print(f"\n  batches built; update, sync and analyze took {time.perf_counter() - t:.0f} s", file=sys.stderr)
+
+
+def _build_batches(n: int, scope, groups, starts: range) -> None:
+    from retention.models import RetentionPolicy, StoredRetentionSet
+    from retention.set_store import stored
+    from streams.models import Segment, Stream, Subscription
+    from streams.services import stream_log
+    from streams.storage.framing import EventIn
+
     payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
-    step = 1000
-    for start in range(0, n, step):
+    step = STEP
+    for start in starts:
         streams = Stream.objects.bulk_create(
             [Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS)) for k in range(start, min(n, start + step))]
         )
@@ -106,7 +141,8 @@ def build_fleet(n: int) -> None:
                 log.segment(seg).append(payload)
                 segments.append(Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES))
             if rng.random() < 0.5:
-                policies.append(RetentionPolicy(stream=stream, limit_type="size", min_value=5_000, max_value=20_000,
+                policies.append(RetentionPolicy(stream=stream, limit_type="size", min_value=50 * EVENT_BYTES,
+                                                max_value=200 * EVENT_BYTES,
                                                 consumption_based=True, subscriber_timeout_s=3600))
             else:
                 policies.append(RetentionPolicy(stream=stream, limit_type="time", min_value=3600, max_value=12 * 3600,
@@ -128,11 +164,7 @@ def build_fleet(n: int) -> None:
         Segment.objects.bulk_create(segments)
         Subscription.objects.bulk_create(subs)
         StoredRetentionSet.objects.bulk_create(records, batch_size=500)
-        print(f"\r  built {start + len(streams):,} / {n:,} streams", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    Subscription.objects.update(created_at=NOW - timedelta(days=1))
-    os.sync()  # the fleet's own writes are not the cycle's to flush
-    analyze()
+        print(f"\r  built the batch at {start:,} of {n:,} streams", end="", file=sys.stderr, flush=True)
 
 
 def analyze() -> None:
@@ -144,11 +176,13 @@ def analyze() -> None:
         cur.execute("ANALYZE")
 
 
-def snapshot(database_url: str, data_dir: Path) -> None:
+def snapshot(database_url: str, data_dir: Path, light: bool = False) -> None:
     """Keep the fleet as built, so that each engine starts from the same state without building
     it again (a 100k fleet takes minutes to build): a copy of the store directory and, on
-    PostgreSQL, a template database (SQLite: a copy of the file)."""
-    _copy(database_url, data_dir, to_snapshot=True)
+    PostgreSQL, a template database (SQLite: a copy of the file). `light`: of the store, only the
+    streams' `ends` files, in one file (a 1M fleet's store does not fit twice on the disk); such a
+    snapshot is restored with --quick-restore only."""
+    _copy(database_url, data_dir, to_snapshot=True, ends_only=light)
 
 
 def restore(database_url: str, data_dir: Path, quick: bool = False) -> None:
@@ -163,6 +197,8 @@ def restore(database_url: str, data_dir: Path, quick: bool = False) -> None:
             raise SystemExit("--quick-restore: the last cycle deleted chunks; restore the whole store")
         _copy(database_url, data_dir, to_snapshot=False, ends_only=True)
     else:
+        if (data_dir.with_name(data_dir.name + "-snapshot") / "ends.pickle").exists():
+            raise SystemExit("the snapshot is light (only the `ends` files): restore it with --quick-restore")
         _copy(database_url, data_dir, to_snapshot=False)
     call_command("migrate", verbosity=0)
 
@@ -182,8 +218,7 @@ def _copy(database_url: str, data_dir: Path, to_snapshot: bool, ends_only: bool 
     saved = data_dir.with_name(data_dir.name + "-snapshot")
     source, target = (data_dir, saved) if to_snapshot else (saved, data_dir)
     if ends_only:
-        for ends in (source / "streams").glob("*/ends"):
-            shutil.copyfile(ends, target / "streams" / ends.parent.name / "ends")
+        _copy_ends(source, target, to_snapshot)
     else:
         shutil.rmtree(target, ignore_errors=True)
         subprocess.run(["cp", "-a", str(source), str(target)], check=True)
@@ -200,6 +235,24 @@ def _copy(database_url: str, data_dir: Path, to_snapshot: bool, ends_only: bool 
         path = Path(database_url.removeprefix("sqlite:///"))
         snap = path.with_name(path.name + ".snapshot")
         shutil.copyfile(*((path, snap) if to_snapshot else (snap, path)))
+
+
+def _copy_ends(source: Path, target: Path, to_snapshot: bool) -> None:
+    """The streams' `ends` files, from the store to the snapshot or back. A snapshot made whole
+    (`cp -a`) holds them in place; a light one, as one pickled file (`ends.pickle`)."""
+    import pickle
+
+    packed = (target if to_snapshot else source) / "ends.pickle"
+    if to_snapshot:
+        target.mkdir(parents=True, exist_ok=True)
+        ends = {p.parent.name: p.read_bytes() for p in (source / "streams").glob("*/ends")}
+        packed.write_bytes(pickle.dumps(ends, protocol=pickle.HIGHEST_PROTOCOL))
+    elif packed.exists():
+        for name, data in pickle.loads(packed.read_bytes()).items():
+            (target / "streams" / name / "ends").write_bytes(data)
+    else:
+        for ends in (source / "streams").glob("*/ends"):
+            shutil.copyfile(ends, target / "streams" / ends.parent.name / "ends")
 
 
 _PHASES = (
@@ -300,6 +353,7 @@ def _cpu() -> dict[str, float]:
 
 
 def main() -> None:
+    global EVENT_BYTES
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--engines", default="local,spark")
@@ -318,10 +372,18 @@ def main() -> None:
     parser.add_argument("--quick-restore", action="store_true",
                         help="with --reuse: restore the database and only the streams' `ends` files (seconds, "
                              "not the minutes of copying a 100k store), valid after cycles that deleted no chunk")
+    parser.add_argument("--event-bytes", type=int, default=EVENT_BYTES,
+                        help="payload bytes of each event; the size policies' bounds scale with it, so the "
+                             "decisions are the same as with 100 (a smaller store: the 1M fleet)")
+    parser.add_argument("--build-processes", type=int, default=1,
+                        help="processes building the fleet (untimed; the 1M fleet)")
+    parser.add_argument("--light-snapshot", action="store_true",
+                        help="snapshot only the streams' `ends` files of the store (restore with --quick-restore)")
     parser.add_argument("--build-only", action="store_true",
                         help="build the fleet and its snapshot, time nothing (then time with --reuse, "
                              "under the benchmark lock, without the build's minutes)")
     args = parser.parse_args()
+    EVENT_BYTES = args.event_bytes
     os.environ.setdefault("SPARK_MASTER", args.master)
     data_dir = Path(args.data_dir)
     configure(args.database_url, args.redis_url, data_dir)
@@ -342,9 +404,9 @@ def main() -> None:
         else:
             empty(data_dir)
             t0 = time.perf_counter()
-            build_fleet(n)
+            build_fleet(n, args.build_processes)
             built = time.perf_counter() - t0
-            snapshot(args.database_url, data_dir)
+            snapshot(args.database_url, data_dir, light=args.light_snapshot)
             marker.write_text(str(n))
         if args.build_only:
             print(f"N={n:>9,}  fleet built in {built:.0f} s (snapshot kept; nothing timed)")
