@@ -116,7 +116,7 @@ class CBRServer:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}",
              "-w", str(a.web_workers), "-k", "gthread", "--threads", str(a.web_threads),
              "--log-level", "warning", "--graceful-timeout", "5"],
             cwd=ROOT, env=env, start_new_session=True,

@@ -94,7 +94,7 @@ def bench_http(seconds: float, segments: int, clients: int = 2) -> float:
         f"do_create_stream(scope='bench', name='http{os.getpid()}', segment_count={segments}) ;"
         "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2",
+        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}", "-w", "2",
          *GUNICORN_ARGS, "--log-level", "warning"],
         cwd=ROOT, env=env, start_new_session=True,
     )

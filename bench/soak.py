@@ -367,7 +367,7 @@ class Stack:
         self.url = f"http://127.0.0.1:{port}"
         py = sys.executable
         commands = {
-            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "-k", "gthread",
+            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}", "-w", "2", "-k", "gthread",
                     "--threads", "8", "--graceful-timeout", "5", "--keep-alive", "30", "--log-level", "warning"],
             **celery_commands("warning", str(self.work / "celerybeat-schedule")),  # as make run starts them
         }

@@ -54,7 +54,7 @@ def main() -> int:
         workers = os.environ.get("CBR_WEB_WORKERS", "2")
         beat_schedule = str(var / "celerybeat-schedule")
         commands = {
-            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"{host}:{port}", "-w", workers,
+            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"{host}:{port}", "-w", workers,
                     "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
                     "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"],
             **celery_commands("info", beat_schedule),

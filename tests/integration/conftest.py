@@ -100,7 +100,7 @@ class WebServer:
 
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-b", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{self.port}",
              "-w", "2", "-k", "gthread", "--threads", "4", "--graceful-timeout", "2"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

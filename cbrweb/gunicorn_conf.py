@@ -1,0 +1,36 @@
+"""gunicorn settings of every CBR web server (`make run`, the benchmarks, the integration tests):
+`gunicorn -c python:cbrweb.gunicorn_conf ...`.
+
+Keep-alive connections are closed after `CBR_WEB_KEEPALIVE_REQUESTS` requests (default 100; 0
+keeps them open for good), as nginx's `keepalive_requests` does. A gunicorn worker process keeps
+every connection it accepted, so two busy consumers whose connections both landed on one worker
+would share that worker's interpreter while the other worker idles, for as long as they run (the
+consume benchmark saw it in one round of two: ~20 % slower). The last answer on a connection
+says `Connection: close`; the client opens a new connection for its next request, which the
+least busy worker tends to accept, and the load spreads again. Clients that keep connections
+(`streams.client`, `http.client`, requests, browsers) reconnect by themselves.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _keepalive_requests() -> int:
+    raw = os.environ.get("CBR_WEB_KEEPALIVE_REQUESTS", "100")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SystemExit(f"CBR_WEB_KEEPALIVE_REQUESTS must be a whole number >= 0 (0: no limit), not {raw!r}")
+    return value
+
+
+KEEPALIVE_REQUESTS = _keepalive_requests()
+
+
+def pre_request(worker, req) -> None:
+    """The connection's `KEEPALIVE_REQUESTS`-th request gets the last answer on it."""
+    if KEEPALIVE_REQUESTS and req.req_number >= KEEPALIVE_REQUESTS:
+        req.must_close = True
