@@ -59,3 +59,23 @@ def cpu_seconds(procs) -> float:
         except psutil.Error:
             pass
     return total
+
+
+def postgres_cpu_seconds() -> float:
+    """User + system CPU seconds used so far by PostgreSQL on this machine: its live processes,
+    plus the backends that have exited (their time is added to the postmaster's children's). A
+    sum over live processes alone can go down between two samples, as backends come and go."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] not in ("postgres", "postmaster"):
+            continue
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+            if proc.ppid() == 1 or proc.parent().name() not in ("postgres", "postmaster"):  # the postmaster
+                total += times.children_user + times.children_system
+        except psutil.Error:
+            continue
+    return total

@@ -53,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, cpu_seconds, machine, manage, wait_http
+from _common import ROOT, cpu_seconds, machine, manage, postgres_cpu_seconds, wait_http
 
 from streams.client import Client
 from consume_common import (  # noqa: E402
@@ -205,7 +205,7 @@ class CBRServer:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds used so far by the web workers (gunicorn's children), Redis (INFO cpu) and
-        PostgreSQL (every postgres process: the server has no other client during the run)."""
+        PostgreSQL (`postgres_cpu_seconds`: the server has no other client during the run)."""
         import psutil
 
         info = self.redis.info("cpu")
@@ -214,7 +214,7 @@ class CBRServer:
             "web workers": cpu_seconds(workers),
             **{f"worker {i + 1}": cpu_seconds([w]) for i, w in enumerate(workers)},
             "Redis": info["used_cpu_user"] + info["used_cpu_sys"],
-            "PostgreSQL": cpu_seconds(p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"),
+            "PostgreSQL": postgres_cpu_seconds(),
         }
 
     def stop(self) -> None:

@@ -26,7 +26,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import ROOT, machine
+from _common import ROOT, machine, postgres_cpu_seconds
 
 SEGMENTS = ("0", "1", "2", "3")
 EVENTS = 96  # per segment
@@ -334,22 +334,9 @@ def _cpu() -> dict[str, float]:
     plus the backends that have exited (their time is added to the postmaster's children's)."""
     import resource
 
-    import psutil
-
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {"cycle": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "postgres": 0.0}
-    for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] not in ("postgres", "postmaster"):
-            continue
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        out["postgres"] += times.user + times.system
-        if proc.ppid() == 1 or proc.parent().name() not in ("postgres", "postmaster"):  # the postmaster
-            out["postgres"] += times.children_user + times.children_system
-    return out
+    return {"cycle": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "postgres": postgres_cpu_seconds()}
 
 
 def main() -> None:
