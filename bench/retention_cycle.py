@@ -106,8 +106,13 @@ def build_fleet(n: int, processes: int = 1) -> None:
                 try:
                     _build_batches(n, scope, groups, range(i * STEP, n, STEP * processes))
                     code = 0
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
                 finally:
                     connections.close_all()
+                    sys.stderr.flush()
                     os._exit(code)
             children.append(pid)
         failed = [pid for pid in children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0]
