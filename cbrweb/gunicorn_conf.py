@@ -1,14 +1,17 @@
 """gunicorn settings of every CBR web server (`make run`, the benchmarks, the integration tests):
 `gunicorn -c python:cbrweb.gunicorn_conf ...`.
 
-Keep-alive connections are closed after `CBR_WEB_KEEPALIVE_REQUESTS` requests (default 100; 0
+Keep-alive connections are closed after `CBR_WEB_KEEPALIVE_REQUESTS` requests (default 10; 0
 keeps them open for good), as nginx's `keepalive_requests` does. A gunicorn worker process keeps
 every connection it accepted, so two busy consumers whose connections both landed on one worker
-would share that worker's interpreter while the other worker idles, for as long as they run (the
-consume benchmark saw it in one round of two: ~20 % slower). The last answer on a connection
-says `Connection: close`; the client opens a new connection for its next request, which the
-least busy worker tends to accept, and the load spreads again. Clients that keep connections
-(`streams.client`, `http.client`, requests, browsers) reconnect by themselves.
+share that worker's interpreter while the other worker idles, for as long as they run. The last
+answer on a connection says `Connection: close`; the client opens a new connection for its next
+request, which a worker that is not busy tends to accept (a busy one holds its interpreter lock),
+and the load spreads again. Clients that keep connections (`streams.client`, `http.client`,
+requests, browsers) reconnect by themselves. Measured with two consumers (bench/RESULTS.md,
+2026-11-24): with 100 the workers' shares stayed 23 %/77 % for whole rounds and the group
+consumed 55-65k events/s; with 10, 42-58 % and 81-91k; with 1 (a connection per request),
+balanced too, and 81-88k.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 
 
 def _keepalive_requests() -> int:
-    raw = os.environ.get("CBR_WEB_KEEPALIVE_REQUESTS", "100")
+    raw = os.environ.get("CBR_WEB_KEEPALIVE_REQUESTS", "10")
     try:
         value = int(raw)
     except ValueError:

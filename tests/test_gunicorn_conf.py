@@ -29,9 +29,9 @@ def closes(module, req_number):
     return req.must_close
 
 
-def test_the_default_closes_the_hundredth_request(monkeypatch):
+def test_the_default_closes_the_tenth_request(monkeypatch):
     module = load(monkeypatch, None)
-    assert [n for n in range(1, 301) if closes(module, n)][:1] == [100]
+    assert [n for n in range(1, 31) if closes(module, n)][:1] == [10]
 
 
 def test_zero_keeps_connections_open(monkeypatch):
