@@ -58,7 +58,7 @@ from _common import ROOT, cpu_seconds, machine, manage, postgres_cpu_seconds, wa
 from streams.client import Client
 from consume_common import (  # noqa: E402
     GROUP_TYPES, JETSTREAM, JETSTREAM_RAW, PARTS, PUBLISH_BATCH, REDIS, TARGET_EVENTS_S,
-    TARGET_TRACKER_ACKS_S, TRACKER_SHUFFLED, Figure, ms, payload, run_crew, script_seconds,
+    TARGET_TRACKER_ACKS_S, TRACKER_SHUFFLED, Figure, ms, payload, run_crew, script_seconds, settle,
 )
 from consume_peers import JetStream, RedisStreams  # noqa: E402
 
@@ -416,12 +416,16 @@ def main() -> None:
         for round_no in range(args.rounds):
             if cbr is not None:
                 for retention_type in args.types:
+                    settle()
                     keep(cbr.consume(retention_type, round_no))
             if redis_streams is not None:
+                settle()
                 keep(redis_streams.consume(round_no))
             if jetstream is not None:
+                settle()
                 keep(jetstream.consume(round_no))
                 if args.jetstream_raw:
+                    settle()
                     keep(jetstream.consume(round_no, raw=True))
             if "tracker" in args.parts:
                 for fig in bench_tracker(args.redis_url, args.tracker_deliveries):

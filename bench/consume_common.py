@@ -105,3 +105,16 @@ def run_crew(target, consumers: int, args: tuple, while_running=None, timeout: f
             if p.is_alive():
                 p.kill()
 
+
+def settle(idle_below: float = 15.0, at_most_s: float = 20.0) -> None:
+    """Wait until the machine is quiet (CPU below `idle_below` % over half a second) before a
+    figure: each party starts on a machine the previous one has left (JetStream, for one, goes on
+    deleting and compacting the acked messages' files after its run; publishing the next figure's
+    events is part of the party's own untimed set-up, after which JetStream settles again)."""
+    import psutil
+
+    deadline = time.monotonic() + at_most_s
+    while psutil.cpu_percent(interval=0.5) >= idle_below:
+        if time.monotonic() > deadline:
+            print(f"    (the machine did not settle below {idle_below:.0f} % CPU in {at_most_s:.0f} s)", flush=True)
+            return

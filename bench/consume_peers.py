@@ -8,7 +8,7 @@ import os
 import time
 
 
-from consume_common import Figure, JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, ms, payload, run_crew
+from consume_common import Figure, JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, ms, payload, run_crew, settle
 
 
 def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -> dict:
@@ -241,6 +241,7 @@ class JetStream:
         a = self.args
         durable = f"bench{round_no}{'raw' if raw else ''}"
         asyncio.run(self._prepare(durable))
+        settle()  # the publish's own writes done before the clock starts
         fetched = mp.get_context("spawn").Value("q", 0)
         emptied: list[float] = []
         t0, results = run_crew(
