@@ -113,10 +113,14 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
     for t in threads:
         t.start()
     dropped = 0
-    for _ in range(6):
+    for round_no in range(60):
         time.sleep(0.4)
         dropped += drop_server_connections() if postgres else hold_sqlite_write_lock(1.0)
         floor_samples.append(floors())
+        # six drops at least; on PostgreSQL, on until one has hit a request in flight (a drop
+        # between requests is replaced unnoticed, and on a busy machine six can all fall there)
+        if round_no >= 5 and (not postgres or statuses[503] > 0):
+            break
     stop.set()
     for t in threads:
         t.join(30)

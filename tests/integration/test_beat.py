@@ -50,7 +50,9 @@ def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settin
     )
     try:
         deadline = time.monotonic() + 90
-        while not TruncationRecord.objects.filter(stream=stream).exists():
+        # the record is written mid-cycle: wait for the cycle to be done too
+        while not (TruncationRecord.objects.filter(stream=stream).exists()
+                   and RetentionCycle.objects.filter(trigger="beat", state="done").exists()):
             assert beat.poll() is None, (tmp_path / "beat.log").read_text()[-2000:]
             assert time.monotonic() < deadline, (tmp_path / "beat.log").read_text()[-2000:]
             time.sleep(0.5)
