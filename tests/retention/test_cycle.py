@@ -245,3 +245,46 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
         assert other.get(other_key).endswith(b"|live")
     finally:
         other.delete(other_key)
+
+
+@pytest.mark.django_db
+def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db):
+    """`pending_truncations` finds exactly the asked streams' unfinished records; on PostgreSQL
+    through the `truncation_pending` index even when the history is large and has no statistics
+    (a plain `IN (…) AND NOT completed` read the whole history for every batch then)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from retention.cycle import pending_truncations
+
+    streams = [services.do_create_stream(scope="pend", name=f"s{i}", segment_count=1) for i in range(3)]
+
+    def record(stream, completed):
+        return TruncationRecord.objects.create(
+            stream=stream, created_at=T0, before_cut={"0": 0}, after_cut={"0": 1}, before_size=0,
+            after_size=30, rule="test", trigger="beat", completed=completed)
+
+    open_0, _, open_2 = record(streams[0], False), record(streams[1], True), record(streams[2], False)
+    record(streams[0], True)
+    assert [r.pk for r in pending_truncations([streams[0].pk, streams[1].pk])] == [open_0.pk]
+    assert {r.pk for r in pending_truncations([s.pk for s in streams])} == {open_0.pk, open_2.pk}
+    assert pending_truncations([]) == []
+    if connection.vendor != "postgresql":
+        return
+    table = TruncationRecord._meta.db_table
+    columns = [f.column for f in TruncationRecord._meta.concrete_fields if f.column != "id"]
+    with connection.cursor() as cur:  # a long history, all complete, that ANALYZE never saw
+        cur.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(columns)} FROM {table}, "
+            f"generate_series(1, 200000) WHERE id = %s", [open_0.pk])
+        cur.execute(f"UPDATE {table} SET completed = true WHERE id > %s", [open_2.pk])
+        cur.execute(f"SELECT count(*) FROM {table}")
+        assert cur.fetchone()[0] > 200_000
+    with CaptureQueriesContext(connection) as captured:
+        found = pending_truncations([s.pk for s in streams])
+    assert {r.pk for r in found} == {open_0.pk, open_2.pk}
+    probe = next(q["sql"] for q in captured.captured_queries if "LATERAL" in q["sql"])
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN " + probe)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert "truncation_pending" in plan and f"Seq Scan on {table}" not in plan, plan
