@@ -12,6 +12,9 @@ The database named in the URL is created if missing and emptied before each flee
 A 100k fleet takes ~25 minutes to build on 2 cores: build it with `--build-only` (no timing, no
 need for the benchmark lock's exclusive hold), then time it with `--reuse` (add `--in-place` for
 the first run after the build, which then skips restoring the snapshot).
+The 1M fleet (bench/RESULTS.md, 2026-11-24/25, says why and how the disk is set up):
+  --sizes 1000000 --build-only --event-bytes 4 --light-snapshot --build-processes 2 --data-dir /mnt/fleet/bench-1m
+then time it with --reuse --quick-restore (a light snapshot restores only that way).
 """
 
 from __future__ import annotations
