@@ -280,8 +280,8 @@ def pending_truncations(pks: list[int]) -> list[TruncationRecord]:
     On PostgreSQL, one probe of the small `truncation_pending` index per stream, in a LATERAL
     join that the planner cannot flatten (`OFFSET 0`). The plain `stream_id IN (…) AND NOT
     completed` was planned from the table's statistics, and without fresh ones (the history grew
-    by a whole cycle since its last ANALYZE; this server runs without autovacuum) PostgreSQL read
-    the whole history for every batch of streams: ~190M blocks in a 1M-stream cycle, whose
+    by a whole cycle since its last ANALYZE: autovacuum off, or behind) PostgreSQL read the whole
+    history for every batch of streams: ~190M blocks in a 1M-stream cycle, whose
     database time grew with every batch. JIT is off for the probe: the same missing statistics
     made its cost look large enough to compile it, 60 ms for 0.5 ms of work."""
     if connection.vendor != "postgresql":
