@@ -136,10 +136,9 @@ def _build_batches(n: int, scope, groups, starts: range) -> None:
     from streams.storage.framing import EventIn
 
     payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
-    step = STEP
     for start in starts:
         streams = Stream.objects.bulk_create(
-            [Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS)) for k in range(start, min(n, start + step))]
+            [Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS)) for k in range(start, min(n, start + STEP))]
         )
         policies, segments, subs, records = [], [], [], []
         for stream in streams:
@@ -252,7 +251,8 @@ def _copy_ends(source: Path, target: Path, to_snapshot: bool) -> None:
 
     packed = (target if to_snapshot else source) / "ends.pickle"
     if to_snapshot:
-        target.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # an earlier fleet's snapshot, whole or light
+        target.mkdir(parents=True)
         ends = {p.parent.name: p.read_bytes() for p in (source / "streams").glob("*/ends")}
         packed.write_bytes(pickle.dumps(ends, protocol=pickle.HIGHEST_PROTOCOL))
     elif packed.exists():
