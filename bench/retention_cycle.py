@@ -307,7 +307,7 @@ def _untime_phases() -> None:
 def run(n: int, engine: str, workers: int | None = None) -> dict:
     from django.db import connection
 
-    from retention.cycle import process_count, run_cycle
+    from retention.cycle import process_count, run_cycle_summary
     from retention.models import TruncationRecord
 
     phases = _time_phases()
@@ -320,19 +320,26 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
         if done // 10_000 > len(marks):  # seconds at every 10k streams: linear or not
             marks.append(round(time.perf_counter() - t0, 1))
 
-    outcomes = run_cycle(now=NOW, engine=engine, trigger="command", progress=progress, workers=workers)
+    summary = run_cycle_summary(now=NOW, engine=engine, trigger="command", progress=progress, workers=workers)
     elapsed = time.perf_counter() - t0
     cpu = {k: v - cpu0[k] for k, v in _cpu().items()}
     _untime_phases()
-    truncated = sum(1 for o in outcomes if o.record is not None)
-    rules = {}
-    for o in outcomes:
-        rules[o.rule] = rules.get(o.rule, 0) + 1
-    assert len(outcomes) == n, len(outcomes)
-    assert TruncationRecord.objects.filter(completed=True).count() == truncated
+    assert summary.streams == n, summary.streams
+    assert TruncationRecord.objects.filter(completed=True).count() == summary.truncations
     return {
-        "seconds": elapsed, "phases": dict(phases), "marks": marks, "truncated": truncated, "rules": rules,
-        "vendor": connection.vendor, "cpu": cpu, "workers": used,
+        "seconds": elapsed, "phases": dict(phases), "marks": marks, "truncated": summary.truncations,
+        "rules": dict(summary.rules), "vendor": connection.vendor, "cpu": cpu, "workers": used, "rss": _peak_rss(),
+    }
+
+
+def _peak_rss() -> dict[str, float]:
+    """Peak resident memory in MB of this process (the cycle's, which lists the streams and counts
+    the outcomes) and of its largest finished child (a worker process): Linux reports KB."""
+    import resource
+
+    return {
+        "cycle": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "largest worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
 
@@ -425,6 +432,8 @@ def main() -> None:
             )
             print(f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
                   f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))")
+            print(f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
+                  f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest worker process {r['rss']['largest worker']:,.0f} MB")
             if r["marks"]:
                 print(f"    seconds at each 10k streams applied: {r['marks']}")
             other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)

@@ -21,13 +21,14 @@ import socket
 import tempfile
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 from django.conf import settings
@@ -83,20 +84,48 @@ return 0
 """
 
 
+class Truncation(NamedTuple):
+    """What a cycle's outcome keeps of the TruncationRecord it wrote (the record itself, with its
+    subscribers and cuts, stays in the database: a million of them would not fit in a worker)."""
+
+    record_id: int
+    after_cut: dict[str, int]
+    reclaimed_bytes: int
+
+
 @dataclass(frozen=True)
 class StreamOutcome:
     stream: str
     rule: str
-    record: TruncationRecord | None
+    truncation: Truncation | None
     at_max: bool = False
 
     def line(self) -> str:
-        if self.record is None:
+        if self.truncation is None:
             return f"{self.stream}: no truncation ({self.rule})"
         return (
-            f"{self.stream}: truncated at {self.record.after_cut} ({self.rule}), "
-            f"reclaimed {self.record.reclaimed_bytes} bytes"
+            f"{self.stream}: truncated at {self.truncation.after_cut} ({self.rule}), "
+            f"reclaimed {self.truncation.reclaimed_bytes} bytes"
         )
+
+
+@dataclass
+class CycleSummary:
+    """What a cycle did, counted as its outcomes go by: what the beat task records and the bench
+    prints, without holding an outcome per stream."""
+
+    streams: int = 0
+    truncations: int = 0
+    bytes_reclaimed: int = 0
+    rules: Counter = field(default_factory=Counter)
+
+    def add(self, outcomes: list[StreamOutcome]) -> None:
+        for o in outcomes:
+            self.streams += 1
+            self.rules[o.rule] += 1
+            if o.truncation is not None:
+                self.truncations += 1
+                self.bytes_reclaimed += o.truncation.reclaimed_bytes
 
 
 @dataclass
@@ -400,6 +429,7 @@ def apply_batch(
     outcomes: dict[int, StreamOutcome] = {}
     planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
     triggered_by = user if user is not None and user.is_authenticated else None
+    decisions = {p.stream.pk: decision for p, decision, _ in items}
     for p, decision, subscribers in items:
         target = _target(p, decision.cut)
         if target is None:
@@ -413,10 +443,12 @@ def apply_batch(
             trigger=trigger, triggered_by=triggered_by, completed=False,
         )
         planned.append((p, record, sizes))
-        outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, record, decision.at_max)
     if planned:
         with transaction.atomic():  # recorded before the store is touched
             insert_rows(TruncationRecord, [r for _, r, _ in planned])
+        for p, r, _ in planned:
+            truncation = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
+            outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, r.rule, truncation, decisions[p.stream.pk].at_max)
         results = truncate_many([(p.log, r.after_cut, sizes) for p, r, sizes in planned])
         with transaction.atomic():
             _complete([(p, r) for p, r, _ in planned], results)
@@ -578,7 +610,18 @@ def _skipped(streams: list[Stream], held: list[Stream], rule: str) -> list[Strea
     return [StreamOutcome(s.full_name, rule, None) for s in streams if s.pk not in ids]
 
 
-def run_cycle(
+Report = Callable[[list[StreamOutcome]], None]
+
+
+def run_cycle(**kwargs) -> list[StreamOutcome]:
+    """`run_cycle_summary` with every stream's outcome, in the streams' order: for a cycle over
+    a few streams (a command's `--stream`, tests). A fleet's cycle keeps only the summary."""
+    outcomes: list[StreamOutcome] = []
+    run_cycle_summary(report=outcomes.extend, **kwargs)
+    return outcomes
+
+
+def run_cycle_summary(
     *,
     now: datetime | None = None,
     streams: Iterable[Stream] | None = None,
@@ -587,26 +630,62 @@ def run_cycle(
     engine: str = "local",
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
-) -> list[StreamOutcome]:
-    """One cycle over `streams` (default: every stream with a policy), in their order. A large
-    cycle is spread over `workers` processes (`CBR_RETENTION_WORKERS`, see `process_count`): the
-    local engine's whole work (`_run_in_processes`), the Spark engine's gathering and applying."""
+    report: Report | None = None,
+) -> CycleSummary:
+    """One cycle over `streams` (default: every stream with a policy, by id). A large cycle is
+    spread over `workers` processes (`CBR_RETENTION_WORKERS`, see `process_count`): the local
+    engine's whole work (`_run_in_processes`), the Spark engine's gathering and applying.
+
+    Memory stays flat whatever the fleet's size: the cycle lists the streams' ids, and loads the
+    streams a chunk at a time where they are gathered; the outcomes go to `report` a chunk at a
+    time, in the streams' order, and are then dropped (at a million streams, the streams and
+    outcomes held at once took 4.5 GB in the cycle's process, and its forked workers copied
+    much of it as they read it)."""
     now = now or timezone.now()
-    targets = list(streams if streams is not None else streams_with_policy().only(*_CYCLE_FIELDS))
-    workers = process_count(len(targets), workers)
-    if choose_engine(engine, len(targets)) == "spark":
-        return _run_on_spark(targets, now, trigger, user, progress, workers)
-    interval = settings.CBR_RETENTION_INTERVAL
-    if workers > 1:
-        outcomes = _run_in_processes(targets, now, interval, trigger, user, progress, workers)
+    ids = _target_ids(streams)
+    workers = process_count(len(ids), workers)
+    summary = CycleSummary()
+
+    def sink(outcomes: list[StreamOutcome]) -> None:
+        summary.add(outcomes)
+        if report is not None:
+            report(outcomes)
+
+    if choose_engine(engine, len(ids)) == "spark":
+        _run_on_spark(ids, now, trigger, user, progress, sink, workers)
     else:
-        outcomes = _run_locally(targets, now, interval, trigger, user, progress)
-    _make_heads_durable(outcomes)
-    return outcomes
+        interval = settings.CBR_RETENTION_INTERVAL
+        if workers > 1:
+            _run_in_processes(ids, now, interval, trigger, user, progress, sink, workers)
+        else:
+            for start, end in chunks(len(ids), PARALLEL_CHUNK):
+                batch_done = (lambda n, start=start: progress(start + n, len(ids))) if progress else None
+                sink(_run_locally(load_streams(ids[start:end]), now, interval, trigger, user, batch_done))
+                if progress:
+                    progress(end, len(ids))  # streams gone since they were listed count as done
+    if summary.truncations:
+        # batches sync only before deleting chunks; the cycle's other head moves become
+        # durable here, once (see `truncate_many`)
+        sync_all()
+    return summary
 
 
-def _run_locally(targets, now, interval, trigger, user, progress) -> list[StreamOutcome]:
-    """Lock, gather, decide and apply batch by batch in this process."""
+def _target_ids(streams: Iterable[Stream] | None) -> list[int]:
+    if streams is not None:
+        return [s.pk for s in streams]
+    return list(streams_with_policy().order_by("pk").values_list("pk", flat=True))
+
+
+def load_streams(ids: list[int]) -> list[Stream]:
+    """The streams with these ids that still have a policy, in the ids' order, with only what a
+    cycle reads of them (`_CYCLE_FIELDS`)."""
+    by_id = {s.pk: s for s in streams_with_policy().only(*_CYCLE_FIELDS).filter(pk__in=ids)}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def _run_locally(targets, now, interval, trigger, user, batch_done=None) -> list[StreamOutcome]:
+    """Lock, gather, decide and apply batch by batch in this process; `batch_done(n)` after each
+    batch, n the streams done so far."""
     outcomes: list[StreamOutcome] = []
     for batch, locks, prepared in prepared_batches(targets, now, interval):
         try:
@@ -618,14 +697,14 @@ def _run_locally(targets, now, interval, trigger, user, progress) -> list[Stream
             outcomes += apply_batch(items, now, trigger, user)
         finally:
             locks.release()
-        if progress:
-            progress(len(outcomes), len(targets))
+        if batch_done:
+            batch_done(len(outcomes))
     return outcomes
 
 
 # -- the local engine on several cores -----------------------------------------------------------
 
-PARALLEL_CHUNK = 2_000  # streams a worker process takes at a time (4 batches)
+PARALLEL_CHUNK = 2_000  # streams a process takes at a time (4 batches)
 # what the forked worker processes read (the parent's memory, shared at fork: nothing is pickled
 # on the way in); set only while a cycle's workers are alive
 _FORKED: tuple | None = None
@@ -649,16 +728,17 @@ def process_count(stream_count: int, asked: int | None = None) -> int:
     return min(workers, -(-stream_count // PARALLEL_CHUNK))
 
 
-def _run_in_processes(targets, now, interval, trigger, user, progress, workers) -> list[StreamOutcome]:
+def _run_in_processes(ids, now, interval, trigger, user, progress, sink: Report, workers) -> None:
     """The local engine on `workers` forked processes (`retention.forked`), each taking chunks of
     PARALLEL_CHUNK streams in turn and running them exactly as `_run_locally` does: its own
     database connection, the same per-stream locks, batches and rules. A cycle in one process is
     half Python and half PostgreSQL, one after the other; two processes keep both cores busy.
-    The outcomes come back in the streams' order; progress counts the chunks done in that order.
+    The outcomes go to `sink` in the streams' order, a chunk at a time (a chunk done early waits
+    for the ones before it); progress counts the chunks done in that order.
     A worker that dies fails the cycle; the locks it held belonged to a dead process on this
     machine, so the next cycle takes them over and finishes its streams."""
     global _FORKED
-    ranges = chunks(len(targets), PARALLEL_CHUNK)
+    ranges = chunks(len(ids), PARALLEL_CHUNK)
     done: dict[int, list[StreamOutcome]] = {}
     reported = 0
 
@@ -666,41 +746,25 @@ def _run_in_processes(targets, now, interval, trigger, user, progress, workers) 
         nonlocal reported
         done[i] = outcomes
         while reported < len(ranges) and reported in done:
+            sink(done.pop(reported))
             reported += 1
             if progress:
-                progress(ranges[reported - 1][1], len(targets))
+                progress(ranges[reported - 1][1], len(ids))
 
-    _FORKED = (targets, now, interval, trigger, user, ranges)
+    _FORKED = (ids, now, interval, trigger, user, ranges)
     try:
         # a forked process must not share this process's database socket: each opens its own
         run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all,
                    at_exit=connections.close_all)  # a worker's backend ends with it, not a moment later
     finally:
         _FORKED = None
-    return [o for i in range(len(ranges)) for o in done[i]]
 
 
 def _run_chunk(i: int) -> list[StreamOutcome]:
     """In a worker process: the i-th chunk of the cycle's streams, run locally."""
-    targets, now, interval, trigger, user, ranges = _FORKED
+    ids, now, interval, trigger, user, ranges = _FORKED
     start, end = ranges[i]
-    return _detached(_run_locally(targets[start:end], now, interval, trigger, user, None))
-
-
-def _detached(outcomes: list[StreamOutcome]) -> list[StreamOutcome]:
-    """Outcomes to send to the parent process: without the stream, scope and policy their
-    records point to."""
-    for outcome in outcomes:
-        if outcome.record is not None:
-            outcome.record._state.fields_cache.clear()
-    return outcomes
-
-
-def _make_heads_durable(outcomes: list[StreamOutcome]) -> None:
-    """Batches sync only before deleting chunks; the cycle's other head moves become durable
-    here, once (see `truncate_many`)."""
-    if any(o.record is not None for o in outcomes):
-        sync_all()
+    return _run_locally(load_streams(ids[start:end]), now, interval, trigger, user)
 
 
 SPARK_CHUNK = 25_000  # streams gathered, decided in one Spark job and applied before the next
@@ -719,9 +783,11 @@ class _SparkChunk:
     held: list[tuple[Locks, list[Prepared]]] = field(default_factory=list)
     parts: list[tuple[int, int]] = field(default_factory=list)
     decided: Future | None = None
+    start: int = 0  # the chunk's streams: the cycle's [start, end)
+    end: int = 0
 
 
-def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> list[StreamOutcome]:
+def _run_on_spark(ids, now, trigger, user, progress, sink: Report, workers: int = 1) -> None:
     """The Spark engine: gather the inputs of a chunk of streams (recording their tails) into
     Parquet, decide them all in one Spark job with the same `decide`, then apply the decisions
     batch by batch. Each stream is gathered once: its lock is held from gathering to applying,
@@ -733,42 +799,42 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
     waited for the other. At most two chunks are held at once. Gathering and applying are spread
     over worker processes as in the local engine (`process_count`): each worker gathers parts of
     PARALLEL_CHUNK streams, writes their inputs into the chunk's directory and keeps them, with
-    their locks, until this process sends it the decisions for them."""
+    their locks, until this process sends it the decisions for them. The outcomes go to `sink`
+    a chunk at a time, in the streams' order."""
     from spark_tasks.retention_job import decide_file
 
     global _FORKED
     interval = settings.CBR_RETENTION_INTERVAL
-    outcomes: list[StreamOutcome] = []
     waiting: list[_SparkChunk] = []  # gathered, in order; the first is applied next
     directory = tempfile.TemporaryDirectory(prefix="cbr-retention-")
     pool = deciding = None
 
     def apply_first() -> None:
-        nonlocal outcomes
         chunk = waiting[0]
         decisions = chunk.decided.result() if chunk.decided else {}
-        outcomes += chunk.skipped
         if pool is None:
-            outcomes += _apply_held(chunk.held, decisions, now, trigger, user, progress, len(outcomes), len(targets))
+            batch_done = (lambda n: progress(chunk.start + len(chunk.skipped) + n, len(ids))) if progress else None
+            outcomes = _apply_held(chunk.held, decisions, now, trigger, user, batch_done)
         else:
-            outcomes += _apply_parts(pool, chunk.parts, targets, decisions)
-            if progress:
-                progress(len(outcomes), len(targets))
+            outcomes = _apply_parts(pool, chunk.parts, ids, decisions)
+        sink(chunk.skipped + outcomes)
+        if progress:
+            progress(chunk.end, len(ids))
         shutil.rmtree(chunk.path, ignore_errors=True)
         waiting.pop(0)
 
     try:
         if workers > 1:  # forked before the thread below exists
-            _FORKED = (targets, now, interval, trigger, user, None)
+            _FORKED = (ids, now, interval, trigger, user, None)
             pool = Pool(_spark_part, workers, before_fork=connections.close_all, at_exit=_release_held_parts)
         deciding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-spark-decide")
-        for k, (start, end) in enumerate(chunks(len(targets), SPARK_CHUNK)):
+        for k, (start, end) in enumerate(chunks(len(ids), SPARK_CHUNK)):
             path = Path(directory.name) / f"chunk-{k}"
             path.mkdir()
             if pool is None:
-                chunk = _SparkChunk(path, [], 0)
+                chunk = _SparkChunk(path, [], 0, start=start, end=end)
                 waiting.append(chunk)  # from here on, released whatever happens
-                chunk.rows = _gather_here(chunk, targets[start:end], now, interval)
+                chunk.rows = _gather_here(chunk, load_streams(ids[start:end]), now, interval)
             else:
                 chunk = _gather_in_parts(pool, path, start, end)
                 waiting.append(chunk)
@@ -787,8 +853,6 @@ def _run_on_spark(targets, now, trigger, user, progress, workers: int = 1) -> li
         if pool is not None:
             pool.close()  # each live worker releases the parts it still holds as it exits
         directory.cleanup()
-    _make_heads_durable(outcomes)
-    return outcomes
 
 
 def _gather_here(chunk: _SparkChunk, streams: list[Stream], now, interval, prefix="part", files=None) -> int:
@@ -807,8 +871,9 @@ def _gather_here(chunk: _SparkChunk, streams: list[Stream], now, interval, prefi
     return writer.rows
 
 
-def _apply_held(held, decisions, now, trigger, user, progress=None, done=0, total=0) -> list[StreamOutcome]:
-    """Apply gathered batches with their decisions, releasing each batch's locks once applied."""
+def _apply_held(held, decisions, now, trigger, user, batch_done=None) -> list[StreamOutcome]:
+    """Apply gathered batches with their decisions, releasing each batch's locks once applied;
+    `batch_done(n)` after each batch, n the streams applied so far."""
     outcomes: list[StreamOutcome] = []
     try:
         with _no_automatic_gc():
@@ -818,8 +883,8 @@ def _apply_held(held, decisions, now, trigger, user, progress=None, done=0, tota
                 locks.release()
                 held.pop(0)
                 gc.collect(0)
-                if progress:
-                    progress(done + len(outcomes), total)
+                if batch_done:
+                    batch_done(len(outcomes))
     finally:
         _release(held)
     return outcomes
@@ -839,7 +904,7 @@ _PARTS: dict[int, _SparkChunk] = {}  # in a worker process: the parts it gathere
 
 def _gather_in_parts(pool: Pool, path: Path, start: int, end: int) -> _SparkChunk:
     parts = [(start + a, start + b) for a, b in chunks(end - start, PARALLEL_CHUNK)]
-    chunk = _SparkChunk(path, [], 0, parts=parts)
+    chunk = _SparkChunk(path, [], 0, parts=parts, start=start, end=end)
     answers: dict[int, tuple] = {}
     pool.run([("gather", a, b, path) for a, b in parts], answers.__setitem__, worker_of=lambda i: i)
     for i in range(len(parts)):
@@ -849,9 +914,9 @@ def _gather_in_parts(pool: Pool, path: Path, start: int, end: int) -> _SparkChun
     return chunk
 
 
-def _apply_parts(pool: Pool, parts, targets, decisions) -> list[StreamOutcome]:
+def _apply_parts(pool: Pool, parts, ids, decisions) -> list[StreamOutcome]:
     tasks = [
-        ("apply", a, b, {s.pk: decisions[s.pk] for s in targets[a:b] if s.pk in decisions})
+        ("apply", a, b, {sid: decisions[sid] for sid in ids[a:b] if sid in decisions})
         for a, b in parts
     ]
     answers: dict[int, list[StreamOutcome]] = {}
@@ -875,16 +940,17 @@ def _spark_part(task) -> object:
     """In a worker process: gather a part (its inputs written as `part-<start>` files into the
     chunk's directory; kept with its locks), or apply a part with its decisions."""
     op, start, end, arg = task
-    targets, now, interval, trigger, user, _ = _FORKED
+    ids, now, interval, trigger, user, _ = _FORKED
     if op == "gather":
         part = _PARTS[start] = _SparkChunk(arg, [], 0)
         try:
-            part.rows = _gather_here(part, targets[start:end], now, interval, prefix=f"part-{start:09d}", files=1)
+            part.rows = _gather_here(part, load_streams(ids[start:end]), now, interval,
+                                     prefix=f"part-{start:09d}", files=1)
         except BaseException:
             _release(_PARTS.pop(start).held)
             raise
         return part.skipped, part.rows
-    return _detached(_apply_held(_PARTS.pop(start).held, arg, now, trigger, user))
+    return _apply_held(_PARTS.pop(start).held, arg, now, trigger, user)
 
 
 def execute(cycle) -> None:
@@ -906,7 +972,7 @@ def execute(cycle) -> None:
             cycle.engine, len(streams) if streams else streams_with_policy().count()
         )
         cycle.save(update_fields=["engine"])
-        outcomes = run_cycle(
+        summary = run_cycle_summary(
             now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
             engine=cycle.engine, progress=progress,
         )
@@ -916,9 +982,8 @@ def execute(cycle) -> None:
         cycle.finished_at = timezone.now()
         cycle.save(update_fields=["state", "error", "finished_at"])
         raise
-    records = [o.record for o in outcomes if o.record is not None]
-    cycle.truncations = len(records)
-    cycle.bytes_reclaimed = sum(r.reclaimed_bytes for r in records)
+    cycle.truncations = summary.truncations
+    cycle.bytes_reclaimed = summary.bytes_reclaimed
     cycle.state = CycleState.DONE
     cycle.finished_at = timezone.now()
     cycle.save(update_fields=["truncations", "bytes_reclaimed", "state", "finished_at"])

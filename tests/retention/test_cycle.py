@@ -102,7 +102,7 @@ def test_two_cycles_at_once_do_not_double_truncate(stream):
     for t in threads:
         t.join()
     assert TruncationRecord.objects.count() == 1
-    assert sorted(o.record is not None for r in results for o in r) == [False, True]
+    assert sorted(o.truncation is not None for r in results for o in r) == [False, True]
 
 
 @pytest.mark.django_db
@@ -168,7 +168,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
         held.delete(f"cbr:retention:{streams[2].pk}")
     assert len(outcomes) == 5
     assert outcomes["shop/s2"].rule == "skipped:locked-by-another-cycle"
-    assert {name for name, o in outcomes.items() if o.record is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
+    assert {name for name, o in outcomes.items() if o.truncation is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
     for s in streams:
         expected = {"0": 0} if s.name == "s2" else {"0": 3}
         assert services.stream_log(s).head_cut() == expected
@@ -207,7 +207,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
         outcomes = {o.stream: o for o in run_cycle(now=T0)}
     finally:
         held.delete(*[f"cbr:retention:{s.pk}" for s in streams])
-    assert outcomes["shop/d0"].record is not None  # taken over
+    assert outcomes["shop/d0"].truncation is not None  # taken over
     assert outcomes["shop/d1"].rule == outcomes["shop/d2"].rule == "skipped:locked-by-another-cycle"
 
 
@@ -288,3 +288,43 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
         cur.execute("EXPLAIN " + probe)
         plan = "\n".join(row[0] for row in cur.fetchall())
     assert "truncation_pending" in plan and f"Seq Scan on {table}" not in plan, plan
+
+
+@pytest.mark.django_db
+def test_a_fleet_cycle_reports_chunk_by_chunk_in_id_order_and_counts_what_it_did(monkeypatch):
+    """The cycle lists ids, loads a chunk of streams at a time and hands the outcomes over a chunk
+    at a time (nothing per stream is held for the whole fleet); the summary counts the same as
+    the truncation history. A stream deleted after the listing is simply not there."""
+    from retention import cycle as cycle_module
+
+    monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
+    policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
+    streams = [
+        services.do_create_stream(scope="shop", name=f"f{i}", segment_count=1, policy=parse_policy(policy))
+        for i in range(5)
+    ]
+    for k, s in enumerate(streams):
+        publish(s, 3 + k)
+    run_cycle(now=T0)  # records the tails
+    for s in streams:
+        publish(s, 3)
+    loads = []
+    real_load = cycle_module.load_streams
+    monkeypatch.setattr(cycle_module, "load_streams", lambda ids: loads.append(list(ids)) or real_load(ids))
+    ids = [s.pk for s in streams]
+    gone = streams[3]
+    chunks, progress = [], []
+
+    def report(outcomes):
+        chunks.append([o.stream for o in outcomes])
+        if len(chunks) == 1:  # deleted once the fleet was listed, before its chunk was loaded
+            gone.delete()
+
+    summary = cycle_module.run_cycle_summary(now=T0 + timedelta(hours=1), report=report, progress=lambda d, t: progress.append((d, t)))
+    assert loads == [ids[0:2], ids[2:4], ids[4:5]]
+    assert chunks == [["shop/f0", "shop/f1"], ["shop/f2"], ["shop/f4"]]
+    assert progress[-1] == (5, 5)
+    records = TruncationRecord.objects.all()
+    assert summary.streams == 4 and summary.truncations == len(records) == 4
+    assert summary.bytes_reclaimed == records.reclaimed_bytes() > 0
+    assert summary.rules == {"size:limit_min": 4}

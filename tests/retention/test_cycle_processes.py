@@ -88,7 +88,7 @@ def state(streams) -> list:
 
 
 def outcome_rows(outcomes) -> list:
-    return [(o.stream.split("/")[1], o.rule, o.record.after_cut if o.record else None) for o in outcomes]
+    return [(o.stream.split("/")[1], o.rule, o.truncation.after_cut if o.truncation else None) for o in outcomes]
 
 
 @postgresql_only

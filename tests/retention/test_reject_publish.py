@@ -47,7 +47,7 @@ def fill_past_max(api, stream):
 def test_at_its_max_a_reject_publish_stream_refuses_events_and_keeps_the_unconsumed(api):
     stream = make_stream("reject_publish")
     (outcome,) = fill_past_max(api, stream)
-    assert outcome.rule == "cbr:case-iii:slb:reject_publish" and outcome.record is None
+    assert outcome.rule == "cbr:case-iii:slb:reject_publish" and outcome.truncation is None
     assert Stream.objects.get(pk=stream.pk).full_since == T0 + timedelta(hours=1)
     response = api.post(EVENTS, {"events": [{"payload": "more"}]}, format="json")
     assert response.status_code == 507, response.content

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retention.cycle import run_cycle, streams_with_policy
+from retention.cycle import run_cycle_summary, streams_with_policy
 from streams.models import Stream
 
 
@@ -37,6 +37,9 @@ class Command(BaseCommand):
                 if Stream.objects.filter(scope__name=scope, name=name).exists():
                     raise CommandError(f"stream {stream} has no retention policy")
                 raise CommandError(f"no stream {stream}")
-        for outcome in run_cycle(now=when, streams=streams, trigger="command", engine=engine):
-            if outcome.record is not None or all:
-                self.stdout.write(outcome.line())
+        def report(outcomes) -> None:  # printed as the cycle goes, a chunk of streams at a time
+            for outcome in outcomes:
+                if outcome.truncation is not None or all:
+                    self.stdout.write(outcome.line())
+
+        run_cycle_summary(now=when, streams=streams, trigger="command", engine=engine, report=report)

@@ -51,7 +51,7 @@ class Command(BaseCommand):
                 Subscription.objects.filter(reader_group=group, stream=stream).update(
                     acknowledgement_cut=cut, acknowledged_at=timezone.now())
             for outcome in run_cycle(now=start + k * step, streams=[stream], trigger="command", engine="local"):
-                if outcome.record is not None:
+                if outcome.truncation is not None:
                     self.stdout.write(f"  {outcome.line()}")
             services.do_publish(stream, [
                 EventIn(payload=f'{{"n": {k}-{i}, "note": "{"y" * rng.randint(20, 120)}"}}'.encode(),
