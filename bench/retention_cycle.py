@@ -334,12 +334,13 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
 
 def _peak_rss() -> dict[str, float]:
     """Peak resident memory in MB of this process (the cycle's, which lists the streams and counts
-    the outcomes) and of its largest finished child (a worker process): Linux reports KB."""
+    the outcomes) and of its largest finished child (a cycle's worker process, or a fleet
+    builder): Linux reports KB."""
     import resource
 
     return {
         "cycle": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "largest worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "largest child": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
 
@@ -433,7 +434,7 @@ def main() -> None:
             print(f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
                   f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))")
             print(f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
-                  f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest worker process {r['rss']['largest worker']:,.0f} MB")
+                  f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB")
             if r["marks"]:
                 print(f"    seconds at each 10k streams applied: {r['marks']}")
             other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)

@@ -99,6 +99,7 @@ class StreamOutcome:
     rule: str
     truncation: Truncation | None
     at_max: bool = False
+    stream_id: int | None = None
 
     def line(self) -> str:
         if self.truncation is None:
@@ -433,7 +434,7 @@ def apply_batch(
     for p, decision, subscribers in items:
         target = _target(p, decision.cut)
         if target is None:
-            outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, None, decision.at_max)
+            outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, None, decision.at_max, p.stream.pk)
             continue
         sizes = p.segment_sizes(target)
         record = TruncationRecord(
@@ -446,12 +447,14 @@ def apply_batch(
     if planned:
         with transaction.atomic():  # recorded before the store is touched
             insert_rows(TruncationRecord, [r for _, r, _ in planned])
-        for p, r, _ in planned:
-            truncation = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
-            outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, r.rule, truncation, decisions[p.stream.pk].at_max)
         results = truncate_many([(p.log, r.after_cut, sizes) for p, r, sizes in planned])
         with transaction.atomic():
             _complete([(p, r) for p, r, _ in planned], results)
+        for p, r, _ in planned:  # after `_complete`, which corrects a record's size to the store's
+            truncation = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
+            outcomes[p.stream.pk] = StreamOutcome(
+                p.stream.full_name, r.rule, truncation, decisions[p.stream.pk].at_max, p.stream.pk
+            )
     truncated_at = {p.stream.pk: r.after_cut for p, r, _ in planned}
     sets = {}
     for p, _, _ in items:
@@ -607,7 +610,7 @@ def _no_automatic_gc():
 
 def _skipped(streams: list[Stream], held: list[Stream], rule: str) -> list[StreamOutcome]:
     ids = {s.pk for s in held}
-    return [StreamOutcome(s.full_name, rule, None) for s in streams if s.pk not in ids]
+    return [StreamOutcome(s.full_name, rule, None, stream_id=s.pk) for s in streams if s.pk not in ids]
 
 
 Report = Callable[[list[StreamOutcome]], None]
@@ -632,7 +635,8 @@ def run_cycle_summary(
     workers: int | None = None,
     report: Report | None = None,
 ) -> CycleSummary:
-    """One cycle over `streams` (default: every stream with a policy, by id). A large cycle is
+    """One cycle over `streams` (default: every stream with a policy, by scope and name; given
+    streams are loaded again, and one without a policy is left out). A large cycle is
     spread over `workers` processes (`CBR_RETENTION_WORKERS`, see `process_count`): the local
     engine's whole work (`_run_in_processes`), the Spark engine's gathering and applying.
 
@@ -643,6 +647,7 @@ def run_cycle_summary(
     much of it as they read it)."""
     now = now or timezone.now()
     ids = _target_ids(streams)
+    progress = _once_each(progress)
     workers = process_count(len(ids), workers)
     summary = CycleSummary()
 
@@ -670,10 +675,24 @@ def run_cycle_summary(
     return summary
 
 
+def _once_each(progress):
+    """`progress` called only when the count moved (a chunk's end is often its last batch's)."""
+    if progress is None:
+        return None
+    last = [None]
+
+    def moved(done: int, total: int) -> None:
+        if done != last[0]:
+            last[0] = done
+            progress(done, total)
+
+    return moved
+
+
 def _target_ids(streams: Iterable[Stream] | None) -> list[int]:
     if streams is not None:
         return [s.pk for s in streams]
-    return list(streams_with_policy().order_by("pk").values_list("pk", flat=True))
+    return list(streams_with_policy().values_list("pk", flat=True))  # in Stream's order: scope, name
 
 
 def load_streams(ids: list[int]) -> list[Stream]:
@@ -817,7 +836,8 @@ def _run_on_spark(ids, now, trigger, user, progress, sink: Report, workers: int 
             outcomes = _apply_held(chunk.held, decisions, now, trigger, user, batch_done)
         else:
             outcomes = _apply_parts(pool, chunk.parts, ids, decisions)
-        sink(chunk.skipped + outcomes)
+        order = {sid: k for k, sid in enumerate(ids[chunk.start : chunk.end])}
+        sink(sorted(chunk.skipped + outcomes, key=lambda o: order[o.stream_id]))  # the streams' order
         if progress:
             progress(chunk.end, len(ids))
         shutil.rmtree(chunk.path, ignore_errors=True)

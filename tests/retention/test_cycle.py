@@ -291,18 +291,20 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
 
 
 @pytest.mark.django_db
-def test_a_fleet_cycle_reports_chunk_by_chunk_in_id_order_and_counts_what_it_did(monkeypatch):
-    """The cycle lists ids, loads a chunk of streams at a time and hands the outcomes over a chunk
-    at a time (nothing per stream is held for the whole fleet); the summary counts the same as
-    the truncation history. A stream deleted after the listing is simply not there."""
+def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_did(monkeypatch):
+    """The cycle lists ids (in the streams' order: scope, name), loads a chunk of streams at a
+    time and hands the outcomes over a chunk at a time (nothing per stream is held for the whole
+    fleet); the summary counts the same as the truncation history. A stream deleted after the
+    listing is simply not there."""
     from retention import cycle as cycle_module
 
     monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
     policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
-    streams = [
-        services.do_create_stream(scope="shop", name=f"f{i}", segment_count=1, policy=parse_policy(policy))
+    created = [  # created f4 first: ids and names run in opposite orders
+        services.do_create_stream(scope="shop", name=f"f{4 - i}", segment_count=1, policy=parse_policy(policy))
         for i in range(5)
     ]
+    streams = created[::-1]  # f0 … f4
     for k, s in enumerate(streams):
         publish(s, 3 + k)
     run_cycle(now=T0)  # records the tails
@@ -320,10 +322,13 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_id_order_and_counts_what_it_did
         if len(chunks) == 1:  # deleted once the fleet was listed, before its chunk was loaded
             gone.delete()
 
-    summary = cycle_module.run_cycle_summary(now=T0 + timedelta(hours=1), report=report, progress=lambda d, t: progress.append((d, t)))
+    summary = cycle_module.run_cycle_summary(now=T0 + timedelta(hours=1), report=report,
+                                             progress=lambda d, t: progress.append((d, t)))
+    assert ids == sorted(ids, reverse=True)
     assert loads == [ids[0:2], ids[2:4], ids[4:5]]
     assert chunks == [["shop/f0", "shop/f1"], ["shop/f2"], ["shop/f4"]]
-    assert progress[-1] == (5, 5)
+    done = [d for d, _ in progress]
+    assert done == sorted(set(done)) and progress[-1] == (5, 5)  # moving on, never repeated
     records = TruncationRecord.objects.all()
     assert summary.streams == 4 and summary.truncations == len(records) == 4
     assert summary.bytes_reclaimed == records.reclaimed_bytes() > 0
