@@ -18,7 +18,10 @@ from . import positions
 from .checkpoints import maybe_checkpoint
 from .positions import Slot, persist_floors, mark_seen, slots
 
-_DELIVERY_ID = re.compile(r"^(\d{1,18})-(\d{1,18})-(\d{1,9})-(\d{1,18})-(\d{1,9})$")
+# Each number as the server writes it: ASCII digits, no leading zero ("0" itself is a number).
+# `\d` took Unicode digits ("١٢") and zero-padded numbers ("007"), ids the server never wrote.
+_N18, _N9 = "(0|[1-9][0-9]{0,17})", "(0|[1-9][0-9]{0,8})"
+_DELIVERY_ID = re.compile("-".join([_N18, _N18, _N9, _N18, _N9]))
 
 
 @dataclass
@@ -50,11 +53,10 @@ def _parse_each(group: ReaderGroup, ids: list, known: dict, prefixes: dict[str, 
             head, _, epoch = raw.rpartition("-")
             prefix, _, offset = head.rpartition("-")
             key = prefixes.get(prefix)
-            if key is not None and offset.isascii() and offset.isdigit() and epoch.isascii() \
-                    and epoch.isdigit() and len(offset) <= 18 and len(epoch) <= 9:
+            if key is not None and _as_written(offset, 18) and _as_written(epoch, 9):
                 by_slot[key].append((i, Delivery(int(offset), int(epoch))))
                 continue
-        m = _DELIVERY_ID.match(raw) if isinstance(raw, str) else None
+        m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
         if m is None:
             raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", 400, "unknown_delivery")
         gid, sid, seg, offset, epoch = m.groups()
@@ -67,12 +69,23 @@ def _parse_each(group: ReaderGroup, ids: list, known: dict, prefixes: dict[str, 
     return by_slot
 
 
+def _as_written(number: str, digits: int) -> bool:
+    """`number` as the server writes one: 1 to `digits` ASCII digits, no leading zero."""
+    return 0 < len(number) <= digits and number.isascii() and number.isdigit() \
+        and (number[0] != "0" or number == "0")
+
+
+def _unpadded(numbers: tuple[str, ...]) -> bool:
+    """No number of `numbers` has a leading zero ("0" itself is fine), counted in C."""
+    return sum(map(str.startswith, numbers, repeat("0"))) == numbers.count("0")
+
+
 def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list] | None:
     """The common case of `_parse_ids` without a Python step per id (an ack carries a thousand):
     every id a string naming one of the group's segments, as the server wrote it, offset and epoch
-    plain ASCII digits (at most 18 and 9). Ids are split, checked and converted by C-level
-    `map`s, and handed to their segments in runs (a read's ids come segment by segment). None
-    when any id is not so (the id-by-id parse then says which, and why)."""
+    plain ASCII digits (at most 18 and 9) with no leading zero. Ids are split, checked and
+    converted by C-level `map`s, and handed to their segments in runs (a read's ids come segment
+    by segment). None when any id is not so (the id-by-id parse then says which, and why)."""
     if not all(type(raw) is str for raw in ids):
         return None
     parts = list(map(str.rsplit, ids, repeat("-"), repeat(2)))
@@ -81,7 +94,8 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
     heads, offsets, epochs = zip(*parts)
     digits = "".join(offsets) + "".join(epochs)
     if not (digits.isascii() and digits.isdigit()) or min(map(len, offsets)) < 1 or max(map(len, offsets)) > 18 \
-            or min(map(len, epochs)) < 1 or max(map(len, epochs)) > 9:
+            or min(map(len, epochs)) < 1 or max(map(len, epochs)) > 9 or not _unpadded(offsets) \
+            or not _unpadded(epochs):
         return None
     keys = list(map(prefixes.get, heads))
     if None in keys:

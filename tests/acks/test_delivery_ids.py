@@ -61,3 +61,27 @@ def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
     _tally(outcome, ["a"], [(0, None)], [AckResult(True)], nack=True)
     assert (outcome.acked, outcome.given_back) == (3, 1)
     assert outcome.refused == [{"field": "delivery_ids[1]", "delivery_id": "b", "reason": "stale"}]
+
+
+@pytest.mark.parametrize("bad", [
+    "12-3-0-007-1", "12-3-0-00-1", "12-3-0-5-01",  # zero-padded offset and epoch
+    "12-3-0-١٢-1", "12-3-0-5-١", "12-3-0-²-1",  # digits that are not ASCII
+    "012-3-0-5-1", "12-03-0-5-1", "12-3-00-5-1", "١٢-3-0-5-1",  # the same in the prefix's numbers
+    "12-3-0-5-1\n",
+])
+def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
+    # given an id the server could not have written beside one it could
+    ids = ["12-3-0-1-1", bad]
+
+    # then the one-pass parse leaves the list to the id-by-id parse, which refuses the id
+    assert _parse_plain_ids(ids, PREFIXES) is None
+    with pytest.raises(FieldError) as refused:
+        _parse_each(GROUP, ids, KNOWN, PREFIXES)
+    assert (refused.value.field, refused.value.status, refused.value.code) == ("delivery_ids[1]", 400, "unknown_delivery")
+
+
+def test_zero_is_an_offset_and_an_epoch_as_written():
+    ids = ["12-3-0-0-1", "12-40-0-10-0", "12-3-1-0-0"]
+    plain = _parse_plain_ids(ids, PREFIXES)
+    assert plain is not None and plain == each(ids)
+    assert [d for items in plain.values() for _, d in items] == [(0, 1), (10, 0), (0, 0)]

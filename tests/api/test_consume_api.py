@@ -480,3 +480,21 @@ def test_floors_persisted_in_one_statement_only_move_forward_and_missed_adds_up(
     stale_first.position.floor = 0  # a stale copy: the row, not the copy, decides
     persist_floors([(stale_first, 4, 0), (stale_second, 9, 0)])
     assert {p.segment_id: (p.floor, p.missed) for p in ReadPosition.objects.all()} == {"0": (7, 3), "1": (9, 0)}
+
+
+def test_an_ack_of_a_live_delivery_spelled_otherwise_is_refused_and_acks_nothing(api, stream, clock):
+    # given a live delivery, its id written with a zero-padded epoch or offset, or Arabic-Indic digits
+    create(api)
+    (d,) = read(api, 1)["deliveries"]
+    prefix, offset, epoch = d["delivery_id"].rsplit("-", 2)
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    for spelled in [f"{prefix}-{offset}-0{epoch}", f"{prefix}-0{offset}-{epoch}",
+                    f"{prefix}-{offset}-{epoch.translate(arabic)}"]:
+        # when it is acknowledged so
+        response = api.post(G + "ack/", {"delivery_ids": [spelled]}, format="json")
+
+        # then it is refused, naming it, and the delivery is still pending
+        assert response.status_code == 400, spelled
+        assert (response.json()["code"], response.json()["field"]) == ("unknown_delivery", "delivery_ids[0]")
+    assert set(floors(api).values()) == {0}
+    assert api.post(G + "ack/", {"delivery_ids": [d["delivery_id"]]}, format="json").json()["acked"] == 1
