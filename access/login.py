@@ -1,7 +1,8 @@
 """Sign-in is rate-limited (the console's form and POST /api/v1/auth/token/): failed attempts
 are counted per client address and per username in the cache (django-ratelimit); past
 CBR_LOGIN_FAILURES, sign-in answers 429 with Retry-After until the window ends, whatever the
-password. Only failures count, so programs that sign in often are never slowed."""
+password: the sign-in page saying so for the console, the API's JSON error for the API. Only
+failures count, so programs that sign in often are never slowed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from functools import wraps
 
 import orjson
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import JsonResponse
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django_ratelimit.core import get_usage
 
 log = logging.getLogger(__name__)
@@ -40,8 +44,23 @@ def _usages(request, increment: bool) -> list[dict]:
     return [u for u in found if u is not None]
 
 
-def rate_limited_login(view, failed=lambda response: response.status_code != 302):
-    """Wrap a sign-in view; `failed` tells a refused sign-in from an accepted one."""
+def page_refusal(request, message: str):
+    """The console's answer to a blocked sign-in: the sign-in page again, saying why."""
+    after = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(after, {request.get_host()}, require_https=request.is_secure()):
+        after = ""  # as LoginView does: never a link elsewhere
+    context = {"form": AuthenticationForm(request), "next": after, "too_many": message}
+    return render(request, "login.html", context, status=429)
+
+
+def json_refusal(request, message: str):
+    """The API's answer to a blocked sign-in, in its error shape (streams/api/errors.py)."""
+    return JsonResponse({"code": "too_many_attempts", "message": message}, status=429)
+
+
+def rate_limited_login(view, failed=lambda response: response.status_code != 302, refusal=page_refusal):
+    """Wrap a sign-in view; `failed` tells a refused sign-in from an accepted one, and `refusal`
+    answers one that is blocked (the console's page by default)."""
 
     @wraps(view)
     def wrapped(request, *args, **kwargs):
@@ -54,9 +73,7 @@ def rate_limited_login(view, failed=lambda response: response.status_code != 302
             return view(request, *args, **kwargs)
         if blocked:
             retry = max(u["time_left"] for u in blocked)
-            response = JsonResponse(
-                {"code": "too_many_attempts",
-                 "message": f"too many failed sign-ins; try again in {retry} s"}, status=429)
+            response = refusal(request, f"too many failed sign-ins; try again in {retry} s")
             response["Retry-After"] = str(retry)
             return response
         response = view(request, *args, **kwargs)

@@ -1,10 +1,25 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from streams.api.serializers import StrictCharField
+from streams.api.serializers import RefusesUnknownFields, StrictCharField
 
 from ..rules import KeyKind
+
+
+class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):
+    """The body of POST /api/v1/auth/token/ (the pair is checked by the view: a wrong one is a 401)."""
+
+    what = "a sign-in"
+
+    username = StrictCharField(max_length=150)
+    password = StrictCharField(trim_whitespace=False, style={"input_type": "password"})
+
+
+@extend_schema_serializer(component_name="AuthToken")  # the name it had under DRF's view
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="send it as `Authorization: Token <token>`")
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):

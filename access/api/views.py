@@ -1,11 +1,15 @@
-"""API keys over REST (docs/security.md): list, make (the key is in this one answer), show,
-revoke. Thin: access.services checks and writes."""
+"""Signing in for a token, and API keys over REST (docs/security.md): list, make (the key is in
+this one answer), show, revoke. Thin: access.services checks and writes."""
 
 from __future__ import annotations
 
+from django.contrib.auth import authenticate
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,7 +17,31 @@ from rest_framework.views import APIView
 from .. import services
 from ..models import ApiKey
 from ..rules import Action
-from .serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer
+from .serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeySerializer,
+    AuthTokenSerializer,
+    TokenSerializer,
+)
+
+
+class TokenView(ObtainAuthToken):
+    """POST /api/v1/auth/token/ (open to everyone, as DRF's view, whose parsers it keeps): a
+    missing or mistyped field is a 400 naming it; a username and password that do not match are a
+    401, as for any bad credential (DRF answers 400 there)."""
+
+    serializer_class = AuthTokenSerializer
+
+    @extend_schema(request=AuthTokenSerializer, responses=TokenSerializer)
+    def post(self, request, *args, **kwargs):
+        body = self.get_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(request, **body.validated_data)
+        if user is None:  # or inactive
+            raise AuthenticationFailed("that username and password do not match")
+        token, _ = Token.objects.get_or_create(user=user)
+        return Response({"token": token.key})
 
 
 def key_queryset():

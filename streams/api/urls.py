@@ -1,12 +1,12 @@
 from django.urls import path, register_converter
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
+from drf_spectacular.views import SpectacularSwaggerView
 
 from access.api import views as access_views
-from access.login import rate_limited_login
+from access.login import json_refusal, rate_limited_login
 from compaction.api import views as compaction_views
 
 from . import reader_group_views, views
+from .schema import SchemaView
 
 
 class NameConverter:
@@ -35,8 +35,8 @@ S = "streams/<name:scope>/<name:name>/"
 RG = "reader-groups/<name:scope>/<name:name>/"
 
 urlpatterns = [
-    path("auth/token/", rate_limited_login(obtain_auth_token, failed=lambda r: r.status_code != 200),
-         name="api-token"),
+    path("auth/token/", rate_limited_login(access_views.TokenView.as_view(), failed=lambda r: r.status_code != 200,
+                                           refusal=json_refusal), name="api-token"),
     path("streams/", views.StreamListView.as_view(), name="api-streams"),
     path(S, views.StreamDetailView.as_view(), name="api-stream"),
     path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
@@ -57,6 +57,6 @@ urlpatterns = [
          name="api-checkpoint-release"),
     path("api-keys/", access_views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<key_prefix:prefix>/", access_views.ApiKeyDetailView.as_view(), name="api-key"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

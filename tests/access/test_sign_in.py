@@ -35,8 +35,37 @@ def test_after_too_many_failures_even_the_right_password_waits(plain_user):
     blocked = sign_in(client, "pw-bob-123")
     assert blocked.status_code == 429
     assert 0 < int(blocked["Retry-After"]) <= 60
-    assert blocked.json()["code"] == "too_many_attempts"
     assert "_auth_user_id" not in client.session
+
+
+def test_a_blocked_console_sign_in_is_the_sign_in_page_saying_why(plain_user):
+    # given a browser that failed too often
+    client = Client()
+    for _ in range(3):
+        sign_in(client, "wrong")
+
+    # when it signs in again, from a page it was sent to sign in for
+    blocked = client.post("/login/", {"username": "bob", "password": "pw-bob-123", "next": "/streams/"},
+                          REMOTE_ADDR="10.0.0.1")
+
+    # then it gets the sign-in page (not JSON), with the reason, the wait and the form to try again
+    assert blocked.status_code == 429
+    assert blocked["Content-Type"].startswith("text/html")
+    page = blocked.content.decode()
+    assert f"Too many failed sign-ins; try again in {blocked['Retry-After']} s." in page
+    assert '<form class="login" method="post">' in page and 'name="csrfmiddlewaretoken"' in page
+    assert 'name="next" value="/streams/"' in page
+    assert "do not match" not in page
+
+
+def test_a_blocked_sign_in_page_does_not_keep_a_link_elsewhere(plain_user):
+    client = Client()
+    for _ in range(3):
+        sign_in(client, "wrong")
+    blocked = client.post("/login/", {"username": "bob", "password": "x", "next": "https://evil.example/"},
+                          REMOTE_ADDR="10.0.0.1")
+    assert blocked.status_code == 429
+    assert "evil.example" not in blocked.content.decode()
 
 
 def test_good_sign_ins_are_never_counted(plain_user):
@@ -57,9 +86,11 @@ def test_failures_for_one_username_from_many_addresses_are_counted_together(plai
 def test_the_token_endpoint_is_limited_the_same_way(plain_user):
     api = APIClient()
     for _ in range(3):
-        assert api.post(TOKEN, {"username": "BOB", "password": "x"}, format="json").status_code == 400
+        assert api.post(TOKEN, {"username": "BOB", "password": "x"}, format="json").status_code == 401
     response = api.post(TOKEN, {"username": "bob", "password": "pw-bob-123"}, format="json")
     assert response.status_code == 429
+    assert response["Content-Type"] == "application/json"  # the API's error shape, not the page
+    assert response.json()["code"] == "too_many_attempts"
     assert "try again in" in response.json()["message"]
 
 

@@ -29,8 +29,22 @@ def test_a_token_is_issued_for_a_username_and_password(client, plain_user):
     bad = client.post(
         "/api/v1/auth/token/", {"username": "bob", "password": "nope"}, content_type="application/json"
     )
-    assert bad.status_code == 400  # DRF's answer to wrong credentials, kept
+    assert bad.status_code == 401  # bad credentials, as docs/api.md says (DRF answered 400)
+    assert bad.json()["code"] == "authentication_failed"
     assert "field" not in bad.json()  # no field of the body is wrong: the pair is
+    assert bad["WWW-Authenticate"] == "Token"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"username": "bob"}, "password"),
+    ({"password": "pw-bob-123"}, "username"),
+    ({"username": 7, "password": "pw-bob-123"}, "username"),
+    ({"username": "bob", "password": "pw-bob-123", "otp": "1"}, "otp"),
+])
+def test_a_token_request_with_a_missing_wrong_or_unknown_field_is_a_400_naming_it(client, plain_user, body, field):
+    response = client.post("/api/v1/auth/token/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["field"] == field
 
 
 def test_it_creates_a_stream_with_its_segments_and_policy(api):
