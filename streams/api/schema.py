@@ -8,12 +8,6 @@ listed for its operation fails the run.
 
 from __future__ import annotations
 
-import threading
-
-from drf_spectacular.generators import SchemaGenerator
-from drf_spectacular.views import SpectacularAPIView
-from rest_framework.response import Response
-
 ERROR = {
     "type": "object",
     "description": "Every API error (docs/api.md, Errors): `field` names the first offending field, "
@@ -152,28 +146,3 @@ def add_links(op_id: str, responses: dict) -> None:
         responses["200"].setdefault("links", {})[target] = {
             "operationId": target, "parameters": parameters, "requestBody": body,
         }
-
-
-_schema: dict | None = None
-_schema_lock = threading.Lock()
-
-
-def openapi_schema() -> dict:
-    """The schema, built once per process (cbrweb/wsgi.py builds it before a worker serves): it
-    is the same for every caller, and drf-spectacular loads its extensions lazily, so concurrent
-    first builds on a fresh worker failed each other (500s)."""
-    global _schema
-    with _schema_lock:
-        if _schema is None:
-            _schema = SchemaGenerator().get_schema(request=None, public=True)
-    return _schema
-
-
-class SchemaView(SpectacularAPIView):
-    """`/api/v1/schema/`: drf-spectacular's view, answering the schema built once."""
-
-    def _get_schema_response(self, request):
-        return Response(
-            data=openapi_schema(),
-            headers={"Content-Disposition": f'inline; filename="{self._get_filename(request, None)}"'},
-        )
