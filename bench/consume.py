@@ -256,11 +256,11 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
     from streams.domain.acks import Poison
 
     r = redis.Redis.from_url(redis_url)
-    group_id = 10**15 + os.getpid()  # no real group has such an id
+    run = f"bench-{os.getpid()}"  # no real subscription has such a key
     now = time.time()
 
     def tracker(n: int) -> SegmentTracker:
-        t = SegmentTracker(r, group_id, n, "0")
+        t = SegmentTracker(r, f"{run}-{n}", "0")
         t.forget()
         return t
 

@@ -131,9 +131,10 @@ def used_memory() -> int:
 def index_keys(stream) -> dict[str, int]:
     """MEMORY USAGE (every element counted) of each of the index's keys in Redis."""
     from cbrweb.redis_client import get_redis
+    from streams.delaying.index import tag
 
     redis = get_redis()
-    prefix = f"cbr:dl:{{{stream.pk}}}:"
+    prefix = f"{tag(stream.storage_key)}:"
     out = {}
     for key in redis.scan_iter(match=prefix + "*", count=1000):
         size = redis.memory_usage(key, samples=0)
@@ -145,9 +146,10 @@ def index_keys(stream) -> dict[str, int]:
 def flush_index(stream) -> int:
     """What a Redis restart without persistence does to the index: every cbr:dl:{S}:* key goes."""
     from cbrweb.redis_client import get_redis
+    from streams.delaying.index import tag
 
     redis = get_redis()
-    keys = list(redis.scan_iter(match=f"cbr:dl:{{{stream.pk}}}:*", count=1000))
+    keys = list(redis.scan_iter(match=f"{tag(stream.storage_key)}:*", count=1000))
     if keys:
         redis.delete(*keys)
     return len(keys)

@@ -144,9 +144,10 @@ CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
 CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
-# a compaction that died holding its stream's lock frees it after this; tests pause a run between
-# writing its generation and switching to it (to kill it there)
-CBR_COMPACTION_LOCK_S = env_int("CBR_COMPACTION_LOCK_S", 3600, minimum=1)
+# a compaction's lock is a lease its holder renews while it lives: a holder killed on another
+# machine frees it after this (one on this machine at once); tests pause a run between writing its
+# generation and switching to it (to kill it there)
+CBR_COMPACTION_LOCK_S = env_int("CBR_COMPACTION_LOCK_S", 30, minimum=1)
 CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S = env_int("CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S", 0, minimum=0)
 # a worker consuming the compaction queue starts Spark and runs a tiny compaction when it starts
 # (compaction.runs.warm_up), so the first real run does not pay for it

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from cbrweb.redis_client import get_redis
+from streams import locks as redis_locks
 from streams.models import Stream
 from streams.services import stream_log
 from streams.storage.parquet import SCHEMA as PARQUET_SCHEMA
@@ -45,22 +45,29 @@ def view_dir(stream: Stream) -> Path:
     return Path(settings.CBR_DATA_DIR) / "compacted" / stream.storage_key
 
 
+def _lock_key(stream: Stream) -> str:
+    return f"cbr:compaction:{{{stream.storage_key}}}:lock"
+
+
 @contextmanager
 def compaction_lock(stream: Stream) -> Iterator[bool]:
-    """Never two compactions of a stream at once (a holder that died frees it after an hour)."""
-    redis = get_redis()
-    key = f"cbr:compaction:{{{stream.pk}}}:lock"
-    token = f"{os.getpid()}:{time.time()}"
-    got = bool(redis.set(key, token, nx=True, ex=settings.CBR_COMPACTION_LOCK_S))
-    try:
+    """Never two compactions of a stream at once. A lease its holder renews while it lives: a
+    holder killed on this machine gives it up at once, one elsewhere within
+    `CBR_COMPACTION_LOCK_S`."""
+    with redis_locks.lease(_lock_key(stream), settings.CBR_COMPACTION_LOCK_S) as got:
         yield got
-    finally:
-        if got and redis.get(key) == token.encode():
-            redis.delete(key)
 
 
 def is_running(stream: Stream) -> bool:
-    return bool(get_redis().exists(f"cbr:compaction:{{{stream.pk}}}:lock"))
+    """Whether a live process compacts the stream now."""
+    return redis_locks.holder(_lock_key(stream)) is not None
+
+
+def fail_dead_runs(stream: Stream) -> int:
+    """Mark failed the runs left `running` by a process that died. Only called while no live
+    process holds the stream's lock: a run is `running` only while its process holds it."""
+    return CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.RUNNING).update(
+        state=CompactionRun.State.FAILED, error="the process running it died", finished_at=timezone.now())
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,10 @@ def queue_run(stream: Stream, trigger: str) -> CompactionRun:
     """A run to be done by the worker (console, API); 409 when one is running."""
     from .tasks import run_compaction  # noqa: PLC0415
 
-    if is_running(stream) or CompactionRun.objects.filter(stream=stream, state__in=["queued", "running"]).exists():
+    if is_running(stream):
+        raise CompactionBusy(stream.full_name)
+    fail_dead_runs(stream)
+    if CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.QUEUED).exists():
         raise CompactionBusy(stream.full_name)
     run = CompactionRun.objects.create(stream=stream, trigger=trigger)
     try:
@@ -187,9 +197,7 @@ def execute(run: CompactionRun, now: datetime | None = None, seal: bool = False)
             run.state, run.error, run.finished_at = CompactionRun.State.FAILED, "another compaction was running", timezone.now()
             run.save(update_fields=["state", "error", "finished_at"])
             raise CompactionBusy(stream.full_name)
-        # runs left "running" by a process that died: nothing else holds the lock
-        CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.RUNNING).exclude(pk=run.pk).update(
-            state=CompactionRun.State.FAILED, error="the process running it died", finished_at=timezone.now())
+        fail_dead_runs(stream)  # nothing else holds the lock, and this run is not running yet
         try:
             return _execute(run, now or datetime.now(UTC), seal)
         except Exception as exc:

@@ -17,16 +17,15 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import socket
 import tempfile
+import threading
 import time
-import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,51 +36,24 @@ from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from cbrweb.redis_client import get_redis
 from streams.db import insert_rows, update_rows
+from streams import locks as redis_locks
 from streams.domain.errors import FieldError
 from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.segment import BOOT_ID
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
 from .cuts import is_at_or_after, moves_head
 from .forked import Pool, chunks, run_forked
 from .inputs_codec import considered
-from .models import CycleState, TruncationRecord
+from .models import CycleState, RetentionCycle, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import after_truncation, with_tail
 from .services import complete_truncation
 from .set_store import as_records, read_sets, stored, write_sets
 
 BATCH = 500
-LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder by at most this long
-# One script call for a whole batch (a pipelined SET or EVALSHA per stream was ~50 µs a stream of
-# client-side work): each key is set if free, else its holder is returned, to be judged.
-_TAKE = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('set', key, ARGV[1], 'NX', 'EX', ARGV[2]) then out[i] = 1
-  else out[i] = redis.call('get', key) or 0 end
-end
-return out
-"""
-# compare-and-set of each KEYS[i] from its dead holder ARGV[i + 2] to the token ARGV[1]
-_TAKE_OVER = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[i + 2] then redis.call('set', key, ARGV[1], 'EX', ARGV[2]); out[i] = 1
-  else out[i] = 0 end
-end
-return out
-"""
-# compare-and-delete: a lock that expired and was taken by another cycle stays
-_RELEASE = """
-for _, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[1] then redis.call('del', key) end
-end
-return 0
-"""
+LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder elsewhere by at most this long
 
 
 class Truncation(NamedTuple):
@@ -201,39 +173,9 @@ def streams_with_policy():
 # -- locks ---------------------------------------------------------------------------------------
 
 
-def _lock_key(stream_id: int) -> str:
-    return f"cbr:retention:{stream_id}"
-
-
-def _this_machine() -> str:
-    """Names the process space this process lives in: host, boot, pid namespace. Two lock holders
-    with the same name can see each other's processes."""
-    try:
-        pid_ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        pid_ns = "?"
-    return f"{socket.gethostname()}/{BOOT_ID.hex()}/{pid_ns}"
-
-
-def _lock_token() -> str:
-    return f"{_this_machine()}|{os.getpid()}|{uuid.uuid4().hex}"
-
-
-def _holder_is_dead(token: str) -> bool:
-    """Whether the lock's holder was a process on this machine that no longer exists (a cycle
-    killed -9 never releases its locks). Anything else, or any doubt, counts as alive: that lock
-    then expires after LOCK_TIMEOUT_S."""
-    machine, _, rest = token.partition("|")
-    pid, _, _ = rest.partition("|")
-    if machine != _this_machine() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False  # alive (or its pid reused since: the safe mistake)
+def _lock_key(stream: Stream) -> str:
+    """Named by the stream's `storage_key`, never by its id (see `Stream.storage_key`)."""
+    return f"cbr:retention:{stream.storage_key}"
 
 
 @dataclass
@@ -247,35 +189,15 @@ class Locks:
     @classmethod
     def take(cls, streams: list[Stream]) -> Locks:
         """One script call for the whole batch; a lock left by a dead cycle on this machine is
-        taken over (compare-and-set) rather than waited out, so the next cycle finishes a killed
-        one's work at once (DESIGN.md §6)."""
-        token = _lock_token()
-        if not streams:
-            return cls([], token)
-        redis = get_redis()
-        keys = [_lock_key(s.pk) for s in streams]
-        answers = redis.register_script(_TAKE)(keys=keys, args=[token, LOCK_TIMEOUT_S])
-        locks = cls([s for s, answer in zip(streams, answers) if answer == 1], token)
-        try:
-            dead = [
-                (s, key, answer) for s, key, answer in zip(streams, keys, answers)
-                if isinstance(answer, bytes) and _holder_is_dead(answer.decode())
-            ]
-            if dead:
-                taken = redis.register_script(_TAKE_OVER)(
-                    keys=[key for _, key, _ in dead], args=[token, LOCK_TIMEOUT_S, *[h for _, _, h in dead]]
-                )
-                locks.held += [s for (s, _, _), ok in zip(dead, taken) if ok == 1]
-        except BaseException:
-            locks.release()  # nobody else knows of the locks the first call took
-            raise
-        return locks
+        taken over rather than waited out, so the next cycle finishes a killed one's work at once
+        (DESIGN.md §6)."""
+        token = redis_locks.holder_token()
+        got = redis_locks.take([_lock_key(s) for s in streams], token, LOCK_TIMEOUT_S)
+        return cls([s for s, ok in zip(streams, got) if ok], token)
 
     def release(self) -> None:
         """Compare-and-delete: a lock that expired and was taken by another cycle stays."""
-        if not self.held:
-            return
-        get_redis().register_script(_RELEASE)(keys=[_lock_key(s.pk) for s in self.held], args=[self.token])
+        redis_locks.release([_lock_key(s) for s in self.held], self.token)
         self.held = []
 
 
@@ -973,11 +895,61 @@ def _spark_part(task) -> object:
     return _apply_held(_PARTS.pop(start).held, arg, now, trigger, user)
 
 
-def execute(cycle) -> None:
-    """Run a recorded RetentionCycle, keeping its state and progress up to date."""
+HEARTBEAT_S = 30  # a running cycle says it is alive this often
+DEAD_AFTER_S = 4 * HEARTBEAT_S  # a cycle silent this long died (its process on another machine)
+
+
+def sweep_dead_cycles() -> int:
+    """Mark failed the cycles left `running` by a process that died: one on this machine that no
+    longer exists, or one elsewhere silent for `DEAD_AFTER_S`. Their truncations were recorded before the
+    store was touched, and the next cycle finishes them (DESIGN.md §6); only their rows stay."""
+    now = timezone.now()
+    silent = now - timedelta(seconds=DEAD_AFTER_S)
+    dead = [
+        c.pk for c in RetentionCycle.objects.filter(state=CycleState.RUNNING).only("id", "runner", "heartbeat_at", "started_at")
+        if redis_locks.holder_is_dead(c.runner)
+        or (not redis_locks.holder_is_here(c.runner) and (c.heartbeat_at or c.started_at or now) < silent)
+    ]
+    if not dead:
+        return 0
+    return RetentionCycle.objects.filter(pk__in=dead, state=CycleState.RUNNING).update(
+        state=CycleState.FAILED, finished_at=now,
+        error="its process died before the cycle ended (the next cycle finished its truncations)")
+
+
+@contextmanager
+def _heartbeat(cycle) -> Iterator[None]:
+    """While the block runs, the cycle's row says every `HEARTBEAT_S` that it is alive (from a
+    thread with a database connection of its own)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(HEARTBEAT_S):
+                try:
+                    RetentionCycle.objects.filter(pk=cycle.pk).update(heartbeat_at=timezone.now())
+                except Exception:  # the database away for a moment: the next beat tries again
+                    continue
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"cycle {cycle.pk} heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def execute(cycle, report: Report | None = None) -> None:
+    """Run a recorded RetentionCycle, keeping its state and progress up to date; first mark
+    failed the cycles whose process died. `report` as for `run_cycle_summary`."""
+    sweep_dead_cycles()
     cycle.state = CycleState.RUNNING
-    cycle.started_at = timezone.now()
-    cycle.save(update_fields=["state", "started_at"])
+    cycle.started_at = cycle.heartbeat_at = timezone.now()
+    cycle.runner = redis_locks.holder_token()
+    cycle.save(update_fields=["state", "started_at", "heartbeat_at", "runner"])
     last_save = [0.0]
 
     def progress(done: int, total: int) -> None:
@@ -992,10 +964,11 @@ def execute(cycle) -> None:
             cycle.engine, len(streams) if streams else streams_with_policy().count()
         )
         cycle.save(update_fields=["engine"])
-        summary = run_cycle_summary(
-            now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
-            engine=cycle.engine, progress=progress,
-        )
+        with _heartbeat(cycle):
+            summary = run_cycle_summary(
+                now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
+                engine=cycle.engine, progress=progress, report=report,
+            )
     except Exception as exc:
         cycle.state = CycleState.FAILED
         cycle.error = f"{type(exc).__name__}: {exc}"

@@ -155,6 +155,10 @@ class RetentionCycle(models.Model):
     truncations = models.PositiveIntegerField(default=0)
     bytes_reclaimed = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # The process running it (streams.locks.holder_token) and when it last said it was alive: a
+    # cycle whose process died is marked failed by the next one (retention.cycle.sweep_dead_cycles).
+    runner = models.CharField(max_length=300, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

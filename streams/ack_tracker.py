@@ -3,29 +3,31 @@ one state and each step is atomic (one Lua script per read, per ack batch, per n
 plain model is the reference: the tests run the same random interleavings through both and
 compare.
 
-Keys, per reader group, subscription (the group on one stream) and segment (`{g:sub:seg}` keeps
-them in one Redis Cluster slot):
-    cbr:acks:{g:sub:seg}:state   hash: floor, next, halted (absent: not halted), abase, layout,
+Keys, per subscription (a reader group on one stream) and segment, named by the subscription's
+random `state_key` (never by database ids: a database recreated or restored beside a kept Redis
+reuses ids, and a new group would take another's floor) and the segment; `{key:seg}` keeps them in
+one Redis Cluster slot:
+    cbr:acks:{key:seg}:state     hash: floor, next, halted (absent: not halted), abase, layout,
                                and counters redelivered, dead_lettered, skipped
-    cbr:acks:{g:sub:seg}:leased  bitmap: bit (offset - abase) set while the offset is handed out
+    cbr:acks:{key:seg}:leased    bitmap: bit (offset - abase) set while the offset is handed out
                                (a live delivery: not acknowledged, given back or expired)
-    cbr:acks:{g:sub:seg}:leases  sorted set: one member per hand-out, by its leases' expiry,
+    cbr:acks:{key:seg}:leases    sorted set: one member per hand-out, by its leases' expiry,
                                naming its deliveries (offset and epoch; runs of first deliveries
                                as ranges); a lease it names is live while the offset's `leased`
                                bit is set and the offset's epoch is the one named
-    cbr:acks:{g:sub:seg}:sinks   hash: offset -> "sink,sink" that acknowledged its live delivery
-    cbr:acks:{g:sub:seg}:epochs  hash: offset -> deliveries so far, kept only where that is not
+    cbr:acks:{key:seg}:sinks     hash: offset -> "sink,sink" that acknowledged its live delivery
+    cbr:acks:{key:seg}:epochs    hash: offset -> deliveries so far, kept only where that is not
                                what `next` implies (1 below it, 0 from it): redeliveries, and
                                delayed events the stream's index handed back (0)
-    cbr:acks:{g:sub:seg}:acked   bitmap: bit (offset - abase) set once the offset is processed;
+    cbr:acks:{key:seg}:acked     bitmap: bit (offset - abase) set once the offset is processed;
                                every bit below the floor is set (state's `abase`, a multiple
                                of 8 at or below the floor, moves up with it; both bitmaps are
                                cut below it)
-    cbr:acks:{g:sub:seg}:retry   sorted set: offset by the time it is due (again)
-    cbr:acks:{g:sub:seg}:poison  hash: offset -> what on_poison did (above the floor)
-    cbr:acks:{g:sub:seg}:dead    sorted set: offset by when its dead-letter append was claimed
-    cbr:acks:{g:sub:seg}:reason  hash: offset -> why it was last given back (nack reason, timeout)
-    cbr:acks:{g:sub:seg}:scratch a mask of many bits, written and deleted within one script
+    cbr:acks:{key:seg}:retry     sorted set: offset by the time it is due (again)
+    cbr:acks:{key:seg}:poison    hash: offset -> what on_poison did (above the floor)
+    cbr:acks:{key:seg}:dead      sorted set: offset by when its dead-letter append was claimed
+    cbr:acks:{key:seg}:reason    hash: offset -> why it was last given back (nack reason, timeout)
+    cbr:acks:{key:seg}:scratch   a mask of many bits, written and deleted within one script
 If Redis loses these keys, the tracker starts again from the floor persisted in the database:
 everything above it is delivered again (at-least-once), nothing is lost. A state kept in another
 shape (`layout`: an older release's, whose `leases` held one member per offset) is treated the
@@ -99,15 +101,19 @@ def _scripts(redis) -> tuple:
 class SegmentTracker:
     """One reader group's acknowledgement state on one segment, in Redis."""
 
-    def __init__(self, redis, group_id: int, subscription_id: int, segment: str, index_key: str = ""):
-        """`index_key`: the state hash of the stream's delayed index (its `released` time and
-        `recovered` mark; see streams.delaying)."""
+    def __init__(self, redis, subscription_key: str, segment: str, index_key: str = ""):
+        """`subscription_key`: the subscription's `state_key`; `index_key`: the state hash of the
+        stream's delayed index (its `released` time and `recovered` mark; see streams.delaying)."""
         self.redis = redis
-        tag = f"{_PREFIX}{{{group_id}:{subscription_id}:{segment}}}"
-        self.keys = [f"{tag}:{part}" for part in _PARTS]
-        self.index_key = index_key or f"{tag}:no-index"
+        self.keys = self.keys_of(subscription_key, segment)
+        self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
         (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out,
          self._lease_counts) = _scripts(redis)
+
+    @staticmethod
+    def keys_of(subscription_key: str, segment: str) -> list[str]:
+        tag = f"{_PREFIX}{{{subscription_key}:{segment}}}"
+        return [f"{tag}:{part}" for part in _PARTS]
 
     def hand_out(
         self, now: float, consumer: str, limit: int, tail: int, lease_s: float,

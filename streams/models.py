@@ -52,9 +52,11 @@ def new_storage_key() -> str:
 
 class Stream(models.Model):
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="streams")
-    # The stream's directory in the segment store: random, never reused, so a deleted stream's
-    # files (or a process's open descriptors of them) can never meet a new stream's, even where
-    # the database reuses ids (SQLite does).
+    # The stream's directory in the segment store and the name of its state in Redis (delayed
+    # index, retention and compaction locks): random, never reused, so a deleted stream's files
+    # (or a process's open descriptors of them) or Redis keys can never meet a new stream's, even
+    # where the database reuses ids (SQLite does; a database recreated or restored from a backup
+    # beside a kept Redis does too).
     storage_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     name = models.CharField(max_length=128)
     segment_count = models.PositiveIntegerField(default=1)
@@ -158,6 +160,10 @@ class OnPoison(models.TextChoices):
 class ReaderGroup(models.Model):
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="reader_groups")
     name = models.CharField(max_length=128)
+    # Names the group's state in Redis (its last-seen time): random, never reused, so that a
+    # database recreated or restored beside a kept Redis (ids reused) never meets another
+    # group's state.
+    state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     retention_type = models.CharField(
         max_length=40, choices=RetentionType.choices, default=RetentionType.NONE
     )
@@ -200,6 +206,9 @@ class Subscription(models.Model):
 
     reader_group = models.ForeignKey(ReaderGroup, on_delete=models.CASCADE)
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="subscriptions")
+    # Names the subscription's acknowledgement state in Redis (streams.ack_tracker), for the
+    # reason `ReaderGroup.state_key` gives: a new subscription can only start from its own floor.
+    state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     acknowledgement_cut = models.JSONField(null=True, blank=True)
     # size_till of each segment's offset in the cut, recorded with it (the cycle needs no store
     # read for it); absent for cuts written before this field existed

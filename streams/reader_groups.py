@@ -78,14 +78,14 @@ def do_delete_reader_group(group: ReaderGroup) -> None:
     once for a stream that refuses publishing at its max)."""
     from retention.services import recheck_full_streams
 
-    from .consuming import forget_trackers
+    from .consuming import forget_trackers, tracker_names
 
-    streams = list(Stream.objects.filter(subscriptions__reader_group=group).select_related("retention_policy"))
-    group_id = group.pk
+    subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__retention_policy"))
+    names, group_key = tracker_names(subs), group.state_key
     with transaction.atomic():
         group.delete()
-        recheck_full_streams(streams)
-        transaction.on_commit(lambda: forget_trackers(group_id))
+        recheck_full_streams([sub.stream for sub in subs])
+        transaction.on_commit(lambda: forget_trackers(names, group_key))
 
 
 def do_update_reader_group(
@@ -97,7 +97,7 @@ def do_update_reader_group(
     is unsubscribed and its positions forgotten; a stream added starts at the group's start."""
     from retention.services import recheck_full_streams
 
-    from .consuming import current_floors, forget_trackers
+    from .consuming import current_floors, forget_trackers, tracker_names
 
     check_generation(group, generation)
     was_subscriber = group.is_subscriber
@@ -110,7 +110,7 @@ def do_update_reader_group(
             check_generation(group, generation if generation is not None else -1)
         group.refresh_from_db()
         affected: list[Stream] = []
-        removed: list[int] = []
+        removed: list[Subscription] = []
         if streams is not None:
             current = {
                 sub.stream_id: sub
@@ -120,7 +120,7 @@ def do_update_reader_group(
             for sid, sub in current.items():
                 if sid not in wanted:
                     affected.append(sub.stream)
-                    removed.append(sub.pk)
+                    removed.append(sub)
                     sub.delete()
             now = timezone.now()
             for sid, stream in wanted.items():
@@ -142,8 +142,9 @@ def do_update_reader_group(
                     sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
         if affected:
             recheck_full_streams(affected)
-        for sub_id in removed:
-            transaction.on_commit(lambda sub_id=sub_id: forget_trackers(group.pk, sub_id))
+        if removed:
+            names = tracker_names(removed)
+            transaction.on_commit(lambda: forget_trackers(names))
     return group
 
 

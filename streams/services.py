@@ -143,14 +143,19 @@ def do_update_stream(stream: Stream, changes: dict) -> Stream:
 
 
 def do_delete_stream(stream: Stream) -> None:
-    from .delaying.buckets import forget_index  # noqa: PLC0415  (it imports this module)
+    """The stream goes with its files and every piece of its Redis state: its delayed index and
+    its reader groups' acknowledgement state on it."""
+    from .consuming import forget_trackers, tracker_names  # noqa: PLC0415  (they import this module)
+    from .delaying.buckets import forget_index  # noqa: PLC0415
 
     log = stream_log(stream)
     forget = forget_index(stream)
+    trackers = tracker_names(stream.subscriptions.select_related("stream"))
     with transaction.atomic():
         stream.delete()
         transaction.on_commit(log.delete)
         transaction.on_commit(forget)
+        transaction.on_commit(lambda: forget_trackers(trackers))
 
 
 def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPolicy:

@@ -22,7 +22,7 @@ from .checkpoints import (
     periodic_checkpoints,
 )
 from .dead_letters import dead_letter_name
-from .positions import Slot, forget_trackers, group_and_slots, last_seen, mark_seen, slots
+from .positions import Slot, forget_trackers, group_and_slots, last_seen, mark_seen, slots, tracker_names
 from .reading import ReadResult, read
 from .state import PositionState, group_state
 
@@ -30,5 +30,5 @@ __all__ = [
     "AUTO_PREFIX", "AckOutcome", "PositionState", "ReadResult", "Slot", "ack", "check_checkpoint_name",
     "checkpoint_interval_s", "current_floors", "dead_letter_name", "do_checkpoint",
     "do_release_checkpoint", "forget_trackers", "group_and_slots", "group_state", "last_seen", "mark_seen",
-    "maybe_checkpoint", "nack", "periodic_checkpoints", "read", "slots",
+    "maybe_checkpoint", "nack", "periodic_checkpoints", "read", "slots", "tracker_names",
 ]

@@ -148,7 +148,7 @@ def _slots_of(group: ReaderGroup, positions: list[ReadPosition]) -> list[Slot]:
     for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
         for seg in sub.stream.segment_ids:
             # keyed by the subscription: a stream dropped and added again starts afresh
-            tracker = SegmentTracker(redis, group.pk, sub.pk, seg, delayed_state_key(sub.stream_id))
+            tracker = SegmentTracker(redis, sub.state_key, seg, delayed_state_key(sub.stream.storage_key))
             out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))
     return out
 
@@ -211,36 +211,38 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
         slot.position.missed += m
 
 
-def seen_key(group_id: int) -> str:
-    return f"cbr:rg:{{{group_id}}}:seen"
+def seen_key(group_key: str) -> str:
+    return f"cbr:rg:{{{group_key}}}:seen"
 
 
 def mark_seen(group: ReaderGroup, now: float, pipe=None) -> None:
     """A consumer of the group read or acknowledged: the group is alive (its checkpoints count as
     acknowledgements for `subscriber_timeout_s`; a group nobody consumes goes stale). With `pipe`,
     queued on that pipeline."""
-    (pipe if pipe is not None else get_redis()).set(seen_key(group.pk), now, ex=SEEN_TTL_S)
+    (pipe if pipe is not None else get_redis()).set(seen_key(group.state_key), now, ex=SEEN_TTL_S)
 
 
 def last_seen(group: ReaderGroup) -> datetime | None:
-    value = get_redis().get(seen_key(group.pk))
+    value = get_redis().get(seen_key(group.state_key))
     return datetime.fromtimestamp(float(value), tz=UTC) if value is not None else None
 
 
-def forget_trackers(group_id: int, subscription_id: int | None = None) -> None:
-    """Drop a group's Redis state (the group was deleted, or stopped reading a stream)."""
+def forget_trackers(subscriptions: list[tuple[str, list[str]]], group_key: str | None = None) -> None:
+    """Drop the Redis state of these subscriptions, each as (state key, segment ids): their group
+    or stream was deleted, or the group stopped reading the stream. With `group_key`, the group's
+    own state too."""
+    keys = [seen_key(group_key)] if group_key else []
+    for sub_key, segments in subscriptions:
+        for seg in segments:
+            keys += SegmentTracker.keys_of(sub_key, seg)
     redis = get_redis()
-    pattern = f"cbr:acks:{{{group_id}:{'' if subscription_id is None else f'{subscription_id}:'}*"
-    batch = []
-    for key in redis.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            redis.delete(*batch)
-            batch = []
-    if batch:
-        redis.delete(*batch)
-    if subscription_id is None:
-        redis.delete(seen_key(group_id))
+    for i in range(0, len(keys), 1000):
+        redis.delete(*keys[i:i + 1000])
+
+
+def tracker_names(subscriptions) -> list[tuple[str, list[str]]]:
+    """What `forget_trackers` takes, for these subscriptions (their streams loaded)."""
+    return [(sub.state_key, sub.stream.segment_ids) for sub in subscriptions]
 
 
 def records_at(seg, offsets: list[int], known: dict[int, Record]) -> dict[int, Record]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
+from .. import locks as redis_locks
 from ..domain.delayed import (Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan,
                               round_budget)
 from ..models import DelayedBucket, DelayedIndex, DelayedOp, Stream
@@ -27,7 +27,7 @@ from ..services import stream_log
 from ..storage import delayed_snapshots as snapshots
 from ..storage.delayed_snapshots import CorruptSnapshot
 from . import handing
-from .index import DelayIndex, Direct, Load, packed
+from .index import DelayIndex, Direct, Load, packed, tag
 
 log = logging.getLogger(__name__)
 OPS_KEPT = 300
@@ -47,11 +47,11 @@ def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = ""
     state = "succeed" if ok else "failed"
     redis = get_redis()
     pipe = redis.pipeline(transaction=False)
-    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:{state}", count)
-    pipe.hincrbyfloat(f"cbr:dl:{{{stream.pk}}}:ops", f"{kind}:ms", latency)
-    pipe.hincrby(f"cbr:dl:{{{stream.pk}}}:latency", f"{kind}:{_latency_bucket(latency / count)}", count)
+    pipe.hincrby(f"{tag(stream.storage_key)}:ops", f"{kind}:{state}", count)
+    pipe.hincrbyfloat(f"{tag(stream.storage_key)}:ops", f"{kind}:ms", latency)
+    pipe.hincrby(f"{tag(stream.storage_key)}:latency", f"{kind}:{_latency_bucket(latency / count)}", count)
     if kind == "load" and ok:  # loads come by the thousand: the log keeps at most one a second
-        pipe.set(f"cbr:dl:{{{stream.pk}}}:load-logged", 1, nx=True, px=1000)
+        pipe.set(f"{tag(stream.storage_key)}:load-logged", 1, nx=True, px=1000)
     if not pipe.execute()[-1]:
         return
     op = DelayedOp.objects.create(stream=stream, type=kind, state=state, latency_ms=latency, detail=detail[:500])
@@ -69,18 +69,11 @@ def _latency_bucket(ms: float) -> str:
 
 @contextmanager
 def maintenance_lock(stream: Stream, ttl_s: int | None = None) -> Iterator[bool]:
-    """One process at a time seals, merges, deletes or recovers a stream's buckets (a holder
-    that died frees it after `CBR_DELAYED_LOCK_S`; every step is safe to repeat)."""
-    ttl_s = ttl_s or settings.CBR_DELAYED_LOCK_S
-    redis = get_redis()
-    key = f"cbr:dl:{{{stream.pk}}}:lock"
-    token = f"{os.getpid()}:{time.time()}"
-    got = bool(redis.set(key, token, nx=True, ex=ttl_s))
-    try:
+    """One process at a time seals, merges, deletes or recovers a stream's buckets (a lease: a
+    holder killed on this machine frees it at once, one elsewhere after `CBR_DELAYED_LOCK_S`;
+    every step is safe to repeat)."""
+    with redis_locks.lease(f"{tag(stream.storage_key)}:lock", ttl_s or settings.CBR_DELAYED_LOCK_S) as got:
         yield got
-    finally:
-        if got and redis.get(key) == token.encode():
-            redis.delete(key)
 
 
 # -- sealing -----------------------------------------------------------------------------------
@@ -437,7 +430,7 @@ def forget_index(stream: Stream):
 
     def forget() -> None:
         index.forget()
-        index.redis.delete(f"cbr:dl:{{{stream.pk}}}:ops", f"cbr:dl:{{{stream.pk}}}:latency")
+        index.redis.delete(f"{tag(stream.storage_key)}:ops", f"{tag(stream.storage_key)}:latency")
         shutil.rmtree(directory, ignore_errors=True)
 
     return forget

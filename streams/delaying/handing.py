@@ -43,7 +43,7 @@ def config_of(stream: Stream) -> DelayedConfig:
 
 
 def index_of(stream: Stream) -> DelayIndex:
-    return DelayIndex(get_redis(), stream.pk)
+    return DelayIndex(get_redis(), stream.storage_key)
 
 
 def publish_hook(stream: Stream):
@@ -99,9 +99,9 @@ def ensure_live(stream: Stream, index: DelayIndex) -> bool:
 def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTracker]]:
     """Every reader group's tracker on these segments of the stream."""
     redis = get_redis()
-    key = state_key(stream.pk)
-    subs = Subscription.objects.filter(stream=stream).values_list("reader_group_id", "pk")
-    return [(seg, SegmentTracker(redis, g, sub, str(seg), key)) for g, sub in subs for seg in sorted(segments)]
+    key = state_key(stream.storage_key)
+    subs = Subscription.objects.filter(stream=stream).values_list("state_key", flat=True)
+    return [(seg, SegmentTracker(redis, sub, str(seg), key)) for sub in subs for seg in sorted(segments)]
 
 
 ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at least (streams.domain.delayed.round_budget)

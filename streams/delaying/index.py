@@ -38,8 +38,14 @@ _SCRIPTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PARTS = ("state", "mutable", "queue", "due", "frontier", "loaded")
 
 
-def state_key(stream_id: int) -> str:
-    return f"cbr:dl:{{{stream_id}}}:state"
+def tag(stream_key: str) -> str:
+    """The prefix of a stream's index keys, named by the stream's `storage_key` (never by its
+    database id: see `Stream.storage_key`)."""
+    return f"cbr:dl:{{{stream_key}}}"
+
+
+def state_key(stream_key: str) -> str:
+    return f"{tag(stream_key)}:state"
 
 
 @dataclass(frozen=True)
@@ -124,12 +130,10 @@ def packed(entries) -> str:
 class DelayIndex:
     """One stream's index in Redis (the scripts do every step atomically)."""
 
-    def __init__(self, redis, stream_id: int):
+    def __init__(self, redis, stream_key: str):
         self.redis = redis
-        self.stream_id = stream_id
-        tag = f"cbr:dl:{{{stream_id}}}"
-        self.prefix = tag
-        self.keys = [f"{tag}:{part}" for part in _PARTS]
+        self.prefix = tag(stream_key)
+        self.keys = [f"{self.prefix}:{part}" for part in _PARTS]
         self._add, self._release, self._load, self._drop_gen = _scripts(redis)
 
     # -- adding ----------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
 def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out):
     sinks = ("archive", "search") if fan_out else ()
     model = SegmentAcks()
-    tracker = SegmentTracker(redis, next(_ids), 1, "0", index_key=f"cbr:test:index:{next(_ids)}")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0", index_key=f"cbr:test:index:{next(_ids)}")
     redis.hset(tracker.index_key, mapping={"released": 0, "recovered": 1})
     released, live = 0.0, True  # the stream's delayed index: what it released, and whether live
     try:
@@ -118,7 +118,7 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
 
 
 def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     try:
         got = tracker.hand_out(0.0, "a", 5, TAIL, LEASE_S, 5, Poison.SKIP, floor=12).deliveries
         assert [d.offset for d in got] == [12, 13, 14, 15, 16]
@@ -133,7 +133,7 @@ def test_a_tracker_redis_forgot_starts_again_from_the_persisted_floor(redis):
 
 
 def test_an_ack_from_an_expired_lease_is_refused_and_the_new_holder_acks(redis):
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     try:
         (first,) = tracker.hand_out(0.0, "a", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
         (again,) = tracker.hand_out(LEASE_S + 1, "b", 1, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
@@ -148,7 +148,7 @@ def test_an_ack_from_an_expired_lease_is_refused_and_the_new_holder_acks(redis):
 def test_a_restored_redis_behind_the_persisted_floor_is_lifted_to_it(redis):
     """Redis restored from an old snapshot knows a floor below the persisted one: what the
     database says was processed is not handed out again, and nothing counts as missed."""
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     try:
         tracker.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP)
         out = tracker.hand_out(1.0, "a", 2, TAIL, LEASE_S, 5, Poison.SKIP, floor=8)
@@ -159,7 +159,7 @@ def test_a_restored_redis_behind_the_persisted_floor_is_lifted_to_it(redis):
 
 
 def test_a_batch_naming_a_delivery_twice_counts_it_once(redis):
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     try:
         got = tracker.hand_out(0.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP).deliveries
         results, floor = tracker.ack_many([got[1], got[0], got[1], got[2]])
@@ -174,7 +174,7 @@ def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases
     offsets): the floor and the acknowledged offsets above it stay exact."""
     import random
 
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     model = SegmentAcks()
     try:
         n = 150_000
@@ -206,7 +206,7 @@ def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases
 def test_fan_out_over_a_wide_span_of_offsets_looks_bits_up_as_a_narrow_one_does(redis):
     """FAN_OUT reads the bitmaps once over a batch's span, or a block at a time when the span is
     much wider than the batch: both skip what is leased or processed, and queue the rest once."""
-    tracker = SegmentTracker(redis, next(_ids), 1, "0")
+    tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     model = SegmentAcks()
     redis.hset(tracker.index_key, "recovered", 1)  # the stream's index is live
     try:

@@ -26,7 +26,7 @@ def redis(redis_url):
 
 @pytest.fixture
 def tracker(redis):
-    t = SegmentTracker(redis, next(_ids), 1, "0")
+    t = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     yield t
     t.forget()
 

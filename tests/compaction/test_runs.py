@@ -129,7 +129,8 @@ def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_read
     assert CompactionRun.objects.filter(stream=stream).count() == 1
 
 
-def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole(api, spark_ready, settings, tmp_path):
+def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole_and_the_next_run_goes_at_once(
+        api, spark_ready, settings, tmp_path, test_broker):
     from django.db import connection
 
     from tests.integration.conftest import _database_url
@@ -141,7 +142,7 @@ def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_wh
     publish(api, ("A", "2"), ("C", "1"))
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "DATABASE_URL": _database_url(connection.settings_dict),
            "REDIS_URL": settings.REDIS_URL, "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var"),
-           "CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S": "60", "CBR_COMPACTION_LOCK_S": "3", "PYTHONPATH": ROOT,
+           "CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S": "60", "PYTHONPATH": ROOT,
            "SPARK_MASTER": "local[1]"}
     proc = subprocess.Popen([sys.executable, "manage.py", "compact_stream", "shop/profiles", "--seal"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -153,8 +154,15 @@ def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_wh
     proc.wait(10)
     assert (view_dir(stream) / "gen-2").exists()  # written, never switched to
     assert as_dict(view(api)) == {"A": "1", "B": "1"} and view(api)["generation"] == 1  # the old one, whole
-    time.sleep(3.2)  # the dead run's lock expires
-    again = run(stream, datetime.now(UTC) + timedelta(seconds=2), seal=False)
+    killed = CompactionRun.objects.get(phase="written, switching")
+    assert killed.state == "running"
+    # the next request is not refused for the dead run (its lock is taken over, the run marked
+    # failed at once), and the queued run succeeds, well within a minute of the kill
+    answer = api.post("/api/v1/streams/shop/profiles/compactions/")
+    assert answer.status_code == 202, answer.content
+    killed.refresh_from_db()
+    assert killed.state == "failed" and "process" in killed.error
+    again = execute(CompactionRun.objects.get(pk=answer.json()["id"]), datetime.now(UTC) + timedelta(seconds=2))
     assert again.state == "succeeded" and again.generation == 2
     assert as_dict(view(api)) == {"A": "2", "B": "1", "C": "1"}
     assert CompactionRun.objects.get(phase="written, switching").state == "failed"

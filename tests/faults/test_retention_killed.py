@@ -18,7 +18,7 @@ from django.db import connection
 
 from cbrweb.redis_client import get_redis
 from retention.cycle import run_cycle
-from retention.models import TruncationRecord
+from retention.models import RetentionCycle, TruncationRecord
 from retention.policy_spec import parse_policy
 from streams import services
 from streams.reader_groups import do_create_reader_group, publish_cut
@@ -36,12 +36,12 @@ PER_SEGMENT = 300
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
 
-def make_streams():
+def make_streams(count=STREAMS):
     """Streams of many small chunks; each with a subscriber that acknowledged part of it. The
     first one has a max limit its subscriber is behind (the max wins there); the second's
     subscriber acknowledged nothing (nothing may go)."""
     streams = []
-    for n in range(STREAMS):
+    for n in range(count):
         policy = {"limit_type": "size", "min": 2000, "consumption_based": True}
         if n == 0:
             policy["max"] = 8000
@@ -69,7 +69,7 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
     settings.CBR_CHUNK_BYTES = 1024  # ~10 events a chunk: the cycle deletes thousands of files
     streams = make_streams()
     # locks of an earlier run's streams with the same ids (the test database reuses them)
-    get_redis().delete(*[f"cbr:retention:{s.pk}" for s in streams])
+    get_redis().delete(*[f"cbr:retention:{s.storage_key}" for s in streams])
     run_cycle(now=T0, trigger="command")  # records the tails in the retention sets
     for stream in streams:  # more on top: the cut recorded at T0 now keeps more than the min
         services.do_publish(stream, [EventIn(b"f" * 100, routing_key=f"k{i}".encode()) for i in range(100)])
@@ -129,3 +129,43 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
         assert not any(services.stream_log(stream).segment(s).has_chunks_before_head() for s in stream.segment_ids)
     print(f"retention cycle killed with {unfinished} truncations unfinished ({moved} streams' heads moved), "
           "a second cycle killed at random; the next cycle finished them")
+
+
+def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp_path):
+    from django.core.management import call_command
+
+    # given: a recorded cycle (the command records its cycles as beat's are) killed -9 while it
+    # applies its truncations
+    settings.CBR_CHUNK_BYTES = 1024
+    streams = make_streams(3)
+    run_cycle(now=T0, trigger="command")
+    for stream in streams:
+        services.do_publish(stream, [EventIn(b"f" * 100, routing_key=f"k{i}".encode()) for i in range(100)])
+    acknowledge(streams)
+    later = T0 + timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+           "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
+           "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
+    command = ["manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
+    held = services.stream_log(streams[2]).segment("1").path / "lock"
+    with open(held, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the cycle waits here, half-way through its head moves
+        proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not TruncationRecord.objects.filter(completed=False).exists():
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    killed = RetentionCycle.objects.get()
+    assert killed.state == "running" and killed.runner.split("|")[1] == str(proc.pid)
+
+    # when: the next cycle runs
+    call_command(*command[1:], stdout=open(os.devnull, "w"))
+
+    # then: the killed cycle is marked failed, saying why, and the next one finished its work
+    killed.refresh_from_db()
+    assert killed.state == "failed" and "process died" in killed.error and killed.finished_at is not None
+    assert RetentionCycle.objects.exclude(pk=killed.pk).get().state == "done"
+    assert not TruncationRecord.objects.filter(completed=False).exists()

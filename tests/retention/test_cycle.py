@@ -161,11 +161,11 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
         publish(s, 7)
         subscribe(s, "A", 3)
     held = redis.Redis.from_url(redis_url)
-    held.set(f"cbr:retention:{streams[2].pk}", "another-cycle", ex=60)
+    held.set(f"cbr:retention:{streams[2].storage_key}", "another-cycle", ex=60)
     try:
         outcomes = {o.stream: o for o in run_cycle(now=T0, engine=engine)}
     finally:
-        held.delete(f"cbr:retention:{streams[2].pk}")
+        held.delete(f"cbr:retention:{streams[2].storage_key}")
     assert len(outcomes) == 5
     assert outcomes["shop/s2"].rule == "skipped:locked-by-another-cycle"
     assert {name for name, o in outcomes.items() if o.truncation is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
@@ -176,7 +176,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
         row = Segment.objects.get(stream=s, segment_id="0")
         assert (row.head_offset, row.head_size) == (expected["0"], expected["0"] * 30)
     # the lock taken by the cycle is released, the other holder's lock was left alone
-    assert all(held.get(f"cbr:retention:{s.pk}") is None for s in streams)
+    assert all(held.get(f"cbr:retention:{s.storage_key}") is None for s in streams)
 
 
 @pytest.mark.django_db
@@ -186,7 +186,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
 
     import redis
 
-    from retention import cycle as cycle_module
+    from streams import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
@@ -194,7 +194,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
         publish(s, 7)
         subscribe(s, "A", 3)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    here = cycle_module._this_machine()
+    here = redis_locks._this_machine()
     holders = {
         streams[0]: f"{here}|{dead.stdout.strip()}|x",  # a cycle killed -9 on this machine
         streams[1]: f"{here}|{os.getppid()}|x",  # alive
@@ -202,11 +202,11 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
     }
     held = redis.Redis.from_url(redis_url)
     for s, token in holders.items():
-        held.set(f"cbr:retention:{s.pk}", token, ex=60)
+        held.set(f"cbr:retention:{s.storage_key}", token, ex=60)
     try:
         outcomes = {o.stream: o for o in run_cycle(now=T0)}
     finally:
-        held.delete(*[f"cbr:retention:{s.pk}" for s in streams])
+        held.delete(*[f"cbr:retention:{s.storage_key}" for s in streams])
     assert outcomes["shop/d0"].truncation is not None  # taken over
     assert outcomes["shop/d1"].rule == outcomes["shop/d2"].rule == "skipped:locked-by-another-cycle"
 
@@ -220,6 +220,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     import redis
 
     from retention import cycle as cycle_module
+    from streams import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]
@@ -227,8 +228,8 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
         publish(s, 7)
         subscribe(s, "A", 3)
     other = redis.Redis.from_url(redis_url)
-    other_key = f"cbr:retention:{streams[3].pk}"
-    other.set(other_key, f"{cycle_module._this_machine()}|{os.getppid()}|live", ex=60)
+    other_key = f"cbr:retention:{streams[3].storage_key}"
+    other.set(other_key, f"{redis_locks._this_machine()}|{os.getppid()}|live", ex=60)
 
     def boom(*a, **kw):
         raise RuntimeError("boom")
@@ -241,7 +242,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     try:
         with pytest.raises(RuntimeError):
             run_cycle(now=T0)
-        assert [other.get(f"cbr:retention:{s.pk}") for s in streams[:3]] == [None] * 3
+        assert [other.get(f"cbr:retention:{s.storage_key}") for s in streams[:3]] == [None] * 3
         assert other.get(other_key).endswith(b"|live")
     finally:
         other.delete(other_key)

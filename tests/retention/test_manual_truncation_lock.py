@@ -92,17 +92,19 @@ def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, 
 
 
 def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(stream, monkeypatch):
+    from cbrweb.redis_client import get_redis
     from retention import cycle
+    from streams import locks as redis_locks
 
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
-    key = cycle._lock_key(other.pk)
-    cycle.get_redis().set(key, b"elsewhere|1|dead", ex=60)  # another holder's lock (expires: a failed run leaves nothing)
+    key = cycle._lock_key(other)
+    get_redis().set(key, b"elsewhere|1|dead", ex=60)  # another holder's lock (expires: a failed run leaves nothing)
 
     def redis_went_away(token):
         raise ConnectionError("redis went away")
 
     try:
-        monkeypatch.setattr(cycle, "_holder_is_dead", redis_went_away)
+        monkeypatch.setattr(redis_locks, "holder_is_dead", redis_went_away)
         with pytest.raises(ConnectionError):
             Locks.take([stream, other])
         monkeypatch.undo()
@@ -110,6 +112,6 @@ def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(st
         again = Locks.take([stream, other])
         assert again.held == [stream]
         again.release()
-        assert cycle.get_redis().get(key) == b"elsewhere|1|dead"
+        assert get_redis().get(key) == b"elsewhere|1|dead"
     finally:
-        cycle.get_redis().delete(key, cycle._lock_key(stream.pk))
+        get_redis().delete(key, cycle._lock_key(stream))

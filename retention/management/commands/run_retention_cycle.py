@@ -1,5 +1,6 @@
 """`manage.py run_retention_cycle [--stream scope/name] [--now ISO8601] [--engine local|spark|auto]`:
-one retention cycle now, one line per stream (the truncation and its rule, or why not)."""
+one retention cycle now, one line per stream (the truncation and its rule, or why not). The cycle
+is recorded as every other (the console's cycle history, `GET /api/v1/retention/cycles/`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retention.cycle import run_cycle_summary, streams_with_policy
+from retention.cycle import execute, streams_with_policy
+from retention.models import RetentionCycle
 from streams.models import Stream
 
 
@@ -42,4 +44,6 @@ class Command(BaseCommand):
                 if outcome.truncation is not None or all:
                     self.stdout.write(outcome.line())
 
-        run_cycle_summary(now=when, streams=streams, trigger="command", engine=engine, report=report)
+        cycle = RetentionCycle.objects.create(trigger="command", engine=engine, clock=when,
+                                              stream=streams[0] if streams else None)
+        execute(cycle, report=report)
