@@ -141,6 +141,9 @@ CBR_CHUNK_BYTES = env_int("CBR_CHUNK_BYTES", 16 * 1024 * 1024, minimum=1024)
 CBR_CHUNK_SECONDS = env_int("CBR_CHUNK_SECONDS", 3600, minimum=1)
 CBR_MAX_EVENT_BYTES = env_int("CBR_MAX_EVENT_BYTES", 1024 * 1024, minimum=1)
 CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
+# The largest request body the web server takes (cbrweb/body_limit.py), as Kafka's
+# socket.request.max.bytes (100 MiB): past it, 413 before the body is read.
+CBR_MAX_REQUEST_BYTES = env_int("CBR_MAX_REQUEST_BYTES", 100 * 1024 * 1024, minimum=1024)
 CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)

@@ -8,6 +8,14 @@ listed for its operation fails the run.
 
 from __future__ import annotations
 
+import threading
+
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.response import Response
+
+from .strict_bodies import close_request_bodies
+
 ERROR = {
     "type": "object",
     "description": "Every API error (docs/api.md, Errors): `field` names the first offending field, "
@@ -28,7 +36,8 @@ WHY = {
     404: "Unknown stream, reader group or other object named in the path or the body",
     409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running, "
          "a retention cycle working on the stream",
-    413: "An event over `CBR_MAX_EVENT_BYTES`",
+    413: "A request body over `CBR_MAX_REQUEST_BYTES` (`body_too_large`, refused before it is read), "
+         "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
     414: "The query string is too long: the web server refuses a request line over 4094 bytes "
          "(gunicorn's limit, answered by it, not in the error shape)",
     429: "Too many failed sign-ins (Retry-After)",
@@ -99,7 +108,9 @@ WRITES = {"post", "put", "patch"}
 
 def add_error_responses(result, generator, request, public):
     """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: the Error component, the error answers of
-    every operation, no security requirement on signing in, and the links from creates."""
+    every operation, no security requirement on signing in, the links from creates, and request
+    bodies closed to unknown fields (streams/api/strict_bodies.py)."""
+    close_request_bodies(result)
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
@@ -129,6 +140,8 @@ def error_statuses(method: str, operation: dict) -> set[int]:
             statuses.add(507)
     if "requestBody" in operation or query:
         statuses.add(400)
+    if "requestBody" in operation:
+        statuses.add(413)
     if query:
         statuses.add(414)
     if any(p.get("in") == "path" for p in params) or op_id in BODY_NAMES_OBJECTS:
@@ -146,3 +159,28 @@ def add_links(op_id: str, responses: dict) -> None:
         responses["200"].setdefault("links", {})[target] = {
             "operationId": target, "parameters": parameters, "requestBody": body,
         }
+
+
+_schema: dict | None = None
+_schema_lock = threading.Lock()
+
+
+def openapi_schema() -> dict:
+    """The schema, built once per process (cbrweb/wsgi.py builds it before a worker serves): it
+    is the same for every caller, and drf-spectacular loads its extensions lazily, so concurrent
+    first builds on a fresh worker failed each other (500s)."""
+    global _schema
+    with _schema_lock:
+        if _schema is None:
+            _schema = SchemaGenerator().get_schema(request=None, public=True)
+    return _schema
+
+
+class SchemaView(SpectacularAPIView):
+    """`/api/v1/schema/`: drf-spectacular's view, answering the schema built once."""
+
+    def _get_schema_response(self, request):
+        return Response(
+            data=openapi_schema(),
+            headers={"Content-Disposition": f'inline; filename="{self._get_filename(request, None)}"'},
+        )

@@ -1,11 +1,12 @@
 from django.urls import path, register_converter
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from access.api import views as access_views
 from access.login import json_refusal, rate_limited_login
 from compaction.api import views as compaction_views
 
 from . import reader_group_views, views
+from .schema import SchemaView
 
 
 class NameConverter:
@@ -56,6 +57,6 @@ urlpatterns = [
          name="api-checkpoint-release"),
     path("api-keys/", access_views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<key_prefix:prefix>/", access_views.ApiKeyDetailView.as_view(), name="api-key"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

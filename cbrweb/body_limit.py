@@ -1,0 +1,66 @@
+"""The cap on a request's body (`CBR_MAX_REQUEST_BYTES`), applied in front of Django (WSGI), so
+that a body over it is refused before anything reads it: one 300 MiB publish used to grow a web
+worker by 2.1 GiB, and stay 820 MiB bigger.
+
+A body with a `Content-Length` over the cap is answered 413 without reading a byte of it (the
+web server then drains a little of it and closes the connection). A chunked body (no
+`Content-Length`) is read up to the cap and refused as soon as more arrives; one within it is
+handed to Django as a body of known length, which Django reads like any other (without this,
+Django sees a chunked body as empty). It never holds more than the cap of a body.
+"""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+
+READ_SIZE = 64 * 1024
+
+
+class RequestBodyLimit:
+    """WSGI middleware: `RequestBodyLimit(app, max_bytes)`."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def __call__(self, environ, start_response):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0  # as Django reads it; the web server refuses a malformed one first
+        if length > self.max_bytes:
+            return self._too_large(start_response, f"is {length} bytes")
+        if not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            body = _read_at_most(environ["wsgi.input"], self.max_bytes)
+            if body is None:
+                return self._too_large(start_response, f"is over {self.max_bytes} bytes")
+            environ["CONTENT_LENGTH"] = str(len(body))
+            environ["wsgi.input"] = io.BytesIO(body)
+        return self.app(environ, start_response)
+
+    def _too_large(self, start_response, size: str):
+        body = orjson.dumps({
+            "code": "body_too_large",
+            "message": f"body: {size}; the limit is {self.max_bytes} bytes (CBR_MAX_REQUEST_BYTES): "
+                       "send fewer or smaller events per request",
+            "field": "body",
+        })
+        start_response("413 Content Too Large", [
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+        ])
+        return [body]
+
+
+def _read_at_most(stream, max_bytes: int) -> bytes | None:
+    """The stream's bytes, or None as soon as more than `max_bytes` have arrived."""
+    chunks, size = [], 0
+    while True:
+        data = stream.read(min(READ_SIZE, max_bytes + 1 - size))
+        if not data:
+            return b"".join(chunks)
+        size += len(data)
+        if size > max_bytes:
+            return None
+        chunks.append(data)
