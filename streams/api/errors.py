@@ -7,11 +7,12 @@ carries DRF's full per-field detail when a serializer found several. Bad input i
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 
 import redis
 from django.db import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -26,10 +27,10 @@ def exception_handler(exc, context):
         # a full disk met outside publishing (a stream's first chunk, a dead-letter append): an
         # append cuts back what it wrote; say so instead of a 500
         return exception_handler(insufficient_storage(), context)
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        return _unavailable("database_unavailable", "the database", exc)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return _unavailable("redis_unavailable", "Redis (reader-group state)", exc)
+    lost = _service_lost(exc)
+    if lost is not None:
+        body, headers = _unavailable(*lost, exc)
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
@@ -86,7 +87,16 @@ def _code_for(status_code: int) -> str:
     )
 
 
-def _unavailable(code: str, what: str, exc) -> Response:
+def _service_lost(exc) -> tuple[str, str] | None:
+    """(code, what) when `exc` is the loss of a service the request needs, else None."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return "database_unavailable", "the database"
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return "redis_unavailable", "Redis (reader-group state)"
+    return None
+
+
+def _unavailable(code: str, what: str, exc) -> tuple[dict, dict]:
     """A service the request needs was lost mid-way: the database (a restart, a failover, a
     killed backend; SQLite locked past its timeout) or Redis (restarted, unreachable). The
     database rolled the request's transaction back; a reader-group step is one Lua script, done
@@ -94,12 +104,26 @@ def _unavailable(code: str, what: str, exc) -> Response:
     consuming.md). So nothing is half-done and the client may retry. Django closes a broken
     database connection when the request ends; redis-py reconnects on the next command."""
     logger.warning("%s unavailable: %s", what, exc)
-    response = Response(
-        {"code": code, "message": f"{what} could not serve this request ({exc}); retry it"},
-        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-    )
-    response["Retry-After"] = "1"
-    return response
+    body = {"code": code, "message": f"{what} could not serve this request ({exc}); retry it"}
+    return body, {"Retry-After": "1"}
+
+
+def unavailable_as_503(view):
+    """A plain Django view (not DRF's, whose handler above does it) answers the loss of the
+    database or Redis as the API does, 503 with `Retry-After`, instead of a 500 page:
+    `/metrics` reads both, and Prometheus marks a scrape that failed this way as down."""
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except Exception as exc:
+            lost = _service_lost(exc)
+            if lost is None:
+                raise
+            body, headers = _unavailable(*lost, exc)
+            return JsonResponse(body, status=503, headers=headers)
+
+    return wrapped
 
 
 def api_aware_404(request, exception=None):
