@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from streams.domain.errors import FieldError
 from streams.models import Stream
 from streams.services import refresh_segments, stream_log
 
+from .cycle_clock import clock_problem
 from .models import RetentionCycle, TruncationRecord
 from .retention_set import after_truncation
 from .set_store import as_records, read_sets, write_sets
@@ -110,3 +112,14 @@ def recheck_full_streams(streams: list[Stream]) -> None:
     for stream in streams:
         if stream.full_since is not None and hasattr(stream, "retention_policy"):
             transaction.on_commit(lambda s=stream: queue_stream_cycle(s, "api"))
+
+
+def check_cycle_clock(now, stream: Stream | None = None) -> None:
+    """A cycle's `now` (`retention.cycle_clock`): 400 naming `now` when it is in the future or
+    before the latest truncation of the stream (of any stream, for a whole cycle)."""
+    history = TruncationRecord.objects.filter(stream=stream) if stream is not None else TruncationRecord.objects
+    latest = history.aggregate(latest=Max("created_at"))["latest"]
+    problem = clock_problem(now, timezone.now(), latest)
+    if problem is not None:
+        raise FieldError("now", problem)
+

@@ -1,4 +1,5 @@
-"""Retention cycles over REST: queue one now (operators and admins), watch its state and progress."""
+"""Retention cycles over REST: queue one now (operators and admins; with a clock of one's choosing,
+admins), watch its state and progress."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
+from access.permissions import can
 from access.rules import Action
 from retention.cycle import streams_with_policy
 from retention.models import RetentionCycle
+from retention.services import check_cycle_clock
 from retention.tasks import run_retention_cycle
 from streams.domain.errors import FieldError
 from streams.domain.names import split_stream_name
@@ -42,10 +45,12 @@ class CycleListView(GenericAPIView):
             stream = streams_with_policy().filter(scope__name=scope, name=name).first()
             if stream is None:
                 raise FieldError("stream", f"no stream {scope}/{name} with a retention policy", 404, "not_found")
-        cycle = RetentionCycle.objects.create(
-            trigger="api", requested_by=request.user, stream=stream,
-            clock=body.validated_data.get("now"),
-        )
+        now = body.validated_data.get("now")
+        if now is not None:
+            if not can(request, Action.TRUNCATE):  # a clock of one's choosing truncates as a manual truncation does
+                raise FieldError("now", "only admins may run a cycle at a time of their choosing", 403, "forbidden")
+            check_cycle_clock(now, stream)
+        cycle = RetentionCycle.objects.create(trigger="api", requested_by=request.user, stream=stream, clock=now)
         try:
             run_retention_cycle.delay(cycle.pk)
         except OperationalError as exc:

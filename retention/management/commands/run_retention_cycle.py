@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retention.cycle import execute, streams_with_policy
 from retention.models import RetentionCycle
+from retention.services import check_cycle_clock
+from streams.domain.errors import FieldError
 from streams.models import Stream
 
 
@@ -44,6 +46,11 @@ class Command(BaseCommand):
                 if outcome.truncation is not None or all:
                     self.stdout.write(outcome.line())
 
+        if when is not None:
+            try:
+                check_cycle_clock(when, streams[0] if streams else None)
+            except FieldError as exc:
+                raise CommandError(f"--now: {exc.message}") from None
         cycle = RetentionCycle.objects.create(trigger="command", engine=engine, clock=when,
                                               stream=streams[0] if streams else None)
         execute(cycle, report=report)
