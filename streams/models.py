@@ -178,6 +178,9 @@ class ReaderGroup(models.Model):
     read_compacted = models.BooleanField(default=False)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
+    # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):
+    # [{"stream": "scope/name", "removed_at": ISO 8601, "reason": …, "floors": {segment: offset}}]
+    removed_streams = models.JSONField(default=list, blank=True)
     streams = models.ManyToManyField(Stream, through="Subscription", related_name="reader_groups")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -88,6 +88,32 @@ def do_delete_reader_group(group: ReaderGroup) -> None:
         transaction.on_commit(lambda: forget_trackers(names, group_key))
 
 
+REMOVED_KEPT = 20  # the deleted streams a group remembers
+
+
+def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
+    """Inside the transaction that deletes `stream`: every group that read it records it in
+    `removed_streams` with the floors it had reached, and its `generation` moves on (a consumer
+    holding the old configuration learns that it changed). Returns the deleted subscriptions'
+    Redis state, for `forget_trackers` once the deletion commits. Nothing is silent: the group's
+    detail and its console page show what was removed, when, and where the group was."""
+    from .consuming import tracker_names  # noqa: PLC0415  (it imports this module)
+
+    subs = list(Subscription.objects.filter(stream=stream).select_related("stream"))
+    floors: dict[int, dict[str, int]] = {}
+    for p in ReadPosition.objects.filter(subscription__in=subs):
+        floors.setdefault(p.subscription_id, {})[p.segment_id] = p.floor
+    groups = {g.pk: g for g in ReaderGroup.objects.select_for_update().filter(pk__in={s.reader_group_id for s in subs})}
+    for sub in subs:
+        group = groups[sub.reader_group_id]
+        entry = {"stream": stream.full_name, "removed_at": now.isoformat(), "reason": "the stream was deleted",
+                 "floors": floors.get(sub.pk, {})}
+        group.removed_streams = [*group.removed_streams, entry][-REMOVED_KEPT:]
+        ReaderGroup.objects.filter(pk=group.pk).update(
+            removed_streams=group.removed_streams, generation=F("generation") + 1, updated_at=now)
+    return tracker_names(subs)
+
+
 def do_update_reader_group(
     group: ReaderGroup, changes: dict, *, generation: object = None, streams: list[Stream] | None = None
 ) -> ReaderGroup:

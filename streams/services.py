@@ -144,14 +144,16 @@ def do_update_stream(stream: Stream, changes: dict) -> Stream:
 
 def do_delete_stream(stream: Stream) -> None:
     """The stream goes with its files and every piece of its Redis state: its delayed index and
-    its reader groups' acknowledgement state on it."""
-    from .consuming import forget_trackers, tracker_names  # noqa: PLC0415  (they import this module)
+    its reader groups' acknowledgement state on it. Each group that read it records the removal
+    (`reader_groups.note_stream_deleted`)."""
+    from .consuming import forget_trackers  # noqa: PLC0415  (they import this module)
     from .delaying.buckets import forget_index  # noqa: PLC0415
+    from .reader_groups import note_stream_deleted  # noqa: PLC0415
 
     log = stream_log(stream)
     forget = forget_index(stream)
-    trackers = tracker_names(stream.subscriptions.select_related("stream"))
     with transaction.atomic():
+        trackers = note_stream_deleted(stream, timezone.now())
         stream.delete()
         transaction.on_commit(log.delete)
         transaction.on_commit(forget)

@@ -437,16 +437,25 @@ class SubscriptionSerializer(serializers.Serializer):
         )
 
 
+class RemovedStreamSerializer(serializers.Serializer):
+    stream = serializers.CharField(help_text="scope/name")
+    removed_at = serializers.DateTimeField()
+    reason = serializers.CharField()
+    floors = serializers.DictField(child=serializers.IntegerField(), help_text="the group's floor on each segment then")
+
+
 class ReaderGroupSerializer(serializers.ModelSerializer):
     scope = serializers.CharField(source="scope.name")
     streams = SubscriptionSerializer(source="subscription_set", many=True)
+    removed_streams = RemovedStreamSerializer(many=True, read_only=True,
+                                              help_text="streams deleted under the group, newest last")
 
     class Meta:
         model = ReaderGroup
         fields = [
             "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
             "on_poison", "max_ack_pending", "checkpoint_interval_s", "read_compacted", "last_checkpoint_at",
-            "generation", "streams", "created_at", "updated_at",
+            "generation", "streams", "removed_streams", "created_at", "updated_at",
         ]
 
 
