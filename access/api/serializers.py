@@ -3,7 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from streams.api.serializers import RefusesUnknownFields, StrictCharField
+from streams.api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField
 
 from ..rules import KeyKind
 
@@ -25,11 +25,12 @@ class TokenSerializer(serializers.Serializer):
 class ApiKeyCreateSerializer(serializers.Serializer):
     name = StrictCharField(max_length=100, help_text="what the key is for")
     kind = serializers.ChoiceField(choices=[k.value for k in KeyKind])
-    reader_group = StrictCharField(
+    reader_group = StreamNameField(
         required=False, help_text="scope/name of the one reader group a reader_group key is for"
     )
     streams = serializers.ListField(
-        child=StrictCharField(), required=False, help_text="scope/name of the streams a publish key publishes on"
+        child=StreamNameField(), required=False, min_length=1,
+        help_text="scope/name of the streams a publish key publishes on",
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 

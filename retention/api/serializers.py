@@ -1,13 +1,13 @@
 from rest_framework import serializers
 
 from retention.models import RetentionCycle
-from streams.api.serializers import RefusesUnknownFields, StrictCharField
+from streams.api.serializers import RefusesUnknownFields, StreamNameField
 
 
 class CycleRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a cycle request"
 
-    stream = StrictCharField(required=False, help_text="only this stream, 'scope/name'")
+    stream = StreamNameField(required=False, help_text="only this stream, 'scope/name'")
     now = serializers.DateTimeField(required=False, help_text="the cycle's clock (ISO 8601)")
 
 

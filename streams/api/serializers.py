@@ -9,12 +9,13 @@ from binascii import b2a_base64
 from datetime import UTC, datetime
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from retention.models import RetentionPolicy, TruncationRecord
 from retention.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from streams.domain.errors import FieldError
-from streams.domain.names import check_name
+from streams.domain.names import NAME_PATTERN, check_name
 from django.utils import timezone
 
 from retention.policy import Subscriber, is_active
@@ -58,6 +59,40 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+# What streams.domain checks, told to the schema, so that generated clients refuse what the server
+# refuses. Patterns are anchored: a JSON-schema `pattern` matches anywhere in the text. ("." and
+# ".." pass the name pattern and are still refused: a pattern without look-ahead cannot say so.)
+NAME = NAME_PATTERN.pattern
+
+
+@extend_schema_field({"type": "string", "pattern": f"^{NAME}$"})
+class NameField(StrictCharField):
+    """A scope's, a stream's or a reader group's own name (checked by streams.domain.names)."""
+
+
+@extend_schema_field({"type": "string", "pattern": f"^{NAME}/{NAME}$", "description": "scope/name"})
+class StreamNameField(StrictCharField):
+    """A stream or a reader group named 'scope/name' (checked by split_stream_name)."""
+
+
+@extend_schema_field({
+    "type": "object",
+    "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
+    "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
+    "additionalProperties": {"type": "integer", "minimum": 0},
+})
+class StreamCutField(serializers.DictField):
+    """For the schema: a stream cut (checked by streams.domain.cuts.check_cut)."""
+
+
+@extend_schema_field({
+    "type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": settings.CBR_MAX_READ_EVENTS,
+})
+class DeliveryIdsField(serializers.JSONField):
+    """Delivery ids as a read handed them out: parsed by streams.consuming.acking, which names
+    `delivery_ids[i]` in its errors."""
+
+
 class RefusesUnknownFields:
     """A request body with a field the serializer does not know is refused, naming the field (a
     typo must not be silently ignored)."""
@@ -87,14 +122,6 @@ def valid_name(value, field):
         raise serializers.ValidationError(exc.message) from None
 
 
-class PolicyField(serializers.JSONField):
-    def to_internal_value(self, data):
-        try:
-            return parse_policy(data)
-        except FieldError as exc:
-            raise serializers.ValidationError({exc.field: [exc.message]}) from None
-
-
 class RetentionPolicyInSerializer(serializers.Serializer):
     """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
 
@@ -104,6 +131,17 @@ class RetentionPolicyInSerializer(serializers.Serializer):
     consumption_based = serializers.BooleanField(required=False, default=False)
     subscriber_timeout_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     fallback_after_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+
+
+@extend_schema_field(RetentionPolicyInSerializer)
+class PolicyField(serializers.JSONField):
+    """A retention policy, parsed by retention.policy_spec."""
+
+    def to_internal_value(self, data):
+        try:
+            return parse_policy(data)
+        except FieldError as exc:
+            raise serializers.ValidationError({exc.field: [exc.message]}) from None
 
 
 class RetentionPolicySerializer(serializers.ModelSerializer):
@@ -148,8 +186,8 @@ class DelayedIndexSerializer(serializers.Serializer):
 class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a stream"
 
-    scope = StrictCharField()
-    name = StrictCharField()
+    scope = NameField()
+    name = NameField()
     segment_count = StrictIntegerField(min_value=1, default=1)
     cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
@@ -278,7 +316,9 @@ class EventInSerializer(serializers.Serializer):
 
 
 class PublishSerializer(serializers.Serializer):
-    events = EventInSerializer(many=True, allow_empty=False)
+    """For the schema only: parsed by streams.domain.events."""
+
+    events = serializers.ListField(child=EventInSerializer(), min_length=1, max_length=settings.CBR_MAX_BATCH_EVENTS)
 
 
 class PositionSerializer(serializers.Serializer):
@@ -308,7 +348,9 @@ class EventsReadSerializer(serializers.Serializer):
 
 
 class TruncateSerializer(serializers.Serializer):
-    stream_cut = serializers.DictField(child=serializers.IntegerField())
+    """For the schema: the view checks the cut against the stream."""
+
+    stream_cut = StreamCutField()
 
 
 class TruncationRecordSerializer(serializers.ModelSerializer):
@@ -385,9 +427,10 @@ def record_json(segment: str, rec: Record) -> dict:
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group"
 
-    scope = StrictCharField()
-    name = StrictCharField()
-    streams = serializers.ListField(child=StrictCharField(), allow_empty=False)
+    scope = NameField()
+    name = NameField()
+    # min_length: the schema's minItems (allow_empty refuses first, with its own message)
+    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
     start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
     sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
@@ -497,7 +540,7 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group update"
 
     generation = StrictIntegerField(min_value=0, required=False)
-    streams = serializers.ListField(child=StrictCharField(), allow_empty=False, required=False)
+    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1, required=False)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
     sinks = serializers.ListField(child=StrictCharField(max_length=64), max_length=16, required=False)
     ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, required=False)
@@ -536,14 +579,14 @@ class ReadAnswerSerializer(serializers.Serializer):
 class AckRequestSerializer(serializers.Serializer):
     """For the schema: parsed by streams.consuming.ack (errors name `delivery_ids[i]`)."""
 
-    delivery_ids = serializers.ListField(child=serializers.CharField())
+    delivery_ids = DeliveryIdsField()
     sink = serializers.CharField(required=False, help_text="for groups with sinks: which sink acknowledges")
 
 
 class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a nack"
 
-    delivery_ids = serializers.JSONField(help_text="the delivery ids to give back")
+    delivery_ids = DeliveryIdsField(help_text="the delivery ids to give back")
     delay_ms = StrictIntegerField(min_value=0, max_value=7 * 86400 * 1000, default=0)
     reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
 
@@ -571,6 +614,6 @@ class CheckpointSerializer(serializers.Serializer):
 class TruncationCutSerializer(serializers.Serializer):
     """For the schema: parsed by streams.reader_groups.do_update_truncation_cut."""
 
-    stream = serializers.CharField(help_text="scope/name")
-    stream_cut = serializers.DictField(child=serializers.IntegerField())
+    stream = StreamNameField()
+    stream_cut = StreamCutField()
     generation = serializers.IntegerField(required=False)

@@ -220,6 +220,9 @@ class TruncateView(APIView):
         stream = get_stream(scope, name)
         if not isinstance(request.data, dict) or "stream_cut" not in request.data:
             raise FieldError("stream_cut", "is required")
+        unknown = sorted(set(request.data) - {"stream_cut"})
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of a truncation")
         tail = services.stream_log(stream).tail_cut()
         cut = check_cut(
             request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail

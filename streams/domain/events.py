@@ -34,6 +34,9 @@ class PublishLimits:
 def parse_batch(body: object, limits: PublishLimits, now_ms: int) -> list[EventIn]:
     if not isinstance(body, dict):
         raise FieldError("events", "the body must be a JSON object with an 'events' list")
+    unknown = sorted(set(body) - {"events"})
+    if unknown:  # a typo (`event`, `evnets`) must not go unnoticed
+        raise FieldError(unknown[0], "is not a field of a publish request (only 'events')")
     events = body.get("events")
     if not isinstance(events, list):
         raise FieldError("events", "must be a list of events")
