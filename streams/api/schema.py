@@ -14,6 +14,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.response import Response
 
+from .strict_bodies import close_request_bodies
+
 ERROR = {
     "type": "object",
     "description": "Every API error (docs/api.md, Errors): `field` names the first offending field, "
@@ -106,7 +108,9 @@ WRITES = {"post", "put", "patch"}
 
 def add_error_responses(result, generator, request, public):
     """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: the Error component, the error answers of
-    every operation, no security requirement on signing in, and the links from creates."""
+    every operation, no security requirement on signing in, the links from creates, and request
+    bodies closed to unknown fields (streams/api/strict_bodies.py)."""
+    close_request_bodies(result)
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
