@@ -50,3 +50,13 @@ def from_ms(value):
     if value is None:
         return None
     return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
+
+
+@register.filter
+def from_iso(value):
+    """An ISO 8601 time kept in JSON (a group's `removed_streams`) → an aware datetime, for `date`
+    and `naturaltime`; anything else stays as it is."""
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return value
