@@ -16,11 +16,11 @@ from django.utils import timezone
 from retention.models import RetentionPolicy
 from retention.policy_spec import PolicySpec
 
-from .domain.errors import FieldError, insufficient_storage
+from .domain.errors import FieldError, insufficient_storage, no_space_for_stream
 from .domain.events import PublishLimits
 from .models import Scope, Segment, Stream
 from .storage.framing import EventIn
-from .storage.segment import SegmentInfo, StorageFull, StoreConfig
+from .storage.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
 from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,24 @@ def do_create_stream(
             )
             if policy is not None:
                 _save_policy(stream, policy, user)
+            _make_segments(stream)
     except IntegrityError:
         raise FieldError("name", f"stream {scope}/{name} exists", 409, "duplicate") from None
-    stream_log(stream).tail_cut()  # creates the segment directories and their first chunks
     return stream
+
+
+def _make_segments(stream: Stream) -> None:
+    """The segment directories and their first chunks, made before the stream's rows commit: a
+    disk too full for them leaves no stream behind (a row without segments answered the retry
+    409 `duplicate`), and the same create succeeds once space is freed."""
+    log = stream_log(stream)
+    try:
+        log.create()
+    except OSError as exc:
+        log.delete()
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise no_space_for_stream() from exc
+        raise
 
 
 def do_update_stream(stream: Stream, changes: dict) -> Stream:

@@ -30,3 +30,15 @@ def insufficient_storage() -> FieldError:
         507,
         "insufficient_storage",
     )
+
+
+def no_space_for_stream() -> FieldError:
+    """The disk is too full for a new stream's segments: 507, and the stream was not created."""
+    return FieldError(
+        "segment_count",
+        "the segment store's disk is full (no space left in CBR_DATA_DIR) for the stream's "
+        "segments; the stream was not created: create it again once space is freed "
+        "(retention, a bigger disk)",
+        507,
+        "insufficient_storage",
+    )

@@ -586,15 +586,29 @@ class Segment:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def create(self) -> Tail:
+        """Make the segment (directory, head, first chunk) unless it exists; its committed tail.
+        A disk that cannot take it raises (`StorageFull`, or the OSError of a file it needed)."""
+        with self._locked():
+            return self._recovered_tail()
+
     def committed_tail(self) -> Tail:
-        """The tail as readers see it. Creates the segment if it does not exist yet."""
+        """The tail as readers see it. Creates the segment if it does not exist yet; one that
+        cannot be made for lack of space reads as empty (reading needs no space: its first
+        append makes it, or is refused with `StorageFull`)."""
         for _ in range(3):
             tail = self._read_tail()
             if tail is not None:
                 return tail
             time.sleep(0.001)
         with self._locked():
-            return self._recovered_tail()
+            try:
+                return self._recovered_tail()
+            except OSError as exc:
+                if exc.errno not in NO_SPACE_ERRNOS or self.chunk_bases():
+                    raise
+                head = self.read_head()
+                return Tail(head.offset, framing.CHUNK_HEADER_SIZE, head.offset, head.cum_size, _now_ms(), 0, BOOT_ID)
 
     def info(self) -> SegmentInfo:
         tail = self.committed_tail()

@@ -198,6 +198,11 @@ class StreamLog:
             next_offset[seg_id] += 1
         return positions
 
+    def create(self) -> None:
+        """Make every segment that does not exist yet (`Segment.create`)."""
+        for seg_id in self.segment_ids:
+            self.segment(seg_id).create()
+
     # -- cuts and sizes ---------------------------------------------------------------------
 
     def infos(self) -> dict[str, SegmentInfo]:

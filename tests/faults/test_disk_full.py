@@ -101,3 +101,68 @@ def check_only_answered_or_refused(cbr, ledger, refused_payloads):
         assert answered.get(key) == payload or (key not in answered and payload in refused_payloads), key
     heads = services.stream_log(stream_named(STREAM)).head_cut()
     assert {k for k in answered if k[1] >= heads[k[0]]} <= {(e["segment"], e["offset"]) for e in events}
+
+
+def fill(disk) -> None:
+    """Take every free byte of the disk with a file (`disk/filler`)."""
+    with open(disk / "filler", "wb", buffering=0) as f:
+        for size in (1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == 28, exc  # ENOSPC
+
+
+def test_a_stream_created_on_a_full_disk_leaves_nothing_and_the_retry_succeeds_once_space_exists(data_dir, web_server, token):
+    # given a full data disk
+    from streams.models import Stream
+
+    cbr = Client(web_server.url, token=token)
+    fill(data_dir)
+    body = {"scope": "faults", "name": "late", "segment_count": 2}
+
+    # when a stream is created, and created again
+    for _ in range(2):
+        with pytest.raises(CBRError) as refused:
+            cbr.request("POST", "streams/", body)
+        # then each is a 507 that says what is wrong, and leaves no stream behind (not a 409)
+        assert (refused.value.status, refused.value.code) == (507, "insufficient_storage"), refused.value.body
+        assert not Stream.objects.filter(name="late").exists()
+        assert "the stream was not created" in refused.value.body["message"]
+    with pytest.raises(CBRError) as unknown:
+        cbr.request("GET", "streams/faults/late/")
+    assert unknown.value.status == 404
+
+    # when space is freed, the same create succeeds and the stream takes events
+    (data_dir / "filler").unlink()
+    created = cbr.request("POST", "streams/", body)
+    assert created["tail_cut"] == {"0": 0, "1": 0}
+    assert cbr.publish("faults/late", ["first"])
+
+
+def test_reading_on_a_full_disk_never_answers_507(data_dir, web_server, token):
+    # given a stream with events, and one whose segments were never made (its row committed
+    # without them, as a create on a full disk did before), on a full disk
+    from streams.models import Scope, Segment, Stream
+
+    cbr = Client(web_server.url, token=token)
+    services.do_create_stream(scope="faults", name="kept", segment_count=2)
+    cbr.publish("faults/kept", ["a", "b", "c"])
+    bare = Stream.objects.create(scope=Scope.objects.get(name="faults"), name="bare", segment_count=2)
+    Segment.objects.bulk_create(Segment(stream=bare, segment_id=s) for s in bare.segment_ids)
+    fill(data_dir)
+
+    # then every read answers
+    assert cbr.request("GET", "streams/faults/kept/")["event_count"] == 3
+    assert sorted(e["payload"] for e in cbr.request("GET", "streams/faults/kept/events/")["events"]) == ["a", "b", "c"]
+    detail = cbr.request("GET", "streams/faults/bare/")
+    assert (detail["tail_cut"], detail["event_count"]) == ({"0": 0, "1": 0}, 0)
+    assert cbr.request("GET", "streams/faults/bare/events/") == {"events": [], "next_cut": {"0": 0, "1": 0}}
+    assert {s["full_name"] for s in cbr.request("GET", "streams/?scope=faults")["results"]} == {"faults/kept", "faults/bare"}
+    # publishing needs space: still refused, and accepted once there is some
+    with pytest.raises(CBRError) as refused:
+        cbr.publish("faults/bare", ["x"])
+    assert refused.value.status == 507
+    (data_dir / "filler").unlink()
+    assert cbr.publish("faults/bare", [{"payload": "x", "routing_key": "r"}])[0]["offset"] == 0
