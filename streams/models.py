@@ -227,6 +227,13 @@ class Subscription(models.Model):
     def __str__(self) -> str:
         return f"{self.reader_group} on {self.stream}"
 
+    @property
+    def incarnation(self) -> int:
+        """The first number of this subscription's delivery ids (`incarnation-stream-segment-
+        offset-epoch`), from its random `state_key`: an id another subscription handed out, here
+        or in a deployment whose database gave out the same ids, names no delivery of this one."""
+        return int(self.state_key[:8], 16)
+
 
 class ReadPosition(models.Model):
     """A reader group's persisted floor on one segment: every offset below it was processed

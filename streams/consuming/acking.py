@@ -32,7 +32,7 @@ class AckOutcome:
     refused: list[dict] = field(default_factory=list)
 
 
-def _parse_ids(group: ReaderGroup, ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
+def _parse_ids(ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
     """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
     before anything is applied."""
     if not isinstance(ids, list) or not ids:
@@ -40,12 +40,12 @@ def _parse_ids(group: ReaderGroup, ids: object, group_slots: list[Slot]) -> dict
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
         raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
     known = {(s.stream.pk, s.segment): s for s in group_slots}
-    prefixes = {f"{group.pk}-{sid}-{seg}": (sid, seg) for sid, seg in known}
+    prefixes = {f"{s.subscription.incarnation}-{s.stream.pk}-{s.segment}": (s.stream.pk, s.segment) for s in group_slots}
     by_slot = _parse_plain_ids(ids, prefixes)
-    return by_slot if by_slot is not None else _parse_each(group, ids, known, prefixes)
+    return by_slot if by_slot is not None else _parse_each(ids, known, prefixes)
 
 
-def _parse_each(group: ReaderGroup, ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tuple, list]:
+def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tuple, list]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why."""
     by_slot: dict[tuple, list] = defaultdict(list)
     for i, raw in enumerate(ids):
@@ -59,12 +59,13 @@ def _parse_each(group: ReaderGroup, ids: list, known: dict, prefixes: dict[str, 
         m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
         if m is None:
             raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", 400, "unknown_delivery")
-        gid, sid, seg, offset, epoch = m.groups()
-        if int(gid) != group.pk:
-            raise FieldError(f"delivery_ids[{i}]", "belongs to another reader group", 400, "unknown_delivery")
-        key = (int(sid), str(int(seg)))
+        incarnation, sid, seg, offset, epoch = m.groups()
+        key = (int(sid), seg)
         if key not in known:
             raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", 400, "unknown_delivery")
+        if f"{incarnation}-{sid}-{seg}" not in prefixes:  # the stream's, but another subscription's
+            raise FieldError(f"delivery_ids[{i}]", "belongs to another reader group, or to this group before it "
+                             "last subscribed to the stream", 400, "unknown_delivery")
         by_slot[key].append((i, Delivery(int(offset), int(epoch))))
     return by_slot
 
@@ -141,7 +142,7 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
     elif sink is not None:
         raise FieldError("sink", "this group declares no sinks")
     group_slots = slots(group) if group_slots is None else group_slots
-    by_slot = _parse_ids(group, ids, group_slots)
+    by_slot = _parse_ids(ids, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     pipe = get_redis().pipeline(transaction=False)
@@ -166,7 +167,7 @@ def nack(
 ) -> AckOutcome:
     """Give deliveries back: each is handed out again after `delay_ms`."""
     group_slots = slots(group) if group_slots is None else group_slots
-    by_slot = _parse_ids(group, ids, group_slots)
+    by_slot = _parse_ids(ids, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     now = positions.clock()

@@ -163,7 +163,7 @@ def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expi
     plus the delivery's fields. Built here in one dict per event rather than by `record_json`
     and four more assignments: a read answers thousands. Events published in one batch share
     their millisecond, so each time is formatted once per answer."""
-    prefix = f"{group.pk}-{slot.stream.pk}-{slot.segment}-"
+    prefix = f"{slot.subscription.incarnation}-{slot.stream.pk}-{slot.segment}-"
     stream = slot.stream.full_name
     segment = slot.segment
     times: dict[int, str] = {}

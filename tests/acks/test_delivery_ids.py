@@ -1,8 +1,6 @@
 """Delivery ids as an ack or a nack sends them: the one-pass parse of the common case finds exactly
 what the id-by-id parse finds, and leaves every other list to it (which names the bad id)."""
 
-from types import SimpleNamespace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,9 +8,9 @@ from hypothesis import strategies as st
 from streams.consuming.acking import _parse_each, _parse_plain_ids
 from streams.domain.errors import FieldError
 
-GROUP = SimpleNamespace(pk=12)
+INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
-PREFIXES = {f"{GROUP.pk}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN}
+PREFIXES = {f"{INCARNATION}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN}
 
 part = st.one_of(st.integers(0, 10**19).map(str), st.sampled_from(["", "007", "1٣", "²", "x", "-", " 1", "1\n"]))
 good = st.builds(lambda p, o, e: f"{p}-{o}-{e}", st.sampled_from(sorted(PREFIXES)),
@@ -26,7 +24,7 @@ odd = st.one_of(
 
 def each(ids):
     try:
-        return _parse_each(GROUP, ids, KNOWN, PREFIXES)
+        return _parse_each(ids, KNOWN, PREFIXES)
     except FieldError as exc:
         return exc.field, exc.message
 
@@ -76,7 +74,7 @@ def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
     # then the one-pass parse leaves the list to the id-by-id parse, which refuses the id
     assert _parse_plain_ids(ids, PREFIXES) is None
     with pytest.raises(FieldError) as refused:
-        _parse_each(GROUP, ids, KNOWN, PREFIXES)
+        _parse_each(ids, KNOWN, PREFIXES)
     assert (refused.value.field, refused.value.status, refused.value.code) == ("delivery_ids[1]", 400, "unknown_delivery")
 
 

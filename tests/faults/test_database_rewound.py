@@ -60,14 +60,24 @@ def admin_api(django_user_model):
     return _client(django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True, is_superuser=True))
 
 
+def read(api, group, limit) -> list[dict]:
+    answer = api.post(f"/api/v1/reader-groups/shop/{group}/read/", {"max_events": limit}, format="json")
+    assert answer.status_code == 200, answer.content
+    return answer.json()["deliveries"]
+
+
 def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_group(django_user_model):
-    # given: an old deployment whose group consumed and acknowledged 30 of its 50 events
+    # given: an old deployment whose group consumed and acknowledged 30 of its 50 events, and
+    # holds 10 more unacknowledged (a consumer of it still runs); its database new too, so that
+    # the next one hands out the same ids whatever ran before this test
+    call_command("flush", "--noinput")
     old = admin_api(django_user_model)
     create_stream(old)
     publish(old, [f"old {i}" for i in range(50)])
     create_group(old, "billing")
     acked, _ = consume(old, "billing", at_most=30)
     assert len(acked) == 30
+    held = [d["delivery_id"] for d in read(old, "billing", 10)]
     old_ids = (Stream.objects.get().pk, ReaderGroup.objects.get().pk, Subscription.objects.get().pk)
     # when: the database is made anew (its ids start again), Redis is kept, and the same names
     # come back with 40 new events
@@ -77,11 +87,19 @@ def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_grou
     publish(new, [f"new {i}" for i in range(40)])
     create_group(new, "billing")
     assert (Stream.objects.get().pk, ReaderGroup.objects.get().pk, Subscription.objects.get().pk) == old_ids
-    # then: every new event is delivered, none reported missed, and the floor is the new group's
-    got, missed = consume(new, "billing")
-    assert got == [f"new {i}" for i in range(40)]
-    assert missed == 0
+    # then: every new event is delivered, none reported missed
+    deliveries = read(new, "billing", 40)
+    assert [d["payload"] for d in deliveries] == [f"new {i}" for i in range(40)]
+    # the old consumer's ids name none of the new deliveries (same ids, same offsets, same epochs)
+    stale = new.post("/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": held}, format="json")
+    assert stale.status_code == 400 and stale.json()["code"] == "unknown_delivery", stale.content
+    assert ReadPosition.objects.get().floor == 0
+    # and the floor is the new group's own once its consumer acknowledged
+    ack = new.post("/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": [d["delivery_id"] for d in deliveries]},
+                   format="json")
+    assert ack.status_code == 200 and ack.json()["acked"] == 40, ack.content
     assert ReadPosition.objects.get().floor == 40
+    assert consume(new, "billing") == ([], 0)
 
 
 class Backup:
