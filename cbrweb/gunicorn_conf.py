@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+from cbrweb.body_limit import after_large_body
+
 
 def _keepalive_requests() -> int:
     raw = os.environ.get("CBR_WEB_KEEPALIVE_REQUESTS", "10")
@@ -31,6 +33,11 @@ def _keepalive_requests() -> int:
 
 
 KEEPALIVE_REQUESTS = _keepalive_requests()
+
+
+def post_request(worker, req, environ, resp) -> None:
+    """After a request with a large body, its memory goes back to the system."""
+    after_large_body(environ)
 
 
 def pre_request(worker, req) -> None:

@@ -44,7 +44,9 @@ def parse_batch(body: object, limits: PublishLimits, now_ms: int) -> list[EventI
         raise FieldError("events", "must hold at least one event")
     if len(events) > limits.max_batch_events:
         raise FieldError("events", f"holds {len(events)} events; at most {limits.max_batch_events}")
-    return [_parse_event(ev, f"events[{i}]", limits, now_ms) for i, ev in enumerate(events)]
+    parsed = [_parse_event(ev, f"events[{i}]", limits, now_ms) for i, ev in enumerate(events)]
+    events.clear()  # a large body is not held twice while it is written (the request keeps `body`)
+    return parsed
 
 
 def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> EventIn:

@@ -100,6 +100,9 @@ def decode_chunk_header(data: bytes) -> tuple[int, int]:
     return base_offset, base_cum
 
 
+COPY_BELOW = 4096  # a payload this small is copied into its record (one part, one CRC call)
+
+
 def encode_batch(
     events: list[EventIn], first_offset: int, cum_size: int, published_ms: int
 ) -> tuple[bytes, list[int], int]:
@@ -108,6 +111,16 @@ def encode_batch(
     Returns (bytes, relative file positions of each record within the bytes, cum_size after).
     The last record carries the batch-end flag, so recovery can keep whole batches only.
     """
+    parts, positions, _, cum_size = frame_batch(events, first_offset, cum_size, published_ms)
+    return b"".join(parts), positions, cum_size
+
+
+def frame_batch(
+    events: list[EventIn], first_offset: int, cum_size: int, published_ms: int
+) -> tuple[list[bytes], list[int], int, int]:
+    """`encode_batch` as the records' parts, not yet joined (a large batch is written from them
+    as they are: joined, it would be held twice). Returns (parts, relative positions, their total
+    length, cum_size after)."""
     parts: list[bytes] = []
     positions: list[int] = []
     pos = 0
@@ -131,26 +144,39 @@ def encode_batch(
             0,
             p_len,
         )
-        if rk is None and key is None and not headers_dict:
-            body = fixed + payload  # the common case: payload only
-        else:
+        plain = rk is None and key is None and not headers_dict  # the common case: payload only
+        if not plain:
             headers = orjson.dumps(headers_dict) if headers_dict else b""
             if headers:
                 fixed = fixed[:-8] + _LENGTHS.pack(len(headers), p_len)
-            body = b"".join((fixed, rk or b"", key or b"", headers, payload))
-        b_len = len(body)
-        append_part(pack_frame(b_len, crc32c(body)))
-        append_part(body)
+        if p_len < COPY_BELOW:
+            body = fixed + payload if plain else b"".join((fixed, rk or b"", key or b"", headers, payload))
+            b_len = len(body)
+            append_part(pack_frame(b_len, crc32c(body)))
+            append_part(body)
+        else:  # a large payload is written from where it is, not copied into its record (the
+            # record is three parts: frame, head, payload)
+            head = fixed if plain else b"".join((fixed, rk or b"", key or b"", headers))
+            b_len = len(head) + p_len
+            append_part(pack_frame(b_len, crc32c(payload, crc32c(head))))
+            append_part(head)
+            append_part(payload)
         append_pos(pos)
         pos += FRAME_SIZE + b_len
         cum_size += p_len
         offset += 1
-    # The last record closes the batch: set its flag and re-frame it.
-    last_body = bytearray(parts[-1])
-    last_body[0] = FLAG_BATCH_END
-    parts[-1] = bytes(last_body)
-    parts[-2] = pack_frame(len(last_body), crc32c(parts[-1]))
-    return b"".join(parts), positions, cum_size
+    # The last record closes the batch: set the flag in its head and frame it again.
+    payload = events[-1][0]
+    whole = len(payload) < COPY_BELOW
+    head = bytearray(parts[-1] if whole else parts[-2])
+    head[0] = FLAG_BATCH_END
+    if whole:
+        parts[-1] = bytes(head)
+        parts[-2] = pack_frame(len(head), crc32c(parts[-1]))
+    else:
+        parts[-2] = bytes(head)
+        parts[-3] = pack_frame(len(head) + len(payload), crc32c(payload, crc32c(parts[-2])))
+    return parts, positions, pos, cum_size
 
 
 def _decode_body(body: memoryview | bytes) -> Record:

@@ -195,6 +195,26 @@ def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
         pos += written
 
 
+JOIN_AT_MOST = 1 << 20  # a batch framed smaller than this is joined and written in one call
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def _write_parts(fd: int, parts: list[bytes], size: int, pos: int) -> None:
+    """Write a framed batch's parts at `pos`: joined when small (one call, and the copy costs
+    nothing), else straight from the parts, `_IOV_MAX` at a time (`pwritev`), so that a large
+    batch is not copied once more. A short write is finished as `_pwrite_all` does."""
+    if size <= JOIN_AT_MOST:
+        _pwrite_all(fd, b"".join(parts), pos)
+        return
+    for i in range(0, len(parts), _IOV_MAX):
+        group = parts[i:i + _IOV_MAX]
+        want = sum(map(len, group))
+        written = os.pwritev(fd, group, pos)
+        if written < want:  # a full disk shows first as a short write: finish it byte by byte
+            _pwrite_all(fd, b"".join(group)[written:], pos + written)
+        pos += want
+
+
 def chunk_name(base: int, suffix: str) -> str:
     return f"{base:020d}.{suffix}"
 
@@ -495,26 +515,27 @@ class Segment:
             if self._should_roll(tail, now_ms):
                 sealed = self.chunk_path(tail.active_base)
                 tail = self._create_chunk(tail.next_offset, tail.cum_size)
-            data, rel_positions, cum_after = framing.encode_batch(
+            parts, rel_positions, size, cum_after = framing.frame_batch(
                 events, tail.next_offset, tail.cum_size, now_ms
             )
             start = tail.committed_pos
             try:
                 fd = self._chunk_fd(tail.active_base)
                 if self.config.fsync == "always":
-                    ends = rel_positions[1:] + [len(data)]
+                    data = b"".join(parts)
+                    ends = rel_positions[1:] + [size]
                     for begin, end in zip(rel_positions, ends):
                         _pwrite_all(fd, data[begin:end], start + begin)
                         os.fdatasync(fd)
                 else:
-                    _pwrite_all(fd, data, start)
+                    _write_parts(fd, parts, size, start)
                     if self.config.fsync == "batch":
                         os.fdatasync(fd)
                 last_index_pos = self._append_index(tail, start, rel_positions)
                 empty = start == framing.CHUNK_HEADER_SIZE
                 new_tail = Tail(
                     tail.active_base,
-                    start + len(data),
+                    start + size,
                     tail.next_offset + len(events),
                     cum_after,
                     now_ms if empty else tail.created_ms,  # the age of a chunk is its first record's

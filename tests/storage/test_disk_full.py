@@ -96,3 +96,33 @@ def a_roll_on_a_full_disk_leaves_no_half_chunk(disk):
 
 def test_a_roll_on_a_full_disk_leaves_no_half_made_chunk(tmp_path):
     on_tiny_disk(tmp_path, "128k", a_roll_on_a_full_disk_leaves_no_half_chunk)
+
+
+def large_batches_written_from_their_parts(disk):
+    # batches framed larger than JOIN_AT_MOST are written from their parts (pwritev), payloads of
+    # COPY_BELOW and more straight from where they are; one of over IOV_MAX parts takes several calls
+    from streams.storage import framing, segment
+
+    seg = Segment(disk / "seg", StoreConfig(chunk_bytes=64 * 1024 * 1024))
+    rng = random.Random(11)
+    acked: dict[int, bytes] = {}
+    batches = [[rng.randbytes(framing.COPY_BELOW) for _ in range(300)],  # 900 parts, 1.2 MiB
+               [rng.randbytes(2000) for _ in range(700)]]  # 1 400 parts: two pwritev calls
+    for batch in batches:
+        assert sum(map(len, batch)) > segment.JOIN_AT_MOST
+        first = seg.append([EventIn(p) for p in batch]).first_offset
+        acked.update({first + i: p for i, p in enumerate(batch)})
+    assert_log_is(Segment(seg.path, seg.config), acked)
+    # the next does not fit: it meets the full disk part-way through its parts and leaves nothing
+    free = tiny_disk.free_bytes(disk)
+    with pytest.raises(StorageFull):
+        seg.append([EventIn(rng.randbytes(8000)) for _ in range(200)])
+    tail = seg.committed_tail()
+    assert tail.next_offset == len(acked)
+    assert seg.chunk_path(tail.active_base).stat().st_size == tail.committed_pos
+    assert tiny_disk.free_bytes(disk) == free
+    assert_log_is(Segment(seg.path, seg.config), acked)
+
+
+def test_a_large_batch_is_written_from_its_parts_whole_or_not_at_all(tmp_path):
+    on_tiny_disk(tmp_path, "3m", large_batches_written_from_their_parts)

@@ -6,7 +6,8 @@ from streams.storage.framing import EventIn
 
 events_strategy = st.builds(
     EventIn,
-    payload=st.binary(max_size=300),
+    # small payloads are copied into their records, large ones (COPY_BELOW and more) framed apart
+    payload=st.binary(max_size=300) | st.binary(min_size=framing.COPY_BELOW, max_size=framing.COPY_BELOW + 40),
     routing_key=st.none() | st.binary(max_size=20),
     key=st.none() | st.binary(max_size=20),
     headers=st.none() | st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
@@ -114,3 +115,15 @@ def test_read_records_finds_what_iter_records_finds_in_any_cut_or_corruption(bat
     else:  # stopped at the end of what decodes
         last = every[-1][0] + framing.FRAME_SIZE + framing.FRAME.unpack_from(body, every[-1][0])[0] if every else 0
         assert consumed == last
+
+
+def test_a_large_payload_is_framed_from_where_it_is_not_copied():
+    big, small = b"b" * framing.COPY_BELOW, b"s" * 10
+    parts, positions, size, _ = framing.frame_batch([EventIn(small), EventIn(big, b"rk")], 0, 0, 0)
+    assert parts[-1] is big  # the payload object itself: a large batch is not held twice
+    assert not any(p is small for p in parts)  # a small one is copied into its record
+    data = b"".join(parts)
+    assert size == len(data)
+    recs = [r for _, r in framing.iter_records(data)]
+    assert [r.payload for r in recs] == [small, big] and recs[1].routing_key == b"rk"
+    assert [r.batch_end for r in recs] == [False, True]
