@@ -901,12 +901,14 @@ DEAD_AFTER_S = 4 * HEARTBEAT_S  # a cycle silent this long died (its process on 
 
 def sweep_dead_cycles() -> int:
     """Mark failed the cycles left `running` by a process that died: one on this machine that no
-    longer exists, or one elsewhere silent for `DEAD_AFTER_S`. Their truncations were recorded before the
-    store was touched, and the next cycle finishes them (DESIGN.md §6); only their rows stay."""
+    longer exists, or one elsewhere silent for `DEAD_AFTER_S`. Their truncations were recorded
+    before the store was touched, and the next cycle finishes them (DESIGN.md §6); only their rows
+    stay behind, and this ends them."""
     now = timezone.now()
     silent = now - timedelta(seconds=DEAD_AFTER_S)
+    running = RetentionCycle.objects.filter(state=CycleState.RUNNING).only("id", "runner", "heartbeat_at", "started_at")
     dead = [
-        c.pk for c in RetentionCycle.objects.filter(state=CycleState.RUNNING).only("id", "runner", "heartbeat_at", "started_at")
+        c.pk for c in running
         if redis_locks.holder_is_dead(c.runner)
         or (not redis_locks.holder_is_here(c.runner) and (c.heartbeat_at or c.started_at or now) < silent)
     ]
@@ -914,7 +916,7 @@ def sweep_dead_cycles() -> int:
         return 0
     return RetentionCycle.objects.filter(pk__in=dead, state=CycleState.RUNNING).update(
         state=CycleState.FAILED, finished_at=now,
-        error="its process died before the cycle ended (the next cycle finished its truncations)")
+        error="its process died before the cycle ended; the next cycle finishes its truncations")
 
 
 @contextmanager

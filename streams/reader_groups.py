@@ -106,8 +106,8 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
     groups = {g.pk: g for g in ReaderGroup.objects.select_for_update().filter(pk__in={s.reader_group_id for s in subs})}
     for sub in subs:
         group = groups[sub.reader_group_id]
-        entry = {"stream": stream.full_name, "removed_at": now.isoformat(timespec="seconds"), "reason": "the stream was deleted",
-                 "floors": floors.get(sub.pk, {})}
+        entry = {"stream": stream.full_name, "removed_at": now.isoformat(timespec="seconds"),
+                 "reason": "the stream was deleted", "floors": floors.get(sub.pk, {})}
         group.removed_streams = [*group.removed_streams, entry][-REMOVED_KEPT:]
         ReaderGroup.objects.filter(pk=group.pk).update(
             removed_streams=group.removed_streams, generation=F("generation") + 1, updated_at=now)
