@@ -38,8 +38,10 @@ def redis_url(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def redis_state(redis_url, settings):
-    """Every test talks to the run's Redis and leaves no reader-group state behind (databases
-    roll back between tests and reuse ids: a stale tracker must not meet a new group)."""
+    """Every test talks to the run's Redis and leaves no reader-group or delayed-index state
+    behind. (Not for correctness: the databases roll back between tests and reuse ids, but Redis
+    state is named by random keys, never ids, so a new group never meets a stale tracker;
+    tests/faults/test_database_rewound.py shows it.)"""
     import redis
 
     settings.REDIS_URL = redis_url
