@@ -138,7 +138,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             if not out.deliveries and out.next <= max(start, head):
                 break  # no progress at all (a halted segment): a second look would not help
             start = out.next
-        result.deliveries += _deliveries_json(group, slot, got, expires)
+        result.deliveries += _deliveries_json(slot, got, expires)
     persist_floors(moves)
     return result
 
@@ -158,7 +158,7 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _deliveries_json(group, slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
+def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
     """Each event as every answer carries it (`record_json`: the same keys in the same order),
     plus the delivery's fields. Built here in one dict per event rather than by `record_json`
     and four more assignments: a read answers thousands. Events published in one batch share

@@ -45,10 +45,10 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
         Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b"{\"x\": 1}", False),
     ]
     deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
-    slot = SimpleNamespace(stream=SimpleNamespace(pk=5, full_name="sc/st"), segment="2")
-    group = SimpleNamespace(pk=4)
+    slot = SimpleNamespace(subscription=SimpleNamespace(incarnation=4), stream=SimpleNamespace(pk=5, full_name="sc/st"),
+                           segment="2")
     expires = "2026-11-23T07:00:00.500Z"
-    got = _deliveries_json(group, slot, list(zip(records, deliveries, strict=True)), expires)
+    got = _deliveries_json(slot, list(zip(records, deliveries, strict=True)), expires)
     expected = []
     for rec, d in zip(records, deliveries, strict=True):
         event = record_json("2", rec)
