@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +50,47 @@ def manage(env: dict, *args: str) -> str:
         capture_output=True, text=True,
     )
     return out.stdout
+
+
+@dataclass(frozen=True)
+class Server:
+    port: int
+    token: str
+    pid: int  # gunicorn's master
+    path: str  # the stream's events endpoint
+
+
+@contextmanager
+def web_server(stream: str, segments: int, gunicorn_args: list[str]) -> Iterator[Server]:
+    """gunicorn serving a fresh data directory (and a fresh SQLite database unless DATABASE_URL
+    is set), with one stream `bench/<stream>` of `segments` segments and an admin's token; all
+    removed afterwards."""
+    (ROOT / "var").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=ROOT / "var"))
+    port = 18000 + os.getpid() % 1000
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "CBR_DATA_DIR": str(work / "data"),
+           "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
+    if "DATABASE_URL" not in os.environ:
+        env["DATABASE_URL"] = f"sqlite:///{work / 'bench.sqlite3'}"
+    manage(env, "migrate", "--noinput")
+    token = manage(env, "shell", "-c", (
+        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+        "from streams.services import do_create_stream;"
+        "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True});"
+        f"do_create_stream(scope='bench', name='{stream}', segment_count={segments});"
+        "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}",
+         *gunicorn_args, "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/login/")
+        yield Server(port, token, server.pid, f"/api/v1/streams/bench/{stream}/events/")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(20)
+        subprocess.run(["rm", "-rf", str(work)])
 
 
 def cpu_seconds(procs) -> float:

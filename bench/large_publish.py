@@ -11,17 +11,13 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import orjson
 
-from _common import ROOT, machine, manage, wait_http
+from _common import machine, web_server
 
 EVENT_BYTES = 10_000  # 10 kB events: a 90 MiB body is about 9 400 of them (at most 10 000 a batch)
 
@@ -49,32 +45,14 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=3)
     parser.add_argument("--segments", type=int, default=4)
     args = parser.parse_args()
-    (ROOT / "var").mkdir(exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=ROOT / "var"))
-    port = 18500 + os.getpid() % 400
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "CBR_DATA_DIR": str(work / "data"),
-           "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
-    env.setdefault("DATABASE_URL", f"sqlite:///{work / 'bench.sqlite3'}")
-    manage(env, "migrate", "--noinput")
-    name = f"large{os.getpid()}"
-    token = manage(env, "shell", "-c", (
-        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-        "from streams.services import do_create_stream;"
-        "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True});"
-        f"do_create_stream(scope='bench', name='{name}', segment_count={args.segments});"
-        "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
     count = int(args.mib * 2**20 / (EVENT_BYTES + 40))
     body = orjson.dumps({"events": [{"payload": "x" * EVENT_BYTES, "routing_key": f"k{i}"} for i in range(count)]})
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}",
-         "-w", "1", "--timeout", "300", "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/login/")
+    with web_server(f"large{os.getpid()}", args.segments, ["-w", "1", "--timeout", "300"]) as server:
         pid = worker_pid(server.pid)
         print(f"machine: {machine()}")
         print(f"body: {len(body) / 2**20:.1f} MiB ({count} events of {EVENT_BYTES} B on {args.segments} segments), "
               f"one gunicorn worker")
-        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Token {server.token}", "Content-Type": "application/json"}
         for n in range(1, args.times + 1):
             before, peak, stop = rss_mib(pid), [0.0], threading.Event()
 
@@ -85,9 +63,9 @@ def main() -> None:
 
             sampler = threading.Thread(target=sample)
             sampler.start()
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
             t0 = time.perf_counter()
-            conn.request("POST", f"/api/v1/streams/bench/{name}/events/", body, headers)
+            conn.request("POST", server.path, body, headers)
             answer = conn.getresponse()
             answer.read()
             took = time.perf_counter() - t0
@@ -101,10 +79,6 @@ def main() -> None:
             print(f"publish {n}: {took:.2f} s; worker RSS {before:.0f} -> peak {peak[0]:.0f} -> after {after:.0f} MiB "
                   f"(peak +{peak[0] - before:.0f} MiB = {(peak[0] - before) / (len(body) / 2**20):.1f}x the body, "
                   f"after +{after - before:.0f} MiB)")
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(20)
-        subprocess.run(["rm", "-rf", str(work)])
 
 
 if __name__ == "__main__":

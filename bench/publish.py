@@ -13,17 +13,14 @@ import http.client
 import multiprocessing as mp
 import os
 import secrets
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
 
-from _common import ROOT, machine, manage, wait_http
+from _common import ROOT, machine, web_server
 
 BATCH = 1000
 EVENT = b"x" * 100
@@ -80,40 +77,17 @@ def _http_client(port: int, token: str, path: str, seconds: float, counter) -> N
 
 
 def bench_http(seconds: float, segments: int, clients: int = 2) -> float:
-    work = Path(tempfile.mkdtemp(dir=ROOT / "var"))
-    port = 18000 + os.getpid() % 1000
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "CBR_DATA_DIR": str(work / "data"),
-           "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
-    if "DATABASE_URL" not in os.environ:
-        env["DATABASE_URL"] = f"sqlite:///{work / 'bench.sqlite3'}"
-    manage(env, "migrate", "--noinput")
-    token = manage(env, "shell", "-c", (
-        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-        "from streams.services import do_create_stream;"
-        "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True});"
-        f"do_create_stream(scope='bench', name='http{os.getpid()}', segment_count={segments}) ;"
-        "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}", "-w", "2",
-         *GUNICORN_ARGS, "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True,
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/login/")
-        path = f"/api/v1/streams/bench/http{os.getpid()}/events/"
-        _http_client(port, token, path, 1.0, mp.Value("q", 0))  # warm both workers
+    with web_server(f"http{os.getpid()}", segments, ["-w", "2", *GUNICORN_ARGS]) as server:
+        _http_client(server.port, server.token, server.path, 1.0, mp.Value("q", 0))  # warm both workers
         counter = mp.Value("q", 0)
-        procs = [mp.Process(target=_http_client, args=(port, token, path, seconds, counter)) for _ in range(clients)]
+        procs = [mp.Process(target=_http_client, args=(server.port, server.token, server.path, seconds, counter))
+                 for _ in range(clients)]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
         for p in procs:
             p.join()
         return counter.value / (time.perf_counter() - t0)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(20)
-        subprocess.run(["rm", "-rf", str(work)])
 
 
 def fsync_latency_ms(samples: int = 200) -> float:
