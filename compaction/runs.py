@@ -34,7 +34,6 @@ from streams.storage.parquet import write_parquet_copy
 from .models import CompactedView, CompactionRun
 
 log = logging.getLogger(__name__)
-COMPACTED = ("compact", "compact,delete")
 
 
 class CompactionBusy(Exception):
@@ -234,8 +233,8 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
     incoming = input_counts(pending.paths)
     config = compaction_job.CompactionSettings(
         delete_retention_s=stream.delete_retention_s,
-        retention_s=stream.compacted_retention_s if stream.cleanup_policy == "compact,delete" else None,
-        retention_bytes=stream.compacted_retention_bytes if stream.cleanup_policy == "compact,delete" else None,
+        retention_s=stream.compacted_retention_s if stream.compacted_view_ages else None,
+        retention_bytes=stream.compacted_retention_bytes if stream.compacted_view_ages else None,
         broadcast_winners=broadcast_fits((current.keys if current else 0) + incoming.events - incoming.keyless),
     )
     generation = (current.generation if current else 0) + 1

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from streams.models import Stream
+from streams.models import CleanupPolicy, Stream
 
 from .models import CompactionRun
-from .runs import COMPACTED, CompactionBusy, execute, is_running
+from .runs import CompactionBusy, execute, is_running
 
 
 @shared_task
@@ -27,7 +27,7 @@ def compact_due_streams() -> int:
     """Beat: compact every compacted stream (a stream with nothing new records a skipped run
     only when it has never been compacted; one running already is left alone)."""
     done = 0
-    for stream in Stream.objects.filter(cleanup_policy__in=COMPACTED).select_related("scope"):
+    for stream in Stream.objects.filter(cleanup_policy__in=CleanupPolicy.compacted()).select_related("scope"):
         if is_running(stream):
             continue
         run = CompactionRun.objects.create(stream=stream, trigger="beat")

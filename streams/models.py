@@ -25,6 +25,11 @@ class CleanupPolicy(models.TextChoices):
     COMPACT = "compact"
     COMPACT_DELETE = "compact,delete"
 
+    @classmethod
+    def compacted(cls) -> tuple[str, ...]:
+        """The policies whose streams are compacted (COMPACTION.md): for queries."""
+        return (cls.COMPACT, cls.COMPACT_DELETE)
+
 
 class OnMaxLimit(models.TextChoices):
     TRUNCATE = "truncate", "truncate (the max limit wins)"
@@ -107,6 +112,16 @@ class Stream(models.Model):
     @property
     def segment_ids(self) -> list[str]:
         return [str(i) for i in range(self.segment_count)]
+
+    @property
+    def is_compacted(self) -> bool:
+        """Whether the stream keeps a compacted view (`compact` or `compact,delete`)."""
+        return self.cleanup_policy != CleanupPolicy.DELETE
+
+    @property
+    def compacted_view_ages(self) -> bool:
+        """Whether the compacted view has a retention window of its own (`compact,delete`)."""
+        return self.cleanup_policy == CleanupPolicy.COMPACT_DELETE
 
 
 class Segment(models.Model):

@@ -53,7 +53,7 @@ def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
     )
     # a group reading a compacted view from the head starts at the view's beginning: below its
     # horizon it reads the view (offsets compacted away count as processed), then the live log
-    from_view = group.read_compacted and stream.cleanup_policy != "delete" and group.start == "head"
+    from_view = group.read_compacted and stream.is_compacted and group.start == "head"
     ReadPosition.objects.bulk_create(
         ReadPosition(subscription=sub, segment_id=s, floor=0 if from_view else o) for s, o in cut.items()
     )

@@ -16,7 +16,7 @@ from django.utils import timezone
 from retention.models import RetentionPolicy
 from retention.policy_spec import PolicySpec
 
-from .domain.errors import FieldError, insufficient_storage, no_space_for_stream
+from .domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
 from .domain.events import PublishLimits
 from .models import Scope, Segment, Stream
 from .storage.framing import EventIn
@@ -54,7 +54,7 @@ def publish_limits(stream: Stream) -> PublishLimits:
         max_event_bytes=settings.CBR_MAX_EVENT_BYTES,
         max_batch_events=settings.CBR_MAX_BATCH_EVENTS,
         max_delay_s=stream.max_delay_s,
-        require_key=stream.cleanup_policy != "delete",
+        require_key=stream.is_compacted,
     )
 
 
@@ -202,10 +202,16 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     """Append a validated batch; returns once it is durable (CBR_FSYNC). Delayed events go to
     the stream's delayed index as each segment's part commits (streams.delaying).
 
+    A stream at its max under `on_max_limit: reject_publish` refuses every publish, whoever
+    sends it (the API, dead letters, the demo): 507 `stream_full` (`stream.full_since`, set and
+    cleared by the retention cycle).
+
     A full data disk refuses the publish (507 `insufficient_storage`): the segment that did not
     fit committed nothing of it. A batch spread over several segments is appended to them in
     parallel, so the parts for other segments may have been committed (as with any failed
     publish, the producer sends it again: at-least-once)."""
+    if stream.full_since is not None:
+        raise stream_full()
     try:
         return _publish(stream, events)
     except StorageFull as full:

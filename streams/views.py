@@ -12,7 +12,7 @@ from django.utils import timezone
 from access.permissions import can, console_access
 from access.rules import Action, TargetKind
 from compaction.models import CompactionRun
-from compaction.runs import COMPACTED, CompactionBusy, queue_run
+from compaction.runs import CompactionBusy, queue_run
 from retention import charts, set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
@@ -136,7 +136,7 @@ def _compaction_context(request, stream, notice: str = "", warn: bool = False) -
     """The compaction panel, for a compacted stream: its current generation, the last 20 runs
     (the newest one first, its phase while it runs) and bytes before/after of the last 20
     successful ones, oldest first, for the chart."""
-    if stream.cleanup_policy not in COMPACTED:
+    if not stream.is_compacted:
         return {"compaction": None}
     runs = list(stream.compaction_runs.all()[:20])
     charted = list(stream.compaction_runs.filter(state=CompactionRun.State.SUCCEEDED)[:20])[::-1]
@@ -185,7 +185,7 @@ def compact_now(request, scope, name):
     """Queue a compaction of this stream for the worker; answer with the panel, which says
     whether it was queued or one was already queued or running."""
     stream = _stream(scope, name)
-    if stream.cleanup_policy not in COMPACTED:
+    if not stream.is_compacted:
         return HttpResponseBadRequest(f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})")
     try:
         run = queue_run(stream, "console")

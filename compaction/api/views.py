@@ -14,7 +14,7 @@ from streams.api.views import get_stream
 from streams.domain.errors import FieldError
 
 from ..models import CompactedView, CompactionRun
-from ..runs import COMPACTED, CompactionBusy, queue_run
+from ..runs import CompactionBusy, queue_run
 from ..view import read_view
 
 MAX_LIMIT = 10_000
@@ -41,7 +41,7 @@ class CompactedPageSerializer(serializers.Serializer):
 
 def _compacted(scope: str, name: str):
     stream = get_stream(scope, name)
-    if stream.cleanup_policy not in COMPACTED:
+    if not stream.is_compacted:
         raise FieldError("stream", f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})",
                          409, "not_compacted")
     return stream

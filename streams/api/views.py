@@ -123,8 +123,9 @@ class StreamDetailView(APIView):
         changes = dict(body.validated_data)
         if "delayed_index" in changes:  # the keys given replace theirs, the others stay
             changes["delayed_index"] = {**stream.delayed_index, **changes["delayed_index"]}
-        becomes_compacted = stream.cleanup_policy == "delete" and changes.get("cleanup_policy", "delete") != "delete"
+        was_compacted = stream.is_compacted
         services.do_update_stream(stream, changes)
+        becomes_compacted = stream.is_compacted and not was_compacted
         answer = StreamSerializer(stream, context=stream_answer([stream])).data
         if becomes_compacted:
             from compaction.runs import keyless_events  # noqa: PLC0415
@@ -174,14 +175,6 @@ class EventsView(APIView):
                                 "full_since"),
             scope__name=scope, name=name,
         )
-        if stream.full_since is not None:
-            raise FieldError(
-                "stream",
-                "the stream is at its max limit and its slowest subscriber still needs the data "
-                "(on_max_limit: reject_publish); publishing resumes once subscribers move on",
-                507,
-                "stream_full",
-            )
         now_ms = time.time_ns() // 1_000_000
         events = parse_batch(request.data, services.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)

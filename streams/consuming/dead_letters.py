@@ -55,6 +55,11 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
         events.append(EventIn(rec.payload, rec.routing_key, rec.key, headers))
         settled.append(offset)
     if events:
-        do_publish(_dead_letter_stream(slot.stream), events)
+        try:
+            do_publish(_dead_letter_stream(slot.stream), events)
+        except FieldError as refused:
+            if refused.status != 507:  # the dead-letter stream is full, or its disk: not now
+                raise
+            return None  # the claims stay, expire, and the events are dead-lettered later
     return slot.tracker.dead_lettered(settled)
 

@@ -150,7 +150,7 @@ def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict:
         return {}
     from compaction.models import CompactedView  # noqa: PLC0415
 
-    ids = {slot.stream.pk for slot in group_slots if slot.stream.cleanup_policy != "delete"}
+    ids = {slot.stream.pk for slot in group_slots if slot.stream.is_compacted}
     return {v.stream_id: v for v in CompactedView.objects.filter(stream_id__in=ids)} if ids else {}
 
 

@@ -20,6 +20,18 @@ class FieldError(ValueError):
         self.details = details or {}  # more of the answer, e.g. what was applied before a refusal
 
 
+def stream_full() -> FieldError:
+    """The stream is at its max under `on_max_limit: reject_publish` and its slowest subscriber
+    still needs the data: 507 until a cycle finds it no longer so."""
+    return FieldError(
+        "stream",
+        "the stream is at its max limit and its slowest subscriber still needs the data "
+        "(on_max_limit: reject_publish); publishing resumes once subscribers move on",
+        507,
+        "stream_full",
+    )
+
+
 def insufficient_storage() -> FieldError:
     """The segment store's disk is full: 507, shaped like `stream_full` (the other 507)."""
     return FieldError(

@@ -186,6 +186,30 @@ def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, cloc
     assert positions["0"]["dead_lettered"] == 1 and positions["0"]["redelivered"] == 1
 
 
+def test_a_dead_letter_into_a_full_dead_letter_stream_waits_and_is_never_lost(api, stream, clock):
+    # given a dead-letter stream that refuses publishing (at its max under reject_publish)
+    from django.utils import timezone
+
+    dlq = services.do_create_stream(scope="shop", name="orders-dlq", on_max_limit="reject_publish")
+    Stream.objects.filter(pk=dlq.pk).update(full_since=timezone.now())
+    create(api, max_deliveries=1)
+    got = read(api, 20)["deliveries"]
+    bad = next(x for x in got if (x["segment"], x["offset"]) == ("0", 3))
+    api.post(G + "ack/", {"delivery_ids": [x["delivery_id"] for x in got if x is not bad]}, format="json")
+    api.post(G + "nack/", {"delivery_ids": [bad["delivery_id"]]}, format="json")
+    # when the poison event is to be dead-lettered: the read still answers, and the event is held
+    assert read(api, 100)["deliveries"] == []
+    assert floors(api)[("shop/orders", "0")] == 3
+    assert services.stream_state(dlq).event_count == 0
+    # then once the dead-letter stream takes events again, it is appended and passed
+    Stream.objects.filter(pk=dlq.pk).update(full_since=None)
+    clock.now += 60  # its claim expired
+    assert read(api, 100)["deliveries"] == []
+    assert floors(api)[("shop/orders", "0")] == 10
+    (event,), _ = services.read_events(Stream.objects.get(pk=dlq.pk), {"0": 0}, 10)
+    assert event.record.payload.decode() == bad["payload"]
+
+
 def test_halt_stops_the_floor_until_the_policy_changes(api, stream, clock):
     group = create(api, max_deliveries=1, on_poison="halt")
     a, _ = segments_of(stream)

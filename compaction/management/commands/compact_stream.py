@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction.models import CompactionRun
-from compaction.runs import COMPACTED, CompactionBusy, execute
+from compaction.runs import CompactionBusy, execute
 from streams.models import Stream
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         row = Stream.objects.filter(scope__name=scope, name=name).first()
         if row is None:
             raise CommandError(f"no stream {stream}")
-        if row.cleanup_policy not in COMPACTED:
+        if not row.is_compacted:
             raise CommandError(f"{stream} is not compacted (cleanup_policy {row.cleanup_policy!r})")
         run = CompactionRun.objects.create(stream=row, trigger="command")
         try:
