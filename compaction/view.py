@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from base64 import b64encode
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -11,6 +10,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from streams.models import Stream
+from streams.storage.framing import Record
+from streams.wire import datetime_to_ms, record_json
 
 from .models import CompactedView
 from .runs import view_dir
@@ -22,26 +23,10 @@ class Page:
     next_after: str | None  # the `after` of the next page; None on the last one
 
 
-def _iso(value) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
 def event_of(row: dict) -> dict:
-    """A view row as every answer carries an event (DESIGN.md §10), plus `tombstone`."""
-    payload = row["payload"] or b""
-    out = {
-        "segment": row["segment"], "offset": row["offset"],
-        "routing_key": row["routing_key"].decode() if row["routing_key"] is not None else None,
-        "key": row["key"].decode(errors="replace"),
-        "headers": dict(row["headers"]) if row["headers"] else None,
-        "published_at": _iso(row["published_at"]), "payload_b64": b64encode(payload).decode(),
-        "tombstone": len(payload) == 0,
-    }
-    try:
-        out["payload"] = payload.decode()
-    except UnicodeDecodeError:
-        pass
-    return out
+    """A view row as every answer carries an event (DESIGN.md §10, `streams.wire`: the same
+    fields and time format as a read of the live log), plus `tombstone`."""
+    return {**record_json(row["segment"], _record(row)), "tombstone": not row["payload"]}
 
 
 def read_view(stream: Stream, view: CompactedView, key: str | None, after: str | None, limit: int) -> Page:
@@ -80,11 +65,8 @@ def _by_offset(stream: Stream, view: CompactedView):
     return table
 
 
-def _record(row: dict):
-    from streams.storage.framing import Record  # noqa: PLC0415
-
-    published = row["published_at"]
-    return Record(row["offset"], int(published.timestamp() * 1000), None, 0, row["routing_key"], row["key"],
+def _record(row: dict) -> Record:
+    return Record(row["offset"], datetime_to_ms(row["published_at"]), None, 0, row["routing_key"], row["key"],
                   dict(row["headers"]) if row["headers"] else None, row["payload"] or b"", False)
 
 

@@ -3,10 +3,7 @@ and retention.policy_spec, which these call so that errors name the same fields 
 
 from __future__ import annotations
 
-import functools
 import re
-from binascii import b2a_base64
-from datetime import UTC, datetime
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
@@ -28,8 +25,6 @@ from streams.models import (
     StartPosition,
     Stream,
 )
-from streams.storage.framing import Record
-from streams.storage.store import StreamRecord
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -385,43 +380,6 @@ class RetentionSetRecordSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField()
     size_bytes = serializers.IntegerField()
     cut = serializers.JSONField()
-
-
-@functools.lru_cache(maxsize=4096)  # events of one batch share their publication time
-def _ms_to_iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    # whole seconds, then the milliseconds exactly: `ms / 1000` as a float was a microsecond or
-    # more off for times after ~2110 (…59.998993Z for …59.999Z)
-    seconds, millis = divmod(ms, 1000)
-    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=millis * 1000)
-    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")  # always .mmm: what is stored
-
-
-def event_json(sr: StreamRecord) -> dict:
-    """An event as every answer carries it (DESIGN.md §10)."""
-    return record_json(sr.segment, sr.record)
-
-
-def record_json(segment: str, rec: Record) -> dict:
-    """`event_json` of a record of `segment`: a read answers thousands, so the record is unpacked
-    once rather than read field by field."""
-    offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
-    out = {
-        "segment": segment,
-        "offset": offset,
-        "routing_key": None if routing_key is None else routing_key.decode(),
-        "key": None if key is None else key.decode(),
-        "headers": headers,
-        "published_at": _ms_to_iso(published_ms),
-        "deliver_at": None if deliver_at_ms is None else _ms_to_iso(deliver_at_ms),
-        "payload_b64": b2a_base64(payload, newline=False).decode(),
-    }
-    try:
-        out["payload"] = payload.decode()
-    except UnicodeDecodeError:
-        pass
-    return out
 
 
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):

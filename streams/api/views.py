@@ -36,8 +36,8 @@ from .serializers import (
     StreamUpdateSerializer,
     TruncateSerializer,
     TruncationRecordSerializer,
-    event_json,
 )
+from streams.wire import event_json
 
 MAX_READ_LIMIT = 10_000
 COMPACTION_SETTINGS = ("min_compaction_lag_s", "delete_retention_s", "compacted_retention_s", "compacted_retention_bytes")

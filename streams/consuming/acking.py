@@ -16,6 +16,7 @@ from ..domain.errors import FieldError
 from ..models import ReaderGroup
 from . import positions
 from .checkpoints import maybe_checkpoint
+from ..wire import delivery_prefix
 from .positions import Slot, persist_floors, mark_seen, slots
 
 # Each number as the server writes it: ASCII digits, no leading zero ("0" itself is a number).
@@ -40,7 +41,8 @@ def _parse_ids(ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
         raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
     known = {(s.stream.pk, s.segment): s for s in group_slots}
-    prefixes = {f"{s.subscription.incarnation}-{s.stream.pk}-{s.segment}": (s.stream.pk, s.segment) for s in group_slots}
+    prefixes = {delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
+                for s in group_slots}
     by_slot = _parse_plain_ids(ids, prefixes)
     return by_slot if by_slot is not None else _parse_each(ids, known, prefixes)
 
@@ -63,7 +65,7 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tupl
         key = (int(sid), seg)
         if key not in known:
             raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", 400, "unknown_delivery")
-        if f"{incarnation}-{sid}-{seg}" not in prefixes:  # the stream's, but another subscription's
+        if "-".join((incarnation, sid, seg)) not in prefixes:  # the stream's, but another subscription's
             raise FieldError(f"delivery_ids[{i}]", "belongs to another reader group, or to this group before it "
                              "last subscribed to the stream", 400, "unknown_delivery")
         by_slot[key].append((i, Delivery(int(offset), int(epoch))))

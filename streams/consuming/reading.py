@@ -7,18 +7,17 @@ import random
 import time
 from binascii import b2a_base64
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 
 from cbrweb.redis_client import get_redis
 from compaction import view as compacted
 
-from ..api.serializers import _ms_to_iso, record_json
 from ..delaying.handing import release_due
 from ..domain.acks import Delivery, Poison
 from ..models import ReaderGroup
 from ..services import stream_log
 from ..storage.framing import Record
+from ..wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
 from . import positions
 from .dead_letters import dead_letter
 from .positions import Slot, mark_seen, persist_floors, records_at, slots
@@ -90,7 +89,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
     moves = []
-    expires = _iso(now + lease_s)
+    expires = seconds_to_iso(now + lease_s)
     for n, (slot, start, head, tail) in enumerate(work):
         remaining = limit - len(result.deliveries)
         if remaining <= 0:
@@ -154,16 +153,12 @@ def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict:
     return {v.stream_id: v for v in CompactedView.objects.filter(stream_id__in=ids)} if ids else {}
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
     """Each event as every answer carries it (`record_json`: the same keys in the same order),
     plus the delivery's fields. Built here in one dict per event rather than by `record_json`
     and four more assignments: a read answers thousands. Events published in one batch share
     their millisecond, so each time is formatted once per answer."""
-    prefix = f"{slot.subscription.incarnation}-{slot.stream.pk}-{slot.segment}-"
+    prefix = delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment) + "-"
     stream = slot.stream.full_name
     segment = slot.segment
     times: dict[int, str] = {}
@@ -173,7 +168,7 @@ def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: st
         offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
         published = times.get(published_ms)
         if published is None:
-            published = times[published_ms] = _ms_to_iso(published_ms)
+            published = times[published_ms] = ms_to_iso(published_ms)
         try:
             text = payload.decode()
         except UnicodeDecodeError:  # no `payload`: record_json leaves it out
@@ -187,7 +182,7 @@ def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: st
             "key": None if key is None else key.decode(),
             "headers": headers,
             "published_at": published,
-            "deliver_at": None if deliver_at_ms is None else _ms_to_iso(deliver_at_ms),
+            "deliver_at": None if deliver_at_ms is None else ms_to_iso(deliver_at_ms),
             "payload_b64": b2a_base64(payload, newline=False).decode(),
             "payload": text,
             "stream": stream,

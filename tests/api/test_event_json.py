@@ -1,7 +1,7 @@
 """An event as every answer carries it (DESIGN.md §10), built from a stored record: the exact
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
-from streams.api.serializers import event_json, record_json
+from streams.wire import event_json, record_json
 from streams.storage.framing import Record
 from streams.storage.store import StreamRecord
 

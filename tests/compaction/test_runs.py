@@ -69,6 +69,10 @@ def test_the_worked_example_through_the_api(api, spark_ready):
     page = view(api)
     assert as_dict(page) == {"A": "2", "C": "1", "B": None} and page["generation"] == 1
     assert page["horizon"] == {"0": 5}
+    # a view event is the live log's event, field for field and in the same time format
+    live = {(e["segment"], e["offset"]): e for e in api.get(S + "events/").json()["events"]}
+    for event in page["events"]:
+        assert {**live[(event["segment"], event["offset"])], "tombstone": event["tombstone"]} == event
     second = run(stream, t + timedelta(seconds=200))
     assert second.generation == 2 and second.tombstones_dropped == 1 and second.events_in == 4
     assert as_dict(view(api)) == {"A": "2", "C": "1", "D": "1"}
