@@ -39,17 +39,17 @@ from django.utils import timezone
 from streams.db import insert_rows, update_rows
 from streams import locks as redis_locks
 from streams.domain.errors import FieldError
-from streams.models import Checkpoint, RetentionType, Segment, Stream, Subscription
+from streams.models import RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
-from .cuts import is_at_or_after, moves_head
+from .cuts import moves_head
 from .forked import Pool, chunks, run_forked
 from .inputs_codec import considered
 from .models import CycleState, RetentionCycle, TruncationRecord
 from .policy import Decision, Inputs, Subscriber, decide
 from .retention_set import after_truncation, with_tail
-from .services import complete_truncation
+from .services import complete_truncation, drop_expired_checkpoints
 from .set_store import as_records, read_sets, stored, write_sets
 
 BATCH = 500
@@ -409,7 +409,7 @@ def _complete(planned, results) -> None:
     TruncationRecord.objects.filter(pk__in=[r.pk for _, r in planned]).update(completed=True)
     update_rows(TruncationRecord, ["after_size", "chunks_deleted", "bytes_deleted"], changed)
     _update_segment_rows(planned, results)
-    _drop_expired_checkpoints({p.stream.pk: (p.stream.full_name, r.after_cut) for p, r in planned})
+    drop_expired_checkpoints({p.stream.pk: (p.stream.full_name, r.after_cut) for p, r in planned})
 
 
 def _update_segment_rows(planned, results) -> None:
@@ -444,25 +444,6 @@ def _update_segment_rows(planned, results) -> None:
             chunk = rows[start : start + 100]
             source = "(VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk)) + ")"
             cur.execute(statement(source), [x for row in chunk for x in row] + [now])
-
-
-def _drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> None:
-    """A checkpoint that is not persisted expires once its cut of a stream lies behind that
-    stream's head on some segment: a reader group could no longer restart from it. Persisted
-    checkpoints are the user's to release or delete."""
-    candidates = Checkpoint.objects.filter(
-        persist=False, reader_group__subscription__stream_id__in=list(heads)
-    ).distinct()
-    names = {name: head for name, head in heads.values()}
-    expired = []
-    for cp in candidates.only("pk", "cuts"):
-        for name, cut in (cp.cuts or {}).items():
-            head = names.get(name)
-            if head and not is_at_or_after({s: int(cut.get(s, 0)) for s in head}, head):
-                expired.append(cp.pk)
-                break
-    if expired:
-        Checkpoint.objects.filter(pk__in=expired).delete()
 
 
 def _mark_full(states: list[tuple[Stream, bool]], now: datetime) -> None:

@@ -8,10 +8,11 @@ from django.db.models import Max
 from django.utils import timezone
 
 from streams.domain.errors import FieldError
-from streams.models import Stream
+from streams.models import Checkpoint, Stream
 from streams.services import refresh_segments, stream_log
 
 from .cycle_clock import clock_problem
+from .cuts import is_at_or_after
 from .models import RetentionCycle, TruncationRecord
 from .retention_set import after_truncation
 from .set_store import as_records, read_sets, write_sets
@@ -72,7 +73,7 @@ def _truncate(stream, cut, rule, trigger, user, subscribers, at) -> TruncationRe
 def complete_truncation(record: TruncationRecord) -> TruncationRecord:
     """Apply a recorded truncation to the store (idempotent: the head never moves back, and
     chunks before it are deleted whether or not an earlier attempt got that far), then drop the
-    retention-set records at or before its cut."""
+    retention-set records at or before its cut and the checkpoints it expired."""
     stream = record.stream
     results = stream_log(stream).truncate(record.after_cut)
     with transaction.atomic():
@@ -85,8 +86,29 @@ def complete_truncation(record: TruncationRecord) -> TruncationRecord:
         kept = after_truncation(as_records(rows), record.after_cut)
         if len(kept) < len(rows):
             write_sets({stream.pk: rows[len(rows) - len(kept) :]})
+        drop_expired_checkpoints({stream.pk: (stream.full_name, record.after_cut)})
         refresh_segments(stream)
     return record
+
+
+def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> None:
+    """After truncations (stream id → (its name, its new head)): a checkpoint that is not
+    persisted expires once its cut of a stream lies behind that stream's head on some segment,
+    since a reader group could no longer restart from it. Persisted checkpoints are the user's to
+    release or delete. Every truncation, a cycle's or a manual one, ends here."""
+    candidates = Checkpoint.objects.filter(
+        persist=False, reader_group__subscription__stream_id__in=list(heads)
+    ).distinct()
+    names = {name: head for name, head in heads.values()}
+    expired = []
+    for cp in candidates.only("pk", "cuts"):
+        for name, cut in (cp.cuts or {}).items():
+            head = names.get(name)
+            if head and not is_at_or_after({s: int(cut.get(s, 0)) for s in head}, head):
+                expired.append(cp.pk)
+                break
+    if expired:
+        Checkpoint.objects.filter(pk__in=expired).delete()
 
 
 def queue_stream_cycle(stream: Stream, trigger: str, user=None) -> RetentionCycle:

@@ -86,3 +86,18 @@ def test_metrics_report_held_and_reclaimed_bytes(api, client, stream):
     text = client.get("/metrics").content.decode()
     assert 'cbr_stream_bytes{stream="shop/orders"} 150.0' in text
     assert "cbr_reclaimed_bytes_total 50.0" in text
+
+
+def test_a_manual_truncation_expires_the_checkpoints_behind_it_as_a_cycle_does(api, stream):
+    # one truncation path: what a cycle's truncation does to checkpoints, a manual one does too
+    from streams.models import Checkpoint, ReaderGroup
+
+    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"], "retention_type": "NONE"}
+    assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
+    group = ReaderGroup.objects.get()
+    Checkpoint.objects.create(reader_group=group, name="old", cuts={"shop/orders": {"0": 1, "1": 1}})
+    Checkpoint.objects.create(reader_group=group, name="kept", cuts={"shop/orders": {"0": 1, "1": 1}}, persist=True)
+    Checkpoint.objects.create(reader_group=group, name="at-head", cuts={"shop/orders": {"0": 3, "1": 3}})
+    response = api.post(BASE + "truncate/", {"stream_cut": {"0": 3, "1": 3}}, format="json")
+    assert response.status_code == 200, response.content
+    assert sorted(Checkpoint.objects.values_list("name", flat=True)) == ["at-head", "kept"]
