@@ -16,7 +16,7 @@ from .domain.cuts import check_cut
 from .domain.errors import FieldError
 from .domain.names import split_stream_name
 from .models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
-from .services import stream_log
+from .services import set_acknowledgement_cut, stream_log
 
 
 def check_streams(names: list, field: str = "streams") -> list[Stream]:
@@ -161,11 +161,7 @@ def do_update_reader_group(
             for sub in subs:
                 cut = floors.get(sub.stream.full_name)
                 if cut is not None:
-                    log = stream_log(sub.stream)
-                    sub.acknowledgement_cut = cut
-                    sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
-                    sub.acknowledged_at = now
-                    sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
+                    sub.save(update_fields=set_acknowledgement_cut(sub, cut, now))
         if affected:
             recheck_full_streams(affected)
         if removed:
@@ -174,7 +170,7 @@ def do_update_reader_group(
     return group
 
 
-def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription, dict[str, int], object]:
+def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription, dict[str, int]]:
     """updateTruncationStreamCut, validated in Pravega's order: the stream exists; the group is a
     subscriber of it; the generation matches; the cut covers exactly the stream's segments with
     offsets within [head, tail]; it is not behind the group's previous cut."""
@@ -215,7 +211,7 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
                 400,
                 "stream_cut_behind_previous",
             )
-    return sub, cut, log
+    return sub, cut
 
 
 def check_generation(group: ReaderGroup, generation: object) -> None:
@@ -229,10 +225,9 @@ def check_generation(group: ReaderGroup, generation: object) -> None:
         )
 
 
-def publish_cut(sub: Subscription, cut: dict[str, int], log) -> Subscription:
+def publish_cut(sub: Subscription, cut: dict[str, int]) -> Subscription:
     from retention.services import recheck_full_streams
 
-    sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
     with transaction.atomic():
         # the row locked, the "not behind" check again: a concurrent publish may have moved it
         locked = Subscription.objects.select_for_update().get(pk=sub.pk)
@@ -243,10 +238,7 @@ def publish_cut(sub: Subscription, cut: dict[str, int], log) -> Subscription:
                     f"stream_cut.{seg}", f"offset {offset} is behind the group's previous cut ({previous[seg]})",
                     400, "stream_cut_behind_previous",
                 )
-        sub.acknowledgement_cut = cut
-        sub.acknowledgement_sizes = sizes
-        sub.acknowledged_at = timezone.now()
-        sub.save(update_fields=["acknowledgement_cut", "acknowledgement_sizes", "acknowledged_at"])
+        sub.save(update_fields=set_acknowledgement_cut(sub, cut, timezone.now()))
         if cut != previous:
             recheck_full_streams([sub.stream])
     return sub

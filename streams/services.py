@@ -18,7 +18,7 @@ from retention.policy_spec import PolicySpec
 
 from .domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
 from .domain.events import PublishLimits
-from .models import Scope, Segment, Stream
+from .models import Scope, Segment, Stream, Subscription
 from .storage.framing import EventIn
 from .storage.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
 from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
@@ -239,6 +239,21 @@ def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:
         except Exception:  # the broker is down: beat's next round seals it
             logger.warning("could not queue the sealing of %s's delayed bucket", stream, exc_info=True)
     return positions
+
+
+def set_acknowledgement_cut(sub: Subscription, cut: dict[str, int], at=None) -> list[str]:
+    """The one writer of a subscription's acknowledgement cut, whatever decided it (a published
+    cut, a checkpoint, a group becoming a subscriber at its floors): the cut, each segment's
+    cumulative size at it (what the retention cycle reads instead of the store) and, with `at`,
+    when. Sets them on `sub`; returns the fields for the caller to save."""
+    log = stream_log(sub.stream)
+    sub.acknowledgement_cut = cut
+    sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in cut.items()}
+    fields = ["acknowledgement_cut", "acknowledgement_sizes"]
+    if at is not None:
+        sub.acknowledged_at = at
+        fields.append("acknowledged_at")
+    return fields
 
 
 def read_events(

@@ -12,7 +12,7 @@ from cbrweb.redis_client import get_redis
 
 from ..domain.errors import FieldError
 from ..models import Checkpoint, ReaderGroup, RetentionType, Subscription
-from ..services import stream_log
+from ..services import set_acknowledgement_cut, stream_log
 from .positions import Slot, persist_floors, last_seen, slots
 
 AUTO_PREFIX = "auto-"
@@ -135,10 +135,7 @@ def _publish(group: ReaderGroup, cuts: dict[str, dict[str, int]]) -> None:
             sub.acknowledged_at = seen  # a checkpoint vouches for the group as far as it was seen
             fields.append("acknowledged_at")
         if new != previous:
-            log = stream_log(sub.stream)
-            sub.acknowledgement_cut = new
-            sub.acknowledgement_sizes = {s: log.segment(s).size_till(o) for s, o in new.items()}
-            fields += ["acknowledgement_cut", "acknowledgement_sizes"]
+            fields += set_acknowledgement_cut(sub, new)
             moved.append(sub.stream)
         if fields:
             sub.save(update_fields=fields)

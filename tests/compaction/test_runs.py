@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from compaction.models import CompactedView, CompactionRun
+from compaction.models import CompactionRun
 from compaction.runs import compaction_lock, execute, view_dir
 from compaction.tasks import compact_due_streams
 from streams.models import Stream

@@ -62,7 +62,7 @@ def acknowledge(streams):
         if n != 1:
             acked = {"0": 40 + n * 7, "1": 200 - n * 3} if n else {"0": 10, "1": 5}
             sub = Subscription.objects.get(reader_group__name=f"g{n}")
-            publish_cut(sub, acked, services.stream_log(stream))
+            publish_cut(sub, acked)
 
 
 def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing_unconsumed(settings, tmp_path):
