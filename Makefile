@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test test-quick bench venv check clean
+.PHONY: run test test-quick lint bench venv check clean
 
 run: venv check
 	$(PY) -m cbrweb.run
 
 test: venv check
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
 
 test-quick: venv
 	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
