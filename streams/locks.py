@@ -17,42 +17,18 @@ import threading
 import uuid
 from contextlib import contextmanager
 from collections.abc import Iterator
+from pathlib import Path
 
 from cbrweb.redis_client import get_redis
 
 from .storage.segment import BOOT_ID
 
-# One script call for a whole batch: each key is set if free, else its holder is returned, to be
-# judged (a pipelined SET per key was ~50 µs a key of client-side work in a retention cycle).
-_TAKE = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then out[i] = 1
-  else out[i] = redis.call('get', key) or 0 end
-end
-return out
-"""
-# compare-and-set of each KEYS[i] from its dead holder ARGV[i + 2] to the token ARGV[1]
-_TAKE_OVER = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[i + 2] then redis.call('set', key, ARGV[1], 'PX', ARGV[2]); out[i] = 1
-  else out[i] = 0 end
-end
-return out
-"""
-# compare-and-delete: a lock that expired and was taken by another holder stays
-_RELEASE = """
-for _, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[1] then redis.call('del', key) end
-end
-return 0
-"""
-# compare-and-renew: 1 while the lock is still this holder's
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0
-"""
+_LUA = Path(__file__).with_name("lua")
+# the scripts (`lua/lock_*.lua`): take a batch (each key set if free, else its holder returned),
+# take over from dead holders (compare-and-set), release (compare-and-delete), renew a lease
+_TAKE, _TAKE_OVER, _RELEASE, _RENEW = (
+    (_LUA / f"lock_{name}.lua").read_text() for name in ("take", "take_over", "release", "renew")
+)
 
 
 def _this_machine() -> str:
