@@ -4,14 +4,11 @@ a SparkSession) shared across the run."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # shared test helpers, e.g. retention_strategies
 
 
 @pytest.fixture(autouse=True)
