@@ -5,9 +5,11 @@ The rules live in `streams.domain.acks` and run in Redis (`streams.ack_tracker`)
 joins them to the segment store (what to hand out, the events themselves) and to the database
 (the persisted floors, checkpoints and acknowledgement cuts).
 
-A delivery id is `"<group>-<stream>-<segment>-<offset>-<epoch>"`: it names the group it belongs
-to, where the event is, and which delivery of it this is (an older epoch is a lease that expired
-and was handed to someone else: its acknowledgement is refused).
+A delivery id is `"<incarnation>-<stream>-<segment>-<offset>-<epoch>"` (`streams.wire`): it names
+the subscription it belongs to (a number from its random `state_key`, so no other subscription,
+here or in a deployment whose database gave out the same ids, shares it), where the event is, and
+which delivery of it this is (an older epoch is a lease that expired and was handed to someone
+else: its acknowledgement is refused).
 """
 
 from .acking import AckOutcome, ack, nack
