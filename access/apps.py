@@ -6,7 +6,7 @@ class AccessConfig(AppConfig):
     verbose_name = "Roles and API keys"
 
     def ready(self):
-        from . import schema  # noqa: F401  (registers the Api-Key scheme with drf-spectacular)
+        from access import schema  # noqa: F401  (registers the Api-Key scheme with drf-spectacular)
         # its signals must be connected in every process that may change a token, key or user
         # (a console-only process, a shell), not only in those that authenticate API requests
-        from . import token_cache  # noqa: F401
+        from access import token_cache  # noqa: F401

@@ -9,9 +9,9 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from .models import ApiKey
-from .principals import KeyHolder
-from .token_cache import RememberedApiKeys
+from access.models import ApiKey
+from access.principals import KeyHolder
+from access.token_cache import RememberedApiKeys
 
 KEYWORD = "Api-Key"
 LAST_USED_EVERY = timedelta(minutes=1)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .rules import KeyKind
+from access.rules import KeyKind
 
 
 class ApiKeyForm(forms.Form):

@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.crypto import KeyGenerator
 
-from .rules import KeyKind, KeyScope
+from access.rules import KeyKind, KeyScope
 
 GENERATOR = KeyGenerator()
 

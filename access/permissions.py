@@ -10,8 +10,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponseForbidden, HttpResponseNotAllowed
 from rest_framework.permissions import BasePermission
 
-from .principals import principal_of
-from .rules import Action, Target, TargetKind, decide
+from access.principals import principal_of
+from access.rules import Action, Target, TargetKind, decide
 
 
 def target_from(kind: TargetKind | None, kwargs: dict) -> Target | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
 
-from .rules import Principal, Role, strongest
+from access.rules import Principal, Role, strongest
 
 ROLE_GROUPS = tuple(r.value for r in Role)
 

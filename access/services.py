@@ -13,8 +13,8 @@ from streams.domain.names import split_stream_name
 from streams.models import ReaderGroup
 from streams.reader_groups import check_streams
 
-from .models import ApiKey
-from .rules import KeyKind
+from access.models import ApiKey
+from access.rules import KeyKind
 
 MAX_NAME = 100
 

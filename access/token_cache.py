@@ -24,7 +24,7 @@ from rest_framework.authtoken.models import Token
 
 from cbrweb.redis_client import get_redis
 
-from .models import ApiKey
+from access.models import ApiKey
 
 MAX_KEYS = 1024  # a bound, not a tuning: past it the cache starts again empty
 

@@ -8,12 +8,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from streams.domain.errors import FieldError
 from streams.views import htmx_partial
 
-from . import services
-from .api.views import key_queryset
-from .forms import ApiKeyForm
-from .models import ApiKey
-from .permissions import console_access
-from .rules import Action
+from access import services
+from access.api.views import key_queryset
+from access.forms import ApiKeyForm
+from access.models import ApiKey
+from access.permissions import console_access
+from access.rules import Action
 
 PAGE = "access/keys.html"
 

@@ -31,7 +31,7 @@ from streams.services import stream_log
 from streams.storage.parquet import SCHEMA as PARQUET_SCHEMA
 from streams.storage.parquet import write_parquet_copy
 
-from .models import CompactedView, CompactionRun
+from compaction.models import CompactedView, CompactionRun
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def seal_active_chunks(stream: Stream) -> None:
 
 def queue_run(stream: Stream, trigger: str) -> CompactionRun:
     """A run to be done by the worker (console, API); 409 when one is running."""
-    from .tasks import run_compaction  # noqa: PLC0415
+    from compaction.tasks import run_compaction  # noqa: PLC0415
 
     if is_running(stream):
         raise CompactionBusy(stream.full_name)

@@ -6,8 +6,8 @@ from celery import shared_task
 
 from streams.models import CleanupPolicy, Stream
 
-from .models import CompactionRun
-from .runs import CompactionBusy, execute, is_running
+from compaction.models import CompactionRun
+from compaction.runs import CompactionBusy, execute, is_running
 
 
 @shared_task

@@ -13,8 +13,8 @@ from streams.models import Stream
 from streams.storage.framing import Record
 from streams.wire import datetime_to_ms, record_json
 
-from .models import CompactedView
-from .runs import view_dir
+from compaction.models import CompactedView
+from compaction.runs import view_dir
 
 
 @dataclass

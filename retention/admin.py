@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import RetentionPolicy, StoredRetentionSet, TruncationRecord
+from retention.models import RetentionPolicy, StoredRetentionSet, TruncationRecord
 
 
 @admin.register(RetentionPolicy)

@@ -43,14 +43,14 @@ from streams.models import RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
 from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
 
-from .cuts import moves_head
-from .forked import Pool, chunks, run_forked
-from .inputs_codec import considered
-from .models import CycleState, RetentionCycle, TruncationRecord
-from .policy import Decision, Inputs, Subscriber, decide
-from .retention_set import after_truncation, with_tail
-from .services import complete_truncation, drop_expired_checkpoints
-from .set_store import as_records, read_sets, stored, write_sets
+from retention.cuts import moves_head
+from retention.forked import Pool, chunks, run_forked
+from retention.inputs_codec import considered
+from retention.models import CycleState, RetentionCycle, TruncationRecord
+from retention.policy import Decision, Inputs, Subscriber, decide
+from retention.retention_set import after_truncation, with_tail
+from retention.services import complete_truncation, drop_expired_checkpoints
+from retention.set_store import as_records, read_sets, stored, write_sets
 
 BATCH = 500
 LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder elsewhere by at most this long

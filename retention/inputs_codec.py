@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import orjson
 
-from .policy import Decision, Inputs, Policy, Subscriber
-from .retention_set import RetentionRecord
+from retention.policy import Decision, Inputs, Policy, Subscriber
+from retention.retention_set import RetentionRecord
 
 INPUT_COLUMNS = ("stream_id", "now", "policy", "retention_set", "subscribers")
 DECISION_COLUMNS = ("stream_id", "cut", "rule", "slb", "active", "at_max", "considered")
@@ -78,7 +78,7 @@ def considered(inputs: Inputs, decision: Decision) -> list[dict]:
 
 def decide_row(row) -> dict:
     """What the Spark job applies to each stream's row: decode, decide, encode."""
-    from .policy import decide
+    from retention.policy import decide
 
     inputs = decode_inputs(row)
     decision = decide(inputs)

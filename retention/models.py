@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from streams.models import Stream
 
-from .policy import Policy
+from retention.policy import Policy
 
 
 class LimitType(models.TextChoices):

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .cuts import Order, compare, lower_bound
-from .retention_set import RetentionRecord, RetentionSet, newest_record_at_or_before
+from retention.cuts import Order, compare, lower_bound
+from retention.retention_set import RetentionRecord, RetentionSet, newest_record_at_or_before
 
 INFINITY = float("inf")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from .cuts import is_at_or_after
+from retention.cuts import is_at_or_after
 
 
 class RetentionRecord(NamedTuple):

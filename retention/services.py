@@ -11,11 +11,11 @@ from streams.domain.errors import FieldError
 from streams.models import Checkpoint, Stream
 from streams.services import refresh_segments, stream_log
 
-from .cycle_clock import clock_problem
-from .cuts import is_at_or_after
-from .models import RetentionCycle, TruncationRecord
-from .retention_set import after_truncation
-from .set_store import as_records, read_sets, write_sets
+from retention.cycle_clock import clock_problem
+from retention.cuts import is_at_or_after
+from retention.models import RetentionCycle, TruncationRecord
+from retention.retention_set import after_truncation
+from retention.set_store import as_records, read_sets, write_sets
 
 
 def do_truncate(
@@ -37,7 +37,7 @@ def do_truncate(
     It holds the stream's retention lock (`cycle.stream_lock`): a cycle working on the stream is
     waited for up to `CBR_TRUNCATE_LOCK_WAIT_S`, then it is a 409.
     """
-    from .cycle import stream_lock  # the cycle imports this module
+    from retention.cycle import stream_lock  # the cycle imports this module
 
     with stream_lock(stream, settings.CBR_TRUNCATE_LOCK_WAIT_S):
         return _truncate(stream, cut, rule, trigger, user, subscribers, at)
@@ -114,7 +114,7 @@ def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> No
 def queue_stream_cycle(stream: Stream, trigger: str, user=None) -> RetentionCycle:
     """Queue a retention cycle for one stream (console "run now", or a full stream whose
     subscribers moved). If the broker is down the cycle is recorded as failed, with why."""
-    from .tasks import run_retention_cycle
+    from retention.tasks import run_retention_cycle
 
     cycle = RetentionCycle.objects.create(
         trigger=trigger, requested_by=user if user is not None and user.is_authenticated else None,

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import orjson
 from django.db import connection
 
-from .models import StoredRetentionSet
-from .retention_set import RetentionRecord
+from retention.models import StoredRetentionSet
+from retention.retention_set import RetentionRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 500  # SQLite's parameter limit

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from streams.models import ReaderGroup, RetentionType, Stream, Subscription
 
-from .policy import Subscriber, is_active
+from retention.policy import Subscriber, is_active
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from .cycle import execute
-from .models import RetentionCycle
+from retention.cycle import execute
+from retention.models import RetentionCycle
 
 
 @shared_task

@@ -32,7 +32,7 @@ def cut_indexes(indexes, window: int, max_per_segment: int):
     `spark_tasks.session`)."""
     from streams.domain.delayed import Index, SnapshotSegment
 
-    from .session import get_spark
+    from spark_tasks.session import get_spark
 
     spark = get_spark()
     frame = spark.createDataFrame([tuple(ix) for ix in indexes], "deliver_at bigint, chunk bigint, segment int, offset bigint")

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from retention.inputs_codec import decide_batches, decode_decision, encode_inputs
 from retention.policy import Decision, Inputs
 
-from .session import get_spark
+from spark_tasks.session import get_spark
 
 ROOT = Path(__file__).resolve().parent.parent
 # The pure modules the executors need: shipped with the job, so a cluster needs no install of CBR.

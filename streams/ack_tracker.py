@@ -43,8 +43,8 @@ from itertools import repeat
 
 import numpy as np
 
-from .ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
-from .domain.acks import AckResult, Delivery, HandOut, Poison
+from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
+from streams.domain.acks import AckResult, Delivery, HandOut, Poison
 
 _PREFIX = "cbr:acks:"
 _PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased",

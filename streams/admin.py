@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Checkpoint, ReaderGroup, Scope, Segment, Stream, Subscription
+from streams.models import Checkpoint, ReaderGroup, Scope, Segment, Stream, Subscription
 
 
 @admin.register(Scope)

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from retention.policy import Subscriber, is_active
 
-from .consuming import PositionState, dead_letter_name, group_state
-from .models import ReaderGroup, Stream, Subscription
-from .services import stream_log
+from streams.consuming import PositionState, dead_letter_name, group_state
+from streams.models import ReaderGroup, Stream, Subscription
+from streams.services import stream_log
 
 
 @dataclass(frozen=True)

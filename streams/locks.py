@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cbrweb.redis_client import get_redis
 
-from .storage.segment import BOOT_ID
+from streams.storage.segment import BOOT_ID
 
 _LUA = Path(__file__).with_name("lua")
 # the scripts (`lua/lock_*.lua`): take a batch (each key set if free, else its holder returned),

@@ -15,11 +15,11 @@ from django.db.models import Count
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states
 
-from .consuming import group_state
-from .delaying.state import LATENCY_LES, delayed_state
-from .group_states import totals_by_stream
-from .models import ReaderGroup, Stream
-from .services import stream_state
+from streams.consuming import group_state
+from streams.delaying.state import LATENCY_LES, delayed_state
+from streams.group_states import totals_by_stream
+from streams.models import ReaderGroup, Stream
+from streams.services import stream_state
 
 
 class StreamCollector:

@@ -12,11 +12,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .domain.cuts import check_cut
-from .domain.errors import FieldError
-from .domain.names import split_stream_name
-from .models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
-from .services import set_acknowledgement_cut, stream_log
+from streams.domain.cuts import check_cut
+from streams.domain.errors import FieldError
+from streams.domain.names import split_stream_name
+from streams.models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
+from streams.services import set_acknowledgement_cut, stream_log
 
 
 def check_streams(names: list, field: str = "streams") -> list[Stream]:
@@ -78,7 +78,7 @@ def do_delete_reader_group(group: ReaderGroup) -> None:
     once for a stream that refuses publishing at its max)."""
     from retention.services import recheck_full_streams
 
-    from .consuming import forget_trackers, tracker_names
+    from streams.consuming import forget_trackers, tracker_names
 
     subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__retention_policy"))
     names, group_key = tracker_names(subs), group.state_key
@@ -97,7 +97,7 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
     holding the old configuration learns that it changed). Returns the deleted subscriptions'
     Redis state, for `forget_trackers` once the deletion commits. Nothing is silent: the group's
     detail and its console page show what was removed, when, and where the group was."""
-    from .consuming import tracker_names  # noqa: PLC0415  (it imports this module)
+    from streams.consuming import tracker_names  # noqa: PLC0415  (it imports this module)
 
     subs = list(Subscription.objects.filter(stream=stream).select_related("stream"))
     floors: dict[int, dict[str, int]] = {}
@@ -123,7 +123,7 @@ def do_update_reader_group(
     is unsubscribed and its positions forgotten; a stream added starts at the group's start."""
     from retention.services import recheck_full_streams
 
-    from .consuming import current_floors, forget_trackers, tracker_names
+    from streams.consuming import current_floors, forget_trackers, tracker_names
 
     check_generation(group, generation)
     was_subscriber = group.is_subscriber

@@ -16,12 +16,12 @@ from django.utils import timezone
 from retention.models import RetentionPolicy
 from retention.policy_spec import PolicySpec
 
-from .domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
-from .domain.events import PublishLimits
-from .models import Scope, Segment, Stream, Subscription
-from .storage.framing import EventIn
-from .storage.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
-from .storage.store import Position, SegmentStore, StreamLog, StreamRecord
+from streams.domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
+from streams.domain.events import PublishLimits
+from streams.models import Scope, Segment, Stream, Subscription
+from streams.storage.framing import EventIn
+from streams.storage.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
+from streams.storage.store import Position, SegmentStore, StreamLog, StreamRecord
 
 logger = logging.getLogger(__name__)
 
@@ -160,9 +160,9 @@ def do_delete_stream(stream: Stream) -> None:
     """The stream goes with its files and every piece of its Redis state: its delayed index and
     its reader groups' acknowledgement state on it. Each group that read it records the removal
     (`reader_groups.note_stream_deleted`)."""
-    from .consuming import forget_trackers  # noqa: PLC0415  (they import this module)
-    from .delaying.buckets import forget_index  # noqa: PLC0415
-    from .reader_groups import note_stream_deleted  # noqa: PLC0415
+    from streams.consuming import forget_trackers  # noqa: PLC0415  (they import this module)
+    from streams.delaying.buckets import forget_index  # noqa: PLC0415
+    from streams.reader_groups import note_stream_deleted  # noqa: PLC0415
 
     log = stream_log(stream)
     forget = forget_index(stream)
@@ -221,18 +221,18 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
 def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     if not any(ev.deliver_at_ms is not None for ev in events):
         return stream_log(stream).append(events)
-    from .delaying.handing import publish_hook  # noqa: PLC0415  (it imports this module)
+    from streams.delaying.handing import publish_hook  # noqa: PLC0415  (it imports this module)
 
     hook = publish_hook(stream)
     hook.begin()
     positions = stream_log(stream).append(events, on_commit=hook)
     hook.done()
     if hook.not_live:
-        from .delaying.handing import ensure_live, index_of  # noqa: PLC0415
+        from streams.delaying.handing import ensure_live, index_of  # noqa: PLC0415
 
         ensure_live(stream, index_of(stream))
     if hook.sealed:  # the mutable bucket was sealed: snapshot it now, not at the next beat
-        from .tasks import maintain_delayed_index  # noqa: PLC0415
+        from streams.tasks import maintain_delayed_index  # noqa: PLC0415
 
         try:
             maintain_delayed_index.delay(stream.pk)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import consuming, services
-from .delaying import maintenance
-from .models import Stream
+from streams import consuming, services
+from streams.delaying import maintenance
+from streams.models import Stream
 
 
 @shared_task

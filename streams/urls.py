@@ -2,8 +2,8 @@ from django.urls import path
 
 from access import views as access_views
 
-from . import views
-from .api.urls import NameConverter  # noqa: F401  (registers the "name" and "key_prefix" converters)
+from streams import views
+from streams.api.urls import NameConverter  # noqa: F401  (registers the "name" and "key_prefix" converters)
 
 app_name = "console"
 

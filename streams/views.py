@@ -17,12 +17,12 @@ from retention import charts, set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
 
-from . import services
-from .consuming import checkpoint_interval_s
-from .delaying.state import delayed_state
-from .forms import PolicyForm
-from .group_states import group_overview, group_summaries
-from .models import ReaderGroup, Stream
+from streams import services
+from streams.consuming import checkpoint_interval_s
+from streams.delaying.state import delayed_state
+from streams.forms import PolicyForm
+from streams.group_states import group_overview, group_summaries
+from streams.models import ReaderGroup, Stream
 
 SORTS = {
     "name": ("scope__name", "name"),

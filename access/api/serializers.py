@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from streams.api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField
 
-from ..rules import KeyKind
+from access.rules import KeyKind
 
 
 class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):

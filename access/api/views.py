@@ -14,16 +14,10 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import services
-from ..models import ApiKey
-from ..rules import Action
-from .serializers import (
-    ApiKeyCreatedSerializer,
-    ApiKeyCreateSerializer,
-    ApiKeySerializer,
-    AuthTokenSerializer,
-    TokenSerializer,
-)
+from access import services
+from access.models import ApiKey
+from access.rules import Action
+from access.api.serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer, AuthTokenSerializer, TokenSerializer
 
 
 class TokenView(ObtainAuthToken):

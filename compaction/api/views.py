@@ -13,9 +13,9 @@ from streams.api.pagination import query_int
 from streams.api.views import get_stream
 from streams.domain.errors import FieldError
 
-from ..models import CompactedView, CompactionRun
-from ..runs import CompactionBusy, queue_run
-from ..view import read_view
+from compaction.models import CompactedView, CompactionRun
+from compaction.runs import CompactionBusy, queue_run
+from compaction.view import read_view
 
 MAX_LIMIT = 10_000
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from retention.api import views
 
 urlpatterns = [
     path("cycles/", views.CycleListView.as_view(), name="api-cycles"),

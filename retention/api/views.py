@@ -19,7 +19,7 @@ from retention.tasks import run_retention_cycle
 from streams.domain.errors import FieldError
 from streams.domain.names import split_stream_name
 
-from .serializers import CycleRequestSerializer, RetentionCycleSerializer
+from retention.api.serializers import CycleRequestSerializer, RetentionCycleSerializer
 
 
 class CycleListView(GenericAPIView):

@@ -16,21 +16,7 @@ from streams import consuming, reader_groups
 from streams.domain.errors import FieldError
 from streams.models import ReaderGroup, Subscription
 
-from .serializers import (
-    AckAnswerSerializer,
-    AckRequestSerializer,
-    CheckpointRequestSerializer,
-    CheckpointSerializer,
-    NackRequestSerializer,
-    ReadAnswerSerializer,
-    ReaderGroupCreateSerializer,
-    ReaderGroupDetailSerializer,
-    ReaderGroupSerializer,
-    ReaderGroupUpdateSerializer,
-    ReadRequestSerializer,
-    SubscriptionSerializer,
-    TruncationCutSerializer,
-)
+from streams.api.serializers import AckAnswerSerializer, AckRequestSerializer, CheckpointRequestSerializer, CheckpointSerializer, NackRequestSerializer, ReadAnswerSerializer, ReaderGroupCreateSerializer, ReaderGroupDetailSerializer, ReaderGroupSerializer, ReaderGroupUpdateSerializer, ReadRequestSerializer, SubscriptionSerializer, TruncationCutSerializer
 
 
 def reader_group_queryset():

@@ -14,7 +14,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.response import Response
 
-from .strict_bodies import close_request_bodies
+from streams.api.strict_bodies import close_request_bodies
 
 ERROR = {
     "type": "object",

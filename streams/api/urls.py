@@ -5,8 +5,8 @@ from access.api import views as access_views
 from access.login import json_refusal, rate_limited_login
 from compaction.api import views as compaction_views
 
-from . import reader_group_views, views
-from .schema import SchemaView
+from streams.api import reader_group_views, views
+from streams.api.schema import SchemaView
 
 
 class NameConverter:

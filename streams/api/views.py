@@ -23,20 +23,8 @@ from streams.domain.errors import FieldError
 from streams.domain.events import parse_batch
 from streams.models import Stream
 
-from .pagination import query_int
-from .serializers import (
-    EventsReadSerializer,
-    PublishedSerializer,
-    PublishSerializer,
-    RetentionPolicyInSerializer,
-    RetentionPolicySerializer,
-    RetentionSetRecordSerializer,
-    StreamCreateSerializer,
-    StreamSerializer,
-    StreamUpdateSerializer,
-    TruncateSerializer,
-    TruncationRecordSerializer,
-)
+from streams.api.pagination import query_int
+from streams.api.serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer, RetentionPolicyInSerializer, RetentionPolicySerializer, RetentionSetRecordSerializer, StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer, TruncateSerializer, TruncationRecordSerializer
 from streams.wire import event_json
 
 MAX_READ_LIMIT = 10_000

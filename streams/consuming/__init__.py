@@ -12,21 +12,12 @@ which delivery of it this is (an older epoch is a lease that expired and was han
 else: its acknowledgement is refused).
 """
 
-from .acking import AckOutcome, ack, nack
-from .checkpoints import (
-    AUTO_PREFIX,
-    check_checkpoint_name,
-    checkpoint_interval_s,
-    current_floors,
-    do_checkpoint,
-    do_release_checkpoint,
-    maybe_checkpoint,
-    periodic_checkpoints,
-)
-from .dead_letters import dead_letter_name
-from .positions import Slot, forget_trackers, group_and_slots, last_seen, mark_seen, slots, tracker_names
-from .reading import ReadResult, read
-from .state import PositionState, group_state
+from streams.consuming.acking import AckOutcome, ack, nack
+from streams.consuming.checkpoints import AUTO_PREFIX, check_checkpoint_name, checkpoint_interval_s, current_floors, do_checkpoint, do_release_checkpoint, maybe_checkpoint, periodic_checkpoints
+from streams.consuming.dead_letters import dead_letter_name
+from streams.consuming.positions import Slot, forget_trackers, group_and_slots, last_seen, mark_seen, slots, tracker_names
+from streams.consuming.reading import ReadResult, read
+from streams.consuming.state import PositionState, group_state
 
 __all__ = [
     "AUTO_PREFIX", "AckOutcome", "PositionState", "ReadResult", "Slot", "ack", "check_checkpoint_name",

@@ -11,13 +11,13 @@ from django.conf import settings
 
 from cbrweb.redis_client import get_redis
 
-from ..domain.acks import AckResult, Delivery
-from ..domain.errors import FieldError
-from ..models import ReaderGroup
-from . import positions
-from .checkpoints import maybe_checkpoint
-from ..wire import delivery_prefix
-from .positions import Slot, persist_floors, mark_seen, slots
+from streams.domain.acks import AckResult, Delivery
+from streams.domain.errors import FieldError
+from streams.models import ReaderGroup
+from streams.consuming import positions
+from streams.consuming.checkpoints import maybe_checkpoint
+from streams.wire import delivery_prefix
+from streams.consuming.positions import Slot, persist_floors, mark_seen, slots
 
 # Each number as the server writes it: ASCII digits, no leading zero ("0" itself is a number).
 # `\d` took Unicode digits ("١٢") and zero-padded numbers ("007"), ids the server never wrote.

@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
-from ..domain.errors import FieldError
-from ..models import Checkpoint, ReaderGroup, RetentionType, Subscription
-from ..services import set_acknowledgement_cut, stream_log
-from .positions import Slot, persist_floors, last_seen, slots
+from streams.domain.errors import FieldError
+from streams.models import Checkpoint, ReaderGroup, RetentionType, Subscription
+from streams.services import set_acknowledgement_cut, stream_log
+from streams.consuming.positions import Slot, persist_floors, last_seen, slots
 
 AUTO_PREFIX = "auto-"
 AUTO_CHECKPOINTS_KEPT = 3
@@ -99,7 +99,7 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
     """A MANUAL subscriber releases at a persisted checkpoint: its cuts become the group's
     acknowledgement cuts, validated as any published cut is (within [head, tail], not behind
     the previous cut)."""
-    from ..reader_groups import check_truncation_cut, publish_cut
+    from streams.reader_groups import check_truncation_cut, publish_cut
 
     cp = Checkpoint.objects.filter(reader_group=group, name=name).first()
     if cp is None:

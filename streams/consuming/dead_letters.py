@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from cbrweb.redis_client import get_redis
 
-from ..domain.errors import FieldError
-from ..models import ReaderGroup, Stream
-from ..services import do_create_stream, do_publish, stream_log
-from ..storage.framing import EventIn
-from .positions import Slot, records_at
+from streams.domain.errors import FieldError
+from streams.models import ReaderGroup, Stream
+from streams.services import do_create_stream, do_publish, stream_log
+from streams.storage.framing import EventIn
+from streams.consuming.positions import Slot, records_at
 
 
 def dead_letter_name(stream: Stream) -> str:

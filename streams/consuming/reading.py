@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from cbrweb.redis_client import get_redis
 from compaction import view as compacted
 
-from ..delaying.handing import release_due
-from ..domain.acks import Delivery, Poison
-from ..models import ReaderGroup
-from ..services import stream_log
-from ..storage.framing import Record
-from ..wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
-from . import positions
-from .dead_letters import dead_letter
-from .positions import Slot, mark_seen, persist_floors, records_at, slots
+from streams.delaying.handing import release_due
+from streams.domain.acks import Delivery, Poison
+from streams.models import ReaderGroup
+from streams.services import stream_log
+from streams.storage.framing import Record
+from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
+from streams.consuming import positions
+from streams.consuming.dead_letters import dead_letter
+from streams.consuming.positions import Slot, mark_seen, persist_floors, records_at, slots
 
 
 @dataclass

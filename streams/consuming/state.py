@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from cbrweb.redis_client import get_redis
 
-from ..models import ReaderGroup
-from ..services import stream_log
-from .positions import slots
+from streams.models import ReaderGroup
+from streams.services import stream_log
+from streams.consuming.positions import slots
 
 
 @dataclass
@@ -30,7 +30,7 @@ class PositionState:
 
 
 def group_state(group: ReaderGroup) -> list[PositionState]:
-    from ..ack_tracker import stats_many
+    from streams.ack_tracker import stats_many
 
     group_slots = slots(group)
     stats = stats_many(get_redis(), [s.tracker for s in group_slots])

@@ -19,15 +19,14 @@ from django.utils import timezone
 
 from cbrweb.redis_client import get_redis
 
-from .. import locks as redis_locks
-from ..domain.delayed import (Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan,
-                              round_budget)
-from ..models import DelayedBucket, DelayedIndex, DelayedOp, Stream
-from ..services import stream_log
-from ..storage import delayed_snapshots as snapshots
-from ..storage.delayed_snapshots import CorruptSnapshot
-from . import handing
-from .index import DelayIndex, Direct, Load, packed, tag
+from streams import locks as redis_locks
+from streams.domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan, round_budget
+from streams.models import DelayedBucket, DelayedIndex, DelayedOp, Stream
+from streams.services import stream_log
+from streams.storage import delayed_snapshots as snapshots
+from streams.storage.delayed_snapshots import CorruptSnapshot
+from streams.delaying import handing
+from streams.delaying.index import DelayIndex, Direct, Load, packed, tag
 
 log = logging.getLogger(__name__)
 OPS_KEPT = 300

@@ -14,12 +14,12 @@ from django.conf import settings
 
 from cbrweb.redis_client import get_redis
 
-from ..ack_tracker import SegmentTracker, released_packed
-from ..domain.delayed import DelayedConfig
-from ..models import DelayedIndex, Stream, Subscription
-from ..services import stream_log
-from ..storage.framing import EventIn
-from .index import DelayIndex, state_key, unpacked
+from streams.ack_tracker import SegmentTracker, released_packed
+from streams.domain.delayed import DelayedConfig
+from streams.models import DelayedIndex, Stream, Subscription
+from streams.services import stream_log
+from streams.storage.framing import EventIn
+from streams.delaying.index import DelayIndex, state_key, unpacked
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
     hand-out area; the batch goes to every group, then leaves the area. A crash before that
     leaves the claim to expire and the batch to be handed out again (the groups drop what they
     have already). Returns how many indexes went out."""
-    from .buckets import round_loads  # noqa: PLC0415  (buckets imports this module)
+    from streams.delaying.buckets import round_loads  # noqa: PLC0415  (buckets imports this module)
 
     index = index_of(stream)
     total = 0

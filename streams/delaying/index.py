@@ -32,7 +32,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from .scripts import ADD, DROP_GEN, LOAD, RELEASE
+from streams.delaying.scripts import ADD, DROP_GEN, LOAD, RELEASE
 
 _SCRIPTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PARTS = ("state", "mutable", "queue", "due", "frontier", "loaded")

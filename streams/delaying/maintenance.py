@@ -8,8 +8,8 @@ import time
 
 from django.db.models import Count
 
-from ..models import DelayedBucket, DelayedIndex, Stream
-from . import buckets, handing
+from streams.models import DelayedBucket, DelayedIndex, Stream
+from streams.delaying import buckets, handing
 
 
 SWEEP_S = 60  # finished buckets are looked for when something was released, or this often

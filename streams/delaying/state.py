@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..models import Stream
-from .buckets import LATENCY_BOUNDS_MS, remaining
-from .handing import index_of
+from streams.models import Stream
+from streams.delaying.buckets import LATENCY_BOUNDS_MS, remaining
+from streams.delaying.handing import index_of
 
 OP_TYPES = ("create", "load", "merge", "delete", "recover", "rebuild")  # DelayedOp.type
 LATENCY_LES = (*(str(b) for b in LATENCY_BOUNDS_MS), "+Inf")  # buckets.record's latency fields

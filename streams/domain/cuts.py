@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import orjson
 
-from .errors import FieldError
+from streams.domain.errors import FieldError
 
 StreamCut = dict[str, int]
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from streams.storage.framing import MAX_KEY_BYTES, EventIn
 
-from .errors import FieldError
+from streams.domain.errors import FieldError
 
 ALLOWED_FIELDS = frozenset(
     {"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"}

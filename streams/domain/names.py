@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import FieldError
+from streams.domain.errors import FieldError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 

@@ -27,7 +27,7 @@ from crc32c import crc32c
 
 from streams.domain.delayed import Bucket, Index, SnapshotSegment
 
-from .segment import write_atomically
+from streams.storage.segment import write_atomically
 
 SCHEMA = pa.schema([
     ("segment_no", pa.int32()),

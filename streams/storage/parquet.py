@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import framing
+from streams.storage import framing
 
 SCHEMA = pa.schema(
     [

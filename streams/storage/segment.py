@@ -49,8 +49,8 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from . import framing
-from .framing import EventIn, Record
+from streams.storage import framing
+from streams.storage.framing import EventIn, Record
 
 TAIL = struct.Struct("<8sQQQQqQ16sI")  # magic, base, pos, next, cum, created_ms, idx_pos, boot, crc
 TAIL_MAGIC = b"CBRTAIL1"

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .framing import EventIn, Record
-from .parquet import write_parquet_copy
-from .segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
+from streams.storage.framing import EventIn, Record
+from streams.storage.parquet import write_parquet_copy
+from streams.storage.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
 
 StreamCut = dict[str, int]
 

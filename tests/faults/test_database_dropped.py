@@ -23,7 +23,7 @@ from streams import services
 from streams.client import CBRError, Client
 from streams.storage.framing import EventIn
 
-from .invariants import PublishLedger, check_floors_never_regress, check_published_intact, floors
+from faults.invariants import PublishLedger, check_floors_never_regress, check_published_intact, floors
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ import tiny_disk
 from streams import services
 from streams.client import CBRError, Client
 
-from .invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
+from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from django.db import connection
 from streams import services
 from streams.client import Client
 
-from .test_redis_restarted import own_redis  # noqa: F401
+from faults.test_redis_restarted import own_redis  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -20,7 +20,7 @@ from streams import services
 from streams.client import CBRError, Client
 from streams.storage.framing import EventIn
 
-from .invariants import check_floors_never_regress, floors
+from faults.invariants import check_floors_never_regress, floors
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -27,7 +27,7 @@ from streams.storage.framing import EventIn
 
 from integration.conftest import ROOT, _database_url
 
-from .invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
+from faults.invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from streams import services
 from streams.models import ReaderGroup, Scope, Subscription
 from streams.storage.framing import EventIn
 
-from .conftest import ROOT, _database_url
+from integration.conftest import ROOT, _database_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -18,7 +18,7 @@ from streams.delaying import maintenance
 from streams.models import DelayedOp, ReaderGroup, ReadPosition
 from streams.reader_groups import do_create_reader_group
 
-from .conftest import ROOT, _database_url
+from integration.conftest import ROOT, _database_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

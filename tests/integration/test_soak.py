@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from integration.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import pytest
 from streams import services, tasks
 from streams.storage.framing import EventIn
 
-from .conftest import WORKER_CHUNK_BYTES
+from integration.conftest import WORKER_CHUNK_BYTES
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
