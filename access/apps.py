@@ -6,7 +6,6 @@ class AccessConfig(AppConfig):
     verbose_name = "Roles and API keys"
 
     def ready(self):
-        from access import schema  # noqa: F401  (registers the Api-Key scheme with drf-spectacular)
         # its signals must be connected in every process that may change a token, key or user
         # (a console-only process, a shell), not only in those that authenticate API requests
         from access import token_cache  # noqa: F401

@@ -54,7 +54,7 @@ def page_refusal(request, message: str):
 
 
 def json_refusal(request, message: str):
-    """The API's answer to a blocked sign-in, in its error shape (streams/api/errors.py)."""
+    """The API's answer to a blocked sign-in, in its error shape (api/errors.py)."""
     return JsonResponse({"code": "too_many_attempts", "message": message}, status=429)
 
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from streams.domain.errors import FieldError
-from streams.domain.names import split_stream_name
+from domain.errors import FieldError
+from domain.names import split_stream_name
 from streams.models import ReaderGroup
 from streams.reader_groups import check_streams
 

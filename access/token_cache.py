@@ -22,7 +22,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
 from access.models import ApiKey
 

@@ -109,7 +109,7 @@ def build(name: str, events: int, keys: int):
     from compaction.runs import seal_active_chunks
     from streams import services
     from streams.models import Stream
-    from streams.storage.framing import EventIn
+    from domain.events import EventIn
 
     Stream.objects.filter(name=name).delete()
     stream = services.do_create_stream(scope="bench", name=name, segment_count=2, cleanup_policy="compact",

@@ -253,7 +253,7 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
     import redis
 
     from streams.ack_tracker import SegmentTracker
-    from streams.domain.acks import Poison
+    from domain.acks import Poison
 
     r = redis.Redis.from_url(redis_url)
     run = f"bench-{os.getpid()}"  # no real subscription has such a key

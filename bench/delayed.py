@@ -100,7 +100,7 @@ def configure(args) -> Path:
 
 
 def empty() -> None:
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
     from streams.models import DelayedBucket, DelayedIndex, DelayedOp, ReaderGroup, Scope, Stream
 
     for model in (ReaderGroup, DelayedOp, DelayedBucket, DelayedIndex, Stream, Scope):
@@ -123,14 +123,14 @@ def mb(n: float) -> str:
 
 
 def used_memory() -> int:
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
 
     return int(get_redis().info("memory")["used_memory"])
 
 
 def index_keys(stream) -> dict[str, int]:
     """MEMORY USAGE (every element counted) of each of the index's keys in Redis."""
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
     from streams.delaying.index import tag
 
     redis = get_redis()
@@ -145,7 +145,7 @@ def index_keys(stream) -> dict[str, int]:
 
 def flush_index(stream) -> int:
     """What a Redis restart without persistence does to the index: every cbr:dl:{S}:* key goes."""
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
     from streams.delaying.index import tag
 
     redis = get_redis()
@@ -240,7 +240,7 @@ def warm_up() -> None:
     after): first-use costs are not the benchmark's business."""
     from streams import services
     from streams.delaying import buckets, handing, maintenance
-    from streams.storage.framing import EventIn
+    from domain.events import EventIn
 
     stream = services.do_create_stream(scope="bench", name="warm-up", segment_count=2,
                                        delayed_index={"min_index_count_per_bucket": 500})
@@ -260,7 +260,7 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
     samples memory just before each seal (the peak) and every 50 batches."""
     from streams import services
     from streams.delaying import handing, maintenance
-    from streams.storage.framing import EventIn
+    from domain.events import EventIn
 
     log = services.stream_log(stream)
     index = handing.index_of(stream)
@@ -359,7 +359,7 @@ def baseline(n: int, base_ms: int, due_by: int) -> dict:
 def restart(stream, now_ms: int, expected: int, profile: set[str]) -> dict:
     from streams.delaying import buckets
     from streams.delaying.index import DelayIndex
-    from streams.storage import delayed_snapshots
+    from store import delayed_snapshots
 
     def phases(step: str) -> Phases:
         """Not nested: a seal reads a segment and loads it, so replay's seals are timed whole."""

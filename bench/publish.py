@@ -28,9 +28,9 @@ GUNICORN_ARGS = os.environ.get("CBR_BENCH_GUNICORN", "-k gthread --threads 2").s
 
 
 def bench_store(seconds: float, segments: int) -> float:
-    from streams.storage.framing import EventIn
-    from streams.storage.segment import StoreConfig
-    from streams.storage.store import SegmentStore
+    from domain.events import EventIn
+    from store.segment import StoreConfig
+    from store.store import SegmentStore
 
     with tempfile.TemporaryDirectory(dir=ROOT / "var") as d:
         log = SegmentStore(Path(d), StoreConfig(fsync="batch")).stream("bench", segments)

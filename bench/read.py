@@ -15,9 +15,9 @@ from pathlib import Path
 
 from _common import ROOT, machine
 
-from streams.storage.framing import EventIn
-from streams.storage.segment import StoreConfig
-from streams.storage.store import SegmentStore
+from domain.events import EventIn
+from store.segment import StoreConfig
+from store.store import SegmentStore
 
 
 def main() -> None:

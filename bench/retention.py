@@ -20,8 +20,8 @@ from pathlib import Path
 
 from _common import ROOT, machine
 
-from retention.policy import Inputs, Policy, Subscriber, decide
-from retention.retention_set import RetentionRecord
+from domain.retention import Inputs, Policy, Subscriber, decide
+from domain.retention_set import RetentionRecord
 from spark_tasks.retention_job import InputsWriter, decide_frame, ship_code
 from spark_tasks.session import get_spark
 

@@ -133,7 +133,7 @@ def _build_batches(n: int, scope, groups, starts: range) -> None:
     from retention.set_store import stored
     from streams.models import Segment, Stream, Subscription
     from streams.services import stream_log
-    from streams.storage.framing import EventIn
+    from domain.events import EventIn
 
     payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
     for start in starts:

@@ -56,6 +56,9 @@ INSTALLED_APPS = [
     "retention",
     "compaction",
     "access",
+    "api",
+    "console",
+    "cbrweb",
 ]
 
 MIDDLEWARE = [
@@ -84,7 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "access.context_processors.access",
+                "console.context_processors.access",
             ],
         },
     }
@@ -262,11 +265,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["access.permissions.CbrAccess"],
-    "DEFAULT_PARSER_CLASSES": ["streams.api.rendering.ORJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["streams.api.rendering.ORJSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "streams.api.pagination.StrictLimitOffsetPagination",
+    "DEFAULT_PARSER_CLASSES": ["api.rendering.ORJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["api.rendering.ORJSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "streams.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -279,10 +282,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # every operation's error answers, in the one error shape (streams/api/schema.py)
+    # every operation's error answers, in the one error shape (api/schema.py)
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "streams.api.schema.add_error_responses",
+        "api.schema.add_error_responses",
     ],
     "ENUM_NAME_OVERRIDES": {
         "CleanupPolicyEnum": "streams.models.CleanupPolicy",

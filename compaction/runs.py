@@ -25,11 +25,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from streams import locks as redis_locks
+from store import locks as redis_locks
 from streams.models import Stream
 from streams.services import stream_log
-from streams.storage.parquet import SCHEMA as PARQUET_SCHEMA
-from streams.storage.parquet import write_parquet_copy
+from store.parquet import SCHEMA as PARQUET_SCHEMA
+from store.parquet import write_parquet_copy
 
 from compaction.models import CompactedView, CompactionRun
 

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from streams.models import Stream
-from streams.storage.framing import Record
+from store.framing import Record
 from streams.wire import datetime_to_ms, record_json
 
 from compaction.models import CompactedView

@@ -1,5 +1,5 @@
 """A retention cycle (DESIGN.md §6): for every stream with a policy, record the tail cut, decide,
-truncate, and keep the history. The rule itself is `retention.policy.decide`; this module gathers
+truncate, and keep the history. The rule itself is `domain.retention.decide`; this module gathers
 its inputs from the database and the store and applies its answer.
 
 Streams go through in batches (`BATCH`): a handful of queries per batch instead of per stream,
@@ -37,18 +37,18 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from streams.db import insert_rows, update_rows
-from streams import locks as redis_locks
-from streams.domain.errors import FieldError
+from store import locks as redis_locks
+from domain.errors import FieldError
 from streams.models import RetentionType, Segment, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.store import StreamLog, ends_many, sync_all, truncate_many
+from store.store import StreamLog, ends_many, sync_all, truncate_many
 
-from retention.cuts import moves_head
+from domain.cuts import moves_head
 from retention.forked import Pool, chunks, run_forked
-from retention.inputs_codec import considered
+from spark_tasks.retention_inputs import considered
 from retention.models import CycleState, RetentionCycle, TruncationRecord
-from retention.policy import Decision, Inputs, Subscriber, decide
-from retention.retention_set import after_truncation, with_tail
+from domain.retention import Decision, Inputs, Subscriber, decide
+from domain.retention_set import after_truncation, with_tail
 from retention.services import complete_truncation, drop_expired_checkpoints
 from retention.set_store import as_records, read_sets, stored, write_sets
 

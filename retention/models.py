@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from streams.models import Stream
 
-from retention.policy import Policy
+from domain.retention import Policy
 
 
 class LimitType(models.TextChoices):
@@ -38,7 +38,7 @@ class RetentionPolicy(models.Model):
         return f"{self.stream}: {self.limit_type} min={self.min_value} max={self.max_value}"
 
     def as_policy(self, on_max_limit: str) -> Policy:
-        """The plain value `retention.policy.decide` takes."""
+        """The plain value `domain.retention.decide` takes."""
         return Policy(
             limit_type=self.limit_type,
             min=self.min_value,
@@ -155,7 +155,7 @@ class RetentionCycle(models.Model):
     truncations = models.PositiveIntegerField(default=0)
     bytes_reclaimed = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
-    # The process running it (streams.locks.holder_token) and when it last said it was alive: a
+    # The process running it (store.locks.holder_token) and when it last said it was alive: a
     # cycle whose process died is marked failed by the next one (retention.cycle.sweep_dead_cycles).
     runner = models.CharField(max_length=300, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -7,14 +7,14 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from streams.domain.errors import FieldError
+from domain.errors import FieldError
 from streams.models import Checkpoint, Stream
 from streams.services import refresh_segments, stream_log
 
-from retention.cycle_clock import clock_problem
-from retention.cuts import is_at_or_after
+from domain.cycle_clock import clock_problem
+from domain.cuts import is_at_or_after
 from retention.models import RetentionCycle, TruncationRecord
-from retention.retention_set import after_truncation
+from domain.retention_set import after_truncation
 from retention.set_store import as_records, read_sets, write_sets
 
 
@@ -137,7 +137,7 @@ def recheck_full_streams(streams: list[Stream]) -> None:
 
 
 def check_cycle_clock(now, stream: Stream | None = None) -> None:
-    """A cycle's `now` (`retention.cycle_clock`): 400 naming `now` when it is in the future or
+    """A cycle's `now` (`domain.cycle_clock`): 400 naming `now` when it is in the future or
     before the latest truncation of the stream (of any stream, for a whole cycle)."""
     history = TruncationRecord.objects.filter(stream=stream) if stream is not None else TruncationRecord.objects
     latest = history.aggregate(latest=Max("created_at"))["latest"]

@@ -1,7 +1,7 @@
 """Where retention sets are kept: one row per stream (`StoredRetentionSet`), its records as one JSON
 list, read for a batch of streams in one query and written back in one statement. This module only
 moves records between the database and `RetentionRecord`s; what is added or dropped is decided by
-`retention.retention_set`, never here.
+`domain.retention_set`, never here.
 
 A stored record is `[recorded_at_us, size_bytes, cut, sizes]`: the time in whole microseconds since
 the epoch (exact, unlike a float), `sizes` the size_till of each segment's offset in `cut` (None when
@@ -17,7 +17,7 @@ import orjson
 from django.db import connection
 
 from retention.models import StoredRetentionSet
-from retention.retention_set import RetentionRecord
+from domain.retention_set import RetentionRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 500  # SQLite's parameter limit
@@ -42,7 +42,7 @@ def stored(at: datetime, size: int, cut: dict, sizes: dict | None) -> list:
 
 
 def as_records(rows: list) -> tuple[RetentionRecord, ...]:
-    """The records `retention.policy.decide` takes; times divided as `datetime.timestamp` does."""
+    """The records `domain.retention.decide` takes; times divided as `datetime.timestamp` does."""
     make = RetentionRecord._make  # tuple.__new__ itself: the NamedTuple's own __new__ is Python
     return tuple([make((us / 1_000_000, size, cut)) for us, size, cut, _ in rows])
 

@@ -1,5 +1,5 @@
 """Each subscriber of a stream as the console and /metrics show it: cut, lag, active or stale.
-Reads only; the activity rule is `retention.policy.is_active`."""
+Reads only; the activity rule is `domain.retention.is_active`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from streams.models import ReaderGroup, RetentionType, Stream, Subscription
 
-from retention.policy import Subscriber, is_active
+from domain.retention import Subscriber, is_active
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """Sealing a large delayed-delivery bucket with Spark: sort its indexes by position order, cut
-them into snapshot segments with the one cutter (`streams.domain.delayed.SegmentCutter`), and
-write the rows `streams.storage.delayed_snapshots` reads. The cut is sequential by nature (each
+them into snapshot segments with the one cutter (`domain.delayed.SegmentCutter`), and
+write the rows `store.delayed_snapshots` reads. The cut is sequential by nature (each
 segment opens where the last closed), so it runs over one sorted partition; the sort, the part
 that grows with the bucket, runs on the cluster."""
 
 from __future__ import annotations
 
-from streams.domain.delayed import SegmentCutter
-from streams.storage.delayed_snapshots import SCHEMA
+from domain.delayed import SegmentCutter
+from store.delayed_snapshots import SCHEMA
 
 ORDER = ["deliver_at", "chunk", "segment", "offset"]
 
@@ -30,7 +30,7 @@ def cut_frame(frame, window: int, max_per_segment: int):
 def cut_indexes(indexes, window: int, max_per_segment: int):
     """A bucket's indexes → its snapshot segments, cut on Spark (the session of
     `spark_tasks.session`)."""
-    from streams.domain.delayed import Index, SnapshotSegment
+    from domain.delayed import Index, SnapshotSegment
 
     from spark_tasks.session import get_spark
 

@@ -1,5 +1,5 @@
 """The retention decision as a Spark job: extract (inputs → Parquet), transform (group by stream,
-apply `retention.policy.decide` through `retention.inputs_codec.decide_row`), load (collect the
+apply `domain.retention.decide` through `spark_tasks.retention_inputs.decide_row`), load (collect the
 decisions for the worker to apply). The rule is the local engine's, to the letter: only the
 transport differs. Never touches the database or the store."""
 
@@ -13,15 +13,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from retention.inputs_codec import decide_batches, decode_decision, encode_inputs
-from retention.policy import Decision, Inputs
+from spark_tasks.retention_inputs import decide_batches, decode_decision, encode_inputs
+from domain.retention import Decision, Inputs
 
 from spark_tasks.session import get_spark
 
 ROOT = Path(__file__).resolve().parent.parent
 # The pure modules the executors need: shipped with the job, so a cluster needs no install of CBR.
-SHIPPED = ("retention/__init__.py", "retention/cuts.py", "retention/retention_set.py",
-           "retention/policy.py", "retention/inputs_codec.py")
+SHIPPED = ("retention/__init__.py", "domain/cuts.py", "domain/retention_set.py",
+           "domain/retention.py", "spark_tasks/retention_inputs.py")
 
 INPUT_SCHEMA = pa.schema([
     ("stream_id", pa.int64()), ("now", pa.float64()), ("policy", pa.string()),

@@ -1,6 +1,6 @@
 """The Lua scripts of the acknowledgement tracker (streams.ack_tracker explains the keys). Each
 runs atomically in Redis: one per read of a segment, per batch of acks, per batch of nacks, and
-per confirmation of dead-letter appends. They implement the rules of streams.domain.acks, and
+per confirmation of dead-letter appends. They implement the rules of domain.acks, and
 the tests run both side by side.
 
 What they must never do is call Redis once per offset where a batch of offsets is at hand: inside

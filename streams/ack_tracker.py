@@ -1,4 +1,4 @@
-"""The acknowledgement rules of `streams.domain.acks`, kept in Redis so that every web worker sees
+"""The acknowledgement rules of `domain.acks`, kept in Redis so that every web worker sees
 one state and each step is atomic (one Lua script per read, per ack batch, per nack batch). The
 plain model is the reference: the tests run the same random interleavings through both and
 compare.
@@ -44,7 +44,7 @@ from itertools import repeat
 import numpy as np
 
 from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
-from streams.domain.acks import AckResult, Delivery, HandOut, Poison
+from domain.acks import AckResult, Delivery, HandOut, Poison
 
 _PREFIX = "cbr:acks:"
 _PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased",

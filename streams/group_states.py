@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from retention.policy import Subscriber, is_active
+from domain.retention import Subscriber, is_active
 
 from streams.consuming import PositionState, dead_letter_name, group_state
 from streams.models import ReaderGroup, Stream, Subscription

@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from streams.domain.cuts import check_cut
-from streams.domain.errors import FieldError
-from streams.domain.names import split_stream_name
+from domain.cuts import check_cut
+from domain.errors import FieldError
+from domain.names import split_stream_name
 from streams.models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
 from streams.services import set_acknowledgement_cut, stream_log
 

@@ -14,14 +14,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from retention.models import RetentionPolicy
-from retention.policy_spec import PolicySpec
+from domain.policy_spec import PolicySpec
 
-from streams.domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
-from streams.domain.events import PublishLimits
+from domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
+from domain.events import PublishLimits
 from streams.models import Scope, Segment, Stream, Subscription
-from streams.storage.framing import EventIn
-from streams.storage.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
-from streams.storage.store import Position, SegmentStore, StreamLog, StreamRecord
+from domain.events import EventIn
+from store.segment import NO_SPACE_ERRNOS, SegmentInfo, StorageFull, StoreConfig
+from store.store import Position, SegmentStore, StreamLog, StreamRecord
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import functools
 from binascii import b2a_base64
 from datetime import UTC, datetime, timedelta
 
-from streams.storage.framing import Record
-from streams.storage.store import StreamRecord
+from store.framing import Record
+from store.store import StreamRecord
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)

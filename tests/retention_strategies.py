@@ -3,8 +3,8 @@ subscribers, with 1 byte per event so that sizes are sums of offsets."""
 
 from hypothesis import strategies as st
 
-from retention.policy import Inputs, Policy, Subscriber
-from retention.retention_set import with_tail
+from domain.retention import Inputs, Policy, Subscriber
+from domain.retention_set import with_tail
 
 SEGMENTS = ("0", "1", "2")
 MAX_FORCED = {"cbr:case-iii:limit_max", "cbr:case-v:max_bound", "cbr:no-active:limit_max"}

@@ -1,7 +1,7 @@
 """Consuming through a reader group (DESIGN.md §7): read, ack, nack, dead letters, checkpoints.
 The only place that moves a group's floors; the views, tasks and the console call these.
 
-The rules live in `streams.domain.acks` and run in Redis (`streams.ack_tracker`); this module
+The rules live in `domain.acks` and run in Redis (`streams.ack_tracker`); this module
 joins them to the segment store (what to hand out, the events themselves) and to the database
 (the persisted floors, checkpoints and acknowledgement cuts).
 

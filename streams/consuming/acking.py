@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
-from streams.domain.acks import AckResult, Delivery
-from streams.domain.errors import FieldError
+from domain.acks import AckResult, Delivery
+from domain.errors import FieldError
 from streams.models import ReaderGroup
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint

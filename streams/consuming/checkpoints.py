@@ -8,9 +8,9 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
-from streams.domain.errors import FieldError
+from domain.errors import FieldError
 from streams.models import Checkpoint, ReaderGroup, RetentionType, Subscription
 from streams.services import set_acknowledgement_cut, stream_log
 from streams.consuming.positions import Slot, persist_floors, last_seen, slots

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
-from streams.domain.errors import FieldError
+from domain.errors import FieldError
 from streams.models import ReaderGroup, Stream
 from streams.services import do_create_stream, do_publish, stream_log
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 from streams.consuming.positions import Slot, records_at
 
 

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.utils import timezone
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
 from streams.ack_tracker import SegmentTracker
 from streams.delaying.index import state_key as delayed_state_key
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.framing import Record
+from store.framing import Record
 
 SEEN_TTL_S = 30 * 86400
 clock = time.time  # the clock of leases and delays (tests replace it)

@@ -9,14 +9,14 @@ from binascii import b2a_base64
 from dataclasses import dataclass, field
 
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 from compaction import view as compacted
 
 from streams.delaying.handing import release_due
-from streams.domain.acks import Delivery, Poison
+from domain.acks import Delivery, Poison
 from streams.models import ReaderGroup
 from streams.services import stream_log
-from streams.storage.framing import Record
+from store.framing import Record
 from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
 from streams.consuming import positions
 from streams.consuming.dead_letters import dead_letter

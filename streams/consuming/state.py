@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
 from streams.models import ReaderGroup
 from streams.services import stream_log

@@ -2,4 +2,4 @@
 shared by all its reader groups. `handing` indexes published events and releases due ones to
 the groups; `buckets` seals, loads, merges, deletes and recovers; `maintenance` runs them;
 `index` and `scripts` are the Redis side. The rules, as plain Python, are
-streams.domain.delayed."""
+domain.delayed."""

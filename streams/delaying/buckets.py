@@ -17,14 +17,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
-from streams import locks as redis_locks
-from streams.domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan, round_budget
+from store import locks as redis_locks
+from domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan, round_budget
 from streams.models import DelayedBucket, DelayedIndex, DelayedOp, Stream
 from streams.services import stream_log
-from streams.storage import delayed_snapshots as snapshots
-from streams.storage.delayed_snapshots import CorruptSnapshot
+from store import delayed_snapshots as snapshots
+from store.delayed_snapshots import CorruptSnapshot
 from streams.delaying import handing
 from streams.delaying.index import DelayIndex, Direct, Load, packed, tag
 
@@ -180,7 +180,7 @@ def _bucket_rows(stream: Stream, ids: set[int], rows: dict) -> dict[int, tuple[s
 
 def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int]], after: int | None,
                 now_ms: int, budget: int, cache: dict) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
-    """Plan and read one hand-out round's loads (streams.domain.delayed.plan_loads): the buckets
+    """Plan and read one hand-out round's loads (domain.delayed.plan_loads): the buckets
     whose frontier is due get their next snapshot segments, several per round, read with one
     Parquet call per bucket. Returns the loads, the indexes due by the bound to release at once
     (packed, and as lists: times, segments, offsets), the bound, and whether a snapshot could not

@@ -12,13 +12,13 @@ import orjson
 
 from django.conf import settings
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 
 from streams.ack_tracker import SegmentTracker, released_packed
-from streams.domain.delayed import DelayedConfig
+from domain.delayed import DelayedConfig
 from streams.models import DelayedIndex, Stream, Subscription
 from streams.services import stream_log
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 from streams.delaying.index import DelayIndex, state_key, unpacked
 
 log = logging.getLogger(__name__)
@@ -104,14 +104,14 @@ def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTr
     return [(seg, SegmentTracker(redis, sub, str(seg), key)) for sub in subs for seg in sorted(segments)]
 
 
-ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at least (streams.domain.delayed.round_budget)
+ROUND_BUDGET = 20_000  # snapshot indexes one hand-out round loads at least (domain.delayed.round_budget)
 FAN_OUT_CHUNK = 25_000  # indexes per FAN_OUT script: a round's batch may be larger, a script stays short
 
 
 def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) -> None:
     """Hand released indexes (segment -> offset -> delivery time, ms) to every reader group of
     the stream: each group queues those its cursor passed over and has not processed
-    (streams.domain.acks.fan_out); the others are ordinary events to it, or below its floor.
+    (domain.acks.fan_out); the others are ordinary events to it, or below its floor.
     One script per group and segment, its argument built once for all groups. `trackers`
     (from `trackers_of`) spares a query."""
     if trackers is None:

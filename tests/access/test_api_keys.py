@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from access.models import ApiKey
 from access.token_cache import forget_tokens
 from streams import reader_groups, services
-from streams.domain.events import parse_batch
+from domain.events import parse_batch
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db

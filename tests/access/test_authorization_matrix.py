@@ -16,9 +16,9 @@ from rest_framework.authtoken.models import Token
 from access.models import ApiKey
 from access.services import check_key_request, do_create_key, do_revoke_key
 from retention.models import RetentionCycle
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import consuming, reader_groups, services
-from streams.domain.events import parse_batch
+from domain.events import parse_batch
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from retention.models import RetentionCycle
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 
 pytestmark = pytest.mark.django_db

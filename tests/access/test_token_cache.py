@@ -132,7 +132,7 @@ def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operat
 
 def test_a_change_made_by_another_process_is_followed_at_once(api):
     # given a token remembered by this process
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
 
     from access.token_cache import GENERATION
 

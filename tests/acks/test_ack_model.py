@@ -1,11 +1,11 @@
-"""The acknowledgement rules (streams.domain.acks) on random interleavings of read, ack, nack and
+"""The acknowledgement rules (domain.acks) on random interleavings of read, ack, nack and
 lease expiry by several consumers: the floor never passes an unacknowledged offset, never moves
 back, and every event ends acknowledged or poisoned exactly as the policy says."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.domain.acks import Delivery, Poison, SegmentAcks
+from domain.acks import Delivery, Poison, SegmentAcks
 
 TAIL = 40
 LEASE_S = 10.0

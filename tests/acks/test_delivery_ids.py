@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.consuming.acking import _parse_each, _parse_plain_ids
-from streams.domain.errors import FieldError
+from domain.errors import FieldError
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -51,7 +51,7 @@ def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_s
 
 def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
     from streams.consuming.acking import AckOutcome, _tally
-    from streams.domain.acks import AckResult
+    from domain.acks import AckResult
 
     outcome = AckOutcome()
     _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(True)])

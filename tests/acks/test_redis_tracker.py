@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.ack_tracker import SegmentTracker
-from streams.domain.acks import Delivery, Poison, SegmentAcks
+from domain.acks import Delivery, Poison, SegmentAcks
 
 TAIL = 30
 LEASE_S = 10.0

@@ -11,7 +11,7 @@ import pytest
 import redis as redis_lib
 
 from streams.ack_tracker import SegmentTracker
-from streams.domain.acks import Delivery, Poison, SegmentAcks
+from domain.acks import Delivery, Poison, SegmentAcks
 
 LEASE_S = 10.0
 _ids = itertools.count(10_000)

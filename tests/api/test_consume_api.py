@@ -7,7 +7,7 @@ import pytest
 from retention.models import RetentionPolicy
 from streams import consuming, services
 from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

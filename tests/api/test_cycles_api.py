@@ -1,7 +1,7 @@
 import pytest
 
 from retention.models import RetentionCycle
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 
 pytestmark = pytest.mark.django_db

@@ -2,8 +2,8 @@
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
 from streams.wire import event_json, record_json
-from streams.storage.framing import Record
-from streams.storage.store import StreamRecord
+from store.framing import Record
+from store.store import StreamRecord
 
 
 def test_a_record_with_every_field_becomes_the_contract_event():
@@ -36,7 +36,7 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
     import orjson
 
     from streams.consuming.reading import _deliveries_json
-    from streams.domain.acks import Delivery
+    from domain.acks import Delivery
 
     records = [
         Record(7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True),

@@ -3,7 +3,7 @@ import pytest
 from retention.models import RetentionPolicy
 from streams import services
 from streams.models import ReaderGroup, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import reader_groups, services
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ its console page says so, and its acknowledgement state on the stream leaves Red
 
 import pytest
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 from streams.ack_tracker import SegmentTracker
 from streams.models import ReaderGroup, Subscription
 

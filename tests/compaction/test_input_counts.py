@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction.runs import input_counts
-from streams.storage.parquet import SCHEMA
+from store.parquet import SCHEMA
 
 
 def copy_of(path, keys, payloads):

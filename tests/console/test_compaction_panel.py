@@ -12,9 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from compaction.models import CompactedView, CompactionRun
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
-from streams.views import compaction_outruns_retention
+from console.views import compaction_outruns_retention
 
 from page_text import rows, text
 

@@ -12,7 +12,7 @@ from streams import services
 from streams.delaying import maintenance
 from streams.delaying.state import _spread_at_or_before, delayed_state
 from streams.models import DelayedBucket, Stream
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from page_text import row_of, rows, text
 

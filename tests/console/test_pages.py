@@ -2,7 +2,7 @@ import pytest
 
 from retention.models import RetentionPolicy
 from streams import services
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from retention.services import do_truncate
 from streams import services
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from page_text import row_of, rows, text
 

@@ -4,11 +4,11 @@ import pytest
 from django.utils import timezone
 
 from retention.models import RetentionCycle
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from retention.services import do_truncate
 from streams import services
 from streams.models import ReaderGroup, Scope, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -1,10 +1,10 @@
-"""The bucket index's rules (streams.domain.delayed) on DELAYED-DELIVERY.md's worked examples,
+"""The bucket index's rules (domain.delayed) on DELAYED-DELIVERY.md's worked examples,
 and on random delays: handed out in (deliver_at, position) order, never early, all of them."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.domain.delayed import (
+from domain.delayed import (
     BucketIndex,
     DelayedConfig,
     Index,

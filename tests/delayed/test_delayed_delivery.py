@@ -12,7 +12,7 @@ import redis as redis_lib
 from streams import services
 from streams.delaying import buckets, handing, maintenance
 from streams.models import DelayedBucket, DelayedOp, Stream
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from streams.domain.delayed import BucketIndex, DelayedConfig, Index
-from streams.storage.delayed_snapshots import (
+from domain.delayed import BucketIndex, DelayedConfig, Index
+from store.delayed_snapshots import (
     CorruptSnapshot,
     delete_snapshot,
     read_metadata,

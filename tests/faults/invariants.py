@@ -24,7 +24,7 @@ from retention.models import TruncationRecord
 from streams import services
 from streams.models import ReadPosition, Stream, Subscription
 
-MAX_LIMIT_RULES = ("limit_max", "max_bound")  # retention/policy.py: the max limit wins
+MAX_LIMIT_RULES = ("limit_max", "max_bound")  # domain/retention.py: the max limit wins
 
 
 def is_max_limit_rule(rule: str) -> bool:

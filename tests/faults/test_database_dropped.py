@@ -21,7 +21,7 @@ from django.db import connection
 
 from streams import services
 from streams.client import CBRError, Client
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from faults.invariants import PublishLedger, check_floors_never_regress, check_published_intact, floors
 

@@ -18,7 +18,7 @@ import pytest
 from cbrweb import embedded_redis
 from streams import services
 from streams.client import CBRError, Client
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from faults.invariants import check_floors_never_regress, floors
 

@@ -16,14 +16,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from cbrweb.redis_client import get_redis
+from store.redis_connection import get_redis
 from retention.cycle import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 from streams.reader_groups import do_create_reader_group, publish_cut
 from streams.models import Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from integration.conftest import ROOT, _database_url
 

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection
 
 from retention.models import RetentionCycle, TruncationRecord
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 from streams.models import ReaderGroup, Scope, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from integration.conftest import ROOT, _database_url
 

@@ -15,7 +15,7 @@ import redis as redis_lib
 from streams import services
 from streams.client import CBRError, Client
 from streams.models import ReadPosition
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -30,7 +30,7 @@ from streams import consuming, services
 from streams.consuming import positions
 from streams.delaying import maintenance
 from streams.models import ReaderGroup, Stream
-from streams.storage.framing import EventIn
+from store.framing import EventIn
 
 tick_path, log_path, seed, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 rng = random.Random(seed)

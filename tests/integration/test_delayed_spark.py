@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from streams.domain.delayed import BucketIndex, DelayedConfig, Index
-from streams.storage.delayed_snapshots import bucket_table
+from domain.delayed import BucketIndex, DelayedConfig, Index
+from store.delayed_snapshots import bucket_table
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def test_spark_and_in_process_sealing_produce_identical_snapshots(spark):
 def test_a_large_bucket_is_sealed_by_the_spark_job_into_the_same_segments(spark, settings):
     from streams import services
     from streams.delaying import buckets
-    from streams.domain.delayed import cut_segments
+    from domain.delayed import cut_segments
 
     settings.CBR_DELAYED_SPARK_MIN_INDEXES = 100  # "large" from 100 indexes up
     stream = services.do_create_stream(scope="it", name="big", delayed_index={

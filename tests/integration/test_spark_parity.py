@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retention_strategies import scenarios
 
-from retention.policy import decide
+from domain.retention import decide
 from spark_tasks.retention_job import decide_all
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ SparkSession reads back event for event."""
 import pytest
 
 from streams import services, tasks
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 from integration.conftest import WORKER_CHUNK_BYTES
 
@@ -55,7 +55,7 @@ def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, setting
 def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(
     celery_worker, settings, api
 ):
-    from retention.policy_spec import parse_policy
+    from domain.policy_spec import parse_policy
 
     settings.CBR_DATA_DIR = celery_worker.data_dir
     settings.REDIS_URL = celery_worker.broker_url

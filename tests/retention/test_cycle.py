@@ -12,10 +12,10 @@ from django.utils import timezone
 from retention.cycle import run_cycle
 from retention import set_store
 from retention.models import StoredRetentionSet, TruncationRecord
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 from streams.models import ReaderGroup, Scope, Segment, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -186,7 +186,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
 
     import redis
 
-    from streams import locks as redis_locks
+    from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
@@ -220,7 +220,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     import redis
 
     from retention import cycle as cycle_module
-    from streams import locks as redis_locks
+    from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]

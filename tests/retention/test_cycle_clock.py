@@ -1,8 +1,8 @@
-"""The clock a cycle may be run with (retention.cycle_clock), without Django."""
+"""The clock a cycle may be run with (domain.cycle_clock), without Django."""
 
 from datetime import UTC, datetime, timedelta
 
-from retention.cycle_clock import SKEW, clock_problem
+from domain.cycle_clock import SKEW, clock_problem
 
 WALL = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -17,10 +17,10 @@ from retention import set_store
 from retention.cycle import process_count, run_cycle
 from retention.forked import WorkerDied
 from retention.models import TruncationRecord
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 from streams.models import ReaderGroup, Scope, Segment, Subscription
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 POLICIES = [

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from retention.cycle import DEAD_AFTER_S, sweep_dead_cycles
 from retention.models import RetentionCycle
-from streams import locks
+from store import locks
 
 pytestmark = pytest.mark.django_db
 

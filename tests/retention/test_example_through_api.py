@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from streams.storage.store import key_space_position
+from store.store import key_space_position
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from retention_strategies import scenarios
 
-from retention.inputs_codec import (
+from spark_tasks.retention_inputs import (
     considered,
     decide_row,
     decode_decision,
@@ -9,7 +9,7 @@ from retention.inputs_codec import (
     encode_decision,
     encode_inputs,
 )
-from retention.policy import decide
+from domain.retention import decide
 
 
 @settings(max_examples=200)

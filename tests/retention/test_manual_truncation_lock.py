@@ -11,11 +11,11 @@ from retention import services as retention_services
 from retention import set_store
 from retention.cycle import Locks, apply_batch, prepare_batch
 from retention.models import TruncationRecord
-from retention.policy import Decision
-from retention.policy_spec import parse_policy
+from domain.retention import Decision
+from domain.policy_spec import parse_policy
 from streams import services
-from streams.domain.errors import FieldError
-from streams.storage.framing import EventIn
+from domain.errors import FieldError
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -92,9 +92,9 @@ def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, 
 
 
 def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(stream, monkeypatch):
-    from cbrweb.redis_client import get_redis
+    from store.redis_connection import get_redis
     from retention import cycle
-    from streams import locks as redis_locks
+    from store import locks as redis_locks
 
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
     key = cycle._lock_key(other)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from retention.policy import Inputs, Policy, Subscriber, decide
-from retention.retention_set import RetentionRecord
+from domain.retention import Inputs, Policy, Subscriber, decide
+from domain.retention_set import RetentionRecord
 
 NOW = 200.0
 # time-ordered tail records of a 2-segment stream; deltas at NOW: 150, 80, 20, 5

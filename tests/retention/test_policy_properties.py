@@ -3,9 +3,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retention.cuts import lower_bound, moves_head
-from retention.policy import Inputs, Subscriber, bounds, decide
-from retention.retention_set import after_truncation
+from domain.cuts import lower_bound, moves_head
+from domain.retention import Inputs, Subscriber, bounds, decide
+from domain.retention_set import after_truncation
 
 from retention_strategies import MAX_FORCED, SEGMENTS, scenarios
 

@@ -8,10 +8,10 @@ import pytest
 
 from retention.cycle import execute, run_cycle
 from retention.models import RetentionCycle, TruncationRecord
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
 from streams.models import Stream
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from django.db.migrations.executor import MigrationExecutor
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import prepare_batch
-from retention.policy_spec import parse_policy
+from domain.policy_spec import parse_policy
 from streams import services
-from streams.storage.framing import EventIn
+from domain.events import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)
 

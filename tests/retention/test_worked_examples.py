@@ -1,9 +1,9 @@
 """RETENTION-ALGORITHM.md's worked examples, replayed through the plain rules: each cycle records
 the tail, decides, and drops retention-set records behind the truncation."""
 
-from retention.cuts import Order, compare, lower_bound, moves_head
-from retention.policy import Inputs, Policy, Subscriber, decide
-from retention.retention_set import after_truncation, newest_record_at_or_before, with_tail
+from domain.cuts import Order, compare, lower_bound, moves_head
+from domain.retention import Inputs, Policy, Subscriber, decide
+from domain.retention_set import after_truncation, newest_record_at_or_before, with_tail
 
 INTERVAL = 5
 

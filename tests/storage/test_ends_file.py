@@ -6,9 +6,9 @@ and `tail` files) is read as it is and moves into the slots as it is written."""
 import os
 import shutil
 
-from streams.storage.framing import EventIn
-from streams.storage.segment import ENDS_FILE, ENDS_SLOT, HEAD_AT, StoreConfig, read_stream_ends
-from streams.storage.store import SegmentStore, sync_all, truncate_many
+from domain.events import EventIn
+from store.segment import ENDS_FILE, ENDS_SLOT, HEAD_AT, StoreConfig, read_stream_ends
+from store.store import SegmentStore, sync_all, truncate_many
 
 
 def events(n, size=40):

@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.storage import framing
-from streams.storage.framing import EventIn
+from store import framing
+from domain.events import EventIn
 
 events_strategy = st.builds(
     EventIn,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.storage import framing
-from streams.storage.framing import EventIn
-from streams.storage.segment import Segment, StoreConfig
+from store import framing
+from domain.events import EventIn
+from store.segment import Segment, StoreConfig
 
 WRITER = Path(__file__).with_name("writer_process.py")
 
@@ -126,7 +126,7 @@ def test_a_tail_from_another_boot_triggers_a_scan(tmp_path, monkeypatch):
     seg.append(events(4))
     with open(seg.chunk_path(0), "ab") as f:
         f.write(b"\x07" * 11)  # garbage that a lost page could leave
-    from streams.storage import segment as segment_module
+    from store import segment as segment_module
 
     monkeypatch.setattr(segment_module, "BOOT_ID", b"another-boot-id!")
     fresh = Segment(seg.path, seg.config)

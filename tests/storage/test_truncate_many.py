@@ -3,10 +3,10 @@ recovered after a non-durable head write was lost."""
 
 import os
 
-from streams.storage import store as store_module
-from streams.storage.framing import EventIn
-from streams.storage.segment import ENDS_FILE, HEAD_AT, StoreConfig
-from streams.storage.store import SegmentStore, truncate_many
+from store import store as store_module
+from domain.events import EventIn
+from store.segment import ENDS_FILE, HEAD_AT, StoreConfig
+from store.store import SegmentStore, truncate_many
 
 
 def events(n, size=40):

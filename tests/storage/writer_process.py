@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from streams.storage.framing import EventIn  # noqa: E402
-from streams.storage.segment import Segment, StoreConfig  # noqa: E402
+from domain.events import EventIn
+from store.segment import Segment, StoreConfig  # noqa: E402
 
 
 def main() -> None:

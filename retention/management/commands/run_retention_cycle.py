@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from retention.cycle import execute, streams_with_policy
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
-from streams.domain.errors import FieldError
+from domain.errors import FieldError
 from streams.models import Stream
 
 

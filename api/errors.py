@@ -1,0 +1,147 @@
+"""Every API error is JSON of one shape: `{"code", "message", "field"?, "errors"?}`.
+
+`field` names the first offending field (`events[3].payload_b64`, `retention_policy.max`); `errors`
+carries DRF's full per-field detail when a serializer found several. Bad input is never a 500.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+
+import redis
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from domain.errors import FieldError, insufficient_storage
+
+logger = logging.getLogger(__name__)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # a full disk met outside publishing (a stream's first chunk, a dead-letter append): an
+        # append cuts back what it wrote; say so instead of a 500
+        return exception_handler(insufficient_storage(), context)
+    lost = _service_lost(exc)
+    if lost is not None:
+        body, headers = _unavailable(*lost, exc)
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
+    if isinstance(exc, FieldError):
+        body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
+        body.update(exc.details)
+        return Response(body, status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        field, message = _first_error(exc.detail)
+        if not field and isinstance(exc.detail, dict) and any(
+            getattr(e, "code", None) in ("invalid", "null") for e in exc.detail.get("non_field_errors", [])
+        ):
+            field = "body"  # the body as a whole: `[1]` or `null` where an object was expected
+        body = {"code": "invalid", "message": f"{field}: {message}" if field else message}
+        if field:
+            body["field"] = field
+        body["errors"] = exc.detail
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, exceptions.ParseError):
+        return Response(
+            {"code": "malformed_json", "message": str(exc.detail), "field": "body"},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        code = getattr(detail, "code", None) or _code_for(response.status_code)
+        response.data = {"code": code, "message": str(detail)}
+        if isinstance(exc, Http404) or response.status_code == 404:
+            response.data["code"] = "not_found"
+    return response
+
+
+def _first_error(detail, prefix: str = "") -> tuple[str, str]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            if key == "non_field_errors":
+                name = prefix
+            elif isinstance(key, int):  # a list field's item (DRF keys those errors by index)
+                name = f"{prefix}[{key}]"
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
+            return _first_error(value, name)
+    if isinstance(detail, list) and detail:
+        first = detail[0]
+        if isinstance(first, (dict, list)):
+            for i, item in enumerate(detail):
+                if item:
+                    return _first_error(item, f"{prefix}[{i}]")
+        return prefix, str(first)
+    return prefix, str(detail)
+
+
+def _code_for(status_code: int) -> str:
+    return {401: "not_authenticated", 403: "permission_denied", 405: "method_not_allowed"}.get(
+        status_code, "error"
+    )
+
+
+def _service_lost(exc) -> tuple[str, str] | None:
+    """(code, what) when `exc` is the loss of a service the request needs, else None."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return "database_unavailable", "the database"
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return "redis_unavailable", "Redis (reader-group state)"
+    return None
+
+
+def _unavailable(code: str, what: str, exc) -> tuple[dict, dict]:
+    """A service the request needs was lost mid-way: the database (a restart, a failover, a
+    killed backend; SQLite locked past its timeout) or Redis (restarted, unreachable). The
+    database rolled the request's transaction back; a reader-group step is one Lua script, done
+    whole or not at all, and a floor row left behind is brought up by the next step (docs/
+    consuming.md). So nothing is half-done and the client may retry. Django closes a broken
+    database connection when the request ends; redis-py reconnects on the next command."""
+    logger.warning("%s unavailable: %s", what, exc)
+    body = {"code": code, "message": f"{what} could not serve this request ({exc}); retry it"}
+    return body, {"Retry-After": "1"}
+
+
+def unavailable_as_503(view):
+    """A plain Django view (not DRF's, whose handler above does it) answers the loss of the
+    database or Redis as the API does, 503 with `Retry-After`, instead of a 500 page:
+    `/metrics` reads both, and Prometheus marks a scrape that failed this way as down."""
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except Exception as exc:
+            lost = _service_lost(exc)
+            if lost is None:
+                raise
+            body, headers = _unavailable(*lost, exc)
+            return JsonResponse(body, status=503, headers=headers)
+
+    return wrapped
+
+
+def api_aware_404(request, exception=None):
+    """Django's handler404: a path under /api/ that no route matches (`/api/v1/streams/%C2%84/x/`)
+    is answered in the API's error shape; the console keeps its page."""
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "not_found", "message": f"no API resource at {request.path}"}, status=404)
+    return page_not_found(request, exception)
+
+
+def api_aware_500(request):
+    """Django's handler500: still a bug, but an API client gets JSON it can read."""
+    from django.http import JsonResponse
+    from django.views.defaults import server_error
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "server_error", "message": "the server failed on this request"}, status=500)
+    return server_error(request)

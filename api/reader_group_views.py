@@ -1,0 +1,196 @@
+"""Reader groups over REST (DESIGN.md §7, §10): create, list, detail, delete, and the
+acknowledgement cut a MANUAL subscriber publishes. Thin: streams.reader_groups does the work."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from access.rules import Action, TargetKind
+from streams import consuming, reader_groups
+from domain.errors import FieldError
+from streams.models import ReaderGroup, Subscription
+
+from api.serializers import AckAnswerSerializer, AckRequestSerializer, CheckpointRequestSerializer, CheckpointSerializer, NackRequestSerializer, ReadAnswerSerializer, ReaderGroupCreateSerializer, ReaderGroupDetailSerializer, ReaderGroupSerializer, ReaderGroupUpdateSerializer, ReadRequestSerializer, SubscriptionSerializer, TruncationCutSerializer
+
+
+def reader_group_queryset():
+    subs = Subscription.objects.select_related(
+        "stream__scope", "stream__retention_policy", "reader_group"
+    ).order_by("stream__scope__name", "stream__name")
+    return ReaderGroup.objects.select_related("scope").prefetch_related(
+        Prefetch("subscription_set", queryset=subs)
+    )
+
+
+def get_group(scope: str, name: str) -> ReaderGroup:
+    return get_object_or_404(reader_group_queryset(), scope__name=scope, name=name)
+
+
+class ReaderGroupListView(GenericAPIView):
+    access = {"GET": Action.VIEW, "POST": Action.MANAGE_READER_GROUPS}
+    serializer_class = ReaderGroupSerializer
+    queryset = ReaderGroup.objects.none()
+
+    @extend_schema(responses=ReaderGroupSerializer(many=True))
+    def get(self, request):
+        page = self.paginate_queryset(reader_group_queryset())
+        return self.get_paginated_response(ReaderGroupSerializer(page, many=True).data)
+
+    @extend_schema(request=ReaderGroupCreateSerializer, responses={201: ReaderGroupSerializer})
+    def post(self, request):
+        body = ReaderGroupCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = dict(body.validated_data)
+        streams = reader_groups.check_streams(args.pop("streams"))
+        group = reader_groups.do_create_reader_group(streams=streams, **args)
+        group = get_group(group.scope.name, group.name)
+        return Response(ReaderGroupDetailSerializer(group).data, status=status.HTTP_201_CREATED)
+
+
+class ReaderGroupDetailView(APIView):
+    access = {"GET": Action.VIEW, "PATCH": Action.MANAGE_READER_GROUPS, "DELETE": Action.MANAGE_READER_GROUPS}
+    access_target = TargetKind.READER_GROUP
+
+    @extend_schema(responses=ReaderGroupDetailSerializer)
+    def get(self, request, scope, name):
+        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
+
+    @extend_schema(request=ReaderGroupUpdateSerializer, responses=ReaderGroupDetailSerializer)
+    def patch(self, request, scope, name):
+        group = get_group(scope, name)
+        body = ReaderGroupUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changes = dict(body.validated_data)
+        generation = changes.pop("generation", None)
+        names = changes.pop("streams", None)
+        streams = reader_groups.check_streams(names) if names is not None else None
+        reader_groups.do_update_reader_group(group, changes, generation=generation, streams=streams)
+        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, scope, name):
+        reader_groups.do_delete_reader_group(get_group(scope, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConsumingView(APIView):
+    """What a group's consumers do: people who may consume, or the group's own API key."""
+
+    access = {"GET": Action.VIEW, "POST": Action.CONSUME}
+    access_target = TargetKind.READER_GROUP
+
+
+class TruncationCutView(ConsumingView):
+
+    @extend_schema(request=TruncationCutSerializer, responses=SubscriptionSerializer)
+    def post(self, request, scope, name):
+        group = get_group(scope, name)
+        sub = reader_groups.do_update_truncation_cut(group, request.data)
+        sub = Subscription.objects.select_related(
+            "stream__scope", "stream__retention_policy", "reader_group"
+        ).get(pk=sub.pk)
+        return Response(SubscriptionSerializer(sub).data)
+
+
+def _body(request, allowed: set[str]) -> dict:
+    data = request.data
+    if not isinstance(data, dict):
+        raise FieldError("body", "must be a JSON object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise FieldError(unknown[0], "is not a field of this request")
+    return data
+
+
+def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
+    return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+
+
+def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming.Slot]]:
+    """The group and its positions in one query (reads and acks are the hot path); 404 as above."""
+    found = consuming.group_and_slots(scope, name)
+    if found is None:
+        _group_for_consuming(scope, name)  # raises the same 404 as every other view
+    return found
+
+
+class ReadView(ConsumingView):
+    """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`."""
+
+    @extend_schema(request=ReadRequestSerializer, responses=ReadAnswerSerializer)
+    def post(self, request, scope, name):
+        group, group_slots = _group_and_slots(scope, name)
+        body = ReadRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"], group_slots)
+        return Response({
+            "deliveries": result.deliveries, "missed": result.missed,
+            "missed_by_stream": result.missed_by_stream,
+            "pending_limit_reached": result.pending_limit_reached,
+        })
+
+
+def _ack_answer(outcome: consuming.AckOutcome) -> Response:
+    return Response({"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks,
+                     "given_back": outcome.given_back})
+
+
+class AckView(ConsumingView):
+    """Acknowledge deliveries, in any order; for fan-out groups, on behalf of one `sink`."""
+
+    @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
+    def post(self, request, scope, name):
+        group, group_slots = _group_and_slots(scope, name)
+        data = _body(request, {"delivery_ids", "sink"})
+        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots))
+
+
+class NackView(ConsumingView):
+    """Give deliveries back: handed out again after `delay_ms`; `reason` goes with a dead letter."""
+
+    @extend_schema(request=NackRequestSerializer, responses=AckAnswerSerializer)
+    def post(self, request, scope, name):
+        group, group_slots = _group_and_slots(scope, name)
+        body = NackRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"], group_slots))
+
+
+class CheckpointListView(ConsumingView):
+    @extend_schema(responses=inline_serializer("CheckpointList", {
+        "results": CheckpointSerializer(many=True),
+        "next": serializers.CharField(allow_null=True, help_text="always null: the last 100 are the list")}))
+    def get(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        # `next` as every list has it (DESIGN.md §10), null: the list is the group's last 100
+        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data,
+                         "next": None})
+
+    @extend_schema(request=CheckpointRequestSerializer, responses={201: CheckpointSerializer})
+    def post(self, request, scope, name):
+        group = _group_for_consuming(scope, name)
+        body = CheckpointRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        cp_name = consuming.check_checkpoint_name(body.validated_data["name"])
+        cp = consuming.do_checkpoint(group, cp_name, body.validated_data["persist"])
+        return Response(CheckpointSerializer(cp).data, status=status.HTTP_201_CREATED)
+
+
+class CheckpointReleaseView(ConsumingView):
+    @extend_schema(request=None, responses=inline_serializer(
+        "CheckpointReleased", {"streams": SubscriptionSerializer(many=True)}))
+    def post(self, request, scope, name, checkpoint):
+        group = _group_for_consuming(scope, name)
+        subs = consuming.do_release_checkpoint(group, checkpoint)
+        subs = Subscription.objects.select_related(
+            "stream__scope", "stream__retention_policy", "reader_group"
+        ).filter(pk__in=[s.pk for s in subs])
+        return Response({"streams": SubscriptionSerializer(subs, many=True).data})

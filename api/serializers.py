@@ -1,0 +1,577 @@
+"""Request validation and answer shapes of the stream API. Thin: rules live in streams.domain
+and domain.policy_spec, which these call so that errors name the same fields everywhere."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from retention.models import RetentionPolicy, TruncationRecord
+from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
+from domain.errors import FieldError
+from domain.names import NAME_PATTERN, check_name
+from django.utils import timezone
+
+from domain.retention import Subscriber, is_active
+from streams.models import (
+    CleanupPolicy,
+    OnMaxLimit,
+    OnPoison,
+    ReaderGroup,
+    RetentionType,
+    StartPosition,
+    Stream,
+)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must arrive as a JSON number: "5" and 5.0 are refused, not coerced."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """Text that must arrive as a JSON string: 0 is refused, not turned into "0"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false as JSON: "yes", "1" and 1 are refused, not read as true."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+# What streams.domain checks, told to the schema, so that generated clients refuse what the server
+# refuses. Patterns are anchored: a JSON-schema `pattern` matches anywhere in the text. ("." and
+# ".." pass the name pattern and are still refused: a pattern without look-ahead cannot say so.)
+NAME = NAME_PATTERN.pattern
+
+
+@extend_schema_field({"type": "string", "pattern": f"^{NAME}$"})
+class NameField(StrictCharField):
+    """A scope's, a stream's or a reader group's own name (checked by domain.names)."""
+
+
+@extend_schema_field({"type": "string", "pattern": f"^{NAME}/{NAME}$", "description": "scope/name"})
+class StreamNameField(StrictCharField):
+    """A stream or a reader group named 'scope/name' (checked by split_stream_name)."""
+
+
+@extend_schema_field({
+    "type": "object",
+    "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
+    "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
+    "additionalProperties": {"type": "integer", "minimum": 0},
+})
+class StreamCutField(serializers.DictField):
+    """For the schema: a stream cut (checked by domain.cuts.check_cut)."""
+
+
+@extend_schema_field({
+    "type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": settings.CBR_MAX_READ_EVENTS,
+})
+class DeliveryIdsField(serializers.JSONField):
+    """Delivery ids as a read handed them out: parsed by streams.consuming.acking, which names
+    `delivery_ids[i]` in its errors."""
+
+
+class RefusesUnknownFields:
+    """A request body with a field the serializer does not know is refused, naming the field (a
+    typo must not be silently ignored)."""
+
+    what = "this request"
+
+    def validate(self, attrs):
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({sorted(unknown)[0]: [f"is not a field of {self.what}"]})
+        return attrs
+
+
+def valid_sinks(value: list[str]) -> list[str]:
+    for name in value:
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", name):
+            raise serializers.ValidationError(f"sink {name!r}: 1-64 letters, digits, '_', '.', ':' or '-'")
+    if len(set(value)) != len(value):
+        raise serializers.ValidationError("sink names must be distinct")
+    return value
+
+
+def valid_name(value, field):
+    try:
+        return check_name(value, field)
+    except FieldError as exc:
+        raise serializers.ValidationError(exc.message) from None
+
+
+class RetentionPolicyInSerializer(serializers.Serializer):
+    """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
+
+    limit_type = serializers.ChoiceField(choices=["time", "size", "none"])
+    min = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, help_text="seconds or bytes")
+    max = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True)
+    consumption_based = serializers.BooleanField(required=False, default=False)
+    subscriber_timeout_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    fallback_after_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+
+
+@extend_schema_field(RetentionPolicyInSerializer)
+class PolicyField(serializers.JSONField):
+    """A retention policy, parsed by domain.policy_spec."""
+
+    def to_internal_value(self, data):
+        try:
+            return parse_policy(data)
+        except FieldError as exc:
+            raise serializers.ValidationError({exc.field: [exc.message]}) from None
+
+
+class RetentionPolicySerializer(serializers.ModelSerializer):
+    min = serializers.IntegerField(source="min_value")
+    max = serializers.IntegerField(source="max_value", allow_null=True)
+
+    class Meta:
+        model = RetentionPolicy
+        fields = [
+            "limit_type",
+            "min",
+            "max",
+            "consumption_based",
+            "subscriber_timeout_s",
+            "fallback_after_s",
+            "updated_at",
+        ]
+
+
+class DelayedIndexSerializer(serializers.Serializer):
+    """A stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration"); an absent key
+    takes its default (50000, 300, 5000, never merge)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["is not a setting of the delayed index"]})
+        return super().to_internal_value(data)
+
+    min_index_count_per_bucket = StrictIntegerField(min_value=1, max_value=10_000_000, required=False)
+    max_time_step_per_segment_s = StrictIntegerField(min_value=1, max_value=30 * 86400, required=False)
+    max_indexes_per_segment = StrictIntegerField(min_value=-1, max_value=1_000_000, required=False)
+    max_num_buckets = StrictIntegerField(min_value=2, max_value=100_000, required=False, allow_null=True)
+
+    def validate_max_indexes_per_segment(self, value):
+        if value == 0:
+            raise serializers.ValidationError("must be positive, or -1 for no count limit")
+        return value
+
+
+class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a stream"
+
+    scope = NameField()
+    name = NameField()
+    segment_count = StrictIntegerField(min_value=1, default=1)
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
+    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
+    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
+    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
+                                                   allow_null=True)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
+    retention_policy = PolicyField(required=False, allow_null=True)
+
+    def validate_scope(self, value):
+        return valid_name(value, "scope")
+
+    def validate_name(self, value):
+        return valid_name(value, "name")
+
+    def validate_segment_count(self, value):
+        if value > settings.CBR_MAX_SEGMENTS:
+            raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
+        return value
+
+
+class StreamUpdateSerializer(serializers.Serializer):
+    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False)
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
+    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
+    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
+    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
+                                                   allow_null=True)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
+
+    FIXED = {
+        "scope": "a stream cannot move to another scope",
+        "name": "a stream cannot be renamed",
+        "segment_count": "segment_count cannot change (scaling is not supported yet)",
+        "retention_policy": "use PUT …/retention-policy/",
+    }
+
+    def validate(self, attrs):
+        for field in self.initial_data:
+            if field in self.FIXED:
+                raise serializers.ValidationError({field: [self.FIXED[field]]})
+            if field not in self.fields:
+                raise serializers.ValidationError({field: ["is not a field of a stream"]})
+        return attrs
+
+
+class StreamSerializer(serializers.ModelSerializer):
+    """A stream with its live state; the view passes `state` (from the store) in the context."""
+
+    scope = serializers.CharField(source="scope.name")
+    full_name = serializers.CharField()
+    head_cut = serializers.SerializerMethodField()
+    tail_cut = serializers.SerializerMethodField()
+    size_bytes = serializers.SerializerMethodField()
+    event_count = serializers.SerializerMethodField()
+    physical_bytes = serializers.SerializerMethodField()
+    retention_policy = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Stream
+        fields = [
+            "scope",
+            "name",
+            "full_name",
+            "segment_count",
+            "cleanup_policy",
+            "on_max_limit",
+            "max_delay_s",
+            "delayed_index",
+            "min_compaction_lag_s",
+            "delete_retention_s",
+            "compacted_retention_s",
+            "compacted_retention_bytes",
+            "description",
+            "head_cut",
+            "tail_cut",
+            "size_bytes",
+            "event_count",
+            "physical_bytes",
+            "retention_policy",
+            "created_at",
+            "updated_at",
+        ]
+
+    def _state(self, stream):
+        return self.context["states"][stream.pk]
+
+    def get_head_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).head_cut
+
+    def get_tail_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).tail_cut
+
+    def get_size_bytes(self, stream) -> int:
+        return self._state(stream).size_bytes
+
+    def get_event_count(self, stream) -> int:
+        return self._state(stream).event_count
+
+    def get_physical_bytes(self, stream) -> int:
+        return self._state(stream).physical_bytes
+
+    def get_retention_policy(self, stream) -> dict | None:
+        policy = getattr(stream, "retention_policy", None)
+        return RetentionPolicySerializer(policy).data if policy else None
+
+
+class EventInSerializer(serializers.Serializer):
+    """For the schema only: publishing is parsed by domain.events for speed."""
+
+    # empty text is an event like any other (an empty payload, key or header value)
+    payload = serializers.CharField(required=False, allow_blank=True)
+    payload_b64 = serializers.CharField(required=False, allow_blank=True)
+    routing_key = serializers.CharField(required=False, allow_blank=True)
+    key = serializers.CharField(required=False, allow_blank=True)
+    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    deliver_at = serializers.CharField(required=False, help_text="ISO 8601 or epoch ms")
+    delay_ms = serializers.IntegerField(required=False, min_value=0)
+
+
+class PublishSerializer(serializers.Serializer):
+    """For the schema only: parsed by domain.events."""
+
+    events = serializers.ListField(child=EventInSerializer(), min_length=1, max_length=settings.CBR_MAX_BATCH_EVENTS)
+
+
+class PositionSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    offset = serializers.IntegerField()
+
+
+class PublishedSerializer(serializers.Serializer):
+    positions = PositionSerializer(many=True)
+
+
+class EventOutSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    offset = serializers.IntegerField()
+    routing_key = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(allow_null=True)
+    published_at = serializers.DateTimeField()
+    deliver_at = serializers.DateTimeField(allow_null=True)
+    payload_b64 = serializers.CharField()
+    payload = serializers.CharField(required=False)
+
+
+class EventsReadSerializer(serializers.Serializer):
+    events = EventOutSerializer(many=True)
+    next_cut = serializers.DictField(child=serializers.IntegerField())
+
+
+class TruncateSerializer(serializers.Serializer):
+    """For the schema: the view checks the cut against the stream."""
+
+    stream_cut = StreamCutField()
+
+
+class TruncationRecordSerializer(serializers.ModelSerializer):
+    stream = serializers.CharField(source="stream.full_name")
+    triggered_by = serializers.CharField(source="triggered_by.username", allow_null=True)
+    reclaimed_bytes = serializers.IntegerField()
+
+    class Meta:
+        model = TruncationRecord
+        fields = [
+            "id",
+            "stream",
+            "created_at",
+            "before_cut",
+            "after_cut",
+            "before_size",
+            "after_size",
+            "reclaimed_bytes",
+            "rule",
+            "subscribers",
+            "trigger",
+            "triggered_by",
+            "chunks_deleted",
+            "bytes_deleted",
+        ]
+
+
+class RetentionSetRecordSerializer(serializers.Serializer):
+    """A record of the retention set (`retention.set_store.RetentionSetEntry`); the fields and
+    types the API always had, when each record was a row."""
+
+    recorded_at = serializers.DateTimeField()
+    size_bytes = serializers.IntegerField()
+    cut = serializers.JSONField()
+
+
+class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a reader group"
+
+    scope = NameField()
+    name = NameField()
+    # min_length: the schema's minItems (allow_empty refuses first, with its own message)
+    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1)
+    retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
+    start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
+    sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
+    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, default=30)
+    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, default=5)
+    on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
+    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    read_compacted = StrictBooleanField(default=False)
+
+    def validate_scope(self, value):
+        return valid_name(value, "scope")
+
+    def validate_name(self, value):
+        return valid_name(value, "name")
+
+    def validate_sinks(self, value):
+        return valid_sinks(value)
+
+
+class SubscriptionSerializer(serializers.Serializer):
+    stream = serializers.CharField(source="stream.full_name")
+    acknowledgement_cut = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+    acknowledged_at = serializers.DateTimeField(allow_null=True)
+    age_s = serializers.SerializerMethodField()
+    active = serializers.SerializerMethodField()
+
+    def get_age_s(self, sub) -> float | None:
+        if sub.acknowledged_at is None:
+            return None
+        return round((timezone.now() - sub.acknowledged_at).total_seconds(), 3)
+
+    def get_active(self, sub) -> bool:
+        if not sub.reader_group.is_subscriber:
+            return False
+        policy = getattr(sub.stream, "retention_policy", None)
+        timeout = policy.subscriber_timeout_s if policy else None
+        return is_active(
+            Subscriber(
+                str(sub.reader_group),
+                sub.acknowledgement_cut,
+                acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
+                subscribed_at=sub.created_at.timestamp(),
+            ),
+            timezone.now().timestamp(),
+            timeout,
+        )
+
+
+class RemovedStreamSerializer(serializers.Serializer):
+    stream = serializers.CharField(help_text="scope/name")
+    removed_at = serializers.DateTimeField()
+    reason = serializers.CharField()
+    floors = serializers.DictField(child=serializers.IntegerField(), help_text="the group's floor on each segment then")
+
+
+class ReaderGroupSerializer(serializers.ModelSerializer):
+    scope = serializers.CharField(source="scope.name")
+    streams = SubscriptionSerializer(source="subscription_set", many=True)
+    removed_streams = RemovedStreamSerializer(many=True, read_only=True,
+                                              help_text="streams deleted under the group, newest last")
+
+    class Meta:
+        model = ReaderGroup
+        fields = [
+            "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
+            "on_poison", "max_ack_pending", "checkpoint_interval_s", "read_compacted", "last_checkpoint_at",
+            "generation", "streams", "removed_streams", "created_at", "updated_at",
+        ]
+
+
+class PositionStateSerializer(serializers.Serializer):
+    stream = serializers.CharField()
+    segment = serializers.CharField()
+    floor = serializers.IntegerField(help_text="lowest offset not yet processed (persisted; never moves back)")
+    head = serializers.IntegerField()
+    tail = serializers.IntegerField()
+    lag_events = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="deliveries handed out and not yet acknowledged")
+    waiting = serializers.IntegerField(help_text="nacked with a delay, or delayed events not yet due")
+    redelivered = serializers.IntegerField()
+    dead_lettered = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    missed = serializers.IntegerField(help_text="events truncated away before the group processed them")
+    halted_at = serializers.IntegerField(allow_null=True)
+
+
+class ReaderGroupDetailSerializer(ReaderGroupSerializer):
+    """The detail: the group, its positions on every segment, and its latest checkpoints."""
+
+    positions = serializers.SerializerMethodField()
+    checkpoints = serializers.SerializerMethodField()
+
+    class Meta(ReaderGroupSerializer.Meta):
+        fields = [*ReaderGroupSerializer.Meta.fields, "positions", "checkpoints"]
+
+    def get_positions(self, group) -> list[dict]:
+        from streams.consuming import group_state
+
+        return PositionStateSerializer(group_state(group), many=True).data
+
+    def get_checkpoints(self, group) -> list[dict]:
+        return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data
+
+
+class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a reader group update"
+
+    generation = StrictIntegerField(min_value=0, required=False)
+    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1, required=False)
+    retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
+    sinks = serializers.ListField(child=StrictCharField(max_length=64), max_length=16, required=False)
+    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, required=False)
+    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, required=False)
+    on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
+    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
+    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    read_compacted = StrictBooleanField(required=False)
+
+    def validate_sinks(self, value):
+        return valid_sinks(value)
+
+
+class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a read"
+
+    max_events = StrictIntegerField(min_value=1, max_value=settings.CBR_MAX_READ_EVENTS)
+    wait_ms = StrictIntegerField(min_value=0, max_value=settings.CBR_MAX_WAIT_MS, default=0)
+    consumer = StrictCharField(max_length=128, required=False, default="")
+
+
+class DeliverySerializer(EventOutSerializer):
+    delivery_id = serializers.CharField()
+    delivery_count = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField()
+    stream = serializers.CharField()
+
+
+class ReadAnswerSerializer(serializers.Serializer):
+    deliveries = DeliverySerializer(many=True)
+    missed = serializers.IntegerField(help_text="events truncated away before this group processed them")
+    missed_by_stream = serializers.DictField(child=serializers.IntegerField())
+    pending_limit_reached = serializers.BooleanField()
+
+
+class AckRequestSerializer(serializers.Serializer):
+    """For the schema: parsed by streams.consuming.ack (errors name `delivery_ids[i]`)."""
+
+    delivery_ids = DeliveryIdsField()
+    sink = serializers.CharField(required=False, help_text="for groups with sinks: which sink acknowledges")
+
+
+class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a nack"
+
+    delivery_ids = DeliveryIdsField(help_text="the delivery ids to give back")
+    delay_ms = StrictIntegerField(min_value=0, max_value=7 * 86400 * 1000, default=0)
+    reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+
+
+class AckAnswerSerializer(serializers.Serializer):
+    acked = serializers.IntegerField()
+    waiting_for_sinks = serializers.IntegerField()
+    given_back = serializers.IntegerField()
+
+
+class CheckpointRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "a checkpoint"
+
+    name = StrictCharField(max_length=128)
+    persist = StrictBooleanField(default=False)
+
+
+class CheckpointSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    cuts = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()))
+    persist = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class TruncationCutSerializer(serializers.Serializer):
+    """For the schema: parsed by streams.reader_groups.do_update_truncation_cut."""
+
+    stream = StreamNameField()
+    stream_cut = StreamCutField()
+    generation = serializers.IntegerField(required=False)

@@ -1,0 +1,251 @@
+"""The stream part of the REST API (DESIGN.md §10). Each view translates: parse, call a service,
+answer. Rules live in streams.domain, domain.policy_spec and the services."""
+
+from __future__ import annotations
+
+import time
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from access.rules import Action, TargetKind
+from retention import services as retention_services
+from retention import set_store
+from domain.policy_spec import parse_policy
+from streams import services
+from domain.cuts import check_cut, parse_cut_json
+from domain.errors import FieldError
+from domain.events import parse_batch
+from streams.models import Stream
+
+from api.pagination import query_int
+from api.serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer, RetentionPolicyInSerializer, RetentionPolicySerializer, RetentionSetRecordSerializer, StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer, TruncateSerializer, TruncationRecordSerializer
+from streams.wire import event_json
+
+MAX_READ_LIMIT = 10_000
+COMPACTION_SETTINGS = ("min_compaction_lag_s", "delete_retention_s", "compacted_retention_s", "compacted_retention_bytes")
+
+
+def get_stream(scope: str, name: str) -> Stream:
+    return get_object_or_404(
+        Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
+    )
+
+
+def stream_answer(streams: list[Stream]) -> dict:
+    return {"states": {s.pk: services.stream_state(s) for s in streams}}
+
+
+def query_text(request, field: str, default: str = "") -> str:
+    """A text query parameter; NUL cannot be stored or compared in PostgreSQL text (a 500 there)."""
+    value = request.query_params.get(field, default)
+    if "\x00" in value:
+        raise FieldError(field, "must not contain NUL characters")
+    return value
+
+
+class StreamListView(GenericAPIView):
+    access = {"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}
+    serializer_class = StreamSerializer
+    queryset = Stream.objects.select_related("scope", "retention_policy")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", OpenApiTypes.STR, description="only streams of this scope"),
+            OpenApiParameter("search", OpenApiTypes.STR, description="scope or name contains it (any case)"),
+        ],
+        responses=StreamSerializer(many=True),
+    )
+    def get(self, request):
+        qs = self.get_queryset()
+        if scope := query_text(request, "scope"):
+            qs = qs.filter(scope__name=scope)
+        qs = qs.search(query_text(request, "search").strip())
+        page = self.paginate_queryset(qs)
+        data = StreamSerializer(page, many=True, context=stream_answer(page)).data
+        return self.get_paginated_response(data)
+
+    @extend_schema(request=StreamCreateSerializer, responses={201: StreamSerializer})
+    def post(self, request):
+        body = StreamCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        stream = services.do_create_stream(
+            scope=args["scope"],
+            name=args["name"],
+            segment_count=args["segment_count"],
+            cleanup_policy=args["cleanup_policy"],
+            on_max_limit=args["on_max_limit"],
+            max_delay_s=args.get("max_delay_s"),
+            delayed_index=dict(args.get("delayed_index") or {}),
+            compaction={k: args[k] for k in COMPACTION_SETTINGS if k in args},
+            description=args.get("description", ""),
+            policy=args.get("retention_policy"),
+            user=request.user,
+        )
+        stream = get_stream(stream.scope.name, stream.name)
+        data = StreamSerializer(stream, context=stream_answer([stream])).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class StreamDetailView(APIView):
+    access = {"GET": Action.VIEW, "PATCH": Action.MANAGE_STREAMS, "DELETE": Action.DELETE_STREAM}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(responses=StreamSerializer)
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        state = services.refresh_segments(stream)
+        return Response(StreamSerializer(stream, context={"states": {stream.pk: state}}).data)
+
+    @extend_schema(request=StreamUpdateSerializer, responses=StreamSerializer)
+    def patch(self, request, scope, name):
+        stream = get_stream(scope, name)
+        body = StreamUpdateSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        changes = dict(body.validated_data)
+        if "delayed_index" in changes:  # the keys given replace theirs, the others stay
+            changes["delayed_index"] = {**stream.delayed_index, **changes["delayed_index"]}
+        was_compacted = stream.is_compacted
+        services.do_update_stream(stream, changes)
+        becomes_compacted = stream.is_compacted and not was_compacted
+        answer = StreamSerializer(stream, context=stream_answer([stream])).data
+        if becomes_compacted:
+            from compaction.runs import keyless_events  # noqa: PLC0415
+
+            keyless = keyless_events(stream)
+            if keyless:  # allowed: they stay on the live log, the compacted view leaves them out
+                answer["warnings"] = [f"{keyless} events without a key are already in the stream: the "
+                                      "compacted view will leave them out (new ones are refused)"]
+        return Response(answer)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, scope, name):
+        services.do_delete_stream(get_stream(scope, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RetentionPolicyView(APIView):
+    access = {"GET": Action.VIEW, "PUT": Action.MANAGE_STREAMS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(responses=RetentionPolicySerializer)
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        policy = getattr(stream, "retention_policy", None)
+        if policy is None:
+            return Response(
+                {"code": "not_found", "message": "this stream has no retention policy"},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return Response(RetentionPolicySerializer(policy).data)
+
+    @extend_schema(request=RetentionPolicyInSerializer, responses=RetentionPolicySerializer)
+    def put(self, request, scope, name):
+        stream = get_stream(scope, name)
+        policy = services.do_set_policy(stream, parse_policy(request.data), request.user)
+        return Response(RetentionPolicySerializer(policy).data)
+
+
+class EventsView(APIView):
+    access = {"GET": Action.VIEW, "POST": Action.PUBLISH}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
+    def post(self, request, scope, name):
+        stream = get_object_or_404(
+            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy",
+                                "full_since"),
+            scope__name=scope, name=name,
+        )
+        now_ms = time.time_ns() // 1_000_000
+        events = parse_batch(request.data, services.publish_limits(stream), now_ms)
+        positions = services.do_publish(stream, events)
+        return Response(
+            {"positions": [{"segment": s, "offset": o} for s, o in positions]},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.STR, description='stream cut as JSON, {"0": 12}'),
+            OpenApiParameter("limit", OpenApiTypes.INT, description=f"1..{MAX_READ_LIMIT}"),
+        ],
+        responses=EventsReadSerializer,
+    )
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        limit = query_int(request, "limit", 100, 1, MAX_READ_LIMIT)
+        tail = services.stream_log(stream).tail_cut()
+        raw = request.query_params.get("from")
+        from_cut = {}
+        if raw is not None:
+            from_cut = check_cut(
+                parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail
+            )
+        records, next_cut = services.read_events(stream, from_cut, limit)
+        return Response({"events": [event_json(r) for r in records], "next_cut": next_cut})
+
+
+class TruncateView(APIView):
+    access = {"POST": Action.TRUNCATE}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=TruncateSerializer, responses=TruncationRecordSerializer)
+    def post(self, request, scope, name):
+        stream = get_stream(scope, name)
+        if not isinstance(request.data, dict) or "stream_cut" not in request.data:
+            raise FieldError("stream_cut", "is required")
+        unknown = sorted(set(request.data) - {"stream_cut"})
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of a truncation")
+        tail = services.stream_log(stream).tail_cut()
+        cut = check_cut(
+            request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail
+        )
+        record = retention_services.do_truncate(
+            stream, cut, rule="manual", trigger="api", user=request.user
+        )
+        if record is None:
+            head = services.stream_log(stream).head_cut()
+            return Response(
+                {
+                    "id": None,
+                    "stream": stream.full_name,
+                    "rule": "manual:noop",
+                    "before_cut": head,
+                    "after_cut": head,
+                    "message": "the cut is at or behind the head: nothing to truncate",
+                }
+            )
+        return Response(TruncationRecordSerializer(record).data)
+
+
+class TruncationListView(GenericAPIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
+    serializer_class = TruncationRecordSerializer
+
+    @extend_schema(responses=TruncationRecordSerializer(many=True))
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        qs = stream.truncations.select_related("stream__scope", "triggered_by")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(TruncationRecordSerializer(page, many=True).data)
+
+
+class RetentionSetView(GenericAPIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
+    serializer_class = RetentionSetRecordSerializer
+
+    @extend_schema(responses=RetentionSetRecordSerializer(many=True))
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        page = self.paginate_queryset(set_store.entries(stream))
+        return self.get_paginated_response(RetentionSetRecordSerializer(page, many=True).data)

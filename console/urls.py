@@ -1,0 +1,23 @@
+from django.urls import path
+
+from console import access_views
+
+from console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("streams/", views.stream_list, name="streams"),
+    path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
+    path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+    path("streams/<name:scope>/<name:name>/delayed/", views.delayed_panel, name="delayed"),
+    path("streams/<name:scope>/<name:name>/compaction/", views.compaction_panel, name="compaction"),
+    path("streams/<name:scope>/<name:name>/compaction/run/", views.compact_now, name="compact-now"),
+    path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
+    path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
+    path("reader-groups/", views.reader_group_list, name="reader-groups"),
+    path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
+    path("api-keys/", access_views.api_keys, name="api-keys"),
+    path("api-keys/<key_prefix:prefix>/revoke/", access_views.revoke_api_key, name="api-key-revoke"),
+]

@@ -1,0 +1,274 @@
+"""The console's stream pages (htmx). Thin: read through querysets and services, write through
+services; a view decides once, at its end, whether to send a page or a fragment."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from access.permissions import can, console_access
+from access.rules import Action, TargetKind
+from compaction.models import CompactionRun
+from compaction.runs import CompactionBusy, queue_run
+from retention import set_store
+from console import charts
+from retention.models import RetentionCycle, TruncationRecord
+from retention.subscribers import consumption_states, subscriber_states
+
+from streams import services
+from streams.consuming import checkpoint_interval_s
+from streams.delaying.state import delayed_state
+from console.forms import PolicyForm
+from streams.group_states import group_overview, group_summaries
+from streams.models import ReaderGroup, Stream
+
+SORTS = {
+    "name": ("scope__name", "name"),
+    "-name": ("-scope__name", "-name"),
+    "size": ("held_bytes", "scope__name", "name"),
+    "-size": ("-held_bytes", "scope__name", "name"),
+    "events": ("held_events", "scope__name", "name"),
+    "-events": ("-held_events", "scope__name", "name"),
+    "created": ("created_at",),
+    "-created": ("-created_at",),
+}
+
+
+VIEW = {"GET": Action.VIEW}
+STREAM = TargetKind.STREAM
+
+
+def htmx_partial(request) -> bool:
+    """Send a fragment only to htmx requests that are not boosted page loads (NetBox)."""
+    return bool(request.htmx) and not request.htmx.boosted
+
+
+@console_access(VIEW)
+def dashboard(request):
+    streams = Stream.objects.with_sizes()
+    totals = {"streams": 0, "bytes": 0, "events": 0}
+    for s in streams:
+        totals["streams"] += 1
+        totals["bytes"] += s.held_bytes or 0
+        totals["events"] += s.held_events or 0
+    recent = TruncationRecord.objects.select_related("stream__scope", "triggered_by")[:10]
+    consumption = consumption_states()
+    context = {
+        "cbr_streams": len(consumption),
+        "without_subscriber": [c.stream for c in consumption if not c.has_active_subscriber],
+        "running_cycles": RetentionCycle.objects.filter(state__in=["queued", "running"])[:5],
+        "totals": totals,
+        "reclaimed": TruncationRecord.objects.reclaimed_bytes(),
+        "truncation_count": TruncationRecord.objects.count(),
+        "recent": recent,
+        "largest": streams.order_by("-held_bytes").select_related("scope")[:5],
+    }
+    return render(request, "streams/dashboard.html", context)
+
+
+@console_access(VIEW)
+def stream_list(request):
+    query = request.GET.get("q", "").strip()
+    sort = request.GET.get("sort", "name")
+    if sort not in SORTS:
+        sort = "name"
+    qs = Stream.objects.with_sizes().search(query).select_related("scope", "retention_policy")
+    page = Paginator(qs.order_by(*SORTS[sort]), 20).get_page(request.GET.get("page"))
+    context = {"page": page, "q": query, "sort": sort}
+    if htmx_partial(request):
+        return render(request, "streams/list.html#stream-table", context)
+    return render(request, "streams/list.html", context)
+
+
+def _stream(scope: str, name: str) -> Stream:
+    return get_object_or_404(
+        Stream.objects.select_related("scope", "retention_policy", "delayed", "compacted_view"),
+        scope__name=scope, name=name,
+    )
+
+
+def _policy_context(request, stream, form=None, editing=False) -> dict:
+    policy = getattr(stream, "retention_policy", None)
+    return {
+        "stream": stream,
+        "policy": policy,
+        "form": form or PolicyForm(initial=PolicyForm.initial_for(policy)),
+        "editing": editing,
+        "can_edit": can(request, Action.MANAGE_STREAMS),
+    }
+
+
+def _detail_context(request, stream, **policy_kwargs) -> dict:
+    state = services.refresh_segments(stream)
+    truncations = list(stream.truncations.select_related("triggered_by")[:50])
+    return {
+        **_policy_context(request, stream, **policy_kwargs),
+        "state": state,
+        "segments": stream.segments.all(),
+        "truncations": truncations,
+        "subscribers": subscriber_states(stream, state.tail_cut),
+        "retention_set": set_store.entries(stream),
+        "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
+        "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
+        **_delayed_context(stream),
+        **_compaction_context(request, stream),
+    }
+
+
+def _delayed_context(stream) -> dict:
+    """The delayed-delivery panel, for a stream that ever had a delayed event (it has a
+    DelayedIndex row from then on)."""
+    if getattr(stream, "delayed", None) is None:
+        return {"delayed": None}
+    return {"stream": stream, "delayed": delayed_state(stream), "delayed_ops": stream.delayed_ops.all()[:20]}
+
+
+def compaction_outruns_retention(interval_s: int, policy) -> bool:
+    """Whether the live log's time retention may drop events before a compaction runs over them
+    (COMPACTION.md "Reading": compaction never extends the live log's retention, so keeping the
+    interval shorter than the time retention is the operator's schedule to keep)."""
+    return policy is not None and policy.limit_type == "time" and interval_s > policy.min_value
+
+
+def _compaction_context(request, stream, notice: str = "", warn: bool = False) -> dict:
+    """The compaction panel, for a compacted stream: its current generation, the last 20 runs
+    (the newest one first, its phase while it runs) and bytes before/after of the last 20
+    successful ones, oldest first, for the chart."""
+    if not stream.is_compacted:
+        return {"compaction": None}
+    runs = list(stream.compaction_runs.all()[:20])
+    charted = list(stream.compaction_runs.filter(state=CompactionRun.State.SUCCEEDED)[:20])[::-1]
+    interval_s = settings.CBR_COMPACTION_INTERVAL
+    policy = getattr(stream, "retention_policy", None)
+    return {
+        "stream": stream,
+        "compaction": {
+            "view": getattr(stream, "compacted_view", None),
+            "runs": runs,
+            "last_run": runs[0] if runs else None,
+            "charted": charted,
+            "tallest": max((max(r.bytes_before, r.bytes_after) for r in charted), default=0),
+            "interval_s": interval_s,
+            "outruns_retention": compaction_outruns_retention(interval_s, policy),
+            "retention_s": policy.min_value if policy is not None and policy.limit_type == "time" else None,
+            "notice": notice,
+            "notice_warns": warn,
+        },
+        "can_compact": can(request, Action.RUN_JOBS),
+    }
+
+
+@console_access(VIEW)
+def stream_detail(request, scope, name):
+    stream = _stream(scope, name)
+    return render(request, "streams/detail.html", _detail_context(request, stream))
+
+
+@console_access(VIEW)
+def delayed_panel(request, scope, name):
+    """The delayed-delivery panel alone: the stream page polls it every 3 s."""
+    stream = _stream(scope, name)
+    return render(request, "streams/detail.html#delayed-panel", _delayed_context(stream))
+
+
+@console_access(VIEW)
+def compaction_panel(request, scope, name):
+    """The compaction panel alone: the stream page polls it every 3 s (a running run's phase)."""
+    stream = _stream(scope, name)
+    return render(request, "streams/_compaction.html", _compaction_context(request, stream))
+
+
+@console_access({"POST": Action.RUN_JOBS}, STREAM)
+def compact_now(request, scope, name):
+    """Queue a compaction of this stream for the worker; answer with the panel, which says
+    whether it was queued or one was already queued or running."""
+    stream = _stream(scope, name)
+    if not stream.is_compacted:
+        return HttpResponseBadRequest(f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})")
+    try:
+        run = queue_run(stream, "console")
+    except CompactionBusy:
+        context = _compaction_context(request, stream, warn=True,
+                                      notice=f"A compaction of {stream.full_name} is already queued or running: "
+                                             "this one was not queued.")
+    else:
+        notice = (f"Compaction #{run.pk} queued." if run.state == CompactionRun.State.QUEUED
+                  else f"Compaction #{run.pk} could not be queued: {run.error}")
+        context = _compaction_context(request, stream, notice=notice, warn=run.state != CompactionRun.State.QUEUED)
+    if htmx_partial(request):
+        return render(request, "streams/_compaction.html", context)
+    return redirect("console:stream", scope=scope, name=name)
+
+
+@console_access({"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}, STREAM)
+def policy_panel(request, scope, name):
+    stream = _stream(scope, name)
+    if request.method == "GET":
+        editing = request.GET.get("edit") == "1" and can(request, Action.MANAGE_STREAMS)
+        return render(
+            request,
+            "streams/detail.html#policy-panel",
+            _policy_context(request, stream, editing=editing),
+        )
+    form = PolicyForm(request.POST)
+    if form.is_valid():
+        services.do_set_policy(stream, form.cleaned_data["spec"], request.user)
+        stream = _stream(scope, name)
+        context = _policy_context(request, stream)
+        context["saved"] = True
+    else:
+        context = _policy_context(request, stream, form=form, editing=True)
+    if htmx_partial(request):
+        return render(request, "streams/detail.html#policy-panel", context)
+    if form.is_valid():
+        return redirect("console:stream", scope=scope, name=name)
+    return render(
+        request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True)
+    )
+
+
+@console_access({"POST": Action.RUN_JOBS}, STREAM)
+def run_retention_now(request, scope, name):
+    """Queue a retention cycle for this stream; answer with a progress panel that polls."""
+    from retention.services import queue_stream_cycle
+
+    stream = _stream(scope, name)
+    if getattr(stream, "retention_policy", None) is None:
+        return HttpResponseBadRequest("this stream has no retention policy")
+    cycle = queue_stream_cycle(stream, "console", request.user)
+    if htmx_partial(request):
+        return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": stream})
+    return redirect("console:stream", scope=scope, name=name)
+
+
+@console_access(VIEW)
+def cycle_status(request, pk):
+    cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope"), pk=pk)
+    return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": cycle.stream})
+
+
+# -- reader groups -------------------------------------------------------------------------
+
+
+@console_access(VIEW)
+def reader_group_list(request):
+    groups = ReaderGroup.objects.select_related("scope").prefetch_related("subscription_set__stream__scope")
+    page = Paginator(groups, 25).get_page(request.GET.get("page"))
+    context = {"page": page, "rows": group_summaries(page)}
+    if htmx_partial(request):
+        return render(request, "streams/reader_groups.html#group-table", context)
+    return render(request, "streams/reader_groups.html", context)
+
+
+@console_access(VIEW)
+def reader_group_detail(request, scope, name):
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    context = {"group": group, "overview": group_overview(group)}
+    if htmx_partial(request):
+        return render(request, "streams/reader_group.html#group-positions", context)
+    context["checkpoints"] = group.checkpoints.all()[:10]
+    context["checkpoint_interval_s"] = checkpoint_interval_s(group)
+    return render(request, "streams/reader_group.html", context)

@@ -1,0 +1,231 @@
+"""The retention decision for one stream, as plain Python (RETENTION-ALGORITHM.md, DESIGN.md §6).
+
+`decide(inputs)` takes everything it needs as plain values (the retention set, the policy, the
+subscribers' acknowledgement cuts with their sizes, the clock) and returns the cut to truncate at
+and the rule that decided, e.g. `"cbr:case-iii:limit_max"`. The local engine and the Spark engine
+both call it; nothing here touches Django, the store, Celery or Spark.
+
+Rule names:
+- `size:limit_min`, `time:limit_min`: no consumption (or no subscriber registered): Pravega's
+  plain rule;
+- `cbr:case-i:slb` … `cbr:case-v:max_bound`: the five cases of consumption-based retention;
+- `cbr:fallback:limit_min`: subscribers registered, none active for `fallback_after_s`;
+- `cbr:no-active:limit_max`: none active, but the max limit wins;
+- `consumption:slb`: `limit_type` none with consumption: the SLB alone;
+- a decision with no cut carries why in `rule` too (`none:…`), for history and the console.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from domain.cuts import Order, compare, lower_bound
+from domain.retention_set import RetentionRecord, RetentionSet, newest_record_at_or_before
+
+INFINITY = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    limit_type: str  # "time" | "size" | "none"
+    min: int = 0
+    max: int | None = None
+    consumption_based: bool = False
+    subscriber_timeout_s: int | None = None
+    fallback_after_s: int | None = None
+    on_max_limit: str = "truncate"  # or "reject_publish"
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    name: str
+    cut: Mapping[str, int] | None = field(hash=False)
+    # cumulative size at each segment's offset of `cut` (size_till per segment), from the store
+    cut_sizes: Mapping[str, int] | None = field(default=None, hash=False)
+    acknowledged_at: float | None = None  # epoch seconds of the last cut; None: never
+    subscribed_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    now: float
+    policy: Policy
+    retention_set: RetentionSet
+    subscribers: tuple[Subscriber, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    cut: Mapping[str, int] | None = field(hash=False)
+    rule: str
+    slb: Mapping[str, int] | None = field(default=None, hash=False)
+    active: tuple[str, ...] = ()  # the subscribers whose cuts were considered
+    # True when the max limit was reached but `reject_publish` kept unconsumed data: publishing
+    # is refused (507) until subscribers catch up.
+    at_max: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    limit_min: RetentionRecord | None
+    limit_max: RetentionRecord | None
+    max_bound: RetentionRecord | None  # time policy only
+    over_max: bool  # some record keeps more than max
+
+
+def bounds(rset: RetentionSet, now: float, policy: Policy) -> Bounds:
+    """limit_min, limit_max and max_bound over the retention set ("Bounds")."""
+    latest = rset[-1]
+    maximum = INFINITY if policy.max is None else policy.max
+    minimum = policy.min
+    by_size = policy.limit_type == "size"
+    by_time = policy.limit_type == "time"
+    # delta(rec) = what truncating at rec would keep: bytes (size) or seconds (time); a cycle
+    # walks ~50 records a stream here, so the best deltas so far are kept, not recomputed
+    limit_min = limit_max = max_bound = None
+    min_delta = max_delta = 0
+    over_max = False
+    for rec in rset:  # set order: ties go to the first, as Pravega's comparators do
+        d = latest.size - rec.size if by_size else now - rec.time
+        if d >= minimum:
+            if limit_min is None or d < min_delta:
+                limit_min, min_delta = rec, d
+            if d <= maximum and (limit_max is None or d > max_delta):
+                limit_max, max_delta = rec, d
+        if d > maximum:
+            over_max = True
+        if by_time and d >= maximum:
+            max_bound = rec  # later records are newer: the last match is the newest
+    return Bounds(limit_min, limit_max or limit_min, max_bound, over_max)
+
+
+def is_active(subscriber: Subscriber, now: float, timeout_s: int | None) -> bool:
+    """A subscriber is active while its cut is not older than `subscriber_timeout_s` (PDP-47's
+    'x'); a stale one stays a subscriber, holding nothing, until removed."""
+    if subscriber.cut is None:
+        return False
+    since = subscriber.acknowledged_at or subscriber.subscribed_at
+    return timeout_s is None or now - since <= timeout_s
+
+
+def active_subscribers(inputs: Inputs) -> tuple[Subscriber, ...]:
+    timeout = inputs.policy.subscriber_timeout_s
+    return tuple(s for s in inputs.subscribers if is_active(s, inputs.now, timeout))
+
+
+def decide(inputs: Inputs) -> Decision:
+    policy = inputs.policy
+    rset = inputs.retention_set
+    if policy.limit_type == "none":
+        return _consumption_only(inputs)
+    if not rset:
+        return Decision(None, "none:empty-retention-set")
+    b = bounds(rset, inputs.now, policy)
+    if not policy.consumption_based or not inputs.subscribers:
+        return _plain(b, policy.limit_type)
+    active = active_subscribers(inputs)
+    if not active:
+        return _no_active_subscriber(inputs, b)
+    slb = lower_bound(s.cut for s in active)
+    names = tuple(s.name for s in active)
+    if policy.limit_type == "size":
+        decision = _size_with_consumption(inputs, b, slb, _size_at(active, slb))
+    else:
+        decision = _time_with_consumption(inputs, b, slb)
+    return Decision(decision.cut, decision.rule, slb, names, decision.at_max)
+
+
+def _plain(b: Bounds, limit_type: str) -> Decision:
+    if b.limit_min is None:
+        return Decision(None, f"none:{limit_type}:nothing-old-enough")
+    return Decision(b.limit_min.cut, f"{limit_type}:limit_min")
+
+
+def _consumption_only(inputs: Inputs) -> Decision:
+    if not inputs.policy.consumption_based:
+        return Decision(None, "none:no-limits")
+    active = active_subscribers(inputs)
+    if not active:
+        return Decision(None, "none:no-active-subscriber")
+    slb = lower_bound(s.cut for s in active)
+    return Decision(slb, "consumption:slb", slb, tuple(s.name for s in active))
+
+
+def _no_active_subscriber(inputs: Inputs, b: Bounds) -> Decision:
+    """Subscribers registered, none active: wait, fall back after `fallback_after_s`, and let the
+    max limit win meanwhile (DESIGN.md §6)."""
+    policy = inputs.policy
+    if policy.fallback_after_s is not None:
+        last_seen = max(s.acknowledged_at or s.subscribed_at for s in inputs.subscribers)
+        if inputs.now - last_seen >= policy.fallback_after_s:
+            if b.limit_min is None:
+                return Decision(None, "none:fallback:nothing-old-enough")
+            return Decision(b.limit_min.cut, "cbr:fallback:limit_min")
+    if policy.max is not None and b.over_max:
+        if policy.on_max_limit == "reject_publish":
+            return Decision(None, "none:no-active:max-reached", at_max=True)
+        return Decision(b.limit_max.cut, "cbr:no-active:limit_max")
+    return Decision(None, "none:no-active-subscriber")
+
+
+def _size_at(active: tuple[Subscriber, ...], slb: Mapping[str, int]) -> int:
+    """size_till(SLB) from the subscribers' per-segment sizes (the SLB takes, per segment, one of
+    their offsets)."""
+    total = 0
+    for seg, offset in slb.items():
+        for s in active:
+            if s.cut[seg] == offset:
+                total += s.cut_sizes[seg]
+                break
+    return total
+
+
+def _size_with_consumption(inputs: Inputs, b: Bounds, slb, slb_size: int) -> Decision:
+    policy = inputs.policy
+    rset = inputs.retention_set
+    cur = rset[-1].size
+    kept = cur - slb_size
+    maximum = INFINITY if policy.max is None else policy.max
+    if kept < policy.min:  # the SLB is too recent
+        if b.limit_min is None:
+            return Decision(None, "none:size:nothing-old-enough")
+        if compare(b.limit_min.cut, slb) is Order.BEFORE:
+            return Decision(b.limit_min.cut, "cbr:case-ii:limit_min")
+        rec = newest_record_at_or_before(rset, slb)
+        if rec is None:
+            return Decision(None, "none:case-iv:no-record-before-slb")
+        return Decision(rec.cut, "cbr:case-iv:retention_set")
+    if kept < maximum:
+        return Decision(slb, "cbr:case-i:slb")
+    # case iii: the SLB would keep max or more. With no record keeping at least min (the SLB lies
+    # behind the oldest record) there is no limit_max to purge more with: the SLB it is.
+    if b.limit_max is not None and cur - b.limit_max.size < kept:
+        if policy.on_max_limit == "reject_publish":
+            return Decision(slb, "cbr:case-iii:slb:reject_publish", at_max=True)
+        return Decision(b.limit_max.cut, "cbr:case-iii:limit_max")
+    return Decision(slb, "cbr:case-iii:slb")
+
+
+def _time_with_consumption(inputs: Inputs, b: Bounds, slb) -> Decision:
+    reject = inputs.policy.on_max_limit == "reject_publish"
+    if b.limit_min is None:  # nothing is old enough yet, even with an SLB
+        return Decision(None, "none:time:nothing-old-enough")
+    order = compare(b.limit_min.cut, slb)
+    if order is Order.BEFORE:
+        return Decision(b.limit_min.cut, "cbr:case-ii:limit_min")
+    if order is Order.OVERLAPS:
+        rec = newest_record_at_or_before(inputs.retention_set, slb)
+        if rec is None:
+            return Decision(None, "none:case-iv:no-record-before-slb")
+        return Decision(rec.cut, "cbr:case-iv:retention_set")
+    if b.max_bound is None:
+        return Decision(slb, "cbr:case-i:slb")
+    order = compare(slb, b.max_bound.cut)
+    if order is Order.EQUAL_OR_AFTER:
+        return Decision(slb, "cbr:case-i:slb")
+    if reject:
+        return Decision(slb, "cbr:case-iii:slb:reject_publish", at_max=True)
+    if order is Order.BEFORE:
+        return Decision(b.limit_max.cut, "cbr:case-iii:limit_max")
+    return Decision(b.max_bound.cut, "cbr:case-v:max_bound")

@@ -1,0 +1,349 @@
+"""A stream's events across its segments: routing, stream cuts, reads and truncation.
+
+`SegmentStore(root, config).stream(key, segment_count)` gives a `StreamLog` whose segments are
+directories `root/<key>/<segment id>/`. Segment ids are opaque strings ("0", "1", …) everywhere,
+so that scaling by split/merge can name them differently later. Routing maps a routing key onto
+the key space [0, 1) with a stable hash and gives each segment an equal range, as Pravega does;
+the mapping never depends on the process (Python's own `hash` is salted per process).
+No Django, no database: the caller passes a directory key (CBR uses the stream's database id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import os
+import random
+import shutil
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from store.framing import Record
+from domain.events import EventIn
+from store.parquet import write_parquet_copy
+from store.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
+
+StreamCut = dict[str, int]
+
+_SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
+_SEGMENTS_LOCK = threading.Lock()
+# Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
+# cycle over 100k streams touches 400k segments, far past the descriptor limit.
+def _max_open_segments() -> int:
+    """A quarter of the process's descriptor limit (each open segment may hold two), at most
+    4096: with the common default of 1024 descriptors, 256 segments."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            return 4096
+    except (ImportError, ValueError, OSError):
+        soft = 1024
+    return max(64, min(4096, soft // 4))
+
+
+MAX_OPEN_SEGMENTS = _max_open_segments()
+
+
+def _new_pools() -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+    """Appends to several segments at once; and many small file reads for many streams at once
+    (a retention cycle's batch): a read whose directory entry is not cached waits on the disk,
+    and threads overlap those waits."""
+    return (ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append"),
+            ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io"))
+
+
+_APPEND_POOL, _IO_POOL = _new_pools()
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (a retention cycle's workers) starts with none of the parent's threads:
+    the pools' workers and whoever held the cache's lock are gone. It gets pools and a lock of its
+    own, and opens segments anew (`Segment` drops inherited descriptors itself: a flock through
+    an open file shared with the parent would not exclude it)."""
+    global _APPEND_POOL, _IO_POOL, _SEGMENTS_LOCK
+    _APPEND_POOL, _IO_POOL = _new_pools()
+    _SEGMENTS_LOCK = threading.Lock()
+    _SEGMENTS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def open_segment(path: Path, config: StoreConfig) -> Segment:
+    """The process's `Segment` object for a directory (it caches descriptors). Past
+    MAX_OPEN_SEGMENTS the least recently used quarter is closed; one in use by another thread is
+    skipped (a thread that still holds an evicted object keeps working: files are opened by path
+    and the flock excludes across descriptors)."""
+    with _SEGMENTS_LOCK:
+        seg = _SEGMENTS.get(path)
+        if seg is None or seg.config != config:
+            seg = _SEGMENTS[path] = Segment(path, config)
+            if len(_SEGMENTS) > MAX_OPEN_SEGMENTS:
+                _evict(len(_SEGMENTS) - MAX_OPEN_SEGMENTS * 3 // 4)
+        else:
+            _SEGMENTS.move_to_end(path)
+    return seg
+
+
+def _evict(count: int) -> None:
+    busy = []
+    while count > 0 and len(_SEGMENTS) > 1:  # the newest, just opened, stays
+        old_path, old = _SEGMENTS.popitem(last=False)
+        if not old._thread_lock.acquire(blocking=False):
+            busy.append((old_path, old))
+            continue
+        try:
+            old.close()
+            count -= 1
+        finally:
+            old._thread_lock.release()
+    for old_path, old in busy:
+        _SEGMENTS[old_path] = old
+
+
+def sync_all() -> None:
+    """Make every write so far durable (the batched truncation's one sync for many heads)."""
+    os.sync()
+
+
+def key_space_position(routing_key: bytes) -> float:
+    """Where a routing key falls in the key space [0, 1): stable across processes and hosts."""
+    digest = hashlib.blake2b(routing_key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+class Position(NamedTuple):
+    segment: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    segment: str
+    record: Record
+
+
+class StreamLog:
+    def __init__(self, root: Path, segment_ids: list[str], config: StoreConfig):
+        self.root = root
+        self.segment_ids = segment_ids
+        self.config = config
+        self._paths = {s: root / s for s in segment_ids}
+
+    def segment(self, segment_id: str) -> Segment:
+        return open_segment(self._paths[segment_id], self.config)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def route(self, routing_key: bytes) -> str:
+        n = len(self.segment_ids)
+        return self.segment_ids[min(int(key_space_position(routing_key) * n), n - 1)]
+
+    def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> list[Position]:
+        """Append a validated batch; returns each event's (segment, offset), in the order given.
+        `on_commit(segment_id, first_offset, events, now_ms)` runs for each segment's part once it
+        is committed, under that segment's lock (see `Segment.append`).
+
+        Events with a routing key go to the key's segment, in order; events without one are
+        spread round-robin from a random segment (Pravega gives them a random key). Segments are
+        appended in parallel threads, so their fsyncs overlap (fdatasync releases the GIL).
+        """
+        ids = self.segment_ids
+        n = len(ids)
+        if n == 1:
+            seg_of = None
+            groups = {ids[0]: events}
+        else:
+            spread = random.randrange(n)
+            seg_of = []
+            for ev in events:
+                if ev.routing_key is None:
+                    seg_of.append(ids[spread % n])
+                    spread += 1
+                else:
+                    seg_of.append(self.route(ev.routing_key))
+            groups = {}
+            for seg_id, ev in zip(seg_of, events):
+                groups.setdefault(seg_id, []).append(ev)
+        # The Parquet copy of a chunk an append sealed is made by `seal_due_chunks` (a Celery
+        # beat task), never here: a publish must not wait for it.
+        def hook(seg_id: str, evs: list[EventIn]):
+            if on_commit is None:
+                return None
+            return lambda first, at: on_commit(seg_id, first, evs, at)
+
+        if len(groups) == 1:
+            ((seg_id, evs),) = groups.items()
+            firsts = {seg_id: self.segment(seg_id).append(evs, now_ms, hook(seg_id, evs)).first_offset}
+        else:
+            futures = {
+                seg_id: _APPEND_POOL.submit(self.segment(seg_id).append, evs, now_ms, hook(seg_id, evs))
+                for seg_id, evs in groups.items()
+            }
+            firsts = {seg_id: f.result().first_offset for seg_id, f in futures.items()}
+        if seg_of is None:
+            seg_id = ids[0]
+            first = firsts[seg_id]
+            return [Position(seg_id, o) for o in range(first, first + len(events))]
+        next_offset = dict(firsts)
+        positions = []
+        for seg_id in seg_of:
+            positions.append(Position(seg_id, next_offset[seg_id]))
+            next_offset[seg_id] += 1
+        return positions
+
+    def create(self) -> None:
+        """Make every segment that does not exist yet (`Segment.create`)."""
+        for seg_id in self.segment_ids:
+            self.segment(seg_id).create()
+
+    # -- cuts and sizes ---------------------------------------------------------------------
+
+    def infos(self) -> dict[str, SegmentInfo]:
+        return {s: self.segment(s).info() for s in self.segment_ids}
+
+    def head_cut(self) -> StreamCut:
+        return {s: self.segment(s).read_head().offset for s in self.segment_ids}
+
+    def tail_cut(self) -> StreamCut:
+        return {s: self.segment(s).committed_tail().next_offset for s in self.segment_ids}
+
+    def size_till(self, cut: StreamCut) -> int:
+        """Payload bytes from offset 0 of every segment up to `cut` (cumulative, never shrinks)."""
+        return sum(self.segment(s).size_till(cut[s]) for s in self.segment_ids)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read(self, from_cut: StreamCut, limit: int) -> tuple[list[StreamRecord], StreamCut]:
+        """Up to `limit` events from `from_cut`, oldest published first across segments.
+
+        Returns the events and the cut to continue from. A segment position before the head
+        continues from the head.
+        """
+        next_cut: StreamCut = {}
+        sources = []
+        page = max(16, min(limit, -(-limit // len(self.segment_ids)) + 16))
+        for seg_id in self.segment_ids:
+            seg = self.segment(seg_id)
+            next_cut[seg_id] = max(from_cut.get(seg_id, 0), seg.read_head().offset)
+            sources.append(self._records(seg_id, next_cut[seg_id], limit, page))
+        # A merge takes each segment's records in their own order, so every segment contributes
+        # a prefix of itself, whatever the clocks said; the sources read lazily, page by page.
+        merged = heapq.merge(
+            *sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset)
+        )
+        result = list(itertools.islice(merged, limit))
+        for sr in result:
+            next_cut[sr.segment] = sr.record.offset + 1
+        return result, next_cut
+
+    def _records(self, seg_id: str, start: int, limit: int, page: int):
+        seg = self.segment(seg_id)
+        taken = 0
+        while taken < limit:
+            got = seg.read(start, min(page, limit - taken))
+            if not got:
+                return
+            for rec in got:
+                yield StreamRecord(seg_id, rec)
+            taken += len(got)
+            start = got[-1].offset + 1
+
+    # -- truncation and maintenance ---------------------------------------------------------
+
+    def move_heads(
+        self, cut: StreamCut, sizes: dict[str, int], durable: bool = True
+    ) -> dict[str, tuple[Head, Head, int]]:
+        """`Segment.move_head` for every segment in `cut`, under the stream's heads lock at once."""
+        return move_heads(self.root, self.segment_ids, self.segment, cut, sizes, durable)
+
+    def truncate(self, cut: StreamCut) -> dict[str, TruncateResult]:
+        return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
+
+    def ends(self) -> dict[str, tuple[Head, Tail]]:
+        """Per segment, the head and the committed tail (offsets and cumulative sizes): one read
+        of the stream's `ends` file; a segment whose slot is missing or torn is asked itself."""
+        out = {}
+        for s, (head, tail) in read_stream_ends(self.root, self.segment_ids).items():
+            out[s] = (head, tail) if head is not None and tail is not None else self.segment(s).ends()
+        return out
+
+
+    def seal_due_chunks(self, now_ms: int | None = None) -> int:
+        """Roll aged active chunks and give every sealed chunk its Parquet copy."""
+        made = 0
+        for seg_id in self.segment_ids:
+            seg = self.segment(seg_id)
+            seg.roll_if_due(now_ms)
+            for base in seg.sealed_chunks():
+                if not seg.chunk_path(base, "parquet").exists():
+                    write_parquet_copy(seg.chunk_path(base), seg_id)
+                    made += 1
+        return made
+
+    def parquet_paths(self) -> list[Path]:
+        return sorted(self.root.glob("*/*.parquet"))
+
+    def delete(self) -> None:
+        for seg_id in self.segment_ids:
+            with _SEGMENTS_LOCK:
+                seg = _SEGMENTS.pop(self.root / seg_id, None)
+            if seg is not None:
+                seg.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class SegmentStore:
+    def __init__(self, root: Path, config: StoreConfig | None = None):
+        self.root = Path(root)
+        self.config = config or StoreConfig()
+
+    def stream(self, key: str, segment_count: int) -> StreamLog:
+        if not key or "/" in key or key in (".", ".."):
+            raise ValueError(f"bad stream directory key {key!r}")
+        ids = [str(i) for i in range(segment_count)]
+        return StreamLog(self.root / key, ids, self.config)
+
+
+def truncate_many(
+    targets: list[tuple[StreamLog, StreamCut, dict[str, int] | None]],
+) -> list[dict[str, TruncateResult]]:
+    """Truncate many streams with at most one sync instead of two fsyncs per segment: move every
+    head (not yet durable); if any chunk is now wholly behind a head, sync once and delete those
+    chunks. No chunk is ever deleted behind a head that is not durable, so a crash can only take
+    back head moves (the data comes back into view; nothing is lost). The caller syncs at the
+    end of its work (`sync_all`) to make the remaining head moves durable. Each target may carry
+    the cumulative size at each offset of its cut, as read from the store before."""
+    moved = []  # in this thread: head writes in parallel threads measured slower (journal)
+    for log, cut, sizes in targets:
+        moved.append(log.move_heads(cut, sizes or {}, durable=False))
+    # A chunk can newly fall behind a head only if the old head lay before the active chunk;
+    # otherwise every earlier chunk was behind the old head already, and deleted then.
+    deletable = {
+        (i, s)
+        for i, ((log, _, _), heads) in enumerate(zip(targets, moved))
+        for s, (before, after, active_base) in heads.items()
+        if before != after and before.offset < active_base and log.segment(s).has_chunks_before_head()
+    }
+    if deletable:
+        sync_all()
+    results = []
+    for i, ((log, _, _), heads) in enumerate(zip(targets, moved)):
+        out = {}
+        for s, (before, after, _) in heads.items():
+            chunks, freed = log.segment(s).delete_chunks_before_head() if (i, s) in deletable else (0, 0)
+            out[s] = TruncateResult(before, after, chunks, freed)
+        results.append(out)
+    return results
+
+
+def ends_many(logs: list[StreamLog]) -> list[dict[str, tuple[Head, Tail]]]:
+    """`StreamLog.ends` of many streams, the reads overlapped in threads."""
+    return list(_IO_POOL.map(StreamLog.ends, logs))
