@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import factories
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -73,52 +75,42 @@ def test_broker(redis_url):
 
 @pytest.fixture
 def admin_user(django_user_model):
-    return django_user_model.objects.create_user(
-        "ada", password="pw-ada-123", is_staff=True, is_superuser=True
-    )
+    return factories.make_user("ada", "admin")
 
 
 @pytest.fixture
 def plain_user(django_user_model):
     """A signed-in user in no role group: a viewer (docs/security.md)."""
-    return django_user_model.objects.create_user("bob", password="pw-bob-123")
+    return factories.make_user("bob")
 
 
 @pytest.fixture
 def operator_user(django_user_model):
-    from django.contrib.auth.models import Group
-
-    user = django_user_model.objects.create_user("olga", password="pw-olga-123")
-    user.groups.add(Group.objects.get_or_create(name="operator")[0])
-    return user
-
-
-def _client(user):
-    from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return factories.make_user("olga", "operator")
 
 
 @pytest.fixture
 def api(admin_user):
     """An API client authenticated with an admin's token."""
-    return _client(admin_user)
+    return factories.api_client(admin_user)
 
 
 @pytest.fixture
 def user_api(plain_user):
     """An API client authenticated with a viewer's token."""
-    return _client(plain_user)
+    return factories.api_client(plain_user)
 
 
 @pytest.fixture
 def operator_api(operator_user):
     """An API client authenticated with an operator's token."""
-    return _client(operator_user)
+    return factories.api_client(operator_user)
+
+
+@pytest.fixture
+def admin_client(client, admin_user):
+    """The console's test client (pytest-django's `client`) signed in as the admin."""
+    return factories.console_client(admin_user, client)
 
 
 @pytest.fixture(scope="session")

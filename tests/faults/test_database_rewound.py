@@ -14,26 +14,18 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from conftest import _client
+import factories
 from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-def create_stream(api, name="orders"):
-    answer = api.post("/api/v1/streams/", {"scope": "shop", "name": name, "segment_count": 1}, format="json")
-    assert answer.status_code == 201, answer.content
-
-
-def publish(api, texts, name="orders"):
-    answer = api.post(f"/api/v1/streams/shop/{name}/events/", {"events": [{"payload": t} for t in texts]}, format="json")
-    assert answer.status_code == 201, answer.content
+def publish(api, texts):
+    factories.publish_over_api(api, [{"payload": t} for t in texts])
 
 
 def create_group(api, name):
-    body = {"scope": "shop", "name": name, "streams": ["shop/orders"], "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
-    answer = api.post("/api/v1/reader-groups/", body, format="json")
-    assert answer.status_code == 201, answer.content
+    factories.create_group_over_api(api, name, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
 
 
 def consume(api, group, at_most=None) -> tuple[list[str], int]:
@@ -56,8 +48,8 @@ def consume(api, group, at_most=None) -> tuple[list[str], int]:
     return got, missed
 
 
-def admin_api(django_user_model):
-    return _client(django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True, is_superuser=True))
+def admin_api():
+    return factories.api_client(factories.make_user("root", "admin"))
 
 
 def read(api, group, limit) -> list[dict]:
@@ -66,13 +58,13 @@ def read(api, group, limit) -> list[dict]:
     return answer.json()["deliveries"]
 
 
-def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_group(django_user_model):
+def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_group():
     # given: an old deployment whose group consumed and acknowledged 30 of its 50 events, and
     # holds 10 more unacknowledged (a consumer of it still runs); its database new too, so that
     # the next one hands out the same ids whatever ran before this test
     call_command("flush", "--noinput")
-    old = admin_api(django_user_model)
-    create_stream(old)
+    old = admin_api()
+    factories.create_stream_over_api(old)
     publish(old, [f"old {i}" for i in range(50)])
     create_group(old, "billing")
     acked, _ = consume(old, "billing", at_most=30)
@@ -82,8 +74,8 @@ def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_grou
     # when: the database is made anew (its ids start again), Redis is kept, and the same names
     # come back with 40 new events
     call_command("flush", "--noinput")
-    new = admin_api(django_user_model)
-    create_stream(new)
+    new = admin_api()
+    factories.create_stream_over_api(new)
     publish(new, [f"new {i}" for i in range(40)])
     create_group(new, "billing")
     assert (Stream.objects.get().pk, ReaderGroup.objects.get().pk, Subscription.objects.get().pk) == old_ids
@@ -133,7 +125,7 @@ class Backup:
 
 def test_a_group_made_after_a_database_is_restored_from_a_backup_gets_every_event(api, tmp_path):
     # given: a stream of 40 events, backed up; a group made after the backup read them all
-    create_stream(api)
+    factories.create_stream_over_api(api)
     publish(api, [f"e{i}" for i in range(40)])
     backup = Backup(tmp_path / "backup")
     backup.take()

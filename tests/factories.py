@@ -1,0 +1,123 @@
+"""Shared test factories (issue 22): the users, clients, streams, reader groups and events that many
+test files make, made one way. `import factories` (tests/ is on the import path, pytest.ini).
+
+Two kinds: the `make_*`/`publish` ones go through the services directly (fast, no HTTP), the
+`*_over_api` ones go through the REST API with an authenticated client and check its answer.
+Defaults are the ones most tests use: scope "shop", stream "orders" of one segment, reader group
+"billing". A test that needs something else passes it."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from domain.events import EventIn
+from domain.policy_spec import PolicySpec, parse_policy
+from retention import services as retention_services
+from streams import reader_groups, services
+from streams.models import ReaderGroup, Stream
+
+ROLES = ("viewer", "operator", "admin")
+
+
+# --- users and clients -------------------------------------------------------------------------
+
+
+def make_user(username: str, role: str = "viewer", *, password: str | None = None):
+    """A user in one of the roles of docs/security.md: a viewer (no role group), an operator (in
+    the "operator" group) or an admin (staff and superuser). The password is `pw-<username>-123`
+    unless given."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is none of {ROLES}")
+    admin = role == "admin"
+    user = get_user_model().objects.create_user(
+        username, password=password or f"pw-{username}-123", is_staff=admin, is_superuser=admin
+    )
+    if role == "operator":
+        # get_or_create: a flush (transactional tests) empties the table the migration filled
+        user.groups.add(Group.objects.get_or_create(name="operator")[0])
+    return user
+
+
+def token_for(user) -> str:
+    """The user's API token (made on first use)."""
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def api_client(user) -> APIClient:
+    """An API client authenticated with the user's token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    return client
+
+
+def console_client(user, client: Client | None = None) -> Client:
+    """A console (browser-like) client signed in as the user: `client` if given, else a new one."""
+    client = client if client is not None else Client()
+    client.force_login(user)
+    return client
+
+
+# --- streams, reader groups and events through the services -----------------------------------
+
+
+def make_stream(
+    name: str = "orders", *, scope: str = "shop", segment_count: int = 1,
+    policy: dict | PolicySpec | None = None, **fields,
+) -> Stream:
+    """A stream made by the services, with a retention policy if given (a dict as the API takes
+    it, or a parsed PolicySpec); `fields` are the other settings (cleanup_policy, on_max_limit,
+    delayed_index, compaction, …)."""
+    if policy is None:
+        return services.do_create_stream(scope=scope, name=name, segment_count=segment_count, **fields)
+    if isinstance(policy, dict):
+        policy = parse_policy(policy)
+    return retention_services.do_create_stream(
+        scope=scope, name=name, segment_count=segment_count, policy=policy, **fields
+    )
+
+
+def publish(stream: Stream, count: int, *, size: int = 1, routing_key: bytes | None = None):
+    """`count` events of `size` bytes each (b"x" * size) in one batch; returns their positions."""
+    return services.do_publish(stream, [EventIn(b"x" * size, routing_key=routing_key)] * count)
+
+
+def make_group(
+    *streams: Stream, name: str = "billing", scope: str = "shop", retention_type: str = "NONE", **config
+) -> ReaderGroup:
+    """A reader group made by the services, subscribed to `streams`; `config` is its other
+    settings (ack_timeout_s, max_deliveries, …)."""
+    return reader_groups.do_create_reader_group(
+        scope=scope, name=name, streams=list(streams), retention_type=retention_type, **config
+    )
+
+
+# --- the same through the REST API --------------------------------------------------------------
+
+
+def create_stream_over_api(api, name: str = "orders", *, scope: str = "shop", **body) -> Stream:
+    """POST /api/v1/streams/ (one segment unless `segment_count` is given), which must answer 201;
+    returns the stream's row."""
+    answer = api.post("/api/v1/streams/", {"scope": scope, "name": name, "segment_count": 1, **body}, format="json")
+    assert answer.status_code == 201, answer.content
+    return Stream.objects.get(scope__name=scope, name=name)
+
+
+def create_group_over_api(api, name: str = "billing", *, scope: str = "shop", streams=("shop/orders",),
+                          **body) -> dict:
+    """POST /api/v1/reader-groups/, which must answer 201; returns the group as answered."""
+    answer = api.post("/api/v1/reader-groups/", {"scope": scope, "name": name, "streams": list(streams), **body},
+                      format="json")
+    assert answer.status_code == 201, answer.content
+    return answer.json()
+
+
+def publish_over_api(api, events: list[dict], *, stream: str = "shop/orders") -> dict:
+    """POST the events (dicts as the API takes them) to `stream` ("scope/name"), which must answer
+    201; returns the answer (the positions)."""
+    answer = api.post(f"/api/v1/streams/{stream}/events/", {"events": events}, format="json")
+    assert answer.status_code == 201, answer.content
+    return answer.json()
