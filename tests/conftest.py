@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 import factories
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -80,9 +80,10 @@ def make_stream(
     )
 
 
-def publish(stream: Stream, count: int, *, size: int = 1, routing_key: bytes | None = None):
-    """`count` events of `size` bytes each (b"x" * size) in one batch; returns their positions."""
-    return services.do_publish(stream, [EventIn(b"x" * size, routing_key=routing_key)] * count)
+def publish(stream: Stream, count: int, payload: bytes = b"x", *, routing_key: bytes | None = None):
+    """`count` events of the same payload (`publish(stream, 7, b"x" * 30)`: seven of 30 bytes) in
+    one batch; returns their positions."""
+    return services.do_publish(stream, [EventIn(payload, routing_key=routing_key)] * count)
 
 
 def make_group(

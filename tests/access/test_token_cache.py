@@ -3,6 +3,7 @@ a deleted token, a revoked key or a deactivated user in afterwards (access/token
 
 from __future__ import annotations
 
+import factories
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -109,10 +110,7 @@ def _api_key_queries(queries) -> int:
 
 def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operator_api):
     # given a reader group's key, used once
-    from streams import reader_groups, services
-
-    orders = services.do_create_stream(scope="shop", name="orders")
-    reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[orders], retention_type="NONE")
+    factories.make_group(factories.make_stream())
     made = operator_api.post("/api/v1/api-keys/", {"name": "w", "kind": "reader_group",
                                                    "reader_group": "shop/billing"}, format="json").json()
     keyed = APIClient()
@@ -132,9 +130,8 @@ def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operat
 
 def test_a_change_made_by_another_process_is_followed_at_once(api):
     # given a token remembered by this process
-    from store.redis_connection import get_redis
-
     from access.token_cache import GENERATION
+    from store.redis_connection import get_redis
 
     assert api.get(STREAMS).status_code == 200
     # when another process saves a token, key or user (its signal moves the generation)

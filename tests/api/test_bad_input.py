@@ -2,17 +2,16 @@
 API's error shape, naming the field, never a 500 nor a silent acceptance; and the schema that the
 fuzzer holds the server to tells the truth about it."""
 
+import factories
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-
-from streams import services
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def stream():
-    return services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    return factories.make_stream()
 
 
 def group(api, **body):
@@ -55,7 +54,7 @@ def test_a_bad_page_is_refused_not_replaced_by_the_default(api, stream, query, f
 
 
 def test_a_good_page_still_pages(api, stream):
-    services.do_create_stream(scope="shop", name="returns", segment_count=1)
+    factories.make_stream("returns")
     page = api.get("/api/v1/streams/?limit=1&offset=1").json()
     assert page["count"] == 2 and [s["name"] for s in page["results"]] == ["returns"]
 

@@ -1,7 +1,7 @@
+import factories
 import pytest
 
 from retention.models import TruncationRecord
-from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
 
@@ -10,10 +10,10 @@ BASE = "/api/v1/streams/shop/orders/"
 
 @pytest.fixture
 def stream(api):
-    api.post("/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 2}, format="json")
+    stream = factories.create_stream_over_api(api, segment_count=2)
     for seg_key in ("a", "b"):
-        api.post(BASE + "events/", {"events": [{"payload": "0123456789", "routing_key": seg_key}] * 10}, format="json")
-    return Stream.objects.get()
+        factories.publish_over_api(api, [{"payload": "0123456789", "routing_key": seg_key}] * 10)
+    return stream
 
 
 def tail(api):

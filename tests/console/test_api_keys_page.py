@@ -3,12 +3,11 @@ see it."""
 
 from __future__ import annotations
 
+import factories
 import pytest
-from django.test import Client
+from page_text import text
 
 from access.models import ApiKey
-from page_text import text
-from streams import reader_groups, services
 
 pytestmark = pytest.mark.django_db
 URL = "/api-keys/"
@@ -16,10 +15,8 @@ URL = "/api-keys/"
 
 @pytest.fixture
 def operator(operator_user):
-    client = Client()
-    client.force_login(operator_user)
-    orders = services.do_create_stream(scope="shop", name="orders")
-    reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[orders], retention_type="NONE")
+    client = factories.console_client(operator_user)
+    factories.make_group(factories.make_stream())
     return client
 
 
@@ -53,8 +50,7 @@ def test_an_operator_revokes_a_key_from_the_page(operator):
 
 
 def test_a_viewer_neither_sees_nor_opens_the_page(plain_user):
-    client = Client()
-    client.force_login(plain_user)
+    client = factories.console_client(plain_user)
     dashboard = client.get("/").content.decode()
     assert "API keys" not in dashboard and '<span class="chip grey">viewer</span>' in dashboard
     assert client.get(URL).status_code == 403

@@ -4,17 +4,17 @@ person and Prometheus see once delayed events were published and their buckets s
 
 import time
 
+import factories
 import pytest
 from django.template.defaultfilters import filesizeformat
+from page_text import row_of, rows, text
 from prometheus_client.parser import text_string_to_metric_families
 
+from domain.events import EventIn
 from streams import services
 from streams.delaying import maintenance
 from streams.delaying.state import _spread_at_or_before, delayed_state
-from streams.models import DelayedBucket, Stream
-from domain.events import EventIn
-
-from page_text import row_of, rows, text
+from streams.models import DelayedBucket
 
 pytestmark = pytest.mark.django_db
 
@@ -22,12 +22,6 @@ PAGE = "/streams/shop/orders/"
 PANEL = PAGE + "delayed/"
 SMALL = {"min_index_count_per_bucket": 20, "max_time_step_per_segment_s": 30, "max_indexes_per_segment": 5}
 LABELS = {"stream": "shop/orders"}
-
-
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
 
 
 @pytest.fixture
@@ -40,10 +34,7 @@ def stream(api, now_ms):
     """100 delayed events in 10 publish batches (10 chunks of the index), due one a second from
     60 s on: the batches 1-2, 3-4, 5-6 and 7-8 are sealed into 4 buckets of 20 indexes, each cut
     into 4 snapshot segments of 5, one of them loaded; batches 9-10 stay in the mutable bucket."""
-    body = {"scope": "shop", "name": "orders", "segment_count": 1, "delayed_index": SMALL}
-    answer = api.post("/api/v1/streams/", body, format="json")
-    assert answer.status_code == 201, answer.content
-    stream = Stream.objects.get(scope__name="shop", name="orders")
+    stream = factories.create_stream_over_api(api, delayed_index=SMALL)
     for batch in range(10):
         services.do_publish(stream, [EventIn(b"x", deliver_at_ms=due_ms(now_ms, i))
                                      for i in range(batch * 10, batch * 10 + 10)])
@@ -127,8 +118,7 @@ def test_the_panel_is_sent_alone_to_htmx_and_polls(admin_client, stream):
 
 
 def test_a_stream_without_delayed_events_has_no_delayed_panel(admin_client):
-    services.do_create_stream(scope="shop", name="orders", segment_count=1)
-    services.do_publish(Stream.objects.get(name="orders"), [EventIn(b"now")])
+    factories.publish(factories.make_stream(), 1, b"now")
     assert "Delayed delivery" not in admin_client.get(PAGE).content.decode()
     assert admin_client.get(PANEL, HTTP_HX_REQUEST="true").content.decode().strip() == ""
 
@@ -183,7 +173,7 @@ def test_the_operations_latency_is_a_cumulative_histogram(client, stream):
 
 
 def test_metrics_follow_a_load_and_leave_out_streams_without_a_delayed_index(client, stream, now_ms):
-    services.do_create_stream(scope="shop", name="plain", segment_count=1)
+    factories.make_stream("plain")
     maintenance.maintain(stream, due_ms(now_ms, 6))
     figures = metrics(client)
     assert sample(figures, "cbr_delayed_message_pending") == 93

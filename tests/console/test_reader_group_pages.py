@@ -1,15 +1,15 @@
 """The reader-group pages of the console and their series on /metrics: the numbers a person sees
 after consuming over REST (DESIGN.md §7, §11), against the real segment store and Redis."""
 
+import factories
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from page_text import row_of, rows, text
 
+from domain.events import EventIn
 from retention.services import do_truncate
 from streams import services
-from domain.events import EventIn
-
-from page_text import row_of, rows, text
 
 pytestmark = pytest.mark.django_db
 
@@ -21,23 +21,15 @@ PAGE = "/reader-groups/shop/billing/"
 @pytest.fixture
 def stream():
     """One segment of ten events; event i carries (i + 1) * 10 bytes (550 in all)."""
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    stream = factories.make_stream()
     services.do_publish(stream, [EventIn(b"x" * ((i + 1) * 10)) for i in range(10)])
     return stream
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 def create(api, name="billing", **body):
-    body = {"scope": "shop", "name": name, "streams": ["shop/orders"],
-            "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body}
-    response = api.post(API, body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    """A reader group over REST, released at its last checkpoint unless told otherwise."""
+    return factories.create_group_over_api(
+        api, name, **{"retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body})
 
 
 def read(api, n, group=G):
@@ -201,8 +193,8 @@ def test_the_group_page_links_the_dead_letter_stream_once_it_exists(admin_client
 
 
 def test_the_group_page_costs_no_query_per_segment(admin_client, api, stream):
-    wide = services.do_create_stream(scope="shop", name="clicks", segment_count=8)
-    services.do_publish(wide, [EventIn(b"y")] * 40)
+    wide = factories.make_stream("clicks", segment_count=8)
+    factories.publish(wide, 40, b"y")
     create(api)
     create(api, name="wide", streams=["shop/clicks"])
     queries = {}
@@ -248,8 +240,8 @@ def test_metrics_carry_each_groups_positions_per_stream(client, api, stream):
 
 
 def test_metrics_sum_a_groups_segments_per_stream(client, api):
-    wide = services.do_create_stream(scope="shop", name="clicks", segment_count=4)
-    services.do_publish(wide, [EventIn(b"y")] * 40)
+    wide = factories.make_stream("clicks", segment_count=4)
+    factories.publish(wide, 40, b"y")
     create(api, name="wide", streams=["shop/clicks"])
     read(api, 6, API + "shop/wide/")
     text_ = client.get("/metrics").content.decode()

@@ -3,18 +3,15 @@ purpose. The fixtures are those of tests/integration/conftest.py, shared rather 
 
 from __future__ import annotations
 
+import factories
 import pytest
-
 from integration.conftest import WebServer, _database_url, _free_port, celery_worker, web_server  # noqa: F401
 
 
 @pytest.fixture
 def token(django_user_model):
     """An admin's API token (manual truncation is for admins)."""
-    from rest_framework.authtoken.models import Token
-
-    user = django_user_model.objects.create_user("faults", password="pw-faults-1", is_staff=True, is_superuser=True)
-    return Token.objects.create(user=user).key
+    return factories.token_for(factories.make_user("faults", "admin", password="pw-faults-1"))
 
 
 @pytest.fixture

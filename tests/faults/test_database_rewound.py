@@ -10,11 +10,11 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 
+import factories
 import pytest
 from django.core.management import call_command
 from django.db import connection
 
-import factories
 from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import factories
 import pytest
 import requests
 
@@ -36,10 +37,7 @@ CHECKS = [
 
 @pytest.fixture
 def admin_token(django_user_model):
-    from rest_framework.authtoken.models import Token
-
-    user = django_user_model.objects.create_user("fuzz", password="pw-fuzz-123", is_staff=True, is_superuser=True)
-    return Token.objects.create(user=user).key
+    return factories.token_for(factories.make_user("fuzz", "admin"))
 
 
 def seed_world(url: str, token: str) -> dict:

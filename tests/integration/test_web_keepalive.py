@@ -3,6 +3,7 @@
 
 import http.client
 
+import factories
 import pytest
 
 from streams.client import Client
@@ -17,10 +18,7 @@ def three_requests_per_connection(monkeypatch):
 
 @pytest.fixture
 def token(django_user_model):
-    from rest_framework.authtoken.models import Token
-
-    user = django_user_model.objects.create_user("ka", password="pw-ka-123", is_staff=True, is_superuser=True)
-    return Token.objects.create(user=user).key
+    return factories.token_for(factories.make_user("ka", "admin"))
 
 
 def test_every_third_answer_on_a_connection_closes_it(three_requests_per_connection, web_server, token):
