@@ -2,6 +2,7 @@
 removal in `removed_streams` (when, why, and the floors it had reached), its generation moves on,
 its console page says so, and its acknowledgement state on the stream leaves Redis."""
 
+import factories
 import pytest
 
 from store.redis_connection import get_redis
@@ -15,10 +16,9 @@ def test_a_group_records_a_stream_deleted_under_it_and_forgets_its_state(
         api, client, admin_user, django_capture_on_commit_callbacks):
     # given: a group that read and acknowledged 3 of 5 events of shop/orders, and also reads shop/refunds
     for name in ("orders", "refunds"):
-        assert api.post("/api/v1/streams/", {"scope": "shop", "name": name}, format="json").status_code == 201
-    api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": f"e{i}"} for i in range(5)]}, format="json")
-    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders", "shop/refunds"], "retention_type": "NONE"}
-    assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
+        factories.create_stream_over_api(api, name)
+    factories.publish_over_api(api, [{"payload": f"e{i}"} for i in range(5)])
+    factories.create_group_over_api(api, streams=["shop/orders", "shop/refunds"], retention_type="NONE")
     read = api.post("/api/v1/reader-groups/shop/billing/read/", {"max_events": 3}, format="json").json()["deliveries"]
     api.post("/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": [d["delivery_id"] for d in read]}, format="json")
     sub_key = Subscription.objects.get(stream__name="orders").state_key

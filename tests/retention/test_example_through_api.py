@@ -4,6 +4,7 @@ end: events published and cuts released over REST, cycles run by the command wit
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
+import factories
 import pytest
 from django.core.management import call_command
 
@@ -53,13 +54,13 @@ def cycle(seconds, engine):
 def test_the_consumption_example_step_by_step(api, engine, request):
     if engine == "spark":
         request.getfixturevalue("spark")  # the run's one shared session
-    api.post("/api/v1/streams/", {
-        "scope": "demo", "name": "s", "segment_count": 2,
-        "retention_policy": {"limit_type": "size", "min": 2, "max": 10, "consumption_based": True},
-    }, format="json")
+    factories.create_stream_over_api(
+        api, "s", scope="demo", segment_count=2,
+        retention_policy={"limit_type": "size", "min": 2, "max": 10, "consumption_based": True},
+    )
     for group in ("A", "B"):
-        body = {"scope": "demo", "name": group, "streams": ["demo/s"], "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
-        assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
+        factories.create_group_over_api(api, group, scope="demo", streams=["demo/s"],
+                                        retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
 
     grow_to(api, {"0": 2, "1": 2})
     release(api, "A", {"0": 2, "1": 1})
