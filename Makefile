@@ -11,8 +11,11 @@ run: venv check
 test: venv check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# the layers and no circles (pyproject.toml [tool.importlinter]), then ruff's rules and format
 lint: venv
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-quick: venv
 	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)

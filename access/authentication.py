@@ -54,8 +54,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     def _look_up(key: str) -> ApiKey:
         prefix, _, _ = key.partition(".")
         api_key = (
-            ApiKey.objects.usable().filter(prefix=prefix)
-            .select_related("reader_group__scope").prefetch_related("streams__scope").first()
+            ApiKey.objects.usable()
+            .filter(prefix=prefix)
+            .select_related("reader_group__scope")
+            .prefetch_related("streams__scope")
+            .first()
         )
         if api_key is None or not api_key.matches(key):
             raise exceptions.AuthenticationFailed("unknown or revoked API key")

@@ -42,9 +42,7 @@ class CbrAccess(BasePermission):
         action = required_action(access, request.method)
         if action is None:
             return True  # a method the view does not have: DRF answers 405
-        decision = decide(
-            principal_of(request), action, target_from(getattr(view, "access_target", None), view.kwargs)
-        )
+        decision = decide(principal_of(request), action, target_from(getattr(view, "access_target", None), view.kwargs))
         self.message = decision.reason
         return decision.allowed
 

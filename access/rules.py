@@ -16,14 +16,14 @@ class Role(StrEnum):
 
 
 class Action(StrEnum):
-    VIEW = "view"                                # any read: streams, groups, history, metrics
-    MANAGE_STREAMS = "manage streams"            # create and change streams and their policies
+    VIEW = "view"  # any read: streams, groups, history, metrics
+    MANAGE_STREAMS = "manage streams"  # create and change streams and their policies
     DELETE_STREAM = "delete streams"
     TRUNCATE = "truncate streams by hand"
     PUBLISH = "publish"
     MANAGE_READER_GROUPS = "manage reader groups"
-    CONSUME = "consume"                          # read, ack, nack, checkpoints, cuts of a group
-    RUN_JOBS = "run jobs"                        # retention cycles, compactions
+    CONSUME = "consume"  # read, ack, nack, checkpoints, cuts of a group
+    RUN_JOBS = "run jobs"  # retention cycles, compactions
     MANAGE_KEYS = "manage API keys"
 
 

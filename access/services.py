@@ -8,19 +8,22 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from access.models import ApiKey
+from access.rules import KeyKind
 from domain.errors import FieldError
 from domain.names import split_stream_name
 from streams.models import ReaderGroup
 from streams.reader_groups import check_streams
 
-from access.models import ApiKey
-from access.rules import KeyKind
-
 MAX_NAME = 100
 
 
 def check_key_request(
-    *, name: object, kind: str, reader_group: object = None, streams: object = None,
+    *,
+    name: object,
+    kind: str,
+    reader_group: object = None,
+    streams: object = None,
     expires_at: datetime | None = None,
 ) -> dict:
     if not isinstance(name, str) or not name.strip():
@@ -68,3 +71,8 @@ def do_revoke_key(api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
+
+
+def key_queryset():
+    """API keys with what their pages and answers show, fetched in one go."""
+    return ApiKey.objects.select_related("reader_group__scope", "created_by").prefetch_related("streams__scope")

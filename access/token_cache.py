@@ -14,7 +14,6 @@ import threading
 import time
 
 import redis
-
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -22,9 +21,8 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
-from store.redis_connection import get_redis
-
 from access.models import ApiKey
+from store.redis_connection import get_redis
 
 MAX_KEYS = 1024  # a bound, not a tuning: past it the cache starts again empty
 

@@ -13,5 +13,5 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
             "in": "header",
             "name": "Authorization",
             "description": "`Api-Key <prefix>.<secret>`: a key scoped to one reader group or to "
-                           "publishing on named streams (docs/security.md)",
+            "publishing on named streams (docs/security.md)",
         }

@@ -3,9 +3,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField
-
 from access.rules import KeyKind
+from api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField
 
 
 class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -29,7 +28,9 @@ class ApiKeyCreateSerializer(serializers.Serializer):
         required=False, help_text="scope/name of the one reader group a reader_group key is for"
     )
     streams = serializers.ListField(
-        child=StreamNameField(), required=False, min_length=1,
+        child=StreamNameField(),
+        required=False,
+        min_length=1,
         help_text="scope/name of the streams a publish key publishes on",
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)

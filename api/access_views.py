@@ -17,7 +17,14 @@ from rest_framework.views import APIView
 from access import services
 from access.models import ApiKey
 from access.rules import Action
-from api.access_serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer, AuthTokenSerializer, TokenSerializer
+from access.services import key_queryset
+from api.access_serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeySerializer,
+    AuthTokenSerializer,
+    TokenSerializer,
+)
 
 
 class TokenView(ObtainAuthToken):
@@ -36,10 +43,6 @@ class TokenView(ObtainAuthToken):
             raise AuthenticationFailed("that username and password do not match")
         token, _ = Token.objects.get_or_create(user=user)
         return Response({"token": token.key})
-
-
-def key_queryset():
-    return ApiKey.objects.select_related("reader_group__scope", "created_by").prefetch_related("streams__scope")
 
 
 class ApiKeyListView(GenericAPIView):

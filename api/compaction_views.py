@@ -11,11 +11,11 @@ from rest_framework.views import APIView
 from access.rules import Action, TargetKind
 from api.pagination import query_int
 from api.stream_views import get_stream
-from domain.errors import FieldError
-
 from compaction.models import CompactedView, CompactionRun
-from compaction.runs import CompactionBusy, queue_run
+from compaction.runs import CompactionBusy
+from compaction.tasks import queue_run
 from compaction.view import read_view
+from domain.errors import FieldError
 
 MAX_LIMIT = 10_000
 
@@ -26,10 +26,30 @@ class CompactionRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CompactionRun
-        fields = ["id", "stream", "state", "trigger", "phase", "engine", "generation", "horizon", "chunks",
-                  "events_in", "events_out", "keys", "keyless_dropped", "tombstones_dropped",
-                  "marked_by_retention", "bytes_before", "bytes_after", "error", "created_at", "started_at",
-                  "finished_at", "duration_s"]
+        fields = [
+            "id",
+            "stream",
+            "state",
+            "trigger",
+            "phase",
+            "engine",
+            "generation",
+            "horizon",
+            "chunks",
+            "events_in",
+            "events_out",
+            "keys",
+            "keyless_dropped",
+            "tombstones_dropped",
+            "marked_by_retention",
+            "bytes_before",
+            "bytes_after",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+        ]
 
 
 class CompactedPageSerializer(serializers.Serializer):
@@ -42,8 +62,12 @@ class CompactedPageSerializer(serializers.Serializer):
 def _compacted(scope: str, name: str):
     stream = get_stream(scope, name)
     if not stream.is_compacted:
-        raise FieldError("stream", f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})",
-                         409, "not_compacted")
+        raise FieldError(
+            "stream",
+            f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})",
+            409,
+            "not_compacted",
+        )
     return stream
 
 
@@ -51,8 +75,10 @@ class CompactedViewView(APIView):
     access = {"GET": Action.VIEW}
     access_target = TargetKind.STREAM
 
-    @extend_schema(parameters=[OpenApiParameter("key", str), OpenApiParameter("after", str),
-                               OpenApiParameter("limit", int)], responses=CompactedPageSerializer)
+    @extend_schema(
+        parameters=[OpenApiParameter("key", str), OpenApiParameter("after", str), OpenApiParameter("limit", int)],
+        responses=CompactedPageSerializer,
+    )
     def get(self, request, scope, name):
         """The stream's compacted view: the latest event per key, in key order, paged by key."""
         stream = _compacted(scope, name)
@@ -61,8 +87,14 @@ class CompactedViewView(APIView):
         if view is None:
             return Response({"generation": None, "horizon": {}, "events": [], "next_after": None})
         page = read_view(stream, view, request.query_params.get("key"), request.query_params.get("after"), limit)
-        return Response({"generation": view.generation, "horizon": view.horizon, "events": page.events,
-                         "next_after": page.next_after})
+        return Response(
+            {
+                "generation": view.generation,
+                "horizon": view.horizon,
+                "events": page.events,
+                "next_after": page.next_after,
+            }
+        )
 
 
 class CompactionListView(GenericAPIView):
@@ -87,6 +119,7 @@ class CompactionListView(GenericAPIView):
         try:
             run = queue_run(stream, "api")
         except CompactionBusy:
-            raise FieldError("stream", f"a compaction of {stream.full_name} is already running", 409,
-                             "compaction_running") from None
+            raise FieldError(
+                "stream", f"a compaction of {stream.full_name} is already running", 409, "compaction_running"
+            ) from None
         return Response(CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -13,6 +13,7 @@ import logging
 import redis
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
+from django.views.defaults import page_not_found, server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -37,8 +38,10 @@ def exception_handler(exc, context):
         return Response(body, status=exc.status)
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)
-        if not field and isinstance(exc.detail, dict) and any(
-            getattr(e, "code", None) in ("invalid", "null") for e in exc.detail.get("non_field_errors", [])
+        if (
+            not field
+            and isinstance(exc.detail, dict)
+            and any(getattr(e, "code", None) in ("invalid", "null") for e in exc.detail.get("non_field_errors", []))
         ):
             field = "body"  # the body as a whole: `[1]` or `null` where an object was expected
         body = {"code": "invalid", "message": f"{field}: {message}" if field else message}
@@ -82,9 +85,7 @@ def _first_error(detail, prefix: str = "") -> tuple[str, str]:
 
 
 def _code_for(status_code: int) -> str:
-    return {401: "not_authenticated", 403: "permission_denied", 405: "method_not_allowed"}.get(
-        status_code, "error"
-    )
+    return {401: "not_authenticated", 403: "permission_denied", 405: "method_not_allowed"}.get(status_code, "error")
 
 
 def _service_lost(exc) -> tuple[str, str] | None:
@@ -112,6 +113,7 @@ def unavailable_as_503(view):
     """A plain Django view (not DRF's, whose handler above does it) answers the loss of the
     database or Redis as the API does, 503 with `Retry-After`, instead of a 500 page:
     `/metrics` reads both, and Prometheus marks a scrape that failed this way as down."""
+
     @functools.wraps(view)
     def wrapped(request, *args, **kwargs):
         try:
@@ -129,9 +131,6 @@ def unavailable_as_503(view):
 def api_aware_404(request, exception=None):
     """Django's handler404: a path under /api/ that no route matches (`/api/v1/streams/%C2%84/x/`)
     is answered in the API's error shape; the console keeps its page."""
-    from django.http import JsonResponse
-    from django.views.defaults import page_not_found
-
     if request.path.startswith("/api/"):
         return JsonResponse({"code": "not_found", "message": f"no API resource at {request.path}"}, status=404)
     return page_not_found(request, exception)
@@ -139,9 +138,6 @@ def api_aware_404(request, exception=None):
 
 def api_aware_500(request):
     """Django's handler500: still a bug, but an API client gets JSON it can read."""
-    from django.http import JsonResponse
-    from django.views.defaults import server_error
-
     if request.path.startswith("/api/"):
         return JsonResponse({"code": "server_error", "message": "the server failed on this request"}, status=500)
     return server_error(request)

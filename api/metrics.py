@@ -4,22 +4,20 @@ so every web process answers the same numbers."""
 
 from __future__ import annotations
 
+from django.db.models import Count
 from django.http import HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
-from django.db.models import Count
-
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states
-
 from streams.consuming import group_state
 from streams.delaying.state import LATENCY_LES, delayed_state
 from streams.group_states import totals_by_stream
+from streams.logs import stream_state
 from streams.models import ReaderGroup, Stream
-from streams.services import stream_state
 
 
 class StreamCollector:
@@ -27,12 +25,8 @@ class StreamCollector:
         held = GaugeMetricFamily("cbr_stream_bytes", "Payload bytes held", labels=["stream"])
         events = GaugeMetricFamily("cbr_stream_events", "Events held", labels=["stream"])
         disk = GaugeMetricFamily("cbr_stream_disk_bytes", "Chunk bytes on disk", labels=["stream"])
-        published = CounterMetricFamily(
-            "cbr_stream_published_bytes", "Payload bytes ever published", labels=["stream"]
-        )
-        appended = CounterMetricFamily(
-            "cbr_stream_published_events", "Events ever published", labels=["stream"]
-        )
+        published = CounterMetricFamily("cbr_stream_published_bytes", "Payload bytes ever published", labels=["stream"])
+        appended = CounterMetricFamily("cbr_stream_published_events", "Events ever published", labels=["stream"])
         for stream in Stream.objects.select_related("scope"):
             state = stream_state(stream)
             name = stream.full_name
@@ -41,9 +35,7 @@ class StreamCollector:
             disk.add_metric([name], state.physical_bytes)
             published.add_metric([name], state.published_bytes)
             appended.add_metric([name], sum(state.tail_cut.values()))
-        reclaimed = CounterMetricFamily(
-            "cbr_reclaimed_bytes", "Payload bytes released by truncation"
-        )
+        reclaimed = CounterMetricFamily("cbr_reclaimed_bytes", "Payload bytes released by truncation")
         reclaimed.add_metric([], TruncationRecord.objects.reclaimed_bytes())
         truncations = CounterMetricFamily("cbr_truncations", "Truncations performed")
         truncations.add_metric([], TruncationRecord.objects.count())
@@ -69,11 +61,13 @@ def _consumption_metrics():
         labels=["stream", "reader_group"],
     )
     lag = GaugeMetricFamily(
-        "cbr_subscriber_lag_events", "Events between a subscriber's cut and the tail",
+        "cbr_subscriber_lag_events",
+        "Events between a subscriber's cut and the tail",
         labels=["stream", "reader_group"],
     )
     stale = GaugeMetricFamily(
-        "cbr_subscriber_active", "1 while a subscriber is active, 0 when stale",
+        "cbr_subscriber_active",
+        "1 while a subscriber is active, 0 when stale",
         labels=["stream", "reader_group"],
     )
     count = 0
@@ -109,11 +103,13 @@ def _reader_group_metrics():
         labels=labels,
     )
     redelivered = CounterMetricFamily(
-        "cbr_reader_group_redelivered", "Deliveries handed out again (nacked or lease expired)",
+        "cbr_reader_group_redelivered",
+        "Deliveries handed out again (nacked or lease expired)",
         labels=labels,
     )
     dead_lettered = CounterMetricFamily(
-        "cbr_reader_group_dead_lettered", "Events appended to the stream's dead-letter stream",
+        "cbr_reader_group_dead_lettered",
+        "Events appended to the stream's dead-letter stream",
         labels=labels,
     )
     for group in ReaderGroup.objects.select_related("scope"):
@@ -132,26 +128,31 @@ def _delayed_metrics():
     without its due-time histogram; one query for the streams, one for all their buckets."""
     labels = ["stream"]
     buckets = GaugeMetricFamily(
-        "cbr_delayed_message_index_bucket_total", "Buckets of the delayed index: the sealed ones + the mutable one",
+        "cbr_delayed_message_index_bucket_total",
+        "Buckets of the delayed index: the sealed ones + the mutable one",
         labels=labels,
     )
     loaded = GaugeMetricFamily(
-        "cbr_delayed_message_index_loaded", "Delayed indexes held in Redis (mutable, sealing, queued, due)",
+        "cbr_delayed_message_index_loaded",
+        "Delayed indexes held in Redis (mutable, sealing, queued, due)",
         labels=labels,
     )
     snapshot = GaugeMetricFamily(
-        "cbr_delayed_message_index_bucket_snapshot_size_bytes", "Bytes of the sealed buckets' snapshots",
+        "cbr_delayed_message_index_bucket_snapshot_size_bytes",
+        "Bytes of the sealed buckets' snapshots",
         labels=labels,
     )
     pending = GaugeMetricFamily(
         "cbr_delayed_message_pending", "Delayed events not yet handed to the reader groups", labels=labels
     )
     ops = CounterMetricFamily(
-        "cbr_delayed_message_index_bucket_op_count", "Operations on the delayed index's buckets",
+        "cbr_delayed_message_index_bucket_op_count",
+        "Operations on the delayed index's buckets",
         labels=["stream", "type", "state"],
     )
     latency = HistogramMetricFamily(
-        "cbr_delayed_message_index_bucket_op_latency_ms", "Latency of the operations on the delayed index's buckets (ms)",
+        "cbr_delayed_message_index_bucket_op_latency_ms",
+        "Latency of the operations on the delayed index's buckets (ms)",
         labels=["stream", "type"],
     )
     streams = Stream.objects.filter(delayed__isnull=False).select_related("scope").prefetch_related("delayed_buckets")

@@ -34,8 +34,10 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
-        bounds = {self.limit_query_param: {"minimum": 1, "maximum": self.max_limit},
-                  self.offset_query_param: {"minimum": 0, "maximum": self.max_offset}}
+        bounds = {
+            self.limit_query_param: {"minimum": 1, "maximum": self.max_limit},
+            self.offset_query_param: {"minimum": 0, "maximum": self.max_offset},
+        }
         for parameter in parameters:
             parameter["schema"].update(bounds.get(parameter["name"], {}))
         return parameters

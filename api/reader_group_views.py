@@ -12,20 +12,31 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
-from streams import consuming, reader_groups
+from api.serializers import (
+    AckAnswerSerializer,
+    AckRequestSerializer,
+    CheckpointRequestSerializer,
+    CheckpointSerializer,
+    NackRequestSerializer,
+    ReadAnswerSerializer,
+    ReaderGroupCreateSerializer,
+    ReaderGroupDetailSerializer,
+    ReaderGroupSerializer,
+    ReaderGroupUpdateSerializer,
+    ReadRequestSerializer,
+    SubscriptionSerializer,
+    TruncationCutSerializer,
+)
 from domain.errors import FieldError
+from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription
-
-from api.serializers import AckAnswerSerializer, AckRequestSerializer, CheckpointRequestSerializer, CheckpointSerializer, NackRequestSerializer, ReadAnswerSerializer, ReaderGroupCreateSerializer, ReaderGroupDetailSerializer, ReaderGroupSerializer, ReaderGroupUpdateSerializer, ReadRequestSerializer, SubscriptionSerializer, TruncationCutSerializer
 
 
 def reader_group_queryset():
-    subs = Subscription.objects.select_related(
-        "stream__scope", "stream__retention_policy", "reader_group"
-    ).order_by("stream__scope__name", "stream__name")
-    return ReaderGroup.objects.select_related("scope").prefetch_related(
-        Prefetch("subscription_set", queryset=subs)
+    subs = Subscription.objects.select_related("stream__scope", "stream__retention_policy", "reader_group").order_by(
+        "stream__scope__name", "stream__name"
     )
+    return ReaderGroup.objects.select_related("scope").prefetch_related(Prefetch("subscription_set", queryset=subs))
 
 
 def get_group(scope: str, name: str) -> ReaderGroup:
@@ -87,14 +98,13 @@ class ConsumingView(APIView):
 
 
 class TruncationCutView(ConsumingView):
-
     @extend_schema(request=TruncationCutSerializer, responses=SubscriptionSerializer)
     def post(self, request, scope, name):
         group = get_group(scope, name)
         sub = reader_groups.do_update_truncation_cut(group, request.data)
-        sub = Subscription.objects.select_related(
-            "stream__scope", "stream__retention_policy", "reader_group"
-        ).get(pk=sub.pk)
+        sub = Subscription.objects.select_related("stream__scope", "stream__retention_policy", "reader_group").get(
+            pk=sub.pk
+        )
         return Response(SubscriptionSerializer(sub).data)
 
 
@@ -130,16 +140,20 @@ class ReadView(ConsumingView):
         body.is_valid(raise_exception=True)
         args = body.validated_data
         result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"], group_slots)
-        return Response({
-            "deliveries": result.deliveries, "missed": result.missed,
-            "missed_by_stream": result.missed_by_stream,
-            "pending_limit_reached": result.pending_limit_reached,
-        })
+        return Response(
+            {
+                "deliveries": result.deliveries,
+                "missed": result.missed,
+                "missed_by_stream": result.missed_by_stream,
+                "pending_limit_reached": result.pending_limit_reached,
+            }
+        )
 
 
 def _ack_answer(outcome: consuming.AckOutcome) -> Response:
-    return Response({"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks,
-                     "given_back": outcome.given_back})
+    return Response(
+        {"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks, "given_back": outcome.given_back}
+    )
 
 
 class AckView(ConsumingView):
@@ -165,14 +179,19 @@ class NackView(ConsumingView):
 
 
 class CheckpointListView(ConsumingView):
-    @extend_schema(responses=inline_serializer("CheckpointList", {
-        "results": CheckpointSerializer(many=True),
-        "next": serializers.CharField(allow_null=True, help_text="always null: the last 100 are the list")}))
+    @extend_schema(
+        responses=inline_serializer(
+            "CheckpointList",
+            {
+                "results": CheckpointSerializer(many=True),
+                "next": serializers.CharField(allow_null=True, help_text="always null: the last 100 are the list"),
+            },
+        )
+    )
     def get(self, request, scope, name):
         group = _group_for_consuming(scope, name)
         # `next` as every list has it (DESIGN.md §10), null: the list is the group's last 100
-        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data,
-                         "next": None})
+        return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data, "next": None})
 
     @extend_schema(request=CheckpointRequestSerializer, responses={201: CheckpointSerializer})
     def post(self, request, scope, name):
@@ -185,12 +204,13 @@ class CheckpointListView(ConsumingView):
 
 
 class CheckpointReleaseView(ConsumingView):
-    @extend_schema(request=None, responses=inline_serializer(
-        "CheckpointReleased", {"streams": SubscriptionSerializer(many=True)}))
+    @extend_schema(
+        request=None, responses=inline_serializer("CheckpointReleased", {"streams": SubscriptionSerializer(many=True)})
+    )
     def post(self, request, scope, name, checkpoint):
         group = _group_for_consuming(scope, name)
         subs = consuming.do_release_checkpoint(group, checkpoint)
-        subs = Subscription.objects.select_related(
-            "stream__scope", "stream__retention_policy", "reader_group"
-        ).filter(pk__in=[s.pk for s in subs])
+        subs = Subscription.objects.select_related("stream__scope", "stream__retention_policy", "reader_group").filter(
+            pk__in=[s.pk for s in subs]
+        )
         return Response({"streams": SubscriptionSerializer(subs, many=True).data})

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from retention.models import RetentionCycle
 from api.serializers import RefusesUnknownFields, StreamNameField
+from retention.models import RetentionCycle
 
 
 class CycleRequestSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -20,9 +20,23 @@ class RetentionCycleSerializer(serializers.ModelSerializer):
     class Meta:
         model = RetentionCycle
         fields = [
-            "id", "state", "trigger", "requested_by", "engine", "stream", "clock", "created_at",
-            "started_at", "finished_at", "duration_s", "streams_done", "streams_total", "progress",
-            "truncations", "bytes_reclaimed", "error",
+            "id",
+            "state",
+            "trigger",
+            "requested_by",
+            "engine",
+            "stream",
+            "clock",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "streams_done",
+            "streams_total",
+            "progress",
+            "truncations",
+            "bytes_reclaimed",
+            "error",
         ]
 
     def get_progress(self, cycle) -> float:

@@ -19,7 +19,7 @@ from api.strict_bodies import close_request_bodies
 ERROR = {
     "type": "object",
     "description": "Every API error (docs/api.md, Errors): `field` names the first offending field, "
-                   "`errors` carries DRF's per-field detail.",
+    "`errors` carries DRF's per-field detail.",
     "properties": {
         "code": {"type": "string", "description": "what went wrong, e.g. `invalid`, `not_found`, `duplicate`"},
         "message": {"type": "string", "description": "says what was wrong, naming the field"},
@@ -35,11 +35,11 @@ WHY = {
     403: "Signed in, but not allowed",
     404: "Unknown stream, reader group or other object named in the path or the body",
     409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running, "
-         "a retention cycle working on the stream",
+    "a retention cycle working on the stream",
     413: "A request body over `CBR_MAX_REQUEST_BYTES` (`body_too_large`, refused before it is read), "
-         "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
+    "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
     414: "The query string is too long: the web server refuses a request line over 4094 bytes "
-         "(gunicorn's limit, answered by it, not in the error shape)",
+    "(gunicorn's limit, answered by it, not in the error shape)",
     429: "Too many failed sign-ins (Retry-After)",
     503: "The database or the task queue could not serve the request; retry (Retry-After)",
     507: "The stream is full under `on_max_limit: reject_publish`, or the data disk is full",
@@ -64,25 +64,48 @@ EXTRA = {
 }
 # Bodies that name other objects (streams of a reader group, the stream of a cycle or a cut).
 BODY_NAMES_OBJECTS = {
-    "reader_groups_create", "reader_groups_partial_update", "reader_groups_truncation_cut_create",
-    "retention_cycles_create", "api_keys_create",
+    "reader_groups_create",
+    "reader_groups_partial_update",
+    "reader_groups_truncation_cut_create",
+    "retention_cycles_create",
+    "api_keys_create",
 }
 # OpenAPI links: what a create answers names the object that the other operations take (clients
 # and the fuzzer's stateful phase follow them).
 BY_SCOPE_AND_NAME = {"scope": "$response.body#/scope", "name": "$response.body#/name"}
 LINKS = {
-    ("streams_create", "201"): (BY_SCOPE_AND_NAME, [
-        "streams_retrieve", "streams_partial_update", "streams_destroy", "streams_events_create",
-        "streams_events_retrieve", "streams_truncate_create", "streams_truncations_list",
-        "streams_retention_set_list", "streams_retention_policy_retrieve", "streams_retention_policy_update",
-        "streams_compacted_retrieve", "streams_compactions_list", "streams_compactions_create",
-    ]),
-    ("reader_groups_create", "201"): (BY_SCOPE_AND_NAME, [
-        "reader_groups_retrieve", "reader_groups_partial_update", "reader_groups_destroy",
-        "reader_groups_read_create", "reader_groups_ack_create", "reader_groups_nack_create",
-        "reader_groups_checkpoints_retrieve", "reader_groups_checkpoints_create",
-        "reader_groups_truncation_cut_create",
-    ]),
+    ("streams_create", "201"): (
+        BY_SCOPE_AND_NAME,
+        [
+            "streams_retrieve",
+            "streams_partial_update",
+            "streams_destroy",
+            "streams_events_create",
+            "streams_events_retrieve",
+            "streams_truncate_create",
+            "streams_truncations_list",
+            "streams_retention_set_list",
+            "streams_retention_policy_retrieve",
+            "streams_retention_policy_update",
+            "streams_compacted_retrieve",
+            "streams_compactions_list",
+            "streams_compactions_create",
+        ],
+    ),
+    ("reader_groups_create", "201"): (
+        BY_SCOPE_AND_NAME,
+        [
+            "reader_groups_retrieve",
+            "reader_groups_partial_update",
+            "reader_groups_destroy",
+            "reader_groups_read_create",
+            "reader_groups_ack_create",
+            "reader_groups_nack_create",
+            "reader_groups_checkpoints_retrieve",
+            "reader_groups_checkpoints_create",
+            "reader_groups_truncation_cut_create",
+        ],
+    ),
     ("reader_groups_checkpoints_create", "201"): (
         {"scope": "$request.path.scope", "name": "$request.path.name", "checkpoint": "$response.body#/name"},
         ["reader_groups_checkpoints_release_create"],
@@ -152,12 +175,12 @@ def error_statuses(method: str, operation: dict) -> set[int]:
 def add_links(op_id: str, responses: dict) -> None:
     for (source, code), (parameters, targets) in LINKS.items():
         if op_id == source and code in responses:
-            responses[code]["links"] = {
-                target: {"operationId": target, "parameters": parameters} for target in targets
-            }
+            responses[code]["links"] = {target: {"operationId": target, "parameters": parameters} for target in targets}
     for target, parameters, body in BODY_LINKS.get(op_id, []):
         responses["200"].setdefault("links", {})[target] = {
-            "operationId": target, "parameters": parameters, "requestBody": body,
+            "operationId": target,
+            "parameters": parameters,
+            "requestBody": body,
         }
 
 

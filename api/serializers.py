@@ -6,16 +6,16 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from retention.models import RetentionPolicy, TruncationRecord
-from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.errors import FieldError
 from domain.names import NAME_PATTERN, check_name
-from django.utils import timezone
-
+from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.retention import Subscriber, is_active
+from retention.models import RetentionPolicy, TruncationRecord
+from streams.consuming import group_state
 from streams.models import (
     CleanupPolicy,
     OnMaxLimit,
@@ -70,19 +70,26 @@ class StreamNameField(StrictCharField):
     """A stream or a reader group named 'scope/name' (checked by split_stream_name)."""
 
 
-@extend_schema_field({
-    "type": "object",
-    "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
-    "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
-    "additionalProperties": {"type": "integer", "minimum": 0},
-})
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
+        "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
+        "additionalProperties": {"type": "integer", "minimum": 0},
+    }
+)
 class StreamCutField(serializers.DictField):
     """For the schema: a stream cut (checked by domain.cuts.check_cut)."""
 
 
-@extend_schema_field({
-    "type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": settings.CBR_MAX_READ_EVENTS,
-})
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 1,
+        "maxItems": settings.CBR_MAX_READ_EVENTS,
+    }
+)
 class DeliveryIdsField(serializers.JSONField):
     """Delivery ids as a read handed them out: parsed by streams.consuming.acking, which names
     `delivery_ids[i]` in its errors."""
@@ -121,10 +128,14 @@ class RetentionPolicyInSerializer(serializers.Serializer):
     """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
 
     limit_type = serializers.ChoiceField(choices=["time", "size", "none"])
-    min = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, help_text="seconds or bytes")
+    min = serializers.IntegerField(
+        min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, help_text="seconds or bytes"
+    )
     max = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True)
     consumption_based = serializers.BooleanField(required=False, default=False)
-    subscriber_timeout_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    subscriber_timeout_s = serializers.IntegerField(
+        min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True
+    )
     fallback_after_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
 
 
@@ -191,8 +202,9 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
-                                                   allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(
+        min_value=1, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True
+    )
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
@@ -216,8 +228,9 @@ class StreamUpdateSerializer(serializers.Serializer):
     min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
     delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
     compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(min_value=1, max_value=MAX_BIGINT_COLUMN, required=False,
-                                                   allow_null=True)
+    compacted_retention_bytes = StrictIntegerField(
+        min_value=1, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True
+    )
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
@@ -448,15 +461,30 @@ class RemovedStreamSerializer(serializers.Serializer):
 class ReaderGroupSerializer(serializers.ModelSerializer):
     scope = serializers.CharField(source="scope.name")
     streams = SubscriptionSerializer(source="subscription_set", many=True)
-    removed_streams = RemovedStreamSerializer(many=True, read_only=True,
-                                              help_text="streams deleted under the group, newest last")
+    removed_streams = RemovedStreamSerializer(
+        many=True, read_only=True, help_text="streams deleted under the group, newest last"
+    )
 
     class Meta:
         model = ReaderGroup
         fields = [
-            "scope", "name", "retention_type", "start", "sinks", "ack_timeout_s", "max_deliveries",
-            "on_poison", "max_ack_pending", "checkpoint_interval_s", "read_compacted", "last_checkpoint_at",
-            "generation", "streams", "removed_streams", "created_at", "updated_at",
+            "scope",
+            "name",
+            "retention_type",
+            "start",
+            "sinks",
+            "ack_timeout_s",
+            "max_deliveries",
+            "on_poison",
+            "max_ack_pending",
+            "checkpoint_interval_s",
+            "read_compacted",
+            "last_checkpoint_at",
+            "generation",
+            "streams",
+            "removed_streams",
+            "created_at",
+            "updated_at",
         ]
 
 
@@ -486,8 +514,6 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
         fields = [*ReaderGroupSerializer.Meta.fields, "positions", "checkpoints"]
 
     def get_positions(self, group) -> list[dict]:
-        from streams.consuming import group_state
-
         return PositionStateSerializer(group_state(group), many=True).data
 
     def get_checkpoints(self, group) -> list[dict]:

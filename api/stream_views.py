@@ -14,31 +14,46 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
-from retention import services as retention_services
-from retention import set_store
-from domain.policy_spec import parse_policy
-from streams import services
+from api.pagination import query_int
+from api.serializers import (
+    EventsReadSerializer,
+    PublishedSerializer,
+    PublishSerializer,
+    RetentionPolicyInSerializer,
+    RetentionPolicySerializer,
+    RetentionSetRecordSerializer,
+    StreamCreateSerializer,
+    StreamSerializer,
+    StreamUpdateSerializer,
+    TruncateSerializer,
+    TruncationRecordSerializer,
+)
+from compaction.runs import keyless_events
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
 from domain.events import parse_batch
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from retention import set_store
+from streams import deletion, logs, services
 from streams.models import Stream
-
-from api.pagination import query_int
-from api.serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer, RetentionPolicyInSerializer, RetentionPolicySerializer, RetentionSetRecordSerializer, StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer, TruncateSerializer, TruncationRecordSerializer
 from streams.wire import event_json
 
 MAX_READ_LIMIT = 10_000
-COMPACTION_SETTINGS = ("min_compaction_lag_s", "delete_retention_s", "compacted_retention_s", "compacted_retention_bytes")
+COMPACTION_SETTINGS = (
+    "min_compaction_lag_s",
+    "delete_retention_s",
+    "compacted_retention_s",
+    "compacted_retention_bytes",
+)
 
 
 def get_stream(scope: str, name: str) -> Stream:
-    return get_object_or_404(
-        Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name
-    )
+    return get_object_or_404(Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name)
 
 
 def stream_answer(streams: list[Stream]) -> dict:
-    return {"states": {s.pk: services.stream_state(s) for s in streams}}
+    return {"states": {s.pk: logs.stream_state(s) for s in streams}}
 
 
 def query_text(request, field: str, default: str = "") -> str:
@@ -75,7 +90,7 @@ class StreamListView(GenericAPIView):
         body = StreamCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data
-        stream = services.do_create_stream(
+        stream = retention_services.do_create_stream(
             scope=args["scope"],
             name=args["name"],
             segment_count=args["segment_count"],
@@ -100,7 +115,7 @@ class StreamDetailView(APIView):
     @extend_schema(responses=StreamSerializer)
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
-        state = services.refresh_segments(stream)
+        state = logs.refresh_segments(stream)
         return Response(StreamSerializer(stream, context={"states": {stream.pk: state}}).data)
 
     @extend_schema(request=StreamUpdateSerializer, responses=StreamSerializer)
@@ -116,17 +131,17 @@ class StreamDetailView(APIView):
         becomes_compacted = stream.is_compacted and not was_compacted
         answer = StreamSerializer(stream, context=stream_answer([stream])).data
         if becomes_compacted:
-            from compaction.runs import keyless_events  # noqa: PLC0415
-
             keyless = keyless_events(stream)
             if keyless:  # allowed: they stay on the live log, the compacted view leaves them out
-                answer["warnings"] = [f"{keyless} events without a key are already in the stream: the "
-                                      "compacted view will leave them out (new ones are refused)"]
+                answer["warnings"] = [
+                    f"{keyless} events without a key are already in the stream: the "
+                    "compacted view will leave them out (new ones are refused)"
+                ]
         return Response(answer)
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):
-        services.do_delete_stream(get_stream(scope, name))
+        deletion.do_delete_stream(get_stream(scope, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -148,7 +163,7 @@ class RetentionPolicyView(APIView):
     @extend_schema(request=RetentionPolicyInSerializer, responses=RetentionPolicySerializer)
     def put(self, request, scope, name):
         stream = get_stream(scope, name)
-        policy = services.do_set_policy(stream, parse_policy(request.data), request.user)
+        policy = retention_services.do_set_policy(stream, parse_policy(request.data), request.user)
         return Response(RetentionPolicySerializer(policy).data)
 
 
@@ -159,12 +174,14 @@ class EventsView(APIView):
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
         stream = get_object_or_404(
-            Stream.objects.only("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy",
-                                "full_since"),
-            scope__name=scope, name=name,
+            Stream.objects.only(
+                "id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy", "full_since"
+            ),
+            scope__name=scope,
+            name=name,
         )
         now_ms = time.time_ns() // 1_000_000
-        events = parse_batch(request.data, services.publish_limits(stream), now_ms)
+        events = parse_batch(request.data, logs.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)
         return Response(
             {"positions": [{"segment": s, "offset": o} for s, o in positions]},
@@ -181,14 +198,12 @@ class EventsView(APIView):
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
         limit = query_int(request, "limit", 100, 1, MAX_READ_LIMIT)
-        tail = services.stream_log(stream).tail_cut()
+        tail = logs.stream_log(stream).tail_cut()
         raw = request.query_params.get("from")
         from_cut = {}
         if raw is not None:
-            from_cut = check_cut(
-                parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail
-            )
-        records, next_cut = services.read_events(stream, from_cut, limit)
+            from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
+        records, next_cut = logs.read_events(stream, from_cut, limit)
         return Response({"events": [event_json(r) for r in records], "next_cut": next_cut})
 
 
@@ -204,15 +219,11 @@ class TruncateView(APIView):
         unknown = sorted(set(request.data) - {"stream_cut"})
         if unknown:
             raise FieldError(unknown[0], "is not a field of a truncation")
-        tail = services.stream_log(stream).tail_cut()
-        cut = check_cut(
-            request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail
-        )
-        record = retention_services.do_truncate(
-            stream, cut, rule="manual", trigger="api", user=request.user
-        )
+        tail = logs.stream_log(stream).tail_cut()
+        cut = check_cut(request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail)
+        record = retention_services.do_truncate(stream, cut, rule="manual", trigger="api", user=request.user)
         if record is None:
-            head = services.stream_log(stream).head_cut()
+            head = logs.stream_log(stream).head_cut()
             return Response(
                 {
                     "id": None,

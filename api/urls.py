@@ -1,22 +1,22 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularSwaggerView
 
-from api import access_views
 from access.login import json_refusal, rate_limited_login
-from api import compaction_views
-
-from api import reader_group_views
+from api import access_views, compaction_views, reader_group_views
 from api import stream_views as views
 from api.schema import SchemaView
-
-
 
 S = "streams/<name:scope>/<name:name>/"
 RG = "reader-groups/<name:scope>/<name:name>/"
 
 urlpatterns = [
-    path("auth/token/", rate_limited_login(access_views.TokenView.as_view(), failed=lambda r: r.status_code != 200,
-                                           refusal=json_refusal), name="api-token"),
+    path(
+        "auth/token/",
+        rate_limited_login(
+            access_views.TokenView.as_view(), failed=lambda r: r.status_code != 200, refusal=json_refusal
+        ),
+        name="api-token",
+    ),
     path("streams/", views.StreamListView.as_view(), name="api-streams"),
     path(S, views.StreamDetailView.as_view(), name="api-stream"),
     path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
@@ -33,8 +33,11 @@ urlpatterns = [
     path(RG + "ack/", reader_group_views.AckView.as_view(), name="api-ack"),
     path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),
     path(RG + "checkpoints/", reader_group_views.CheckpointListView.as_view(), name="api-checkpoints"),
-    path(RG + "checkpoints/<name:checkpoint>/release/", reader_group_views.CheckpointReleaseView.as_view(),
-         name="api-checkpoint-release"),
+    path(
+        RG + "checkpoints/<name:checkpoint>/release/",
+        reader_group_views.CheckpointReleaseView.as_view(),
+        name="api-checkpoint-release",
+    ),
     path("api-keys/", access_views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<key_prefix:prefix>/", access_views.ApiKeyDetailView.as_view(), name="api-key"),
     path("schema/", SchemaView.as_view(), name="api-schema"),

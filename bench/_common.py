@@ -46,8 +46,12 @@ def wait_http(url: str, timeout: float = 60) -> None:
 
 def manage(env: dict, *args: str) -> str:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, check=True,
-        capture_output=True, text=True,
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout
 
@@ -68,21 +72,45 @@ def web_server(stream: str, segments: int, gunicorn_args: list[str]) -> Iterator
     (ROOT / "var").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=ROOT / "var"))
     port = 18000 + os.getpid() % 1000
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "CBR_DATA_DIR": str(work / "data"),
-           "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "CBR_DATA_DIR": str(work / "data"),
+        "DJANGO_SECRET_KEY": "bench-only",
+        "CBR_LOG_LEVEL": "WARNING",
+    }
     if "DATABASE_URL" not in os.environ:
         env["DATABASE_URL"] = f"sqlite:///{work / 'bench.sqlite3'}"
     manage(env, "migrate", "--noinput")
-    token = manage(env, "shell", "-c", (
-        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-        "from streams.services import do_create_stream;"
-        "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True});"
-        f"do_create_stream(scope='bench', name='{stream}', segment_count={segments});"
-        "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
+    token = manage(
+        env,
+        "shell",
+        "-c",
+        (
+            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+            "from streams.services import do_create_stream;"
+            "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True});"
+            f"do_create_stream(scope='bench', name='{stream}', segment_count={segments});"
+            "print(Token.objects.get_or_create(user=u)[0].key)"
+        ),
+    ).split()[-1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}",
-         *gunicorn_args, "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "cbrweb.wsgi",
+            "-c",
+            "python:cbrweb.gunicorn_conf",
+            "-b",
+            f"127.0.0.1:{port}",
+            *gunicorn_args,
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/login/")

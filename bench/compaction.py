@@ -31,8 +31,13 @@ BATCH = 10_000
 
 
 def configure(database_url: str, redis_url: str, data_dir: Path) -> None:
-    os.environ.update(DATABASE_URL=database_url, REDIS_URL=redis_url, CBR_DATA_DIR=str(data_dir),
-                      DJANGO_SETTINGS_MODULE="cbrweb.settings", SPARK_MASTER=os.environ.get("SPARK_MASTER", "local[2]"))
+    os.environ.update(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        CBR_DATA_DIR=str(data_dir),
+        DJANGO_SETTINGS_MODULE="cbrweb.settings",
+        SPARK_MASTER=os.environ.get("SPARK_MASTER", "local[2]"),
+    )
     os.environ.setdefault("CBR_FSYNC", "never")  # building the input; the run's own writes fsync
     os.environ.setdefault("CBR_CHUNK_BYTES", str(64 * 2**20))
     os.environ.setdefault("CBR_SPARK_DRIVER_MEMORY", "6g")
@@ -107,16 +112,17 @@ def reusable(name: str, events: int):
 def build(name: str, events: int, keys: int):
     """The stream, its events published in batches and every chunk sealed with its Parquet copy."""
     from compaction.runs import seal_active_chunks
-    from streams import services
-    from streams.models import Stream
     from domain.events import EventIn
+    from streams import logs, services
+    from streams.models import Stream
 
     Stream.objects.filter(name=name).delete()
-    stream = services.do_create_stream(scope="bench", name=name, segment_count=2, cleanup_policy="compact",
-                                       compaction={"delete_retention_s": 0})
+    stream = services.do_create_stream(
+        scope="bench", name=name, segment_count=2, cleanup_policy="compact", compaction={"delete_retention_s": 0}
+    )
     value = b"v" * 100
     started = time.monotonic()
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     for first in range(0, events, BATCH):
         batch = []
         for i in range(first, min(events, first + BATCH)):
@@ -126,7 +132,7 @@ def build(name: str, events: int, keys: int):
     seal_active_chunks(stream)
     published = time.monotonic() - started
     started = time.monotonic()
-    copies = services.seal_due_chunks(stream)
+    copies = logs.seal_due_chunks(stream)
     return stream, published, time.monotonic() - started, copies
 
 
@@ -154,8 +160,13 @@ def compact_once(stream) -> dict:
         seconds = time.monotonic() - started
     run.refresh_from_db()
     assert run.state == "succeeded", run.error
-    return {"seconds": seconds, "run": run, "peak_rss": rss.peak, "jvm_cpu": jvm_cpu_s() - cpu,
-            "load": (load, os.getloadavg()[0])}
+    return {
+        "seconds": seconds,
+        "run": run,
+        "peak_rss": rss.peak,
+        "jvm_cpu": jvm_cpu_s() - cpu,
+        "load": (load, os.getloadavg()[0]),
+    }
 
 
 def main() -> None:
@@ -165,8 +176,11 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench_compaction")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/5")
     parser.add_argument("--data-dir", default="/tmp/cbr-bench-compaction")
-    parser.add_argument("--keep-input", action="store_true",
-                        help="reuse the streams (and data dir) an earlier run built for the same sizes")
+    parser.add_argument(
+        "--keep-input",
+        action="store_true",
+        help="reuse the streams (and data dir) an earlier run built for the same sizes",
+    )
     parser.add_argument("--build-only", action="store_true", help="build the input and stop (implies --keep-input)")
     parser.add_argument("--runs", type=int, default=1, help="compactions of each input (the first is the JVM's first)")
     parser.add_argument("--warm-up", action="store_true", help="warm the session up first, as a worker does at start")
@@ -192,7 +206,9 @@ def main() -> None:
         stream = reusable(f"c{n}", n) if keep else None
         if stream is None:
             stream, published, copied, copies = build(f"c{n}", n, k)
-            print(f"{n:>11,} events / {k:,} keys: published in {published:.1f} s, {copies} Parquet copies in {copied:.1f} s")
+            print(
+                f"{n:>11,} events / {k:,} keys: published in {published:.1f} s, {copies} Parquet copies in {copied:.1f} s"
+            )
         else:
             print(f"{n:>11,} events / {k:,} keys: input kept from an earlier run")
         if args.build_only:
@@ -202,12 +218,15 @@ def main() -> None:
             run = got["run"]
             rate = run.events_in / got["seconds"]
             rows.append((n, k, got["seconds"], rate, run, got["peak_rss"]))
-            print(f"  run {attempt + 1}: compacted in {got['seconds']:.1f} s: {rate:,.0f} events/s "
-                  f"({'meets' if rate >= TARGET else 'below'} the {TARGET:,}/s target); JVM CPU {got['jvm_cpu']:.1f} s; "
-                  f"load {got['load'][0]:.2f} → {got['load'][1]:.2f}; "
-                  f"{run.events_in:,} → {run.events_out:,} events, {run.keys:,} keys, "
-                  f"{run.tombstones_dropped:,} tombstones dropped; payload bytes {run.bytes_before:,} → {run.bytes_after:,}; "
-                  f"peak RSS (process + JVM) {got['peak_rss'] / 2**20:,.0f} MiB", flush=True)
+            print(
+                f"  run {attempt + 1}: compacted in {got['seconds']:.1f} s: {rate:,.0f} events/s "
+                f"({'meets' if rate >= TARGET else 'below'} the {TARGET:,}/s target); JVM CPU {got['jvm_cpu']:.1f} s; "
+                f"load {got['load'][0]:.2f} → {got['load'][1]:.2f}; "
+                f"{run.events_in:,} → {run.events_out:,} events, {run.keys:,} keys, "
+                f"{run.tombstones_dropped:,} tombstones dropped; payload bytes {run.bytes_before:,} → {run.bytes_after:,}; "
+                f"peak RSS (process + JVM) {got['peak_rss'] / 2**20:,.0f} MiB",
+                flush=True,
+            )
         shutil.rmtree(data_dir / "compacted", ignore_errors=True)
     if len({r[0] for r in rows}) > 1:
         (n0, _, s0, r0, *_), (n1, _, s1, r1, *_) = rows[0], rows[-1]

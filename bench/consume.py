@@ -54,13 +54,26 @@ import time
 from pathlib import Path
 
 from _common import ROOT, cpu_seconds, machine, manage, postgres_cpu_seconds, wait_http
-
-from streams.client import Client
 from consume_common import (  # noqa: E402
-    GROUP_TYPES, JETSTREAM, JETSTREAM_RAW, PARTS, PUBLISH_BATCH, REDIS, TARGET_EVENTS_S,
-    TARGET_TRACKER_ACKS_S, TRACKER_SHUFFLED, Figure, ms, payload, run_crew, script_seconds, settle,
+    GROUP_TYPES,
+    JETSTREAM,
+    JETSTREAM_RAW,
+    PARTS,
+    PUBLISH_BATCH,
+    REDIS,
+    TARGET_EVENTS_S,
+    TARGET_TRACKER_ACKS_S,
+    TRACKER_SHUFFLED,
+    Figure,
+    ms,
+    payload,
+    run_crew,
+    script_seconds,
+    settle,
 )
 from consume_peers import JetStream, RedisStreams  # noqa: E402
+
+from streams.client import Client
 
 
 def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -> dict:
@@ -83,9 +96,15 @@ def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -
         acks.append(t_end - t1)
         n_acked += answer["acked"]
     client.close()
-    return {"read": reads, "ack": acks, "sizes": sizes, "n_read": sum(sizes), "n_acked": n_acked, "t_end": t_end,
-            "cpu": time.process_time() - cpu0}
-
+    return {
+        "read": reads,
+        "ack": acks,
+        "sizes": sizes,
+        "n_read": sum(sizes),
+        "n_acked": n_acked,
+        "t_end": t_end,
+        "cpu": time.process_time() - cpu0,
+    }
 
 
 class CBRServer:
@@ -100,26 +119,58 @@ class CBRServer:
 
     def start(self) -> None:
         a = self.args
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "DATABASE_URL": a.database_url,
-               "REDIS_URL": a.redis_url, "CBR_DATA_DIR": str(self.work / "data"), "CBR_FSYNC": "batch",
-               "DJANGO_SECRET_KEY": "bench-only", "CBR_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+            "DATABASE_URL": a.database_url,
+            "REDIS_URL": a.redis_url,
+            "CBR_DATA_DIR": str(self.work / "data"),
+            "CBR_FSYNC": "batch",
+            "DJANGO_SECRET_KEY": "bench-only",
+            "CBR_LOG_LEVEL": "WARNING",
+        }
         create_database(a.database_url)
         import redis
 
         self.redis = redis.Redis.from_url(a.redis_url)
         self.redis.flushdb()
         manage(env, "migrate", "--noinput")
-        self.token = manage(env, "shell", "-c", (
-            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-            "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True, 'is_superuser': True});"
-            "print(Token.objects.get_or_create(user=u)[0].key)")).split()[-1]
+        self.token = manage(
+            env,
+            "shell",
+            "-c",
+            (
+                "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+                "u, _ = User.objects.get_or_create(username='bench', defaults={'is_staff': True, 'is_superuser': True});"
+                "print(Token.objects.get_or_create(user=u)[0].key)"
+            ),
+        ).split()[-1]
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}",
-             "-w", str(a.web_workers), "-k", "gthread", "--threads", str(a.web_threads),
-             "--log-level", "warning", "--graceful-timeout", "5"],
-            cwd=ROOT, env=env, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "cbrweb.wsgi",
+                "-c",
+                "python:cbrweb.gunicorn_conf",
+                "-b",
+                f"127.0.0.1:{port}",
+                "-w",
+                str(a.web_workers),
+                "-k",
+                "gthread",
+                "--threads",
+                str(a.web_threads),
+                "--log-level",
+                "warning",
+                "--graceful-timeout",
+                "5",
+            ],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
         )
         wait_http(f"{self.url}/login/")
         self._warm_up()
@@ -149,17 +200,24 @@ class CBRServer:
             api.create_stream("bench", self.stream, segment_count=a.segments)
             t0 = time.monotonic()
             for start in range(0, a.events, PUBLISH_BATCH):
-                api.publish(f"bench/{self.stream}",
-                            [payload(i) for i in range(start, min(a.events, start + PUBLISH_BATCH))])
+                api.publish(
+                    f"bench/{self.stream}", [payload(i) for i in range(start, min(a.events, start + PUBLISH_BATCH))]
+                )
             el = time.monotonic() - t0
-        print(f"cbr: published {a.events:,} events on {a.segments} segment(s) in {el:.1f} s "
-              f"({a.events / el:,.0f} events/s, untimed)", flush=True)
+        print(
+            f"cbr: published {a.events:,} events on {a.segments} segment(s) in {el:.1f} s "
+            f"({a.events / el:,.0f} events/s, untimed)",
+            flush=True,
+        )
 
     def consume(self, retention_type: str, round_no: int | str) -> Figure:
         a = self.args
         name = f"{self.stream}-{GROUP_TYPES[retention_type]}-{round_no}"
-        config = {"retention_type": retention_type, "ack_timeout_s": 600,
-                  "max_ack_pending": max(10_000, a.consumers * a.batch)}
+        config = {
+            "retention_type": retention_type,
+            "ack_timeout_s": 600,
+            "max_ack_pending": max(10_000, a.consumers * a.batch),
+        }
         if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
             config["checkpoint_interval_s"] = a.checkpoint_interval
         with self.api() as api:
@@ -180,27 +238,41 @@ class CBRServer:
             detail = api.reader_group(f"bench/{name}").info()
         lag = sum(p["lag_events"] for p in detail["positions"])
         pending = sum(p["pending"] for p in detail["positions"])
-        fig = Figure(f"CBR HTTP read+ack, {GROUP_TYPES[retention_type]} group", n_acked, seconds, [
-            f"read  {ms(reads)}  ({len(reads)} requests)",
-            f"ack   {ms(acks)}  ({len(acks)} requests)",
-            f"consumers' time: {in_read / (in_read + in_ack):.0%} in reads, {in_ack / (in_read + in_ack):.0%} in acks",
-            f"events per read: mean {statistics.mean(sizes):,.0f}; {sum(1 for x in sizes if x < a.batch)} of "
-            f"{len(sizes)} reads answered fewer than {a.batch}",
-            f"Redis ran the tracker's scripts {in_scripts:.2f} s of the {seconds:.2f} s "
-            f"({in_scripts / max(1, n_acked) * 1e6:.0f} us per event)",
-            "CPU per 1000 events acked: " + ", ".join(
-                f"{k} {v / max(1, n_acked) * 1e6:.1f} ms" for k, v in
-                {"consumers (client)": sum(r["cpu"] for r in results), **cpu}.items() if not k.startswith("worker ")),
-            f"CPU used {(sum(r['cpu'] for r in results) + cpu['web workers'] + cpu['Redis'] + cpu['PostgreSQL']) / seconds:.2f}"
-            f" of the {os.cpu_count()} cores; the web workers' share each: " + ", ".join(
-                f"{v / max(1e-9, cpu['web workers']):.0%}" for k, v in cpu.items() if k.startswith("worker ")),
-        ])
+        fig = Figure(
+            f"CBR HTTP read+ack, {GROUP_TYPES[retention_type]} group",
+            n_acked,
+            seconds,
+            [
+                f"read  {ms(reads)}  ({len(reads)} requests)",
+                f"ack   {ms(acks)}  ({len(acks)} requests)",
+                f"consumers' time: {in_read / (in_read + in_ack):.0%} in reads, {in_ack / (in_read + in_ack):.0%} in acks",
+                f"events per read: mean {statistics.mean(sizes):,.0f}; {sum(1 for x in sizes if x < a.batch)} of "
+                f"{len(sizes)} reads answered fewer than {a.batch}",
+                f"Redis ran the tracker's scripts {in_scripts:.2f} s of the {seconds:.2f} s "
+                f"({in_scripts / max(1, n_acked) * 1e6:.0f} us per event)",
+                "CPU per 1000 events acked: "
+                + ", ".join(
+                    f"{k} {v / max(1, n_acked) * 1e6:.1f} ms"
+                    for k, v in {"consumers (client)": sum(r["cpu"] for r in results), **cpu}.items()
+                    if not k.startswith("worker ")
+                ),
+                f"CPU used {(sum(r['cpu'] for r in results) + cpu['web workers'] + cpu['Redis'] + cpu['PostgreSQL']) / seconds:.2f}"
+                f" of the {os.cpu_count()} cores; the web workers' share each: "
+                + ", ".join(
+                    f"{v / max(1e-9, cpu['web workers']):.0%}" for k, v in cpu.items() if k.startswith("worker ")
+                ),
+            ],
+        )
         if retention_type == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT":
-            fig.notes.append(f"checkpoint interval {a.checkpoint_interval} s; "
-                             f"{len(detail['checkpoints'])} automatic checkpoint(s) kept at the end")
+            fig.notes.append(
+                f"checkpoint interval {a.checkpoint_interval} s; "
+                f"{len(detail['checkpoints'])} automatic checkpoint(s) kept at the end"
+            )
         if n_read != a.events or n_acked != a.events or lag or pending:
-            fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; "
-                             f"lag {lag:,}, pending {pending:,} after the run")
+            fig.notes.append(
+                f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; "
+                f"lag {lag:,}, pending {pending:,} after the run"
+            )
         return fig
 
     def cpu_seconds(self) -> dict[str, float]:
@@ -248,12 +320,11 @@ def free_port() -> int:
 # -- Redis Streams -----------------------------------------------------------------------------
 
 
-
 def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000, ack_batch: int = 1000) -> list[Figure]:
     import redis
 
-    from streams.ack_tracker import SegmentTracker
     from domain.acks import Poison
+    from streams.ack_tracker import SegmentTracker
 
     r = redis.Redis.from_url(redis_url)
     run = f"bench-{os.getpid()}"  # no real subscription has such a key
@@ -277,7 +348,7 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
         t0 = time.perf_counter()
         floor = 0
         for i in range(0, len(handed), ack_batch):
-            results, floor = t.ack_many(handed[i:i + ack_batch])
+            results, floor = t.ack_many(handed[i : i + ack_batch])
             if not all(x.acked for x in results):
                 raise SystemExit(f"tracker: an ack was refused: {next(x for x in results if not x.acked)}")
         return time.perf_counter() - t0, floor
@@ -293,12 +364,17 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
         scripts0 = script_seconds(r)
         ack_s, floor = ack_all(shuffled, handed)
         in_scripts = script_seconds(r) - scripts0
-        fig = Figure(TRACKER_SHUFFLED, deliveries, ack_s, [
-            f"{deliveries:,} offsets acked in a shuffled order, {ack_batch} per ack_many",
-            f"inside Redis: {in_scripts / deliveries * 1e6:.1f} us per ack; in this process and on the way: "
-            f"{(ack_s - in_scripts) / deliveries * 1e6:.1f} us",
-            f"hand_out of the same, {hand_out_limit:,} per call: {deliveries / hand_out_s:,.0f} deliveries/s",
-        ])
+        fig = Figure(
+            TRACKER_SHUFFLED,
+            deliveries,
+            ack_s,
+            [
+                f"{deliveries:,} offsets acked in a shuffled order, {ack_batch} per ack_many",
+                f"inside Redis: {in_scripts / deliveries * 1e6:.1f} us per ack; in this process and on the way: "
+                f"{(ack_s - in_scripts) / deliveries * 1e6:.1f} us",
+                f"hand_out of the same, {hand_out_limit:,} per call: {deliveries / hand_out_s:,.0f} deliveries/s",
+            ],
+        )
         if floor != deliveries:
             fig.notes.append(f"CHECK FAILED: floor {floor:,} after acking all {deliveries:,}")
         figures.append(fig)
@@ -323,15 +399,23 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
         singles = 10_000
         hand_out_all(pending, limit=1, n=singles)
         by_keys_single = sum(r.memory_usage(k, samples=0) or 0 for k in pending.keys)
-        figures.append(Figure("tracker: Redis memory per pending delivery", deliveries, 1.0, bytes_per_pending=by_keys / deliveries, notes=[
-            f"MEMORY USAGE of the tracker's keys: {by_keys / deliveries:,.1f} B per pending delivery "
-            f"({by_keys / 2**20:.2f} MiB for {deliveries:,}, handed out {hand_out_limit:,} per call)",
-            f"INFO used_memory delta: {(used1 - used0) / deliveries:,.1f} B per pending delivery",
-            f"acked but held above a stuck floor (all but the first acked): "
-            f"{by_keys_acked / (deliveries - 1):,.1f} B per offset by MEMORY USAGE, "
-            f"{(used2 - used0) / (deliveries - 1):,.1f} B by used_memory",
-            f"handed out one per call ({singles:,}): {by_keys_single / singles:,.1f} B per pending delivery",
-        ]))
+        figures.append(
+            Figure(
+                "tracker: Redis memory per pending delivery",
+                deliveries,
+                1.0,
+                bytes_per_pending=by_keys / deliveries,
+                notes=[
+                    f"MEMORY USAGE of the tracker's keys: {by_keys / deliveries:,.1f} B per pending delivery "
+                    f"({by_keys / 2**20:.2f} MiB for {deliveries:,}, handed out {hand_out_limit:,} per call)",
+                    f"INFO used_memory delta: {(used1 - used0) / deliveries:,.1f} B per pending delivery",
+                    f"acked but held above a stuck floor (all but the first acked): "
+                    f"{by_keys_acked / (deliveries - 1):,.1f} B per offset by MEMORY USAGE, "
+                    f"{(used2 - used0) / (deliveries - 1):,.1f} B by used_memory",
+                    f"handed out one per call ({singles:,}): {by_keys_single / singles:,.1f} B per pending delivery",
+                ],
+            )
+        )
     finally:
         for t in trackers:
             t.forget()
@@ -350,17 +434,26 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1000, help="events per read / fetch, and ids per ack")
     parser.add_argument("--only", action="append", help=f"parts to run ({', '.join(PARTS)}): repeat or comma-separate")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; medians are reported")
-    parser.add_argument("--retention-types", default=",".join(GROUP_TYPES),
-                        help="CBR reader groups to time, one run each per round")
+    parser.add_argument(
+        "--retention-types", default=",".join(GROUP_TYPES), help="CBR reader groups to time, one run each per round"
+    )
     parser.add_argument("--checkpoint-interval", type=int, default=1, help="of the AUTOMATIC group, seconds")
-    parser.add_argument("--no-jetstream-raw", dest="jetstream_raw", action="store_false",
-                        help="skip the second JetStream figure (pull requests without nats-py's fetch)")
+    parser.add_argument(
+        "--no-jetstream-raw",
+        dest="jetstream_raw",
+        action="store_false",
+        help="skip the second JetStream figure (pull requests without nats-py's fetch)",
+    )
     parser.add_argument("--tracker-deliveries", type=int, default=100_000)
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench_consume")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/3")
     parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
-    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
-                        help="skip the untimed CBR round run before the timed ones")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="skip the untimed CBR round run before the timed ones",
+    )
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--web-threads", type=int, default=8)
     args = parser.parse_args()
@@ -388,8 +481,11 @@ def main() -> None:
     args = parse_args()
     (ROOT / "var").mkdir(exist_ok=True)
     print(f"machine: {machine()}")
-    print(f"workload: {args.events:,} events of ~100 B, {args.consumers} consumer processes, "
-          f"batches of {args.batch}, {args.rounds} round(s); parts: {', '.join(args.parts)}", flush=True)
+    print(
+        f"workload: {args.events:,} events of ~100 B, {args.consumers} consumer processes, "
+        f"batches of {args.batch}, {args.rounds} round(s); parts: {', '.join(args.parts)}",
+        flush=True,
+    )
     cbr = redis_streams = jetstream = None
     figures: dict[str, list[Figure]] = {}
 
@@ -399,8 +495,11 @@ def main() -> None:
 
     try:
         if "cbr" in args.parts:
-            print(f"cbr: database {args.database_url}, Redis {args.redis_url} (flushed), "
-                  f"gunicorn {args.web_workers} workers x {args.web_threads} threads, fsync per batch", flush=True)
+            print(
+                f"cbr: database {args.database_url}, Redis {args.redis_url} (flushed), "
+                f"gunicorn {args.web_workers} workers x {args.web_threads} threads, fsync per batch",
+                flush=True,
+            )
             cbr = CBRServer(args)
             cbr.start()
         if "redis" in args.parts:
@@ -448,8 +547,10 @@ def summary(args, figures: dict[str, list[Figure]]) -> None:
 
     peers = {"JetStream": median(JETSTREAM), "JS raw": median(JETSTREAM_RAW), "Redis": median(REDIS)}
     print()
-    print(f"summary: medians of {args.rounds} round(s), {args.events:,} events, {args.consumers} consumers, "
-          f"batches of {args.batch}")
+    print(
+        f"summary: medians of {args.rounds} round(s), {args.events:,} events, {args.consumers} consumers, "
+        f"batches of {args.batch}"
+    )
     print(f"{'':48s} {'per s':>10s}  " + "  ".join(f"{'vs ' + k:>12s}" for k in peers) + "  target")
     for name, figs in figures.items():
         if figs[0].bytes_per_pending is not None:

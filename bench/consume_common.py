@@ -1,14 +1,11 @@
 """Shared by bench/consume.py and its peers: event payloads, figures, and a crew of consumer
 processes started together."""
 
-
 import multiprocessing as mp
 import queue
 import time
 import traceback
 from dataclasses import dataclass, field
-
-
 
 PARTS = ("cbr", "redis", "jetstream", "tracker")
 PUBLISH_BATCH = 10_000

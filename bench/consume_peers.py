@@ -1,14 +1,12 @@
 """The peers of bench/consume.py on the same machine: Redis Streams (XREADGROUP + XACK,
 pipelined) and NATS JetStream (interest retention, a durable pull consumer, explicit acks)."""
 
-
 import asyncio
 import multiprocessing as mp
 import os
 import time
 
-
-from consume_common import Figure, JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, ms, payload, run_crew, settle
+from consume_common import JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, Figure, ms, payload, run_crew, settle
 
 
 def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -> dict:
@@ -81,7 +79,9 @@ async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: 
     return {"read": fetches, "ack": acks, "n_read": n_read, "t_end": t_end}
 
 
-def _jetstream_raw_consumer(i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched) -> dict:
+def _jetstream_raw_consumer(
+    i: int, start, url: str, stream: str, durable: str, batch: int, total: int, fetched
+) -> dict:
     return asyncio.run(_jetstream_raw_consume(start, url, stream, durable, batch, total, fetched))
 
 
@@ -133,7 +133,6 @@ async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, bat
 # -- CBR -------------------------------------------------------------------------------------
 
 
-
 class RedisStreams:
     def __init__(self, args):
         import redis
@@ -160,9 +159,14 @@ class RedisStreams:
         n_read = sum(r["n_read"] for r in results)
         n_acked = sum(r["n_acked"] for r in results)
         pending = self.redis.xpending(self.key, group)["pending"]
-        fig = Figure(REDIS, n_acked, seconds, [
-            f"round trip (XACK previous + XREADGROUP) {ms([x for r in results for x in r['trip']])}",
-        ])
+        fig = Figure(
+            REDIS,
+            n_acked,
+            seconds,
+            [
+                f"round trip (XACK previous + XREADGROUP) {ms([x for r in results for x in r['trip']])}",
+            ],
+        )
         if n_read != a.events or n_acked != a.events or pending:
             fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {n_acked:,} of {a.events:,}; pending {pending:,}")
         return fig
@@ -193,13 +197,20 @@ class JetStream:
             await js.delete_stream(self.stream)
         except nats.js.errors.NotFoundError:
             pass
-        await js.add_stream(name=self.stream, subjects=[self.subject], retention=RetentionPolicy.INTEREST,
-                            storage=StorageType.FILE)
+        await js.add_stream(
+            name=self.stream, subjects=[self.subject], retention=RetentionPolicy.INTEREST, storage=StorageType.FILE
+        )
         # the consumer first: an interest stream drops what is published while nobody is interested
-        await js.add_consumer(self.stream, config=ConsumerConfig(
-            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=600,
-            max_ack_pending=max(10_000, a.consumers * a.batch), filter_subject=self.subject,
-        ))
+        await js.add_consumer(
+            self.stream,
+            config=ConsumerConfig(
+                durable_name=durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=600,
+                max_ack_pending=max(10_000, a.consumers * a.batch),
+                filter_subject=self.subject,
+            ),
+        )
         t0 = time.monotonic()
         for i in range(a.events):
             await js.publish_async(self.subject, payload(i).encode())
@@ -208,7 +219,10 @@ class JetStream:
         info = await js.stream_info(self.stream)
         if info.state.messages != a.events:
             raise SystemExit(f"jetstream: the stream holds {info.state.messages} messages, not {a.events}")
-        print(f"jetstream: published {a.events:,} events in {el:.1f} s ({a.events / el:,.0f} events/s, untimed)", flush=True)
+        print(
+            f"jetstream: published {a.events:,} events in {el:.1f} s ({a.events / el:,.0f} events/s, untimed)",
+            flush=True,
+        )
         await nc.close()
 
     async def _wait_empty(self, t0: float) -> float:
@@ -245,18 +259,24 @@ class JetStream:
         fetched = mp.get_context("spawn").Value("q", 0)
         emptied: list[float] = []
         t0, results = run_crew(
-            _jetstream_raw_consumer if raw else _jetstream_consumer, a.consumers,
+            _jetstream_raw_consumer if raw else _jetstream_consumer,
+            a.consumers,
             (a.nats_url, self.stream, durable, a.batch, a.events, fetched),
             while_running=lambda t0: emptied.append(asyncio.run(self._wait_empty(t0))),
         )
         last_ack_sent = max(r["t_end"] for r in results)
         n_read = sum(r["n_read"] for r in results)
         name = JETSTREAM_RAW if raw else JETSTREAM
-        fig = Figure(name, n_read, max(emptied[0], last_ack_sent) - t0, [
-            f"{'pull request' if raw else 'fetch'} {ms([x for r in results for x in r['read']])}",
-            f"acks of one batch (msg.ack(), no reply awaited) {ms([x for r in results for x in r['ack']])}",
-            f"the stream was empty {(emptied[0] - last_ack_sent) * 1000:+.0f} ms after the last ack was sent",
-        ])
+        fig = Figure(
+            name,
+            n_read,
+            max(emptied[0], last_ack_sent) - t0,
+            [
+                f"{'pull request' if raw else 'fetch'} {ms([x for r in results for x in r['read']])}",
+                f"acks of one batch (msg.ack(), no reply awaited) {ms([x for r in results for x in r['ack']])}",
+                f"the stream was empty {(emptied[0] - last_ack_sent) * 1000:+.0f} ms after the last ack was sent",
+            ],
+        )
         if n_read != a.events:
             fig.notes.append(f"CHECK FAILED: fetched {n_read:,} of {a.events:,}")
         return fig
@@ -266,4 +286,3 @@ class JetStream:
 
 
 # -- the ack tracker alone ---------------------------------------------------------------------
-

@@ -139,7 +139,7 @@ def index_keys(stream) -> dict[str, int]:
     for key in redis.scan_iter(match=prefix + "*", count=1000):
         size = redis.memory_usage(key, samples=0)
         if size is not None:
-            out[key.decode()[len(prefix):]] = int(size)
+            out[key.decode()[len(prefix) :]] = int(size)
     return out
 
 
@@ -160,10 +160,10 @@ def pending_total(stream) -> tuple[int, dict]:
     (the mutable bucket and any set being sealed)."""
     from django.db.models import Sum
 
-    from streams.delaying import handing
+    from streams.delaying import stream_index
     from streams.models import DelayedBucket
 
-    counts = handing.index_of(stream).counts()
+    counts = stream_index.index_of(stream).counts()
     rows = DelayedBucket.objects.filter(stream=stream)
     sealed = rows.aggregate(n=Sum("index_count"))["n"] or 0
     counts["buckets"] = rows.count()
@@ -220,7 +220,9 @@ class Phases:
         self._undo.clear()
 
     def line(self, total: float) -> str:
-        parts = [f"{k} {v:.2f} s ({self.calls[k]:,} calls)" for k, v in sorted(self.seconds.items(), key=lambda kv: -kv[1])]
+        parts = [
+            f"{k} {v:.2f} s ({self.calls[k]:,} calls)" for k, v in sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        ]
         return ", ".join(parts) + f", the rest {total - sum(self.seconds.values()):.2f} s"
 
 
@@ -238,19 +240,20 @@ def delivery_times(n: int, base_ms: int, seed: int = SEED):
 def warm_up() -> None:
     """Imports, Lua scripts, a seal and a load once, on a small stream of its own (dropped
     after): first-use costs are not the benchmark's business."""
-    from streams import services
-    from streams.delaying import buckets, handing, maintenance
     from domain.events import EventIn
+    from streams import logs, services
+    from streams.delaying import buckets, handing, maintenance, stream_index
 
-    stream = services.do_create_stream(scope="bench", name="warm-up", segment_count=2,
-                                       delayed_index={"min_index_count_per_bucket": 500})
+    stream = services.do_create_stream(
+        scope="bench", name="warm-up", segment_count=2, delayed_index={"min_index_count_per_bucket": 500}
+    )
     base = int(time.time() * 1000) + MARGIN_MS
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     for start in range(0, 5000, 1000):
         hook = handing.publish_hook(stream)
         log.append([EventIn(b"w", deliver_at_ms=base + i) for i in range(start, start + 1000)], on_commit=hook)
         if hook.not_live:
-            handing.ensure_live(stream, handing.index_of(stream))
+            handing.ensure_live(stream, stream_index.index_of(stream))
     maintenance.maintain(stream)
     buckets.forget_index(stream)()
 
@@ -258,12 +261,12 @@ def warm_up() -> None:
 def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
     """N delayed events in batches of 10 000, maintenance after each batch that sealed a bucket;
     samples memory just before each seal (the peak) and every 50 batches."""
-    from streams import services
-    from streams.delaying import handing, maintenance
     from domain.events import EventIn
+    from streams import logs
+    from streams.delaying import handing, maintenance, stream_index
 
-    log = services.stream_log(stream)
-    index = handing.index_of(stream)
+    log = logs.stream_log(stream)
+    index = stream_index.index_of(stream)
     times = delivery_times(args.events, base_ms)
     seconds = {"append": 0.0, "maintain": 0.0}
     peak = {"index": 0, "used": 0, "rss": 0, "index_counts": {}, "first_seal": (0, 0)}
@@ -304,9 +307,12 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
             elif b % 50 == 0:
                 sample()
             if (start + BATCH) % (args.events // 10 or BATCH) < BATCH:
-                print(f"    published {min(args.events, start + BATCH):>11,} in {time.monotonic() - t_start:6.1f} s "
-                      f"(appends {seconds['append']:.1f} s, maintenance {seconds['maintain']:.1f} s, "
-                      f"{seals} buckets sealed)", flush=True)
+                print(
+                    f"    published {min(args.events, start + BATCH):>11,} in {time.monotonic() - t_start:6.1f} s "
+                    f"(appends {seconds['append']:.1f} s, maintenance {seconds['maintain']:.1f} s, "
+                    f"{seals} buckets sealed)",
+                    flush=True,
+                )
         t = time.perf_counter()
         done = maintenance.maintain(stream)  # anything left to seal
         seconds["maintain"] += time.perf_counter() - t
@@ -357,9 +363,9 @@ def baseline(n: int, base_ms: int, due_by: int) -> dict:
 
 
 def restart(stream, now_ms: int, expected: int, profile: set[str]) -> dict:
+    from store import delayed_snapshots
     from streams.delaying import buckets
     from streams.delaying.index import DelayIndex
-    from store import delayed_snapshots
 
     def phases(step: str) -> Phases:
         """Not nested: a seal reads a segment and loads it, so replay's seals are timed whole."""
@@ -394,15 +400,19 @@ def restart(stream, now_ms: int, expected: int, profile: set[str]) -> dict:
 
 
 def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
-    from streams import consuming, reader_groups, services
-    from streams.delaying import buckets, handing
+    from streams import consuming, logs, reader_groups
+    from streams.delaying import buckets, handing, stream_index
     from streams.delaying.index import DelayIndex
 
     group = reader_groups.do_create_reader_group(
-        scope="bench", name="delayed-readers", streams=[stream], retention_type="NONE",
-        max_ack_pending=1_000_000, ack_timeout_s=3600,
+        scope="bench",
+        name="delayed-readers",
+        streams=[stream],
+        retention_type="NONE",
+        max_ack_pending=1_000_000,
+        ack_timeout_s=3600,
     )
-    tails = {s: t.next_offset for s, (_, t) in services.stream_log(stream).ends().items()}
+    tails = {s: t.next_offset for s, (_, t) in logs.stream_log(stream).ends().items()}
     trackers = dict(handing.trackers_of(stream, {int(s) for s in tails}))
     redis = next(iter(trackers.values())).redis
     t = time.perf_counter()
@@ -448,13 +458,22 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
         phases.undo()
         handing.fan_out = timed_fan_out
     stats = redis.info("commandstats")
-    in_redis = {k[len("cmdstat_"):]: (v["usec"] / 1e6, v["calls"]) for k, v in stats.items()
-                if v["usec"] >= 10_000}
+    in_redis = {k[len("cmdstat_") :]: (v["usec"] / 1e6, v["calls"]) for k, v in stats.items() if v["usec"] >= 10_000}
     queued = sum(redis.zcard(tr.keys[5]) for tr in trackers.values())
     return {
-        "reads": reads, "pass_s": pass_s, "handed_early": handed_early, "passed": sum(tails.values()),
-        "released": released, "release_s": release_s, "calls": calls, "expected": expected_due,
-        "queued_in_group": queued, "out_of_order": order["earlier"], "in_redis": in_redis, "phases": phases.line(release_s), "left": handing.index_of(stream).counts(),
+        "reads": reads,
+        "pass_s": pass_s,
+        "handed_early": handed_early,
+        "passed": sum(tails.values()),
+        "released": released,
+        "release_s": release_s,
+        "calls": calls,
+        "expected": expected_due,
+        "queued_in_group": queued,
+        "out_of_order": order["earlier"],
+        "in_redis": in_redis,
+        "phases": phases.line(release_s),
+        "left": stream_index.index_of(stream).counts(),
     }
 
 
@@ -471,8 +490,12 @@ def parse_args():
     parser.add_argument("--profile", default="", help="comma list of publish,recover,replay,release")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-restart", action="store_true", help="skip (c): for hand-out experiments")
-    parser.add_argument("--delayed-index", type=json.loads, default={},
-                        help='settings other than the defaults, as JSON: {"max_time_step_per_segment_s": 3600}')
+    parser.add_argument(
+        "--delayed-index",
+        type=json.loads,
+        default={},
+        help='settings other than the defaults, as JSON: {"max_time_step_per_segment_s": 3600}',
+    )
     args = parser.parse_args()
     if args.quick:
         args.events = 200_000
@@ -493,17 +516,20 @@ def main() -> None:
 
 def run(args) -> None:
     from streams import services
-    from streams.delaying import handing
+    from streams.delaying import stream_index
 
     print(f"machine: {machine()}")
     empty()
     warm_up()
     from django.conf import settings
 
-    print(f"workload: {args.events:,} delayed events of <= 8 B on {args.segments} segments, due uniformly within "
-          f"24 h (from +30 min), batches of {BATCH:,}; delayed settings {handing.DEFAULTS | args.delayed_index}"
-          f"{' (NOT the defaults)' if args.delayed_index else ' (the defaults)'}; "
-          f"PostgreSQL {args.database_url}, Redis {args.redis_url} (flushed), fsync {settings.CBR_FSYNC}", flush=True)
+    print(
+        f"workload: {args.events:,} delayed events of <= 8 B on {args.segments} segments, due uniformly within "
+        f"24 h (from +30 min), batches of {BATCH:,}; delayed settings {stream_index.DEFAULTS | args.delayed_index}"
+        f"{' (NOT the defaults)' if args.delayed_index else ' (the defaults)'}; "
+        f"PostgreSQL {args.database_url}, Redis {args.redis_url} (flushed), fsync {settings.CBR_FSYNC}",
+        flush=True,
+    )
     n = args.events
     base_ms = int(time.time() * 1000) + MARGIN_MS
     due_by = base_ms + int(SPREAD_MS * min(1.0, DUE_TARGET / n))
@@ -511,8 +537,9 @@ def run(args) -> None:
     # (a) publishing, and the index's memory
     gc.collect()
     used0, rss0, blocks0 = used_memory(), rss_bytes(), sys.getallocatedblocks()
-    stream = services.do_create_stream(scope="bench", name=f"delayed-{n}", segment_count=args.segments,
-                                       delayed_index=args.delayed_index)
+    stream = services.do_create_stream(
+        scope="bench", name=f"delayed-{n}", segment_count=args.segments, delayed_index=args.delayed_index
+    )
     print("(a) publishing", flush=True)
     pub = publish(args, stream, base_ms, due_by, "publish" in args.profile)
     gc.collect()
@@ -522,33 +549,47 @@ def run(args) -> None:
     pool = pa.default_memory_pool()
     keys = index_keys(stream)
     total, counts = pending_total(stream)
-    print(f"(a) published {n:,} in {pub['seconds']:.1f} s ({n / pub['seconds']:,.0f} events/s): appends with the "
-          f"index's hook {pub['append']:.1f} s, maintenance (sealing) {pub['maintain']:.1f} s, "
-          f"{pub['seals']} buckets sealed", flush=True)
-    print(f"    pending {total:,} (expected {n:,}){'' if total == n else '  CHECK FAILED'}; held in Redis: "
-          f"{counts['mutable']:,} mutable, {counts['queue']:,} queued, {counts['sealing']:,} sealing, "
-          f"{counts['due']:,} due; {counts['buckets']} buckets registered")
-    print(f"    index keys (MEMORY USAGE): {mb(sum(keys.values()))} at the end  "
-          + "  ".join(f"{k} {mb(v)}" for k, v in sorted(keys.items(), key=lambda kv: -kv[1]) if v > 4096))
+    print(
+        f"(a) published {n:,} in {pub['seconds']:.1f} s ({n / pub['seconds']:,.0f} events/s): appends with the "
+        f"index's hook {pub['append']:.1f} s, maintenance (sealing) {pub['maintain']:.1f} s, "
+        f"{pub['seals']} buckets sealed",
+        flush=True,
+    )
+    print(
+        f"    pending {total:,} (expected {n:,}){'' if total == n else '  CHECK FAILED'}; held in Redis: "
+        f"{counts['mutable']:,} mutable, {counts['queue']:,} queued, {counts['sealing']:,} sealing, "
+        f"{counts['due']:,} due; {counts['buckets']} buckets registered"
+    )
+    print(
+        f"    index keys (MEMORY USAGE): {mb(sum(keys.values()))} at the end  "
+        + "  ".join(f"{k} {mb(v)}" for k, v in sorted(keys.items(), key=lambda kv: -kv[1]) if v > 4096)
+    )
     pk = pub["peak"]
     print(f"    index keys at their peak: {mb(pk['index'])} (with {pk['index_counts']})")
-    print(f"    Redis used_memory: +{mb(used1 - used0)} at the end, +{mb(pk['used'] - used0)} at the peak "
-          f"(whole instance, before: {mb(used0)})")
-    print(f"    this process's RSS: {mb(rss0)} before, {mb(rss1)} after (+{mb(rss1 - rss0)}); "
-          f"peak sampled {mb(pk['rss'])} (+{mb(pk['rss'] - rss0)}); "
-          f"{mb(pk['first_seal'][0])} -> {mb(pk['first_seal'][1])} across the first seal; Python objects +{blocks1 - blocks0:,} blocks "
-          f"after a collection; pyarrow's pool ({pool.backend_name}) holds {mb(pool.bytes_allocated())}, "
-          f"peaked at {mb(pool.max_memory())}", flush=True)
+    print(
+        f"    Redis used_memory: +{mb(used1 - used0)} at the end, +{mb(pk['used'] - used0)} at the peak "
+        f"(whole instance, before: {mb(used0)})"
+    )
+    print(
+        f"    this process's RSS: {mb(rss0)} before, {mb(rss1)} after (+{mb(rss1 - rss0)}); "
+        f"peak sampled {mb(pk['rss'])} (+{mb(pk['rss'] - rss0)}); "
+        f"{mb(pk['first_seal'][0])} -> {mb(pk['first_seal'][1])} across the first seal; Python objects +{blocks1 - blocks0:,} blocks "
+        f"after a collection; pyarrow's pool ({pool.backend_name}) holds {mb(pool.bytes_allocated())}, "
+        f"peaked at {mb(pool.max_memory())}",
+        flush=True,
+    )
     peak_index = max(pk["index"], sum(keys.values()))
 
     # (b) the in-memory baseline
     heap = None
     if not args.no_baseline:
         heap = baseline(n, base_ms, due_by)
-        print(f"(b) Python heapq tracker, {n:,} (deliver_at, segment, offset) tuples: RSS +{mb(heap['rss'])} "
-              f"({heap['rss'] / n:.0f} B each); {n / heap['add_s']:,.0f} pushes/s ({heap['add_s']:.1f} s); "
-              f"popped the {heap['popped']:,} due in {heap['pop_s']:.2f} s ({heap['popped'] / heap['pop_s']:,.0f} pops/s)",
-              flush=True)
+        print(
+            f"(b) Python heapq tracker, {n:,} (deliver_at, segment, offset) tuples: RSS +{mb(heap['rss'])} "
+            f"({heap['rss'] / n:.0f} B each); {n / heap['add_s']:,.0f} pushes/s ({heap['add_s']:.1f} s); "
+            f"popped the {heap['popped']:,} due in {heap['pop_s']:.2f} s ({heap['popped'] / heap['pop_s']:,.0f} pops/s)",
+            flush=True,
+        )
 
     # (c) restart: recovery from snapshots vs. replay
     rs = None
@@ -563,12 +604,16 @@ def run(args) -> None:
 
 def report_restart(rs: dict, n: int) -> None:
     ratio = rs["replay_s"] / rs["recover_s"]
-    print(f"(c) recovery from snapshots: {rs['recover_s']:.2f} s ({rs['recover_done']['buckets']} buckets loaded, "
-          f"{rs['recover_done']['replayed']:,} indexes re-read from the stream); pending after {rs['recover_total']:,}"
-          f"{'' if rs['recover_total'] == n else '  CHECK FAILED'} ({rs['recover_counts']})")
-    print(f"    replay from the head: {rs['replay_s']:.2f} s ({rs['replay_done']['replayed']:,} indexes re-read); "
-          f"pending after {rs['replay_total']:,}{'' if rs['replay_total'] == n else '  CHECK FAILED'} "
-          f"({rs['replay_counts']})")
+    print(
+        f"(c) recovery from snapshots: {rs['recover_s']:.2f} s ({rs['recover_done']['buckets']} buckets loaded, "
+        f"{rs['recover_done']['replayed']:,} indexes re-read from the stream); pending after {rs['recover_total']:,}"
+        f"{'' if rs['recover_total'] == n else '  CHECK FAILED'} ({rs['recover_counts']})"
+    )
+    print(
+        f"    replay from the head: {rs['replay_s']:.2f} s ({rs['replay_done']['replayed']:,} indexes re-read); "
+        f"pending after {rs['replay_total']:,}{'' if rs['replay_total'] == n else '  CHECK FAILED'} "
+        f"({rs['replay_counts']})"
+    )
     print(f"    where recovery's time went: {rs['recover_phases']} (the rest: the database, re-reading the stream)")
     print(f"    where replay's time went: {rs['replay_phases']} (the rest: re-reading the stream)")
     print(f"    replay / recovery = {ratio:,.0f}x", flush=True)
@@ -577,34 +622,51 @@ def report_restart(rs: dict, n: int) -> None:
 def report_hand_out(args, n: int, ho: dict, heap, rs, keys: dict, peak_index: int, used: int, rss: int) -> None:
     rate = ho["released"] / ho["release_s"] if ho["release_s"] else 0.0
     ok = ho["released"] == ho["expected"] == ho["queued_in_group"] and not ho["handed_early"] and not ho["out_of_order"]
-    print(f"(d) cursor passed {ho['passed']:,} delayed events in {ho['reads']} reads ({ho['pass_s']:.1f} s, "
-          f"{ho['handed_early']} handed out early)")
-    print(f"    release_due x{ho['calls']}: {ho['released']:,} released in {ho['release_s']:.2f} s = {rate:,.0f} events/s; "
-          f"due {ho['expected']:,}, queued in the group's tracker {ho['queued_in_group']:,}, "
-          f"released after a later one {ho['out_of_order']:,}"
-          f"{'' if ok else '  CHECK FAILED'}")
+    print(
+        f"(d) cursor passed {ho['passed']:,} delayed events in {ho['reads']} reads ({ho['pass_s']:.1f} s, "
+        f"{ho['handed_early']} handed out early)"
+    )
+    print(
+        f"    release_due x{ho['calls']}: {ho['released']:,} released in {ho['release_s']:.2f} s = {rate:,.0f} events/s; "
+        f"due {ho['expected']:,}, queued in the group's tracker {ho['queued_in_group']:,}, "
+        f"released after a later one {ho['out_of_order']:,}"
+        f"{'' if ok else '  CHECK FAILED'}"
+    )
     print(f"    where the time went: {ho['phases']}")
-    print("    inside Redis (INFO commandstats over the release): " + ", ".join(
-        f"{k} {s:.2f} s ({c:,} calls)" for k, (s, c) in sorted(ho["in_redis"].items(), key=lambda kv: -kv[1][0])))
+    print(
+        "    inside Redis (INFO commandstats over the release): "
+        + ", ".join(
+            f"{k} {s:.2f} s ({c:,} calls)" for k, (s, c) in sorted(ho["in_redis"].items(), key=lambda kv: -kv[1][0])
+        )
+    )
     print(f"    left in Redis: {ho['left']}", flush=True)
 
     print()
     print(f"summary ({n:,} events)")
-    print(f"  (a) hot index in Redis: peak {mb(peak_index)}, end {mb(sum(keys.values()))}; "
-          f"target <= 24 MB {'met' if peak_index <= TARGET_INDEX_BYTES else 'NOT met'}; "
-          f"used_memory +{mb(used)}; RSS +{mb(rss)}")
+    print(
+        f"  (a) hot index in Redis: peak {mb(peak_index)}, end {mb(sum(keys.values()))}; "
+        f"target <= 24 MB {'met' if peak_index <= TARGET_INDEX_BYTES else 'NOT met'}; "
+        f"used_memory +{mb(used)}; RSS +{mb(rss)}"
+    )
     if heap:
-        print(f"  (b) heapq baseline: RSS +{mb(heap['rss'])}; {n / heap['add_s']:,.0f} adds/s, "
-              f"{heap['popped'] / heap['pop_s']:,.0f} pops/s")
+        print(
+            f"  (b) heapq baseline: RSS +{mb(heap['rss'])}; {n / heap['add_s']:,.0f} adds/s, "
+            f"{heap['popped'] / heap['pop_s']:,.0f} pops/s"
+        )
     if rs:
         ratio = rs["replay_s"] / rs["recover_s"]
-        print(f"  (c) recovery {rs['recover_s']:.2f} s vs replay {rs['replay_s']:.1f} s: {ratio:,.0f}x; "
-              f"target >= {TARGET_RECOVERY_RATIO}x {'met' if ratio >= TARGET_RECOVERY_RATIO else 'NOT met'}"
-              # the issue sets it for 10M pending: below that, re-reading the open bucket (a
-              # fixed 50,000 indexes) weighs more against a shorter replay
-              f"{'' if n >= 10_000_000 else ' (the target is set at 10M events)'}")
-    print(f"  (d) release_due {rate:,.0f} events/s ({ho['released']:,} in {ho['release_s']:.1f} s); "
-          f"target >= {TARGET_RELEASE_S:,}/s {'met' if rate >= TARGET_RELEASE_S else 'NOT met'}", flush=True)
+        print(
+            f"  (c) recovery {rs['recover_s']:.2f} s vs replay {rs['replay_s']:.1f} s: {ratio:,.0f}x; "
+            f"target >= {TARGET_RECOVERY_RATIO}x {'met' if ratio >= TARGET_RECOVERY_RATIO else 'NOT met'}"
+            # the issue sets it for 10M pending: below that, re-reading the open bucket (a
+            # fixed 50,000 indexes) weighs more against a shorter replay
+            f"{'' if n >= 10_000_000 else ' (the target is set at 10M events)'}"
+        )
+    print(
+        f"  (d) release_due {rate:,.0f} events/s ({ho['released']:,} in {ho['release_s']:.1f} s); "
+        f"target >= {TARGET_RELEASE_S:,}/s {'met' if rate >= TARGET_RELEASE_S else 'NOT met'}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import orjson
-
 from _common import machine, web_server
 
 EVENT_BYTES = 10_000  # 10 kB events: a 90 MiB body is about 9 400 of them (at most 10 000 a batch)
@@ -50,8 +49,10 @@ def main() -> None:
     with web_server(f"large{os.getpid()}", args.segments, ["-w", "1", "--timeout", "300"]) as server:
         pid = worker_pid(server.pid)
         print(f"machine: {machine()}")
-        print(f"body: {len(body) / 2**20:.1f} MiB ({count} events of {EVENT_BYTES} B on {args.segments} segments), "
-              f"one gunicorn worker")
+        print(
+            f"body: {len(body) / 2**20:.1f} MiB ({count} events of {EVENT_BYTES} B on {args.segments} segments), "
+            f"one gunicorn worker"
+        )
         headers = {"Authorization": f"Token {server.token}", "Content-Type": "application/json"}
         for n in range(1, args.times + 1):
             before, peak, stop = rss_mib(pid), [0.0], threading.Event()
@@ -76,9 +77,11 @@ def main() -> None:
             after = rss_mib(pid)
             if answer.status != 201:
                 raise SystemExit(f"publish answered {answer.status}")
-            print(f"publish {n}: {took:.2f} s; worker RSS {before:.0f} -> peak {peak[0]:.0f} -> after {after:.0f} MiB "
-                  f"(peak +{peak[0] - before:.0f} MiB = {(peak[0] - before) / (len(body) / 2**20):.1f}x the body, "
-                  f"after +{after - before:.0f} MiB)")
+            print(
+                f"publish {n}: {took:.2f} s; worker RSS {before:.0f} -> peak {peak[0]:.0f} -> after {after:.0f} MiB "
+                f"(peak +{peak[0] - before:.0f} MiB = {(peak[0] - before) / (len(body) / 2**20):.1f}x the body, "
+                f"after +{after - before:.0f} MiB)"
+            )
 
 
 if __name__ == "__main__":

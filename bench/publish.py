@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import orjson
-
 from _common import ROOT, machine, web_server
 
 BATCH = 1000
@@ -80,8 +79,10 @@ def bench_http(seconds: float, segments: int, clients: int = 2) -> float:
     with web_server(f"http{os.getpid()}", segments, ["-w", "2", *GUNICORN_ARGS]) as server:
         _http_client(server.port, server.token, server.path, 1.0, mp.Value("q", 0))  # warm both workers
         counter = mp.Value("q", 0)
-        procs = [mp.Process(target=_http_client, args=(server.port, server.token, server.path, seconds, counter))
-                 for _ in range(clients)]
+        procs = [
+            mp.Process(target=_http_client, args=(server.port, server.token, server.path, seconds, counter))
+            for _ in range(clients)
+        ]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
@@ -115,15 +116,19 @@ def main() -> None:
     for seg in (1, 4):
         runs.append((f"store, {seg} segment(s), fsync/batch", lambda seg=seg: bench_store(args.seconds, seg)))
     for seg in (1, 4):
-        runs.append((f"HTTP, gunicorn 2 workers, {seg} segment(s)", lambda seg=seg: bench_http(args.seconds, seg, args.clients)))
+        runs.append(
+            (f"HTTP, gunicorn 2 workers, {seg} segment(s)", lambda seg=seg: bench_http(args.seconds, seg, args.clients))
+        )
     for _ in range(args.rounds):
         for name, run in runs:
             figures.setdefault(name, []).append(run())
     redis_rate = statistics.median(figures["redis XADD pipelined"])
     for name, rates in figures.items():
         median = statistics.median(rates)
-        print(f"{name:42s} {median:10,.0f} events/s  (range {min(rates):,.0f}-{max(rates):,.0f})"
-              f"  {median / redis_rate:5.2f}x redis")
+        print(
+            f"{name:42s} {median:10,.0f} events/s  (range {min(rates):,.0f}-{max(rates):,.0f})"
+            f"  {median / redis_rate:5.2f}x redis"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def main() -> None:
                     offset = got[-1].offset + 1
                 el = time.perf_counter() - t0
                 assert n == args.events
-                print(f"segment read, {chunks} chunks, pages of {args.page}:  {n / el:12,.0f} events/s ({n:,} events in {el:.2f} s)")
+                print(
+                    f"segment read, {chunks} chunks, pages of {args.page}:  {n / el:12,.0f} events/s ({n:,} events in {el:.2f} s)"
+                )
 
             t0 = time.perf_counter()
             cut: dict[str, int] = {}
@@ -60,7 +62,9 @@ def main() -> None:
                 n += len(got)
             el = time.perf_counter() - t0
             assert n == args.events
-            print(f"stream read, {segments} segment(s), pages of {args.page}: {n / el:12,.0f} events/s ({n:,} events in {el:.2f} s)")
+            print(
+                f"stream read, {segments} segment(s), pages of {args.page}: {n / el:12,.0f} events/s ({n:,} events in {el:.2f} s)"
+            )
 
 
 if __name__ == "__main__":

@@ -92,7 +92,9 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"machine: {machine()}")
-    print(f"fleet: {len(SEGMENTS)} segments x 3 subscribers x {RECORDS} retention records per stream; Spark master {args.master}")
+    print(
+        f"fleet: {len(SEGMENTS)} segments x 3 subscribers x {RECORDS} retention records per stream; Spark master {args.master}"
+    )
     if not args.master.startswith("local"):
         # a cluster's executors run this interpreter too (see bench/spark_standalone.py)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -117,7 +119,9 @@ def main() -> None:
         for a, b in zip(ordered, ordered[1:]):
             la, sa = results[a]
             lb, sb = results[b]
-            print(f"N {a:,} -> {b:,} ({b // a}x streams): local time x{(b / lb) / (a / la):.1f}, spark time x{(b / sb) / (a / sa):.1f}")
+            print(
+                f"N {a:,} -> {b:,} ({b // a}x streams): local time x{(b / lb) / (a / la):.1f}, spark time x{(b / sb) / (a / sa):.1f}"
+            )
 
 
 if __name__ == "__main__":

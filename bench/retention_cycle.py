@@ -72,8 +72,17 @@ def empty(data_dir: Path) -> None:
     )
     from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
 
-    for model in (TruncationRecord, StoredRetentionSet, RetentionCycle, Subscription, RetentionPolicy,
-                  Segment, ReaderGroup, Stream, Scope):
+    for model in (
+        TruncationRecord,
+        StoredRetentionSet,
+        RetentionCycle,
+        Subscription,
+        RetentionPolicy,
+        Segment,
+        ReaderGroup,
+        Stream,
+        Scope,
+    ):
         if connection.vendor == "postgresql":
             with connection.cursor() as cur:
                 cur.execute(f'TRUNCATE "{model._meta.db_table}" CASCADE')
@@ -129,16 +138,19 @@ def build_fleet(n: int, processes: int = 1) -> None:
 
 
 def _build_batches(n: int, scope, groups, starts: range) -> None:
+    from domain.events import EventIn
     from retention.models import RetentionPolicy, StoredRetentionSet
     from retention.set_store import stored
+    from streams.logs import stream_log
     from streams.models import Segment, Stream, Subscription
-    from streams.services import stream_log
-    from domain.events import EventIn
 
     payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
     for start in starts:
         streams = Stream.objects.bulk_create(
-            [Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS)) for k in range(start, min(n, start + STEP))]
+            [
+                Stream(scope=scope, name=f"s{k:07d}", segment_count=len(SEGMENTS))
+                for k in range(start, min(n, start + STEP))
+            ]
         )
         policies, segments, subs, records = [], [], [], []
         for stream in streams:
@@ -146,27 +158,50 @@ def _build_batches(n: int, scope, groups, starts: range) -> None:
             log = stream_log(stream)
             for seg in SEGMENTS:
                 log.segment(seg).append(payload)
-                segments.append(Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES))
+                segments.append(
+                    Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES)
+                )
             if rng.random() < 0.5:
-                policies.append(RetentionPolicy(stream=stream, limit_type="size", min_value=50 * EVENT_BYTES,
-                                                max_value=200 * EVENT_BYTES,
-                                                consumption_based=True, subscriber_timeout_s=3600))
+                policies.append(
+                    RetentionPolicy(
+                        stream=stream,
+                        limit_type="size",
+                        min_value=50 * EVENT_BYTES,
+                        max_value=200 * EVENT_BYTES,
+                        consumption_based=True,
+                        subscriber_timeout_s=3600,
+                    )
+                )
             else:
-                policies.append(RetentionPolicy(stream=stream, limit_type="time", min_value=3600, max_value=12 * 3600,
-                                                consumption_based=True, subscriber_timeout_s=3600))
+                policies.append(
+                    RetentionPolicy(
+                        stream=stream,
+                        limit_type="time",
+                        min_value=3600,
+                        max_value=12 * 3600,
+                        consumption_based=True,
+                        subscriber_timeout_s=3600,
+                    )
+                )
             rset = []
             for k in range(1, RECORDS + 1):
                 cut = {s: 2 * k - 1 for s in SEGMENTS}
                 at = NOW - timedelta(seconds=(RECORDS + 1 - k) * 1800)
-                rset.append(stored(at, sum(cut.values()) * EVENT_BYTES, cut, {s: o * EVENT_BYTES for s, o in cut.items()}))
+                rset.append(
+                    stored(at, sum(cut.values()) * EVENT_BYTES, cut, {s: o * EVENT_BYTES for s, o in cut.items()})
+                )
             records.append(StoredRetentionSet(stream=stream, records=rset))
             for group in groups:
                 cut = {s: rng.randint(EVENTS // 3, EVENTS) for s in SEGMENTS}
-                subs.append(Subscription(
-                    reader_group=group, stream=stream, acknowledgement_cut=cut,
-                    acknowledgement_sizes={s: o * EVENT_BYTES for s, o in cut.items()},
-                    acknowledged_at=NOW - timedelta(seconds=rng.randint(0, 600)),
-                ))
+                subs.append(
+                    Subscription(
+                        reader_group=group,
+                        stream=stream,
+                        acknowledgement_cut=cut,
+                        acknowledgement_sizes={s: o * EVENT_BYTES for s, o in cut.items()},
+                        acknowledged_at=NOW - timedelta(seconds=rng.randint(0, 600)),
+                    )
+                )
         RetentionPolicy.objects.bulk_create(policies)
         Segment.objects.bulk_create(segments)
         Subscription.objects.bulk_create(subs)
@@ -265,9 +300,13 @@ def _copy_ends(source: Path, target: Path, to_snapshot: bool) -> None:
 
 _PHASES = (
     ("retention.cycle", "prepare_batch"),
-    ("retention.cycle", "decide"), ("retention.cycle", "truncate_many"),
-    ("retention.cycle", "_complete"), ("retention.cycle", "_mark_full"),
-    ("retention.cycle", "read_sets"), ("retention.cycle", "write_sets"), ("retention.cycle", "ends_many"),
+    ("retention.cycle", "decide"),
+    ("retention.cycle", "truncate_many"),
+    ("retention.cycle", "_complete"),
+    ("retention.cycle", "_mark_full"),
+    ("retention.cycle", "read_sets"),
+    ("retention.cycle", "write_sets"),
+    ("retention.cycle", "ends_many"),
     ("spark_tasks.retention_job", "decide_file"),
 )
 _NESTED = {"read_sets", "ends_many"}  # parts of prepare_batch's time, not besides it
@@ -293,6 +332,7 @@ def _time_phases() -> dict[str, float]:
                 return _f(*a, **kw)
             finally:
                 spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
+
         functools.update_wrapper(timed, original)
         setattr(module, name, timed)
     return spent
@@ -327,8 +367,15 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
     assert summary.streams == n, summary.streams
     assert TruncationRecord.objects.filter(completed=True).count() == summary.truncations
     return {
-        "seconds": elapsed, "phases": dict(phases), "marks": marks, "truncated": summary.truncations,
-        "rules": dict(summary.rules), "vendor": connection.vendor, "cpu": cpu, "workers": used, "rss": _peak_rss(),
+        "seconds": elapsed,
+        "phases": dict(phases),
+        "marks": marks,
+        "truncated": summary.truncations,
+        "rules": dict(summary.rules),
+        "vendor": connection.vendor,
+        "cpu": cpu,
+        "workers": used,
+        "rss": _peak_rss(),
     }
 
 
@@ -363,28 +410,50 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="processes of a cycle, either engine (default CBR_RETENTION_WORKERS: the cores); "
-                             "with more than one, the steps run in the workers and are not timed")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes of a cycle, either engine (default CBR_RETENTION_WORKERS: the cores); "
+        "with more than one, the steps run in the workers and are not timed",
+    )
     parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
-    parser.add_argument("--reuse", action="store_true",
-                        help="start from the snapshot of an earlier run's fleet of the same size")
-    parser.add_argument("--in-place", action="store_true",
-                        help="with --reuse: the fleet in place is still as built (a --build-only run just "
-                             "made it): the first engine starts from it without restoring the snapshot")
-    parser.add_argument("--quick-restore", action="store_true",
-                        help="with --reuse: restore the database and only the streams' `ends` files (seconds, "
-                             "not the minutes of copying a 100k store), valid after cycles that deleted no chunk")
-    parser.add_argument("--event-bytes", type=int, default=EVENT_BYTES,
-                        help="payload bytes of each event; the size policies' bounds scale with it, so the "
-                             "decisions are the same as with 100 (a smaller store: the 1M fleet)")
-    parser.add_argument("--build-processes", type=int, default=1,
-                        help="processes building the fleet (untimed; the 1M fleet)")
-    parser.add_argument("--light-snapshot", action="store_true",
-                        help="snapshot only the streams' `ends` files of the store (restore with --quick-restore)")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build the fleet and its snapshot, time nothing (then time with --reuse, "
-                             "under the benchmark lock, without the build's minutes)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="start from the snapshot of an earlier run's fleet of the same size"
+    )
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="with --reuse: the fleet in place is still as built (a --build-only run just "
+        "made it): the first engine starts from it without restoring the snapshot",
+    )
+    parser.add_argument(
+        "--quick-restore",
+        action="store_true",
+        help="with --reuse: restore the database and only the streams' `ends` files (seconds, "
+        "not the minutes of copying a 100k store), valid after cycles that deleted no chunk",
+    )
+    parser.add_argument(
+        "--event-bytes",
+        type=int,
+        default=EVENT_BYTES,
+        help="payload bytes of each event; the size policies' bounds scale with it, so the "
+        "decisions are the same as with 100 (a smaller store: the 1M fleet)",
+    )
+    parser.add_argument(
+        "--build-processes", type=int, default=1, help="processes building the fleet (untimed; the 1M fleet)"
+    )
+    parser.add_argument(
+        "--light-snapshot",
+        action="store_true",
+        help="snapshot only the streams' `ends` files of the store (restore with --quick-restore)",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build the fleet and its snapshot, time nothing (then time with --reuse, "
+        "under the benchmark lock, without the build's minutes)",
+    )
     args = parser.parse_args()
     EVENT_BYTES = args.event_bytes
     os.environ.setdefault("SPARK_MASTER", args.master)
@@ -393,8 +462,12 @@ def main() -> None:
     from django.conf import settings
 
     print(f"machine: {machine()}")
-    print(f"database: {args.database_url}; store: {data_dir} (fsync {settings.CBR_FSYNC}); Spark master {settings.SPARK_MASTER}")
-    print(f"fleet: {len(SEGMENTS)} segments x {EVENTS} events of {EVENT_BYTES} B, 3 subscribers, {RECORDS} retention records per stream")
+    print(
+        f"database: {args.database_url}; store: {data_dir} (fsync {settings.CBR_FSYNC}); Spark master {settings.SPARK_MASTER}"
+    )
+    print(
+        f"fleet: {len(SEGMENTS)} segments x {EVENTS} events of {EVENT_BYTES} B, 3 subscribers, {RECORDS} retention records per stream"
+    )
     results = {}
     for n in [int(x) for x in args.sizes.split(",")]:
         marker = data_dir.with_name(data_dir.name + "-snapshot") / "fleet-size"
@@ -431,22 +504,33 @@ def main() -> None:
                 f"N={n:>9,}  engine {engine:<5}  cycle {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
                 f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
             )
-            print(f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
-                  f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))")
-            print(f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
-                  f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB")
+            print(
+                f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
+                f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))"
+            )
+            print(
+                f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
+                f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB"
+            )
             if r["marks"]:
                 print(f"    seconds at each 10k streams applied: {r['marks']}")
             other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)
             if r["phases"]:  # timed in this process (the steps of worker processes are not seen)
-                print("    where the time went: " + ", ".join(
-                    f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "") for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
-                ) + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s")
+                print(
+                    "    where the time went: "
+                    + ", ".join(
+                        f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "")
+                        for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
+                    )
+                    + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s"
+                )
     sizes = sorted({n for n, _ in results})
     for engine in args.engines.split(","):
         for a, b in zip(sizes, sizes[1:]):
             if (a, engine) in results and (b, engine) in results:
-                print(f"{engine}: N {a:,} -> {b:,} ({b // a}x streams): cycle time x{results[(b, engine)] / results[(a, engine)]:.1f}")
+                print(
+                    f"{engine}: N {a:,} -> {b:,} ({b // a}x streams): cycle time x{results[(b, engine)] / results[(a, engine)]:.1f}"
+                )
 
 
 if __name__ == "__main__":

@@ -83,9 +83,14 @@ MAX_DELIVERIES = 3
 VIEW_BYTES = 150_000  # s19's compacted_retention_bytes
 SAMPLE_S = 10
 SERVICE_ENV = {
-    "CBR_RETENTION_INTERVAL": "10", "CBR_SEAL_INTERVAL": "10", "CBR_COMPACTION_INTERVAL": "60",
-    "CBR_CHUNK_BYTES": str(256 * 1024), "CBR_CHUNK_SECONDS": "20", "CBR_FSYNC": "batch",
-    "CBR_LOG_LEVEL": "WARNING", "DJANGO_SECRET_KEY": "soak-only",
+    "CBR_RETENTION_INTERVAL": "10",
+    "CBR_SEAL_INTERVAL": "10",
+    "CBR_COMPACTION_INTERVAL": "60",
+    "CBR_CHUNK_BYTES": str(256 * 1024),
+    "CBR_CHUNK_SECONDS": "20",
+    "CBR_FSYNC": "batch",
+    "CBR_LOG_LEVEL": "WARNING",
+    "DJANGO_SECRET_KEY": "soak-only",
 }
 
 
@@ -98,8 +103,12 @@ def group_streams(g: int) -> list[int]:
 
 
 def group_config(g: int) -> dict:
-    config = {"ack_timeout_s": ACK_TIMEOUT_S, "max_deliveries": MAX_DELIVERIES, "max_ack_pending": 2000,
-              "on_poison": "skip" if g == 9 else "dead_letter"}
+    config = {
+        "ack_timeout_s": ACK_TIMEOUT_S,
+        "max_deliveries": MAX_DELIVERIES,
+        "max_ack_pending": 2000,
+        "on_poison": "skip" if g == 9 else "dead_letter",
+    }
     if g >= 8:
         return {**config, "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
     return {**config, "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", "checkpoint_interval_s": 5}
@@ -107,13 +116,18 @@ def group_config(g: int) -> dict:
 
 def stream_config(n: int) -> dict:
     if n in COMPACTED:
-        config = {"cleanup_policy": "compact,delete", "min_compaction_lag_s": 0, "delete_retention_s": 30,
-                  "retention_policy": {"limit_type": "time", "min": 180, "max": 3600, "consumption_based": True}}
+        config = {
+            "cleanup_policy": "compact,delete",
+            "min_compaction_lag_s": 0,
+            "delete_retention_s": 30,
+            "retention_policy": {"limit_type": "time", "min": 180, "max": 3600, "consumption_based": True},
+        }
         if n == COMPACTED[-1]:
             config["compacted_retention_bytes"] = VIEW_BYTES
         return config
-    config = {"retention_policy": {"limit_type": "size", "min": 256 * 1024, "max": 64 * 2**20,
-                                   "consumption_based": True}}
+    config = {
+        "retention_policy": {"limit_type": "size", "min": 256 * 1024, "max": 64 * 2**20, "consumption_based": True}
+    }
     if n in DELAYED:
         config["max_delay_s"] = 60
     return config
@@ -211,8 +225,10 @@ def consume(g: int, url: str, token: str, done, t0: float, out) -> None:
     try:
         result = ConsumerResult()
         lock = threading.Lock()
-        threads = [threading.Thread(target=_consumer, args=(g, c, url, token, done, t0, result, lock))
-                   for c in range(CONSUMERS_PER_GROUP)]
+        threads = [
+            threading.Thread(target=_consumer, args=(g, c, url, token, done, t0, result, lock))
+            for c in range(CONSUMERS_PER_GROUP)
+        ]
         if g >= 8:
             threads.append(threading.Thread(target=_releaser, args=(g, url, token, done, result)))
         for t in threads:
@@ -232,8 +248,11 @@ def _consumer(g, c, url, token, done, t0, result: ConsumerResult, lock) -> None:
     held: list = []  # acknowledgements kept back to the next round (out of order across reads)
 
     def settle(to_ack, to_nack, delayed_nack):
-        calls = ((to_ack, group.ack), (to_nack, lambda ids: group.nack(ids, reason="poison")),
-                 (delayed_nack, lambda ids: group.nack(ids, delay_ms=500, reason="try later")))
+        calls = (
+            (to_ack, group.ack),
+            (to_nack, lambda ids: group.nack(ids, reason="poison")),
+            (delayed_nack, lambda ids: group.nack(ids, delay_ms=500, reason="try later")),
+        )
         for deliveries, call in calls:
             if not deliveries:
                 continue
@@ -349,9 +368,15 @@ class Stack:
         self.work = Path(tempfile.mkdtemp(prefix="soak-", dir=ROOT / "var"))
         self.data = self.work / "data"
         self.procs: dict[str, subprocess.Popen] = {}
-        self.env = {**os.environ, **SERVICE_ENV, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
-                    "DATABASE_URL": args.database_url, "REDIS_URL": args.redis_url,
-                    "CBR_DATA_DIR": str(self.data), "CBR_VAR_DIR": str(self.work / "var")}
+        self.env = {
+            **os.environ,
+            **SERVICE_ENV,
+            "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+            "DATABASE_URL": args.database_url,
+            "REDIS_URL": args.redis_url,
+            "CBR_DATA_DIR": str(self.data),
+            "CBR_VAR_DIR": str(self.work / "var"),
+        }
 
     def start(self) -> None:
         import redis
@@ -359,22 +384,49 @@ class Stack:
         _fresh_database(self.args.database_url)
         redis.Redis.from_url(self.args.redis_url).flushdb()
         manage(self.env, "migrate", "--noinput")
-        self.token = manage(self.env, "shell", "-c", (
-            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-            "u = User.objects.create_user('soak', is_staff=True, is_superuser=True);"
-            "print(Token.objects.create(user=u).key)")).split()[-1]
+        self.token = manage(
+            self.env,
+            "shell",
+            "-c",
+            (
+                "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+                "u = User.objects.create_user('soak', is_staff=True, is_superuser=True);"
+                "print(Token.objects.create(user=u).key)"
+            ),
+        ).split()[-1]
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         py = sys.executable
         commands = {
-            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{port}", "-w", "2", "-k", "gthread",
-                    "--threads", "8", "--graceful-timeout", "5", "--keep-alive", "30", "--log-level", "warning"],
+            "web": [
+                py,
+                "-m",
+                "gunicorn",
+                "cbrweb.wsgi",
+                "-c",
+                "python:cbrweb.gunicorn_conf",
+                "-b",
+                f"127.0.0.1:{port}",
+                "-w",
+                "2",
+                "-k",
+                "gthread",
+                "--threads",
+                "8",
+                "--graceful-timeout",
+                "5",
+                "--keep-alive",
+                "30",
+                "--log-level",
+                "warning",
+            ],
             **celery_commands("warning", str(self.work / "celerybeat-schedule")),  # as make run starts them
         }
         for name, command in commands.items():
             log = open(self.work / f"{name}.log", "wb")
-            self.procs[name] = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[name] = subprocess.Popen(
+                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         wait_http(f"{self.url}/login/")
 
     def stop(self, name: str, timeout: float = 60) -> None:
@@ -421,8 +473,9 @@ def set_up_streams(stack: Stack) -> None:
         for n in range(STREAMS):
             api.create_stream("soak", stream_name(n), segment_count=SEGMENTS, **stream_config(n))
         for g in range(GROUPS):
-            api.create_reader_group("soak", f"g{g}", [f"soak/{stream_name(n)}" for n in group_streams(g)],
-                                    **group_config(g))
+            api.create_reader_group(
+                "soak", f"g{g}", [f"soak/{stream_name(n)}" for n in group_streams(g)], **group_config(g)
+            )
 
 
 # -- sampling ------------------------------------------------------------------------------------------
@@ -469,12 +522,11 @@ class Sampler(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        import redis
         from django.db import connection
 
         from retention.models import TruncationRecord
         from tests.faults.invariants import floors
-
-        import redis
 
         r = redis.Redis.from_url(self.stack.args.redis_url)
         while not self.stopped.wait(SAMPLE_S):
@@ -487,25 +539,33 @@ class Sampler(threading.Thread):
                 db = cur.fetchone()[0]
             self.floors.append(floors())
             lag = subscribers_lag(self.floors[-1])
-            self.rows.append({
-                "t": round(time.monotonic() - self.t0), "disk_mib": disk_bytes(self.stack.data) / 2**20,
-                "web_mib": web, "worker_mib": worker,
-                "compactor_mib": compactor, "jvm_mib": jvm, "beat_mib": beat,
-                "redis_mib": r.info("memory")["used_memory"] / 2**20, "db_mib": db / 2**20,
-                "truncations": TruncationRecord.objects.count(), "lag": lag,
-            })
+            self.rows.append(
+                {
+                    "t": round(time.monotonic() - self.t0),
+                    "disk_mib": disk_bytes(self.stack.data) / 2**20,
+                    "web_mib": web,
+                    "worker_mib": worker,
+                    "compactor_mib": compactor,
+                    "jvm_mib": jvm,
+                    "beat_mib": beat,
+                    "redis_mib": r.info("memory")["used_memory"] / 2**20,
+                    "db_mib": db / 2**20,
+                    "truncations": TruncationRecord.objects.count(),
+                    "lag": lag,
+                }
+            )
             connection.close()
 
 
 def subscribers_lag(floors: dict[tuple[str, str, str], int]) -> int:
     """Events published and not yet processed, summed over every subscriber and segment."""
-    from streams import services
+    from streams import logs
     from tests.faults.invariants import stream_named
 
     tails = {}
     for _, name, _ in floors:
         if name not in tails:
-            tails[name] = services.stream_log(stream_named(name)).tail_cut()
+            tails[name] = logs.stream_log(stream_named(name)).tail_cut()
     return sum(tails[name][seg] - floor for (_, name, seg), floor in floors.items())
 
 
@@ -556,11 +616,11 @@ def check_all(stack: Stack, produced: list[dict], groups: dict[int, ConsumerResu
 
 def _check_published(stream, ledger: dict) -> None:
     from retention.models import TruncationRecord
-    from streams import services
+    from streams import logs
     from tests.faults.invariants import check_log_whole
 
     readable = check_log_whole(stream)
-    heads = services.stream_log(stream).head_cut()
+    heads = logs.stream_log(stream).head_cut()
     truncated = TruncationRecord.objects.filter(stream=stream).exists()
     for (seg, offset), (crc, _) in ledger.items():
         if offset < heads[seg]:
@@ -609,7 +669,9 @@ def _check_view(api: Client, n: int, ledger: dict) -> None:
     for key, r in got.items():
         assert key in latest, f"key {key} in the view was never published before the horizon"
         crc, seg, offset = latest[key]
-        assert (r["segment"], r["offset"]) == (seg, offset), f"key {key}: view has {r['segment']}:{r['offset']}, latest {seg}:{offset}"
+        assert (r["segment"], r["offset"]) == (seg, offset), (
+            f"key {key}: view has {r['segment']}:{r['offset']}, latest {seg}:{offset}"
+        )
         assert zlib.crc32(base64_payload(r)) == crc, f"key {key}: payload differs"
     if n == COMPACTED[-1]:  # retention marks by bytes: a subset, within the bound
         held = sum(len(base64_payload(r)) for r in rows)
@@ -655,8 +717,11 @@ def compact_now(stack: Stack, timeout: float) -> None:
                     raise
         started = time.monotonic()
         while time.monotonic() - started < timeout:
-            states = [run["state"] for n in COMPACTED
-                      for run in api.request("GET", f"streams/soak/{stream_name(n)}/compactions/")["results"]]
+            states = [
+                run["state"]
+                for n in COMPACTED
+                for run in api.request("GET", f"streams/soak/{stream_name(n)}/compactions/")["results"]
+            ]
             if not {"queued", "running"} & set(states):
                 return
             time.sleep(2)
@@ -665,8 +730,10 @@ def compact_now(stack: Stack, timeout: float) -> None:
 
 def latency_line(what: str, samples: list[tuple[float, float]]) -> str:
     values = [s for _, s in samples]
-    return (f"{what:8} {len(values):>9,} requests   p50 {pct(values, 0.5) * 1000:7.1f} ms   "
-            f"p99 {pct(values, 0.99) * 1000:7.1f} ms   max {max(values, default=0) * 1000:7.0f} ms")
+    return (
+        f"{what:8} {len(values):>9,} requests   p50 {pct(values, 0.5) * 1000:7.1f} ms   "
+        f"p99 {pct(values, 0.99) * 1000:7.1f} ms   max {max(values, default=0) * 1000:7.0f} ms"
+    )
 
 
 def per_minute_p99(samples: list[tuple[float, float]]) -> str:
@@ -703,7 +770,9 @@ def main() -> int:
         sampler = Sampler(stack, t0)
         sampler.start()
         children = [ctx.Process(target=produce, args=(stack.url, stack.token, args.rate, args.batches, stop, t0, out))]
-        children += [ctx.Process(target=consume, args=(g, stack.url, stack.token, done, t0, out)) for g in range(GROUPS)]
+        children += [
+            ctx.Process(target=consume, args=(g, stack.url, stack.token, done, t0, out)) for g in range(GROUPS)
+        ]
         for c in children:
             c.start()
         load_s = args.minutes * 60
@@ -711,10 +780,12 @@ def main() -> int:
             time.sleep(5)
             if sampler.rows and int(time.monotonic() - t0) % 60 < 5:
                 row = sampler.rows[-1]
-                print(f"  {row['t']:>4} s  disk {row['disk_mib']:6.1f} MiB  web {row['web_mib']:5.0f} MiB  "
-                      f"worker {row['worker_mib']:5.0f} MiB  compactor {row['compactor_mib']:.0f}+{row['jvm_mib']:.0f} MiB  "
-                      f"truncations {row['truncations']}  lag {row['lag']:,}",
-                      flush=True)
+                print(
+                    f"  {row['t']:>4} s  disk {row['disk_mib']:6.1f} MiB  web {row['web_mib']:5.0f} MiB  "
+                    f"worker {row['worker_mib']:5.0f} MiB  compactor {row['compactor_mib']:.0f}+{row['jvm_mib']:.0f} MiB  "
+                    f"truncations {row['truncations']}  lag {row['lag']:,}",
+                    flush=True,
+                )
         stop.set()
         results: dict = {}
         while "producers" not in results:
@@ -793,8 +864,12 @@ def report(stack, args, produced, groups, sampler, drained_s, elapsed) -> bool:
         latency_line("publish", publish_lat) + f"   ({round(args.rate / STREAMS / args.batches)} events each)",
         latency_line("read", read_lat) + f"   (up to {READ_MAX})",
         latency_line("ack/nack", ack_lat),
-        "p99 per minute, ms: publish " + per_minute_p99(publish_lat) + " | read " + per_minute_p99(read_lat)
-        + " | ack " + per_minute_p99(ack_lat),
+        "p99 per minute, ms: publish "
+        + per_minute_p99(publish_lat)
+        + " | read "
+        + per_minute_p99(read_lat)
+        + " | ack "
+        + per_minute_p99(ack_lat),
         f"retention: {cycles.count()} cycles ({cycles.filter(state='failed').count()} failed; "
         f"{durations(cycles)}), {truncations.count():,} truncations ({max_rules} by a max limit), "
         f"{reclaimed / 2**20:,.0f} MiB of chunk files deleted",
@@ -805,11 +880,16 @@ def report(stack, args, produced, groups, sampler, drained_s, elapsed) -> bool:
         + " ".join(f"{r['lag']:,}" for r in rows[5::6]),
         f"   max {max(r['disk_mib'] for r in rows):.0f}, last {rows[-1]['disk_mib']:.0f}; "
         f"database {rows[-1]['db_mib']:.0f} MiB; Redis used_memory {rows[-1]['redis_mib']:.0f} MiB",
-        f"RSS MiB every {SAMPLE_S * 6} s, web (master+2 workers): " + " ".join(f"{r['web_mib']:.0f}" for r in rows[5::6]),
-        "   worker (Python): " + " ".join(f"{r['worker_mib']:.0f}" for r in rows[5::6])
-        + "   compactor (Python): " + " ".join(f"{r['compactor_mib']:.0f}" for r in rows[5::6])
-        + "   its JVM: " + " ".join(f"{r['jvm_mib']:.0f}" for r in rows[5::6])
-        + "   beat: " + " ".join(f"{r['beat_mib']:.0f}" for r in rows[5::6]),
+        f"RSS MiB every {SAMPLE_S * 6} s, web (master+2 workers): "
+        + " ".join(f"{r['web_mib']:.0f}" for r in rows[5::6]),
+        "   worker (Python): "
+        + " ".join(f"{r['worker_mib']:.0f}" for r in rows[5::6])
+        + "   compactor (Python): "
+        + " ".join(f"{r['compactor_mib']:.0f}" for r in rows[5::6])
+        + "   its JVM: "
+        + " ".join(f"{r['jvm_mib']:.0f}" for r in rows[5::6])
+        + "   beat: "
+        + " ".join(f"{r['beat_mib']:.0f}" for r in rows[5::6]),
         f"   slope after 2 min: web {slope_per_min(rows, 'web_mib', 120):+.2f} MiB/min, worker "
         f"{slope_per_min(rows, 'worker_mib', 120):+.2f}, compactor {slope_per_min(rows, 'compactor_mib', 120):+.2f}, beat {slope_per_min(rows, 'beat_mib', 120):+.2f}, "
         f"disk {slope_per_min(rows, 'disk_mib', 120):+.2f}",

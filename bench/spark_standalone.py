@@ -21,9 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import ROOT
-
 import pyspark
+from _common import ROOT
 
 SPARK_HOME = Path(pyspark.__file__).parent
 STATE = ROOT / "var" / "spark"
@@ -32,12 +31,20 @@ MASTER_PORT, MASTER_UI, WORKER_UI = 7077, 8090, 8091
 
 def _spark_class(name: str, *args: str) -> subprocess.Popen:
     STATE.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOG_DIR": str(STATE), "SPARK_WORKER_DIR": str(STATE / "work")}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOG_DIR": str(STATE),
+        "SPARK_WORKER_DIR": str(STATE / "work"),
+    }
     log = open(STATE / f"{name.rsplit('.', 1)[-1].lower()}.log", "w")
     return subprocess.Popen(
         [str(SPARK_HOME / "bin" / "spark-class"), name, *args],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -52,12 +59,28 @@ def _wait_port(port: int, timeout: float = 60) -> None:
 
 
 def start(cores: int = 2, memory: str = "4g") -> None:
-    master = _spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                          "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI))
+    master = _spark_class(
+        "org.apache.spark.deploy.master.Master",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(MASTER_PORT),
+        "--webui-port",
+        str(MASTER_UI),
+    )
     _wait_port(MASTER_PORT)
-    worker = _spark_class("org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{MASTER_PORT}",
-                          "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                          "--webui-port", str(WORKER_UI))
+    worker = _spark_class(
+        "org.apache.spark.deploy.worker.Worker",
+        f"spark://127.0.0.1:{MASTER_PORT}",
+        "--host",
+        "127.0.0.1",
+        "--cores",
+        str(cores),
+        "--memory",
+        memory,
+        "--webui-port",
+        str(WORKER_UI),
+    )
     _wait_port(WORKER_UI)
     (STATE / "pids").write_text(f"{master.pid} {worker.pid}\n")
     print(f"master spark://127.0.0.1:{MASTER_PORT} (UI http://127.0.0.1:{MASTER_UI}), worker {cores} cores, {memory}")

@@ -44,15 +44,21 @@ class RequestBodyLimit:
         return self.app(environ, start_response)
 
     def _too_large(self, start_response, size: str):
-        body = orjson.dumps({
-            "code": "body_too_large",
-            "message": f"body: {size}; the limit is {self.max_bytes} bytes (CBR_MAX_REQUEST_BYTES): "
-                       "send fewer or smaller events per request",
-            "field": "body",
-        })
-        start_response("413 Content Too Large", [
-            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-        ])
+        body = orjson.dumps(
+            {
+                "code": "body_too_large",
+                "message": f"body: {size}; the limit is {self.max_bytes} bytes (CBR_MAX_REQUEST_BYTES): "
+                "send fewer or smaller events per request",
+                "field": "body",
+            }
+        )
+        start_response(
+            "413 Content Too Large",
+            [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+            ],
+        )
         return [body]
 
 

@@ -16,6 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+from cbrweb import embedded_redis
+from cbrweb.prereq import java_problem, python_problem
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,8 +27,6 @@ def say(msg: str) -> None:
 
 
 def main() -> int:
-    from cbrweb.prereq import java_problem, python_problem
-
     for problem in (python_problem(), java_problem()):
         if problem:
             print(f"cbr: {problem}", file=sys.stderr)
@@ -36,8 +37,6 @@ def main() -> int:
     children: list[tuple[str, subprocess.Popen]] = []
 
     if not os.environ.get("REDIS_URL"):
-        from cbrweb import embedded_redis
-
         proc, url = embedded_redis.start(var / "redis")
         os.environ["REDIS_URL"] = url
         children.append(("redis", proc))
@@ -54,9 +53,28 @@ def main() -> int:
         workers = os.environ.get("CBR_WEB_WORKERS", "2")
         beat_schedule = str(var / "celerybeat-schedule")
         commands = {
-            "web": [py, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"{host}:{port}", "-w", workers,
-                    "-k", "gthread", "--threads", os.environ.get("CBR_WEB_THREADS", "8"),
-                    "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"],
+            "web": [
+                py,
+                "-m",
+                "gunicorn",
+                "cbrweb.wsgi",
+                "-c",
+                "python:cbrweb.gunicorn_conf",
+                "-b",
+                f"{host}:{port}",
+                "-w",
+                workers,
+                "-k",
+                "gthread",
+                "--threads",
+                os.environ.get("CBR_WEB_THREADS", "8"),
+                "--access-logfile",
+                "-",
+                "--graceful-timeout",
+                "5",
+                "--keep-alive",
+                "30",
+            ],
             **celery_commands("info", beat_schedule),
         }
         for name, cmd in commands.items():
@@ -79,28 +97,48 @@ def celery_commands(log_level: str, beat_schedule: str) -> dict[str, list[str]]:
     return {
         "worker": [*celery, "worker", "-l", log_level, "-c", "1", "-Q", "celery", "-n", "worker@%h"],
         "compactor": [*celery, "worker", "-l", log_level, "-c", "1", "-Q", "compaction", "-n", "compactor@%h"],
-        "beat": [*celery, "beat", "-l", log_level, "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-                 "-s", beat_schedule],
+        "beat": [
+            *celery,
+            "beat",
+            "-l",
+            log_level,
+            "--scheduler",
+            "django_celery_beat.schedulers:DatabaseScheduler",
+            "-s",
+            beat_schedule,
+        ],
     }
 
 
 def _create_admin(manage: list[str]) -> None:
     check = subprocess.run(
-        [*manage, "shell", "-c",
-         "from django.contrib.auth import get_user_model as g;"
-         "print(g().objects.filter(is_superuser=True).exists())"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        [
+            *manage,
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model as g;print(g().objects.filter(is_superuser=True).exists())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     if check.stdout.split()[-1:] == ["True"]:
         return
     password = secrets.token_urlsafe(12)
-    env = {**os.environ, "DJANGO_SUPERUSER_USERNAME": "admin",
-           "DJANGO_SUPERUSER_PASSWORD": password, "DJANGO_SUPERUSER_EMAIL": "admin@localhost"}
-    subprocess.run([*manage, "createsuperuser", "--noinput"], check=True, env=env, cwd=ROOT,
-                   stdout=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DJANGO_SUPERUSER_USERNAME": "admin",
+        "DJANGO_SUPERUSER_PASSWORD": password,
+        "DJANGO_SUPERUSER_EMAIL": "admin@localhost",
+    }
+    subprocess.run([*manage, "createsuperuser", "--noinput"], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     bar = "=" * 64
-    print(f"\n{bar}\n  Admin created. Sign in as  admin  /  {password}\n"
-          f"  This password is shown once; change it in the console.\n{bar}\n", flush=True)
+    print(
+        f"\n{bar}\n  Admin created. Sign in as  admin  /  {password}\n"
+        f"  This password is shown once; change it in the console.\n{bar}\n",
+        flush=True,
+    )
 
 
 def _seed_if_empty(manage: list[str]) -> None:
@@ -108,7 +146,10 @@ def _seed_if_empty(manage: list[str]) -> None:
         return
     check = subprocess.run(
         [*manage, "shell", "-c", "from streams.models import Stream; print(Stream.objects.exists())"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     if check.stdout.split()[-1:] == ["False"]:
         say("empty database: loading the demo streams (CBR_SEED_DEMO=0 skips this)")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
 
 from cbrweb.env import env_bool, env_choice, env_int, env_list, env_path, env_str
 
@@ -25,8 +26,6 @@ if not SECRET_KEY:
     if _key_file.exists():
         SECRET_KEY = _key_file.read_text().strip()
     else:
-        from django.core.management.utils import get_random_secret_key
-
         SECRET_KEY = get_random_secret_key()
         try:
             VAR_DIR.mkdir(parents=True, exist_ok=True)

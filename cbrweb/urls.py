@@ -3,9 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from access.login import rate_limited_login
-from cbrweb import converters  # noqa: F401  (registers <name:…> and <key_prefix:…> before the includes below)
 from api.errors import unavailable_as_503
 from api.metrics import metrics_view
+from cbrweb import converters  # noqa: F401  (registers <name:…> and <key_prefix:…> before the includes below)
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),

@@ -7,8 +7,8 @@ django_application = get_wsgi_application()
 
 from django.conf import settings  # noqa: E402  (configured by the line above)
 
-from cbrweb.body_limit import RequestBodyLimit  # noqa: E402
 from api.schema import openapi_schema  # noqa: E402
+from cbrweb.body_limit import RequestBodyLimit  # noqa: E402
 
 openapi_schema()  # built before this process serves anyone (api/schema.py)
 application = RequestBodyLimit(django_application, settings.CBR_MAX_REQUEST_BYTES)

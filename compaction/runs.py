@@ -25,13 +25,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from compaction.models import CompactedView, CompactionRun
+from spark_tasks import load_compaction_job, spark_session
 from store import locks as redis_locks
-from streams.models import Stream
-from streams.services import stream_log
 from store.parquet import SCHEMA as PARQUET_SCHEMA
 from store.parquet import write_parquet_copy
-
-from compaction.models import CompactedView, CompactionRun
+from streams.logs import stream_log
+from streams.models import Stream
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ def fail_dead_runs(stream: Stream) -> int:
     """Mark failed the runs left `running` by a process that died. Only called while no live
     process holds the stream's lock: a run is `running` only while its process holds it."""
     return CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.RUNNING).update(
-        state=CompactionRun.State.FAILED, error="the process running it died", finished_at=timezone.now())
+        state=CompactionRun.State.FAILED, error="the process running it died", finished_at=timezone.now()
+    )
 
 
 @dataclass(frozen=True)
@@ -170,30 +171,16 @@ def seal_active_chunks(stream: Stream) -> None:
         stream_log(stream).segment(seg_id).roll_if_due(far)
 
 
-def queue_run(stream: Stream, trigger: str) -> CompactionRun:
-    """A run to be done by the worker (console, API); 409 when one is running."""
-    from compaction.tasks import run_compaction  # noqa: PLC0415
-
-    if is_running(stream):
-        raise CompactionBusy(stream.full_name)
-    fail_dead_runs(stream)
-    if CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.QUEUED).exists():
-        raise CompactionBusy(stream.full_name)
-    run = CompactionRun.objects.create(stream=stream, trigger=trigger)
-    try:
-        run_compaction.delay(run.pk)
-    except Exception as exc:  # the broker is down: the console and API show it
-        run.state, run.error = CompactionRun.State.FAILED, f"could not queue: {exc}"
-        run.save(update_fields=["state", "error"])
-    return run
-
-
 def execute(run: CompactionRun, now: datetime | None = None, seal: bool = False) -> CompactionRun:
     """Do the run (the task, the command and the tests call this)."""
     stream = run.stream
     with compaction_lock(stream) as got:
         if not got:
-            run.state, run.error, run.finished_at = CompactionRun.State.FAILED, "another compaction was running", timezone.now()
+            run.state, run.error, run.finished_at = (
+                CompactionRun.State.FAILED,
+                "another compaction was running",
+                timezone.now(),
+            )
             run.save(update_fields=["state", "error", "finished_at"])
             raise CompactionBusy(stream.full_name)
         fail_dead_runs(stream)  # nothing else holds the lock, and this run is not running yet
@@ -214,8 +201,7 @@ def _phase(run: CompactionRun, phase: str, **fields) -> None:
 
 
 def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
-    from spark_tasks import compaction_job  # noqa: PLC0415  (Spark only in the worker)
-    from spark_tasks.session import get_spark  # noqa: PLC0415
+    compaction_job = load_compaction_job()
 
     stream = run.stream
     _phase(run, "looking for sealed chunks", state=CompactionRun.State.RUNNING, started_at=timezone.now())
@@ -224,10 +210,16 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
     current = CompactedView.objects.filter(stream=stream).first()
     pending = pending_chunks(stream, current.horizon if current else {}, int(now.timestamp() * 1000))
     if not pending.paths:
-        _phase(run, "nothing new", state=CompactionRun.State.SKIPPED, finished_at=timezone.now(),
-               horizon=current.horizon if current else {}, generation=current.generation if current else None)
+        _phase(
+            run,
+            "nothing new",
+            state=CompactionRun.State.SKIPPED,
+            finished_at=timezone.now(),
+            horizon=current.horizon if current else {},
+            generation=current.generation if current else None,
+        )
         return run
-    engine = get_spark().sparkContext.master
+    engine = spark_session().sparkContext.master
     _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=engine)
     directory = view_dir(stream)
     incoming = input_counts(pending.paths)
@@ -249,15 +241,34 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         _phase(run, "written, switching")
         time.sleep(pause)
     with transaction.atomic():
-        CompactedView.objects.update_or_create(stream=stream, defaults={
-            "generation": generation, "directory": name, "horizon": pending.horizon, "keys": written["keys"],
-            "tombstones": written["tombstones"], "bytes": written["bytes"], "switched_at": timezone.now(),
-        })
-        _phase(run, "done", state=CompactionRun.State.SUCCEEDED, finished_at=timezone.now(), generation=generation,
-               horizon=pending.horizon, events_in=incoming.events + (current.keys if current else 0),
-               events_out=written["rows"], keys=written["keys"], keyless_dropped=incoming.keyless,
-               tombstones_dropped=stats.tombstones_dropped, marked_by_retention=stats.marked,
-               bytes_before=incoming.bytes + (current.bytes if current else 0), bytes_after=written["bytes"])
+        CompactedView.objects.update_or_create(
+            stream=stream,
+            defaults={
+                "generation": generation,
+                "directory": name,
+                "horizon": pending.horizon,
+                "keys": written["keys"],
+                "tombstones": written["tombstones"],
+                "bytes": written["bytes"],
+                "switched_at": timezone.now(),
+            },
+        )
+        _phase(
+            run,
+            "done",
+            state=CompactionRun.State.SUCCEEDED,
+            finished_at=timezone.now(),
+            generation=generation,
+            horizon=pending.horizon,
+            events_in=incoming.events + (current.keys if current else 0),
+            events_out=written["rows"],
+            keys=written["keys"],
+            keyless_dropped=incoming.keyless,
+            tombstones_dropped=stats.tombstones_dropped,
+            marked_by_retention=stats.marked,
+            bytes_before=incoming.bytes + (current.bytes if current else 0),
+            bytes_after=written["bytes"],
+        )
     remove_leftovers(stream)
     return run
 
@@ -269,22 +280,21 @@ def broadcast_fits(keys_at_most: int) -> bool:
     """Whether a run with at most this many keys (the previous generation's and one per new
     event) broadcasts its winners' positions (`compaction_job.latest_per_key`): when they take
     at most a quarter of the driver's memory (`CBR_SPARK_DRIVER_MEMORY`)."""
-    from spark_tasks.session import get_spark  # noqa: PLC0415
 
-    memory = get_spark().sparkContext._jsc.sc().getConf().getSizeAsBytes("spark.driver.memory", "1g")
+    memory = spark_session().sparkContext._jsc.sc().getConf().getSizeAsBytes("spark.driver.memory", "1g")
     return keys_at_most * BROADCAST_BYTES_PER_KEY <= memory
 
 
 def write_generation(paths: list[Path], previous: Path | None, now: datetime, config, target: Path):
     """The Spark part of a run: the previous generation's files and the chunks' Parquet copies
     in, the new generation's files out (`target`), and what each step dropped."""
-    from spark_tasks import compaction_job  # noqa: PLC0415  (Spark only in the worker)
-    from spark_tasks.session import get_spark  # noqa: PLC0415
+    compaction_job = load_compaction_job()
 
-    spark = get_spark()
+    spark = spark_session()
     events = spark.read.parquet(*[str(p) for p in paths])
-    result = compaction_job.compact_with_stats(spark.read.parquet(str(previous)) if previous else None, events, now,
-                                               config)
+    result = compaction_job.compact_with_stats(
+        spark.read.parquet(str(previous)) if previous else None, events, now, config
+    )
     # one Spark job: reads the input once, writes the view, and counts (observations)
     compaction_job.in_key_order(result.view).write.mode("overwrite").parquet(str(target))
     return result.stats()
@@ -320,21 +330,26 @@ def warm_up(events: int = WARM_UP_EVENTS) -> list:
     starting Spark, loading classes, generating the plans' code (cached by its text, which does
     not depend on the data) and the JIT's first compilations of the hot loops. Returns the runs'
     stats."""
-    from spark_tasks import compaction_job  # noqa: PLC0415
+    compaction_job = load_compaction_job()
 
     now = datetime.now(UTC)
     keys = max(1, events // 10)
     with tempfile.TemporaryDirectory(prefix="cbr-compaction-warm-up-") as scratch:
         root = Path(scratch)
-        copies = [_made_up_chunk(root / "0.parquet", 0, events, keys, now),  # each after the one before
-                  _made_up_chunk(root / "1.parquet", events, 40, keys, now),
-                  _made_up_chunk(root / "2.parquet", events + 20, 40, keys, now)]
+        copies = [
+            _made_up_chunk(root / "0.parquet", 0, events, keys, now),  # each after the one before
+            _made_up_chunk(root / "1.parquet", events, 40, keys, now),
+            _made_up_chunk(root / "2.parquet", events + 20, 40, keys, now),
+        ]
         compact = compaction_job.CompactionSettings(delete_retention_s=0)
-        with_retention = compaction_job.CompactionSettings(delete_retention_s=0, retention_s=3600,
-                                                           retention_bytes=100 * events)
-        return [write_generation(copies[:1], None, now, compact, root / "gen-1"),
-                write_generation(copies[1:2], root / "gen-1", now, compact, root / "gen-2"),
-                write_generation(copies[2:], root / "gen-2", now, with_retention, root / "gen-3")]
+        with_retention = compaction_job.CompactionSettings(
+            delete_retention_s=0, retention_s=3600, retention_bytes=100 * events
+        )
+        return [
+            write_generation(copies[:1], None, now, compact, root / "gen-1"),
+            write_generation(copies[1:2], root / "gen-1", now, compact, root / "gen-2"),
+            write_generation(copies[2:], root / "gen-2", now, with_retention, root / "gen-3"),
+        ]
 
 
 def _durable_rename(tmp: Path, target: Path) -> None:

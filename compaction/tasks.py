@@ -1,13 +1,18 @@
-"""Celery tasks of compaction: thin wrappers taking ids."""
+"""Celery tasks of compaction (thin wrappers taking ids) and what queues them."""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+import threading
+import time
 
-from streams.models import CleanupPolicy, Stream
+from celery import current_app, shared_task
+from celery.signals import worker_process_init
+from django.conf import settings
 
 from compaction.models import CompactionRun
-from compaction.runs import CompactionBusy, execute, is_running
+from compaction.runs import CompactionBusy, execute, fail_dead_runs, is_running, warm_up
+from streams.models import CleanupPolicy, Stream
 
 
 @shared_task
@@ -42,3 +47,39 @@ def compact_due_streams() -> int:
         else:
             done += 1
     return done
+
+
+def queue_run(stream: Stream, trigger: str) -> CompactionRun:
+    """A run to be done by the worker (console, API); 409 when one is running."""
+    if is_running(stream):
+        raise CompactionBusy(stream.full_name)
+    fail_dead_runs(stream)
+    if CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.QUEUED).exists():
+        raise CompactionBusy(stream.full_name)
+    run = CompactionRun.objects.create(stream=stream, trigger=trigger)
+    try:
+        run_compaction.delay(run.pk)
+    except Exception as exc:  # the broker is down: the console and API show it
+        run.state, run.error = CompactionRun.State.FAILED, f"could not queue: {exc}"
+        run.save(update_fields=["state", "error"])
+    return run
+
+
+@worker_process_init.connect
+def _warm_up_compactor(**_):
+    """A pool process of the compactor (the worker of the compaction queue) starts its
+    SparkSession and warms it up in the background (`compaction.runs.warm_up`); a run that
+    arrives meanwhile shares the session. (Here the pool process has 4 s to start.)"""
+    queues = current_app.conf.get("cbr_worker_queues") or []
+    if settings.CBR_COMPACTION_WARM_UP and settings.CBR_COMPACTION_QUEUE in queues:
+        threading.Thread(target=_warm_up, name="compaction-warm-up", daemon=True).start()
+
+
+def _warm_up():
+    log, started = logging.getLogger(__name__), time.monotonic()
+    try:
+        warm_up()
+    except Exception:  # the first real run pays for it instead
+        log.exception("the compaction warm-up failed")
+    else:
+        log.warning("compaction warm-up done in %.1f s", time.monotonic() - started)

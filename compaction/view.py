@@ -9,12 +9,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from streams.models import Stream
-from store.framing import Record
-from streams.wire import datetime_to_ms, record_json
-
 from compaction.models import CompactedView
 from compaction.runs import view_dir
+from store.framing import Record
+from streams.models import Stream
+from streams.wire import datetime_to_ms, record_json
 
 
 @dataclass
@@ -58,7 +57,9 @@ def _by_offset(stream: Stream, view: CompactedView):
     path = str(view_dir(stream) / view.directory)
     table = _BY_OFFSET.get(path)
     if table is None:
-        table = ds.dataset(path, format="parquet").to_table().sort_by([("segment", "ascending"), ("offset", "ascending")])
+        table = (
+            ds.dataset(path, format="parquet").to_table().sort_by([("segment", "ascending"), ("offset", "ascending")])
+        )
         if len(_BY_OFFSET) >= 2:
             _BY_OFFSET.pop(next(iter(_BY_OFFSET)))
         _BY_OFFSET[path] = table
@@ -66,8 +67,17 @@ def _by_offset(stream: Stream, view: CompactedView):
 
 
 def _record(row: dict) -> Record:
-    return Record(row["offset"], datetime_to_ms(row["published_at"]), None, 0, row["routing_key"], row["key"],
-                  dict(row["headers"]) if row["headers"] else None, row["payload"] or b"", False)
+    return Record(
+        row["offset"],
+        datetime_to_ms(row["published_at"]),
+        None,
+        0,
+        row["routing_key"],
+        row["key"],
+        dict(row["headers"]) if row["headers"] else None,
+        row["payload"] or b"",
+        False,
+    )
 
 
 def segment_records(stream: Stream, view: CompactedView, segment: str, start: int, limit: int) -> list:
@@ -84,3 +94,14 @@ def records_at(stream: Stream, view: CompactedView, segment: str, offsets: list[
     table = _by_offset(stream, view)
     part = table.filter((pc.field("segment") == segment) & pc.field("offset").isin(offsets))
     return {r["offset"]: _record(r) for r in part.to_pylist()}
+
+
+class Views:
+    """What `streams.consuming.reading` reads a `read_compacted` group's events from below a
+    view's horizon (registered by `CompactionConfig.ready`)."""
+
+    def current(self, stream_ids: set[int]) -> dict[int, CompactedView]:
+        return {v.stream_id: v for v in CompactedView.objects.filter(stream_id__in=stream_ids)}
+
+    segment_records = staticmethod(segment_records)
+    records_at = staticmethod(records_at)

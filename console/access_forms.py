@@ -7,12 +7,19 @@ from access.rules import KeyKind
 
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="what the key is for, e.g. billing-service")
-    kind = forms.ChoiceField(choices=[(KeyKind.READER_GROUP.value, "consume one reader group"),
-                                      (KeyKind.PUBLISH.value, "publish on streams")])
+    kind = forms.ChoiceField(
+        choices=[
+            (KeyKind.READER_GROUP.value, "consume one reader group"),
+            (KeyKind.PUBLISH.value, "publish on streams"),
+        ]
+    )
     reader_group = forms.CharField(required=False, help_text="scope/name (for a reader-group key)")
     streams = forms.CharField(required=False, help_text="scope/name, comma-separated (for a publish key)")
-    expires_at = forms.DateTimeField(required=False, help_text="optional, e.g. 2027-01-31 12:00",
-                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    expires_at = forms.DateTimeField(
+        required=False,
+        help_text="optional, e.g. 2027-01-31 12:00",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
 
     def key_request(self) -> dict:
         """The form's fields as access.services.check_key_request takes them."""

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, redirect, render
 
-from domain.errors import FieldError
-from console.views import htmx_partial
-
 from access import services
-from api.access_views import key_queryset
-from console.access_forms import ApiKeyForm
 from access.models import ApiKey
 from access.permissions import console_access
 from access.rules import Action
+from access.services import key_queryset
+from console.access_forms import ApiKeyForm
+from console.views import htmx_partial
+from domain.errors import FieldError
 
 PAGE = "access/keys.html"
 
@@ -45,4 +44,6 @@ def revoke_api_key(request, prefix):
     api_key = services.do_revoke_key(get_object_or_404(ApiKey, prefix=prefix))
     if not htmx_partial(request):
         return redirect("console:api-keys")
-    return _render(request, ApiKeyForm(), notice=f"Key {api_key.name} ({api_key.prefix}) revoked: it stops working now.")
+    return _render(
+        request, ApiKeyForm(), notice=f"Key {api_key.name} ({api_key.prefix}) revoked: it stops working now."
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django import forms
 
-from domain.policy_spec import parse_policy
 from domain.errors import FieldError
+from domain.policy_spec import parse_policy
 
 LIMIT_CHOICES = [("none", "none"), ("time", "time (seconds)"), ("size", "size (bytes)")]
 

@@ -1,8 +1,6 @@
 from django.urls import path
 
-from console import access_views
-
-from console import views
+from console import access_views, views
 
 app_name = "console"
 

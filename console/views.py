@@ -12,16 +12,18 @@ from django.utils import timezone
 from access.permissions import can, console_access
 from access.rules import Action, TargetKind
 from compaction.models import CompactionRun
-from compaction.runs import CompactionBusy, queue_run
-from retention import set_store
+from compaction.runs import CompactionBusy
+from compaction.tasks import queue_run
 from console import charts
+from console.forms import PolicyForm
+from retention import services as retention_services
+from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.subscribers import consumption_states, subscriber_states
-
-from streams import services
+from retention.tasks import queue_stream_cycle
+from streams import logs
 from streams.consuming import checkpoint_interval_s
 from streams.delaying.state import delayed_state
-from console.forms import PolicyForm
 from streams.group_states import group_overview, group_summaries
 from streams.models import ReaderGroup, Stream
 
@@ -86,7 +88,8 @@ def stream_list(request):
 def _stream(scope: str, name: str) -> Stream:
     return get_object_or_404(
         Stream.objects.select_related("scope", "retention_policy", "delayed", "compacted_view"),
-        scope__name=scope, name=name,
+        scope__name=scope,
+        name=name,
     )
 
 
@@ -102,7 +105,7 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
 
 
 def _detail_context(request, stream, **policy_kwargs) -> dict:
-    state = services.refresh_segments(stream)
+    state = logs.refresh_segments(stream)
     truncations = list(stream.truncations.select_related("triggered_by")[:50])
     return {
         **_policy_context(request, stream, **policy_kwargs),
@@ -191,12 +194,18 @@ def compact_now(request, scope, name):
     try:
         run = queue_run(stream, "console")
     except CompactionBusy:
-        context = _compaction_context(request, stream, warn=True,
-                                      notice=f"A compaction of {stream.full_name} is already queued or running: "
-                                             "this one was not queued.")
+        context = _compaction_context(
+            request,
+            stream,
+            warn=True,
+            notice=f"A compaction of {stream.full_name} is already queued or running: this one was not queued.",
+        )
     else:
-        notice = (f"Compaction #{run.pk} queued." if run.state == CompactionRun.State.QUEUED
-                  else f"Compaction #{run.pk} could not be queued: {run.error}")
+        notice = (
+            f"Compaction #{run.pk} queued."
+            if run.state == CompactionRun.State.QUEUED
+            else f"Compaction #{run.pk} could not be queued: {run.error}"
+        )
         context = _compaction_context(request, stream, notice=notice, warn=run.state != CompactionRun.State.QUEUED)
     if htmx_partial(request):
         return render(request, "streams/_compaction.html", context)
@@ -215,7 +224,7 @@ def policy_panel(request, scope, name):
         )
     form = PolicyForm(request.POST)
     if form.is_valid():
-        services.do_set_policy(stream, form.cleaned_data["spec"], request.user)
+        retention_services.do_set_policy(stream, form.cleaned_data["spec"], request.user)
         stream = _stream(scope, name)
         context = _policy_context(request, stream)
         context["saved"] = True
@@ -225,16 +234,12 @@ def policy_panel(request, scope, name):
         return render(request, "streams/detail.html#policy-panel", context)
     if form.is_valid():
         return redirect("console:stream", scope=scope, name=name)
-    return render(
-        request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True)
-    )
+    return render(request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True))
 
 
 @console_access({"POST": Action.RUN_JOBS}, STREAM)
 def run_retention_now(request, scope, name):
     """Queue a retention cycle for this stream; answer with a progress panel that polls."""
-    from retention.services import queue_stream_cycle
-
     stream = _stream(scope, name)
     if getattr(stream, "retention_policy", None) is None:
         return HttpResponseBadRequest("this stream has no retention policy")

@@ -87,10 +87,22 @@ class SegmentAcks:
     # -- handing out ---------------------------------------------------------------------------
 
     def hand_out(
-        self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
-        max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
-        delayed: Mapping[int, float] | None = None, scan_until: int | None = None,
-        released: float = 0.0, index_live: bool = True, present: Collection[int] | None = None,
+        self,
+        now: float,
+        consumer: str,
+        limit: int,
+        tail: int,
+        lease_s: float,
+        max_deliveries: int,
+        on_poison: Poison,
+        *,
+        floor: int = 0,
+        head: int = 0,
+        delayed: Mapping[int, float] | None = None,
+        scan_until: int | None = None,
+        released: float = 0.0,
+        index_live: bool = True,
+        present: Collection[int] | None = None,
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -165,9 +177,16 @@ class SegmentAcks:
         to be handed out (by delivery time). Returns the offsets queued."""
         queued = []
         for offset, at in sorted(due.items()):
-            if not self.started or not self.floor <= offset < self.next or offset in self.acked \
-                    or offset in self.leases or offset in self.retry or offset in self.dead \
-                    or offset in self.poisoned or offset == self.halted_at:
+            if (
+                not self.started
+                or not self.floor <= offset < self.next
+                or offset in self.acked
+                or offset in self.leases
+                or offset in self.retry
+                or offset in self.dead
+                or offset in self.poisoned
+                or offset == self.halted_at
+            ):
                 continue
             self.retry[offset] = at
             queued.append(offset)

@@ -37,7 +37,7 @@ def check_cut(
 ) -> StreamCut:
     """Validate a cut. `complete` demands every segment; `tail`/`head` bound the offsets."""
     if not isinstance(value, dict):
-        raise FieldError(field, "must be an object of segment id to offset, e.g. {\"0\": 12}")
+        raise FieldError(field, 'must be an object of segment id to offset, e.g. {"0": 12}')
     known = set(segment_ids)
     cut: StreamCut = {}
     for seg, offset in value.items():
@@ -57,6 +57,7 @@ def check_cut(
         if missing:
             raise FieldError(field, f"must name every segment; missing {missing}")
     return cut
+
 
 # -- comparison ----------------------------------------------------------------------------
 
@@ -103,6 +104,4 @@ def lower_bound(cuts: Iterable[Cut]) -> dict[str, int]:
 def moves_head(target: Cut, head: Cut) -> bool:
     """A truncation at `target` happens only when it is strictly ahead of the head on some
     segment and behind it on none; anything else is a silent no-op."""
-    return compare(target, head) is Order.EQUAL_OR_AFTER and any(
-        target[s] > head[s] for s in target
-    )
+    return compare(target, head) is Order.EQUAL_OR_AFTER and any(target[s] > head[s] for s in target)

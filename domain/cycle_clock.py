@@ -19,6 +19,8 @@ def clock_problem(now: datetime, wall: datetime, latest_truncation: datetime | N
     if now > wall + SKEW:
         return f"{now.isoformat()} is in the future (the server's time is {wall.isoformat(timespec='seconds')})"
     if latest_truncation is not None and now < latest_truncation:
-        return (f"{now.isoformat()} is before the latest truncation ({latest_truncation.isoformat()}): "
-                "the history would no longer be in the order things happened")
+        return (
+            f"{now.isoformat()} is before the latest truncation ({latest_truncation.isoformat()}): "
+            "the history would no longer be in the order things happened"
+        )
     return None

@@ -126,8 +126,9 @@ def merge_choice(counts: list[int]) -> int:
     return sums.index(min(sums))
 
 
-def plan_loads(due: list[tuple[int, int, int]], segments: dict[int, list[dict]], now: int, budget: int,
-               after: int | None = None) -> tuple[dict[int, tuple[int, int]], int]:
+def plan_loads(
+    due: list[tuple[int, int, int]], segments: dict[int, list[dict]], now: int, budget: int, after: int | None = None
+) -> tuple[dict[int, tuple[int, int]], int]:
     """Which snapshot segments one hand-out round loads, and the bound it releases up to.
 
     `due`: (frontier, bucket, segments loaded) of the buckets whose frontier (the latest time of
@@ -167,8 +168,9 @@ def plan_loads(due: list[tuple[int, int, int]], segments: dict[int, list[dict]],
     return plan, bound
 
 
-def round_budget(due: list[tuple[int, int, int]], segments: dict[int, list[dict]], base: int, layers: int = 4,
-                 cap: int = 200_000) -> int:
+def round_budget(
+    due: list[tuple[int, int, int]], segments: dict[int, list[dict]], base: int, layers: int = 4, cap: int = 200_000
+) -> int:
     """How many snapshot indexes one hand-out round may load (`plan_loads`' budget): at least
     `base`, and `layers` times what the due buckets hold in the shared queue (their loaded
     segments' counts), at most `cap`. Only a bucket's last loaded segment of a round waits in
@@ -178,8 +180,9 @@ def round_budget(due: list[tuple[int, int, int]], segments: dict[int, list[dict]
     through the queue; loading `layers` segments per due bucket sends ~1/(layers+1) of them.
     `due` and `segments` as `plan_loads` takes them; `cap` bounds a round's batch (and the
     script's argument) when segments are full (up to `max_indexes_per_segment` each)."""
-    queued = sum(segments[b][loaded - 1]["count"] for _, b, loaded in due
-                 if b in segments and 0 < loaded <= len(segments[b]))
+    queued = sum(
+        segments[b][loaded - 1]["count"] for _, b, loaded in due if b in segments and 0 < loaded <= len(segments[b])
+    )
     return max(base, min(layers * queued, cap))
 
 
@@ -193,7 +196,8 @@ def recovery_plan(buckets: list[tuple[int, int, bool]]) -> list[int]:
     for i, (first, last, usable) in enumerate(buckets):
         enclosed = any(
             j != i and f <= first and last <= l and (f, l) != (first, last)
-            for j, (f, l, ok) in enumerate(buckets) if ok
+            for j, (f, l, ok) in enumerate(buckets)
+            if ok
         )
         if not usable or enclosed:
             gone.append(i)
@@ -235,8 +239,11 @@ class BucketIndex:
         if self.contains(ix.position):
             return "duplicate"
         first = self.mutable[0].chunk if self.mutable else None  # never lowered: older chunks queue
-        if any(b.covers(ix.chunk) for b in self.buckets) or (first is not None and ix.chunk < first) \
-                or (self.buckets and ix.chunk <= self.buckets[-1].last_chunk):
+        if (
+            any(b.covers(ix.chunk) for b in self.buckets)
+            or (first is not None and ix.chunk < first)
+            or (self.buckets and ix.chunk <= self.buckets[-1].last_chunk)
+        ):
             self._push(ix, -1)
             return "queue"
         last = self.mutable_last_chunk
@@ -254,9 +261,11 @@ class BucketIndex:
             return None
         indexes = sorted(self.mutable)
         chunks = [ix.chunk for ix in self.mutable]
-        bucket = Bucket(min(chunks), max(chunks), cut_segments(
-            indexes, self.config.max_time_step_per_segment, self.config.max_indexes_per_segment
-        ))
+        bucket = Bucket(
+            min(chunks),
+            max(chunks),
+            cut_segments(indexes, self.config.max_time_step_per_segment, self.config.max_indexes_per_segment),
+        )
         self.mutable, self.mutable_positions, self.mutable_last_chunk = [], set(), None
         self._register(bucket)
         return bucket
@@ -328,8 +337,10 @@ class BucketIndex:
 
     @property
     def pending(self) -> int:
-        return len(self.mutable) + len(self._queue) + sum(
-            sum(len(s.indexes) for s in b.segments[b.loaded:]) for b in self.buckets
+        return (
+            len(self.mutable)
+            + len(self._queue)
+            + sum(sum(len(s.indexes) for s in b.segments[b.loaded :]) for b in self.buckets)
         )
 
     # -- merging -------------------------------------------------------------------------------
@@ -344,13 +355,14 @@ class BucketIndex:
         i = merge_choice([b.remaining for b in self.buckets])
         left, right = self.buckets[i], self.buckets[i + 1]
         # handed out already: everything loaded into the queue and no longer queued
-        done = {ix.position for b in (left, right) for s in b.segments[: b.loaded]
-                for ix in s.indexes} - self._queued
+        done = {ix.position for b in (left, right) for s in b.segments[: b.loaded] for ix in s.indexes} - self._queued
         merged_indexes = heapq.merge(*(s.indexes for b in (left, right) for s in b.segments))
         keep = [ix for ix in merged_indexes if ix.position not in done]
-        merged = Bucket(left.first_chunk, right.last_chunk, cut_segments(
-            keep, self.config.max_time_step_per_segment, self.config.max_indexes_per_segment
-        ))
+        merged = Bucket(
+            left.first_chunk,
+            right.last_chunk,
+            cut_segments(keep, self.config.max_time_step_per_segment, self.config.max_indexes_per_segment),
+        )
         for bucket in (left, right):
             bucket_id = next(k for k, b in self._ids.items() if b is bucket)
             self._drop(bucket_id)

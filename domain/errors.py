@@ -9,7 +9,11 @@ from __future__ import annotations
 
 class FieldError(ValueError):
     def __init__(
-        self, field: str, message: str, status: int = 400, code: str = "invalid",
+        self,
+        field: str,
+        message: str,
+        status: int = 400,
+        code: str = "invalid",
         details: dict | None = None,
     ):
         super().__init__(f"{field}: {message}")

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-
 from domain.errors import FieldError
 
 # a key or routing key is stored with a 16-bit length; 0xFFFF marks it absent (store.framing)
@@ -28,9 +27,8 @@ class EventIn(NamedTuple):
     headers: dict | None = None
     deliver_at_ms: int | None = None
 
-ALLOWED_FIELDS = frozenset(
-    {"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"}
-)
+
+ALLOWED_FIELDS = frozenset({"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"})
 # 9999-12-31T23:59:59.999Z: the last delivery time an answer can carry as ISO 8601 (Python's
 # datetime ends there). A later one was stored, then failed every read of the stream (a 500).
 LAST_DELIVER_AT_MS = 253_402_300_799_999
@@ -85,7 +83,9 @@ def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> 
         )
     key = _key(ev.get("key"), f"{field}.key")
     if key is None and limits.require_key:
-        raise FieldError(f"{field}.key", "is required: the stream is compacted (the view keeps the latest event per key)")
+        raise FieldError(
+            f"{field}.key", "is required: the stream is compacted (the view keeps the latest event per key)"
+        )
     return EventIn(
         payload,
         _key(ev.get("routing_key"), f"{field}.routing_key"),

@@ -16,9 +16,7 @@ LIMIT_TYPES = ("time", "size", "none")
 # A policy's min and max are 64-bit, its two durations 32-bit.
 MAX_BIGINT_COLUMN = 2**63 - 1
 MAX_INT_COLUMN = 2**31 - 1
-FIELDS = frozenset(
-    {"limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s"}
-)
+FIELDS = frozenset({"limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,24 +36,23 @@ from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from streams.db import insert_rows, update_rows
-from store import locks as redis_locks
-from domain.errors import FieldError
-from streams.models import RetentionType, Segment, Stream, Subscription
-from streams.services import stream_log
-from store.store import StreamLog, ends_many, sync_all, truncate_many
-
 from domain.cuts import moves_head
-from retention.forked import Pool, chunks, run_forked
-from spark_tasks.retention_inputs import considered
-from retention.models import CycleState, RetentionCycle, TruncationRecord
 from domain.retention import Decision, Inputs, Subscriber, decide
 from domain.retention_set import after_truncation, with_tail
+from retention.forked import Pool, chunks, run_forked
+from retention.locks import Locks
+from retention.models import CycleState, RetentionCycle, TruncationRecord
 from retention.services import complete_truncation, drop_expired_checkpoints
 from retention.set_store import as_records, read_sets, stored, write_sets
+from spark_tasks import load_retention_job
+from spark_tasks.retention_inputs import considered
+from store import locks as redis_locks
+from store.store import StreamLog, ends_many, sync_all, truncate_many
+from streams.db import insert_rows, update_rows
+from streams.logs import stream_log
+from streams.models import RetentionType, Segment, Stream, Subscription
 
 BATCH = 500
-LOCK_TIMEOUT_S = 600  # a lock outlives a dead holder elsewhere by at most this long
 
 
 class Truncation(NamedTuple):
@@ -157,70 +156,29 @@ class Prepared:
 # What a cycle reads of a stream, its scope and its policy: the rest (the delayed index's JSON,
 # timestamps, descriptions) cost more to load for 100k streams than the decisions.
 _CYCLE_FIELDS = (
-    "id", "name", "storage_key", "segment_count", "on_max_limit", "full_since", "scope__name",
-    "retention_policy__id", "retention_policy__stream_id", "retention_policy__limit_type",
-    "retention_policy__min_value", "retention_policy__max_value", "retention_policy__consumption_based",
-    "retention_policy__subscriber_timeout_s", "retention_policy__fallback_after_s",
+    "id",
+    "name",
+    "storage_key",
+    "segment_count",
+    "on_max_limit",
+    "full_since",
+    "scope__name",
+    "retention_policy__id",
+    "retention_policy__stream_id",
+    "retention_policy__limit_type",
+    "retention_policy__min_value",
+    "retention_policy__max_value",
+    "retention_policy__consumption_based",
+    "retention_policy__subscriber_timeout_s",
+    "retention_policy__fallback_after_s",
 )
 
 
 def streams_with_policy():
-    return Stream.objects.filter(retention_policy__isnull=False).select_related(
-        "scope", "retention_policy"
-    )
+    return Stream.objects.filter(retention_policy__isnull=False).select_related("scope", "retention_policy")
 
 
 # -- locks ---------------------------------------------------------------------------------------
-
-
-def _lock_key(stream: Stream) -> str:
-    """Named by the stream's `storage_key`, never by its id (see `Stream.storage_key`)."""
-    return f"cbr:retention:{stream.storage_key}"
-
-
-@dataclass
-class Locks:
-    """Retention locks this cycle took for a batch: `held` are the streams whose lock it holds
-    (another cycle holds the rest)."""
-
-    held: list[Stream]
-    token: str
-
-    @classmethod
-    def take(cls, streams: list[Stream]) -> Locks:
-        """One script call for the whole batch; a lock left by a dead cycle on this machine is
-        taken over rather than waited out, so the next cycle finishes a killed one's work at once
-        (DESIGN.md §6)."""
-        token = redis_locks.holder_token()
-        got = redis_locks.take([_lock_key(s) for s in streams], token, LOCK_TIMEOUT_S)
-        return cls([s for s, ok in zip(streams, got) if ok], token)
-
-    def release(self) -> None:
-        """Compare-and-delete: a lock that expired and was taken by another cycle stays."""
-        redis_locks.release([_lock_key(s) for s in self.held], self.token)
-        self.held = []
-
-
-@contextmanager
-def stream_lock(stream: Stream, wait_s: float):
-    """The stream's retention lock, for a change to its head or retention set outside a cycle (a
-    manual truncation). A cycle holds it from reading a stream's retention set to writing it back,
-    so the two never undo each other's records; a cycle that still holds it after `wait_s` makes
-    this a 409 `retention_in_progress` (retry shortly)."""
-    deadline = time.monotonic() + wait_s
-    while not (locks := Locks.take([stream])).held:
-        if time.monotonic() >= deadline:
-            raise FieldError(
-                "stream_cut",
-                "a retention cycle is working on this stream; try again in a few seconds",
-                409,
-                "retention_in_progress",
-            )
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        locks.release()
 
 
 # -- gathering -----------------------------------------------------------------------------------
@@ -268,10 +226,19 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         .order_by("stream_id", "id")
         # the cuts as text, decoded by orjson: the JSON field's own decoding was a tenth of
         # preparing a batch
-        .annotate(cut_text=Cast("acknowledgement_cut", TextField()), sizes_text=Cast("acknowledgement_sizes", TextField()))
+        .annotate(
+            cut_text=Cast("acknowledgement_cut", TextField()), sizes_text=Cast("acknowledgement_sizes", TextField())
+        )
         .annotate(acked_s=_epoch_seconds("acknowledged_at"), since_s=_epoch_seconds("created_at"))
-        .values_list("stream_id", "reader_group__scope__name", "reader_group__name", "cut_text", "sizes_text",
-                     "acked_s", "since_s")
+        .values_list(
+            "stream_id",
+            "reader_group__scope__name",
+            "reader_group__name",
+            "cut_text",
+            "sizes_text",
+            "acked_s",
+            "since_s",
+        )
     ):
         subs[row[0]].append(row[1:])
     prepared = []
@@ -287,14 +254,19 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         grown = with_tail(rset, now.timestamp(), interval, tail, sum(tail_sizes.values()))
         if len(grown) > len(rset):
             rset_rows = [*rset_rows, stored(now, grown[-1].size, tail, tail_sizes)]
-        subscribers = tuple(
-            _subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk]
-        )
+        subscribers = tuple(_subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk])
         policy = stream.retention_policy.as_policy(stream.on_max_limit)
         prepared.append(
             Prepared(
-                stream, log, Inputs(now.timestamp(), policy, grown, subscribers),
-                head, head_sizes, tail, tail_sizes, rset_rows, stored_count,
+                stream,
+                log,
+                Inputs(now.timestamp(), policy, grown, subscribers),
+                head,
+                head_sizes,
+                tail,
+                tail_sizes,
+                rset_rows,
+                stored_count,
             )
         )
     return prepared
@@ -360,10 +332,18 @@ def apply_batch(
             continue
         sizes = p.segment_sizes(target)
         record = TruncationRecord(
-            stream=p.stream, created_at=now, before_cut=p.head, after_cut=target,
-            before_size=sum(p.head_sizes.values()), after_size=sum(sizes.values()),
-            tail_size=sum(p.tail_sizes.values()), rule=decision.rule, subscribers=subscribers,
-            trigger=trigger, triggered_by=triggered_by, completed=False,
+            stream=p.stream,
+            created_at=now,
+            before_cut=p.head,
+            after_cut=target,
+            before_size=sum(p.head_sizes.values()),
+            after_size=sum(sizes.values()),
+            tail_size=sum(p.tail_sizes.values()),
+            rule=decision.rule,
+            subscribers=subscribers,
+            trigger=trigger,
+            triggered_by=triggered_by,
+            completed=False,
         )
         planned.append((p, record, sizes))
     if planned:
@@ -676,8 +656,14 @@ def _run_in_processes(ids, now, interval, trigger, user, progress, sink: Report,
     _FORKED = (ids, now, interval, trigger, user, ranges)
     try:
         # a forked process must not share this process's database socket: each opens its own
-        run_forked(_run_chunk, len(ranges), workers, on_result, before_fork=connections.close_all,
-                   at_exit=connections.close_all)  # a worker's backend ends with it, not a moment later
+        run_forked(
+            _run_chunk,
+            len(ranges),
+            workers,
+            on_result,
+            before_fork=connections.close_all,
+            at_exit=connections.close_all,
+        )  # a worker's backend ends with it, not a moment later
     finally:
         _FORKED = None
 
@@ -723,7 +709,7 @@ def _run_on_spark(ids, now, trigger, user, progress, sink: Report, workers: int 
     PARALLEL_CHUNK streams, writes their inputs into the chunk's directory and keeps them, with
     their locks, until this process sends it the decisions for them. The outcomes go to `sink`
     a chunk at a time, in the streams' order."""
-    from spark_tasks.retention_job import decide_file
+    decide_file = load_retention_job().decide_file
 
     global _FORKED
     interval = settings.CBR_RETENTION_INTERVAL
@@ -781,7 +767,7 @@ def _run_on_spark(ids, now, trigger, user, progress, sink: Report, workers: int 
 def _gather_here(chunk: _SparkChunk, streams: list[Stream], now, interval, prefix="part", files=None) -> int:
     """Gather `streams` batch by batch into `chunk` (its inputs written to its directory, its
     batches kept with their locks in `chunk.held`); the number of streams written."""
-    from spark_tasks.retention_job import InputsWriter
+    InputsWriter = load_retention_job().InputsWriter
 
     writer = InputsWriter(files=files, directory=chunk.path, prefix=prefix)
     try:
@@ -838,10 +824,7 @@ def _gather_in_parts(pool: Pool, path: Path, start: int, end: int) -> _SparkChun
 
 
 def _apply_parts(pool: Pool, parts, ids, decisions) -> list[StreamOutcome]:
-    tasks = [
-        ("apply", a, b, {sid: decisions[sid] for sid in ids[a:b] if sid in decisions})
-        for a, b in parts
-    ]
+    tasks = [("apply", a, b, {sid: decisions[sid] for sid in ids[a:b] if sid in decisions}) for a, b in parts]
     answers: dict[int, list[StreamOutcome]] = {}
     pool.run(tasks, answers.__setitem__, worker_of=lambda i: i)
     return [o for i in range(len(parts)) for o in answers[i]]
@@ -867,8 +850,9 @@ def _spark_part(task) -> object:
     if op == "gather":
         part = _PARTS[start] = _SparkChunk(arg, [], 0)
         try:
-            part.rows = _gather_here(part, load_streams(ids[start:end]), now, interval,
-                                     prefix=f"part-{start:09d}", files=1)
+            part.rows = _gather_here(
+                part, load_streams(ids[start:end]), now, interval, prefix=f"part-{start:09d}", files=1
+            )
         except BaseException:
             _release(_PARTS.pop(start).held)
             raise
@@ -889,15 +873,18 @@ def sweep_dead_cycles() -> int:
     silent = now - timedelta(seconds=DEAD_AFTER_S)
     running = RetentionCycle.objects.filter(state=CycleState.RUNNING).only("id", "runner", "heartbeat_at", "started_at")
     dead = [
-        c.pk for c in running
+        c.pk
+        for c in running
         if redis_locks.holder_is_dead(c.runner)
         or (not redis_locks.holder_is_here(c.runner) and (c.heartbeat_at or c.started_at or now) < silent)
     ]
     if not dead:
         return 0
     return RetentionCycle.objects.filter(pk__in=dead, state=CycleState.RUNNING).update(
-        state=CycleState.FAILED, finished_at=now,
-        error="its process died before the cycle ended; the next cycle finishes its truncations")
+        state=CycleState.FAILED,
+        finished_at=now,
+        error="its process died before the cycle ended; the next cycle finishes its truncations",
+    )
 
 
 @contextmanager
@@ -943,14 +930,17 @@ def execute(cycle, report: Report | None = None) -> None:
 
     try:
         streams = [cycle.stream] if cycle.stream_id else None
-        cycle.engine = choose_engine(
-            cycle.engine, len(streams) if streams else streams_with_policy().count()
-        )
+        cycle.engine = choose_engine(cycle.engine, len(streams) if streams else streams_with_policy().count())
         cycle.save(update_fields=["engine"])
         with _heartbeat(cycle):
             summary = run_cycle_summary(
-                now=cycle.clock, streams=streams, trigger=cycle.trigger, user=cycle.requested_by,
-                engine=cycle.engine, progress=progress, report=report,
+                now=cycle.clock,
+                streams=streams,
+                trigger=cycle.trigger,
+                user=cycle.requested_by,
+                engine=cycle.engine,
+                progress=progress,
+                report=report,
             )
     except Exception as exc:
         cycle.state = CycleState.FAILED

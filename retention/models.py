@@ -6,9 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from streams.models import Stream
-
 from domain.retention import Policy
+from streams.models import Stream
 
 
 class LimitType(models.TextChoices):
@@ -27,9 +26,7 @@ class RetentionPolicy(models.Model):
     subscriber_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     fallback_after_s = models.PositiveIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:
         verbose_name_plural = "retention policies"
@@ -76,9 +73,7 @@ class Trigger(models.TextChoices):
 
 class TruncationQuerySet(models.QuerySet):
     def reclaimed_bytes(self) -> int:
-        total = self.aggregate(
-            n=models.Sum(models.F("after_size") - models.F("before_size"))
-        )["n"]
+        total = self.aggregate(n=models.Sum(models.F("after_size") - models.F("before_size")))["n"]
         return total or 0
 
 
@@ -94,9 +89,7 @@ class TruncationRecord(models.Model):
     rule = models.CharField(max_length=64)
     subscribers = models.JSONField(default=list, blank=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
-    triggered_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     chunks_deleted = models.PositiveIntegerField(default=0)
     bytes_deleted = models.BigIntegerField(default=0)
     # Written before the store is touched, set once the head moved and the chunks are gone: a
@@ -144,9 +137,7 @@ class RetentionCycle(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     state = models.CharField(max_length=8, choices=CycleState.choices, default=CycleState.QUEUED)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     engine = models.CharField(max_length=8, default="auto")  # local | spark | auto
     clock = models.DateTimeField(null=True, blank=True, help_text="the cycle's 'now', if replayed")
     stream = models.ForeignKey(Stream, null=True, blank=True, on_delete=models.SET_NULL)

@@ -1,4 +1,5 @@
-"""Changes to retention state: truncation and its history, the retention set. Check, then do."""
+"""Changes to retention state: policies, truncation and its history, the retention set. Check,
+then do."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from domain.errors import FieldError
-from streams.models import Checkpoint, Stream
-from streams.services import refresh_segments, stream_log
-
-from domain.cycle_clock import clock_problem
 from domain.cuts import is_at_or_after
-from retention.models import RetentionCycle, TruncationRecord
+from domain.cycle_clock import clock_problem
+from domain.errors import FieldError
+from domain.policy_spec import PolicySpec
 from domain.retention_set import after_truncation
+from retention.locks import stream_lock
+from retention.models import RetentionPolicy, TruncationRecord
 from retention.set_store import as_records, read_sets, write_sets
+from streams import services as stream_services
+from streams.logs import refresh_segments, stream_log
+from streams.models import Checkpoint, Stream
 
 
 def do_truncate(
@@ -37,8 +40,6 @@ def do_truncate(
     It holds the stream's retention lock (`cycle.stream_lock`): a cycle working on the stream is
     waited for up to `CBR_TRUNCATE_LOCK_WAIT_S`, then it is a 409.
     """
-    from retention.cycle import stream_lock  # the cycle imports this module
-
     with stream_lock(stream, settings.CBR_TRUNCATE_LOCK_WAIT_S):
         return _truncate(stream, cut, rule, trigger, user, subscribers, at)
 
@@ -111,31 +112,6 @@ def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> No
         Checkpoint.objects.filter(pk__in=expired).delete()
 
 
-def queue_stream_cycle(stream: Stream, trigger: str, user=None) -> RetentionCycle:
-    """Queue a retention cycle for one stream (console "run now", or a full stream whose
-    subscribers moved). If the broker is down the cycle is recorded as failed, with why."""
-    from retention.tasks import run_retention_cycle
-
-    cycle = RetentionCycle.objects.create(
-        trigger=trigger, requested_by=user if user is not None and user.is_authenticated else None,
-        stream=stream,
-    )
-    try:
-        run_retention_cycle.delay(cycle.pk)
-    except Exception as exc:  # the broker is down: the console and API show it
-        cycle.state, cycle.error = "failed", f"could not queue: {exc}"
-        cycle.save(update_fields=["state", "error"])
-    return cycle
-
-
-def recheck_full_streams(streams: list[Stream]) -> None:
-    """A subscriber moved its cut or went away: each full stream (`reject_publish`) gets a cycle
-    at once, after the change commits, instead of refusing publishes until the next beat."""
-    for stream in streams:
-        if stream.full_since is not None and hasattr(stream, "retention_policy"):
-            transaction.on_commit(lambda s=stream: queue_stream_cycle(s, "api"))
-
-
 def check_cycle_clock(now, stream: Stream | None = None) -> None:
     """A cycle's `now` (`domain.cycle_clock`): 400 naming `now` when it is in the future or
     before the latest truncation of the stream (of any stream, for a whole cycle)."""
@@ -145,3 +121,37 @@ def check_cycle_clock(now, stream: Stream | None = None) -> None:
     if problem is not None:
         raise FieldError("now", problem)
 
+
+def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPolicy:
+    with transaction.atomic():
+        return _save_policy(stream, policy, user)
+
+
+def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
+    row, _ = RetentionPolicy.objects.update_or_create(
+        stream=stream,
+        defaults=dict(
+            limit_type=policy.limit_type,
+            min_value=policy.min,
+            max_value=policy.max,
+            consumption_based=policy.consumption_based,
+            subscriber_timeout_s=policy.subscriber_timeout_s,
+            fallback_after_s=policy.fallback_after_s,
+            updated_by=user if user is not None and user.is_authenticated else None,
+        ),
+    )
+    return row
+
+
+def do_create_stream(*, policy: PolicySpec | None = None, user=None, **fields) -> Stream:
+    """A stream (`streams.services.do_create_stream` takes `fields`) with its retention policy:
+    both or neither."""
+    with transaction.atomic():
+        stream = stream_services.do_create_stream(**fields)
+        if policy is not None:
+            try:
+                _save_policy(stream, policy, user)
+            except BaseException:
+                stream_log(stream).delete()  # its segments were made before the rows commit
+                raise
+    return stream

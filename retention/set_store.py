@@ -16,8 +16,8 @@ from typing import NamedTuple
 import orjson
 from django.db import connection
 
-from retention.models import StoredRetentionSet
 from domain.retention_set import RetentionRecord
+from retention.models import StoredRetentionSet
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 500  # SQLite's parameter limit

@@ -8,9 +8,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from streams.models import ReaderGroup, RetentionType, Stream, Subscription
-
 from domain.retention import Subscriber, is_active
+from streams.logs import stream_log
+from streams.models import ReaderGroup, RetentionType, Stream, Subscription
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,6 @@ class ConsumptionState:
 
 def consumption_states(now: datetime | None = None) -> list[ConsumptionState]:
     """Every consumption-based stream with its subscribers (PDP-47's metrics)."""
-    from streams.services import stream_log
-
     out = []
     streams = Stream.objects.filter(retention_policy__consumption_based=True).select_related(
         "scope", "retention_policy"

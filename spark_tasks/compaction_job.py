@@ -18,8 +18,17 @@ from datetime import datetime
 from pyspark.sql import DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
-VIEW_COLUMNS = ["segment", "offset", "published_at", "key", "payload", "payload_size", "routing_key",
-                "headers", "tombstone_since"]
+VIEW_COLUMNS = [
+    "segment",
+    "offset",
+    "published_at",
+    "key",
+    "payload",
+    "payload_size",
+    "routing_key",
+    "headers",
+    "tombstone_since",
+]
 
 
 def as_view_rows(events: DataFrame) -> DataFrame:
@@ -51,10 +60,13 @@ def latest_per_key(rows: DataFrame, broadcast_winners: bool = True) -> DataFrame
        a hash table of each partition's winners (still no sort of the input rows)."""
     segment = F.col("segment").cast("int")
     per_segment = rows.groupBy(F.xxhash64("key").alias("_key_hash"), "key", segment.alias("_segment")).agg(
-        F.max("offset").alias("_offset"), F.max_by("published_at", "offset").alias("_at"))
-    winners = per_segment.groupBy("_key_hash", "key").agg(
-        F.max_by(F.struct("_segment", "_offset"), F.struct("_at", "_segment", "_offset")).alias("_won")
-    ).select("_won._segment", "_won._offset")
+        F.max("offset").alias("_offset"), F.max_by("published_at", "offset").alias("_at")
+    )
+    winners = (
+        per_segment.groupBy("_key_hash", "key")
+        .agg(F.max_by(F.struct("_segment", "_offset"), F.struct("_at", "_segment", "_offset")).alias("_won"))
+        .select("_won._segment", "_won._offset")
+    )
     winners = F.broadcast(winners) if broadcast_winners else winners.hint("shuffle_hash")
     picked = rows.join(winners, (segment == F.col("_segment")) & (F.col("offset") == F.col("_offset")), "left_semi")
     return picked.select(*VIEW_COLUMNS)
@@ -76,13 +88,17 @@ def with_tombstone_flag(rows: DataFrame, now: datetime, delete_retention_s: int)
     is_tomb = F.col("payload_size") == 0
     since = F.coalesce(F.col("tombstone_since"), F.lit(now).cast("timestamp"))
     rows = rows.withColumn("tombstone_since", F.when(is_tomb, since))
-    expired = is_tomb & (F.col("tombstone_since") < F.lit(now)) & (
-        F.col("tombstone_since") + F.expr(f"INTERVAL {int(delete_retention_s)} SECONDS") <= F.lit(now)
+    expired = (
+        is_tomb
+        & (F.col("tombstone_since") < F.lit(now))
+        & (F.col("tombstone_since") + F.expr(f"INTERVAL {int(delete_retention_s)} SECONDS") <= F.lit(now))
     )
     return rows.withColumn("_expired", expired)
 
 
-def with_retention_flag(rows: DataFrame, now: datetime, retention_s: int | None, retention_bytes: int | None) -> DataFrame:
+def with_retention_flag(
+    rows: DataFrame, now: datetime, retention_s: int | None, retention_bytes: int | None
+) -> DataFrame:
     """Adds `_marked` (`compact,delete`): a row older than `retention_s`, or one whose size,
     summed with every newer row's, exceeds `retention_bytes`. Either rule suffices. (Tombstones
     weigh nothing, so dropping expired ones first would change no total.)"""
@@ -103,13 +119,19 @@ def with_newer_bytes(rows: DataFrame) -> DataFrame:
     parallel); and over the earlier milliseconds, a running sum of per-millisecond totals — one
     narrow row per distinct publish time, the only step in one partition."""
     ms = F.col("published_at")
-    same_ms_newest_first = (Window.partitionBy(ms).orderBy(F.col("segment").cast("int").desc(), F.col("offset").desc())
-                            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    same_ms_newest_first = (
+        Window.partitionBy(ms)
+        .orderBy(F.col("segment").cast("int").desc(), F.col("offset").desc())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
     in_ms = rows.withColumn("_in_ms", F.sum("payload_size").over(same_ms_newest_first))
     newer_ms = Window.orderBy(F.col("_ms").desc()).rowsBetween(Window.unboundedPreceding, -1)
-    totals = (rows.groupBy(ms.alias("_ms")).agg(F.sum("payload_size").alias("_ms_bytes"))
-              .withColumn("_before_ms", F.coalesce(F.sum("_ms_bytes").over(newer_ms), F.lit(0)))
-              .drop("_ms_bytes"))
+    totals = (
+        rows.groupBy(ms.alias("_ms"))
+        .agg(F.sum("payload_size").alias("_ms_bytes"))
+        .withColumn("_before_ms", F.coalesce(F.sum("_ms_bytes").over(newer_ms), F.lit(0)))
+        .drop("_ms_bytes")
+    )
     joined = in_ms.join(totals, F.col("published_at") == F.col("_ms"))
     return joined.withColumn("_newer_bytes", F.col("_in_ms") + F.col("_before_ms")).drop("_in_ms", "_ms", "_before_ms")
 
@@ -185,8 +207,9 @@ class Compaction:
         )
 
 
-def compact_with_stats(previous: DataFrame | None, events: DataFrame, now: datetime,
-                       settings: CompactionSettings) -> Compaction:
+def compact_with_stats(
+    previous: DataFrame | None, events: DataFrame, now: datetime, settings: CompactionSettings
+) -> Compaction:
     """`compact`, with what each step dropped (the run's history record): the steps flag rows
     instead of dropping them, and an observation counts the flags as the view is written."""
     kept = _kept()

@@ -6,7 +6,8 @@ that grows with the bucket, runs on the cluster."""
 
 from __future__ import annotations
 
-from domain.delayed import SegmentCutter
+from domain.delayed import Index, SegmentCutter, SnapshotSegment
+from spark_tasks.session import get_spark
 from store.delayed_snapshots import SCHEMA
 
 ORDER = ["deliver_at", "chunk", "segment", "offset"]
@@ -30,12 +31,10 @@ def cut_frame(frame, window: int, max_per_segment: int):
 def cut_indexes(indexes, window: int, max_per_segment: int):
     """A bucket's indexes → its snapshot segments, cut on Spark (the session of
     `spark_tasks.session`)."""
-    from domain.delayed import Index, SnapshotSegment
-
-    from spark_tasks.session import get_spark
-
     spark = get_spark()
-    frame = spark.createDataFrame([tuple(ix) for ix in indexes], "deliver_at bigint, chunk bigint, segment int, offset bigint")
+    frame = spark.createDataFrame(
+        [tuple(ix) for ix in indexes], "deliver_at bigint, chunk bigint, segment int, offset bigint"
+    )
     groups: list[list] = []
     for row in cut_frame(frame, window, max_per_segment).toLocalIterator():
         if row.segment_no == len(groups):

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import orjson
 
-from domain.retention import Decision, Inputs, Policy, Subscriber
+from domain.retention import Decision, Inputs, Policy, Subscriber, decide
 from domain.retention_set import RetentionRecord
 
 INPUT_COLUMNS = ("stream_id", "now", "policy", "retention_set", "subscribers")
@@ -22,9 +22,13 @@ def encode_inputs(stream_id: int, inputs: Inputs) -> dict:
         "retention_set": orjson.dumps([[r.time, r.size, dict(r.cut)] for r in inputs.retention_set]).decode(),
         "subscribers": orjson.dumps(
             [
-                [s.name, dict(s.cut) if s.cut is not None else None,
-                 dict(s.cut_sizes) if s.cut_sizes is not None else None,
-                 s.acknowledged_at, s.subscribed_at]
+                [
+                    s.name,
+                    dict(s.cut) if s.cut is not None else None,
+                    dict(s.cut_sizes) if s.cut_sizes is not None else None,
+                    s.acknowledged_at,
+                    s.subscribed_at,
+                ]
                 for s in inputs.subscribers
             ]
         ).decode(),
@@ -78,20 +82,6 @@ def considered(inputs: Inputs, decision: Decision) -> list[dict]:
 
 def decide_row(row) -> dict:
     """What the Spark job applies to each stream's row: decode, decide, encode."""
-    from domain.retention import decide
-
     inputs = decode_inputs(row)
     decision = decide(inputs)
     return encode_decision(int(row["stream_id"]), decision, considered(inputs, decision))
-
-
-def decide_batches(batches):
-    """The Spark job's `mapInPandas` function: decide each batch of stream rows. It lives here, in
-    a module shipped to the executors, so they need nothing of CBR but the pure rules. Columns
-    are walked as lists (a dict per row from pandas costs as much as the decision)."""
-    import pandas as pd
-
-    for pdf in batches:
-        columns = [pdf[c].tolist() for c in INPUT_COLUMNS]
-        out = [decide_row(dict(zip(INPUT_COLUMNS, values))) for values in zip(*columns)]
-        yield pd.DataFrame(out, columns=list(DECISION_COLUMNS))

@@ -10,26 +10,35 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_tasks.retention_inputs import decide_batches, decode_decision, encode_inputs
 from domain.retention import Decision, Inputs
-
+from spark_tasks.retention_inputs import DECISION_COLUMNS, INPUT_COLUMNS, decide_row, decode_decision, encode_inputs
 from spark_tasks.session import get_spark
 
 ROOT = Path(__file__).resolve().parent.parent
 # The pure modules the executors need: shipped with the job, so a cluster needs no install of CBR.
-SHIPPED = ("retention/__init__.py", "domain/cuts.py", "domain/retention_set.py",
-           "domain/retention.py", "spark_tasks/retention_inputs.py")
+SHIPPED = (
+    "retention/__init__.py",
+    "domain/cuts.py",
+    "domain/retention_set.py",
+    "domain/retention.py",
+    "spark_tasks/retention_inputs.py",
+)
 
-INPUT_SCHEMA = pa.schema([
-    ("stream_id", pa.int64()), ("now", pa.float64()), ("policy", pa.string()),
-    ("retention_set", pa.string()), ("subscribers", pa.string()),
-])
+INPUT_SCHEMA = pa.schema(
+    [
+        ("stream_id", pa.int64()),
+        ("now", pa.float64()),
+        ("policy", pa.string()),
+        ("retention_set", pa.string()),
+        ("subscribers", pa.string()),
+    ]
+)
 DECISION_SCHEMA = (
-    "stream_id long, cut string, rule string, slb string, active string, at_max boolean,"
-    " considered string"
+    "stream_id long, cut string, rule string, slb string, active string, at_max boolean, considered string"
 )
 
 _shipped_to: set[int] = set()
@@ -131,3 +140,13 @@ def decide_all(inputs: dict[int, Inputs], spark=None) -> dict[int, tuple[Decisio
             writer.write(items[start : start + 1000])
         writer.close()
         return decide_file(writer.path, spark)
+
+
+def decide_batches(batches):
+    """The Spark job's `mapInPandas` function: decide each batch of stream rows. It lives here, in
+    a module shipped to the executors, so they need nothing of CBR but the pure rules. Columns
+    are walked as lists (a dict per row from pandas costs as much as the decision)."""
+    for pdf in batches:
+        columns = [pdf[c].tolist() for c in INPUT_COLUMNS]
+        out = [decide_row(dict(zip(INPUT_COLUMNS, values))) for values in zip(*columns)]
+        yield pd.DataFrame(out, columns=list(DECISION_COLUMNS))

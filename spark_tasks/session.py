@@ -8,6 +8,9 @@ import os
 import sys
 import threading
 
+from django.conf import settings
+from pyspark.sql import SparkSession
+
 # py4j logs each closed connection at INFO, also from __del__ at interpreter exit.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -20,12 +23,8 @@ def get_spark(master: str | None = None):
     with _lock:
         if _session is not None:
             return _session
-        from pyspark.sql import SparkSession
-
         if master is None:
             try:
-                from django.conf import settings
-
                 master = settings.SPARK_MASTER
             except Exception:  # used outside Django (tests of pure jobs, benchmarks)
                 master = os.environ.get("SPARK_MASTER", "local[*]")

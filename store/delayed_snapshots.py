@@ -26,16 +26,17 @@ import pyarrow.parquet as pq
 from crc32c import crc32c
 
 from domain.delayed import Bucket, Index, SnapshotSegment
-
 from store.segment import write_atomically
 
-SCHEMA = pa.schema([
-    ("segment_no", pa.int32()),
-    ("deliver_at", pa.int64()),
-    ("chunk", pa.int64()),
-    ("segment", pa.int32()),
-    ("offset", pa.int64()),
-])
+SCHEMA = pa.schema(
+    [
+        ("segment_no", pa.int32()),
+        ("deliver_at", pa.int64()),
+        ("chunk", pa.int64()),
+        ("segment", pa.int32()),
+        ("offset", pa.int64()),
+    ]
+)
 FORMAT = 1
 
 
@@ -88,8 +89,12 @@ def write_snapshot(directory: Path, name: str, bucket: Bucket) -> SnapshotInfo:
         parquet_bytes=len(data),
     )
     meta = {
-        "format": FORMAT, "first_chunk": info.first_chunk, "last_chunk": info.last_chunk,
-        "segments": info.segments, "parquet_bytes": len(data), "parquet_crc32c": crc32c(data),
+        "format": FORMAT,
+        "first_chunk": info.first_chunk,
+        "last_chunk": info.last_chunk,
+        "segments": info.segments,
+        "parquet_bytes": len(data),
+        "parquet_crc32c": crc32c(data),
     }
     write_atomically(directory / f"{name}.json", orjson.dumps(meta))
     return info
@@ -101,9 +106,13 @@ def read_metadata(directory: Path, name: str) -> tuple[SnapshotInfo, int]:
         meta = orjson.loads((directory / f"{name}.json").read_bytes())
         if meta["format"] != FORMAT:
             raise CorruptSnapshot(f"{name}: unknown snapshot format {meta['format']}")
-        info = SnapshotInfo(name, int(meta["first_chunk"]), int(meta["last_chunk"]),
-                            [{"min": int(s["min"]), "max": int(s["max"]), "count": int(s["count"])}
-                             for s in meta["segments"]], int(meta["parquet_bytes"]))
+        info = SnapshotInfo(
+            name,
+            int(meta["first_chunk"]),
+            int(meta["last_chunk"]),
+            [{"min": int(s["min"]), "max": int(s["max"]), "count": int(s["count"])} for s in meta["segments"]],
+            int(meta["parquet_bytes"]),
+        )
         return info, int(meta["parquet_crc32c"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CorruptSnapshot(f"{name}: metadata unreadable ({exc})") from exc
@@ -190,7 +199,7 @@ def read_segment_columns(directory: Path, name: str, first: int, last: int) -> t
         times, segs, offs = (table.column(c).to_numpy().tolist() for c in ("deliver_at", "segment", "offset"))
     except (pa.ArrowException, OSError) as exc:
         raise CorruptSnapshot(f"{name}: segments {first}..{last} unreadable ({exc})") from exc
-    if len(times) != sum(s["count"] for s in info.segments[first:last + 1]):
+    if len(times) != sum(s["count"] for s in info.segments[first : last + 1]):
         raise CorruptSnapshot(f"{name}: segments {first}..{last} do not match the metadata")
     return times, segs, offs
 
@@ -207,8 +216,12 @@ def read_segment(directory: Path, name: str, number: int) -> list[Index]:
             rows = table.filter(pa.compute.equal(table["segment_no"], number)).to_pydict()
     except (pa.ArrowException, OSError, IndexError) as exc:
         raise CorruptSnapshot(f"{name}: segment {number} unreadable ({exc})") from exc
-    out = [Index(at, chunk, seg, offset) for at, chunk, seg, offset in
-           zip(rows["deliver_at"], rows["chunk"], rows["segment"], rows["offset"], strict=True)]
+    out = [
+        Index(at, chunk, seg, offset)
+        for at, chunk, seg, offset in zip(
+            rows["deliver_at"], rows["chunk"], rows["segment"], rows["offset"], strict=True
+        )
+    ]
     if number >= len(info.segments) or len(out) != info.segments[number]["count"]:
         raise CorruptSnapshot(f"{name}: segment {number} does not match the metadata")
     return out
@@ -224,8 +237,9 @@ def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None
             first += 1
     rows = table.to_pydict()
     by_segment: list[list[Index]] = [[] for _ in info.segments]
-    for no, at, chunk, seg, offset in zip(rows["segment_no"], rows["deliver_at"], rows["chunk"],
-                                          rows["segment"], rows["offset"], strict=True):
+    for no, at, chunk, seg, offset in zip(
+        rows["segment_no"], rows["deliver_at"], rows["chunk"], rows["segment"], rows["offset"], strict=True
+    ):
         if no >= first:
             by_segment[no].append(Index(at, chunk, seg, offset))
     if [len(s) for s in by_segment[first:]] != [s["count"] for s in info.segments[first:]]:

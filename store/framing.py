@@ -120,9 +120,7 @@ def frame_batch(
     append_part = parts.append
     append_pos = positions.append
     offset = first_offset
-    for rk, key, headers_dict, payload, deliver_at in (
-        (ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events
-    ):
+    for rk, key, headers_dict, payload, deliver_at in ((ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events):
         p_len = len(payload)
         fixed = pack_body(
             0,
@@ -171,9 +169,7 @@ def frame_batch(
 
 
 def _decode_body(body: memoryview | bytes) -> Record:
-    flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = (
-        BODY.unpack_from(body, 0)
-    )
+    flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = BODY.unpack_from(body, 0)
     pos = BODY_SIZE
     rk = None
     if rk_len != ABSENT:
@@ -218,9 +214,7 @@ def _frame_at(buf: memoryview, pos: int) -> memoryview | None:
     return body
 
 
-def iter_records(
-    data: bytes | memoryview, start: int = 0, verify: bool = True
-) -> Iterator[tuple[int, Record]]:
+def iter_records(data: bytes | memoryview, start: int = 0, verify: bool = True) -> Iterator[tuple[int, Record]]:
     """Yield (position, record) for each whole record from `start`; stops at the first bad one."""
     buf = memoryview(data)
     pos = start
@@ -266,16 +260,30 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
         at = start + BODY_SIZE
         rk = key = headers = None
         if rk_len != ABSENT:
-            rk = data[at:at + rk_len]
+            rk = data[at : at + rk_len]
             at += rk_len
         if key_len != ABSENT:
-            key = data[at:at + key_len]
+            key = data[at : at + key_len]
             at += key_len
         if h_len:
-            headers = orjson.loads(buf[at:at + h_len])
+            headers = orjson.loads(buf[at : at + h_len])
             at += h_len
-        append(new(Record, (offset, published_ms, None if deliver_ms < 0 else deliver_ms, cum_size, rk, key,
-                            headers, data[at:at + p_len], bool(flags & FLAG_BATCH_END))))
+        append(
+            new(
+                Record,
+                (
+                    offset,
+                    published_ms,
+                    None if deliver_ms < 0 else deliver_ms,
+                    cum_size,
+                    rk,
+                    key,
+                    headers,
+                    data[at : at + p_len],
+                    bool(flags & FLAG_BATCH_END),
+                ),
+            )
+        )
     return out, pos
 
 
@@ -308,4 +316,3 @@ def scan(data: bytes | memoryview, start: int, next_offset: int, cum_size: int) 
             kept += pending
             pending = 0
     return ScanResult(valid_len, valid_next, valid_cum, kept, valid_len == end)
-

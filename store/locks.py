@@ -15,12 +15,11 @@ import os
 import socket
 import threading
 import uuid
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from store.redis_connection import get_redis
-
 from store.segment import BOOT_ID
 
 _LUA = Path(__file__).with_name("lua")
@@ -81,8 +80,11 @@ def take(keys: list[str], token: str, ttl_s: float) -> list[bool]:
     answers = _script(_TAKE)(keys=keys, args=[token, ttl_ms])
     got = [answer == 1 for answer in answers]
     try:
-        dead = [(i, answer) for i, answer in enumerate(answers)
-                if isinstance(answer, bytes) and holder_is_dead(answer.decode())]
+        dead = [
+            (i, answer)
+            for i, answer in enumerate(answers)
+            if isinstance(answer, bytes) and holder_is_dead(answer.decode())
+        ]
         if dead:
             taken = _script(_TAKE_OVER)(keys=[keys[i] for i, _ in dead], args=[token, ttl_ms, *[h for _, h in dead]])
             for (i, _), ok in zip(dead, taken):

@@ -43,9 +43,7 @@ def chunk_to_table(chunk_path: Path, segment_id: str) -> pa.Table:
         cols["cum_size"].append(rec.cum_size)
         cols["routing_key"].append(rec.routing_key)
         cols["key"].append(rec.key)
-        cols["headers"].append(
-            None if rec.headers is None else [(k, str(v)) for k, v in rec.headers.items()]
-        )
+        cols["headers"].append(None if rec.headers is None else [(k, str(v)) for k, v in rec.headers.items()])
         cols["payload"].append(rec.payload)
         cols["payload_size"].append(len(rec.payload))
     return pa.table(cols, schema=SCHEMA)

@@ -49,9 +49,9 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from domain.events import EventIn
 from store import framing
 from store.framing import Record
-from domain.events import EventIn
 
 TAIL = struct.Struct("<8sQQQQqQ16sI")  # magic, base, pos, next, cum, created_ms, idx_pos, boot, crc
 TAIL_MAGIC = b"CBRTAIL1"
@@ -208,7 +208,7 @@ def _write_parts(fd: int, parts: list[bytes], size: int, pos: int) -> None:
         _pwrite_all(fd, b"".join(parts), pos)
         return
     for i in range(0, len(parts), _IOV_MAX):
-        group = parts[i:i + _IOV_MAX]
+        group = parts[i : i + _IOV_MAX]
         want = sum(map(len, group))
         written = os.pwritev(fd, group, pos)
         if written < want:  # a full disk shows first as a short write: finish it byte by byte
@@ -516,9 +516,7 @@ class Segment:
             if self._should_roll(tail, now_ms):
                 sealed = self.chunk_path(tail.active_base)
                 tail = self._create_chunk(tail.next_offset, tail.cum_size)
-            parts, rel_positions, size, cum_after = framing.frame_batch(
-                events, tail.next_offset, tail.cum_size, now_ms
-            )
+            parts, rel_positions, size, cum_after = framing.frame_batch(events, tail.next_offset, tail.cum_size, now_ms)
             start = tail.committed_pos
             try:
                 fd = self._chunk_fd(tail.active_base)
@@ -684,9 +682,7 @@ class Segment:
             start = got[-1].offset + 1
         return out
 
-    def _read_chunk(
-        self, base: int, start: int, max_events: int, limit: int | None, sealed: bool
-    ) -> list[Record]:
+    def _read_chunk(self, base: int, start: int, max_events: int, limit: int | None, sealed: bool) -> list[Record]:
         offsets, positions = self._index(base, None if sealed else limit)
         i = bisect.bisect_right(offsets, start) - 1
         pos = positions[i] if i >= 0 else framing.CHUNK_HEADER_SIZE
@@ -755,9 +751,7 @@ class Segment:
         chunks, freed = self.delete_chunks_before_head()
         return TruncateResult(before, after, chunks, freed)
 
-    def move_head(
-        self, offset: int, durable: bool = True, cum_size: int | None = None
-    ) -> tuple[Head, Head, int]:
+    def move_head(self, offset: int, durable: bool = True, cum_size: int | None = None) -> tuple[Head, Head, int]:
         """The logical half of a truncation: the head moves to `offset` if that is ahead of it.
         With `durable` False the head is not fsynced: the caller must make it durable (one
         `os.sync()` for many segments) before deleting any chunk behind it. `cum_size`, when the
@@ -927,7 +921,11 @@ class heads_lock:
 
 
 def move_heads(
-    stream_dir: Path, segment_ids: list[str], segment, cut: dict[str, int], sizes: dict[str, int],
+    stream_dir: Path,
+    segment_ids: list[str],
+    segment,
+    cut: dict[str, int],
+    sizes: dict[str, int],
     durable: bool = False,
 ) -> dict[str, tuple[Head, Head, int]]:
     """`Segment.move_head` for the segments of one stream in `cut`, under one heads lock with one

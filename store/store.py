@@ -15,6 +15,7 @@ import heapq
 import itertools
 import os
 import random
+import resource
 import shutil
 import threading
 from collections import OrderedDict
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from store.framing import Record
 from domain.events import EventIn
+from store.framing import Record
 from store.parquet import write_parquet_copy
 from store.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
 
@@ -32,14 +33,14 @@ StreamCut = dict[str, int]
 
 _SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
 _SEGMENTS_LOCK = threading.Lock()
+
+
 # Segments kept open per process (each holds a lock file and a chunk descriptor): a retention
 # cycle over 100k streams touches 400k segments, far past the descriptor limit.
 def _max_open_segments() -> int:
     """A quarter of the process's descriptor limit (each open segment may hold two), at most
     4096: with the common default of 1024 descriptors, 256 segments."""
     try:
-        import resource
-
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if soft == resource.RLIM_INFINITY:
             return 4096
@@ -55,8 +56,10 @@ def _new_pools() -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
     """Appends to several segments at once; and many small file reads for many streams at once
     (a retention cycle's batch): a read whose directory entry is not cached waits on the disk,
     and threads overlap those waits."""
-    return (ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append"),
-            ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io"))
+    return (
+        ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-append"),
+        ThreadPoolExecutor(max_workers=8, thread_name_prefix="cbr-store-io"),
+    )
 
 
 _APPEND_POOL, _IO_POOL = _new_pools()
@@ -172,6 +175,7 @@ class StreamLog:
             groups = {}
             for seg_id, ev in zip(seg_of, events):
                 groups.setdefault(seg_id, []).append(ev)
+
         # The Parquet copy of a chunk an append sealed is made by `seal_due_chunks` (a Celery
         # beat task), never here: a publish must not wait for it.
         def hook(seg_id: str, evs: list[EventIn]):
@@ -236,9 +240,7 @@ class StreamLog:
             sources.append(self._records(seg_id, next_cut[seg_id], limit, page))
         # A merge takes each segment's records in their own order, so every segment contributes
         # a prefix of itself, whatever the clocks said; the sources read lazily, page by page.
-        merged = heapq.merge(
-            *sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset)
-        )
+        merged = heapq.merge(*sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset))
         result = list(itertools.islice(merged, limit))
         for sr in result:
             next_cut[sr.segment] = sr.record.offset + 1
@@ -274,7 +276,6 @@ class StreamLog:
         for s, (head, tail) in read_stream_ends(self.root, self.segment_ids).items():
             out[s] = (head, tail) if head is not None and tail is not None else self.segment(s).ends()
         return out
-
 
     def seal_due_chunks(self, now_ms: int | None = None) -> int:
         """Roll aged active chunks and give every sealed chunk its Parquet copy."""

@@ -43,12 +43,11 @@ from itertools import repeat
 
 import numpy as np
 
-from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 from domain.acks import AckResult, Delivery, HandOut, Poison
+from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 
 _PREFIX = "cbr:acks:"
-_PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased",
-          "scratch")
+_PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased", "scratch")
 
 
 def _text(value) -> str:
@@ -92,8 +91,7 @@ def _scripts(redis) -> tuple:
     """The scripts, registered once per client (registering hashes the source)."""
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
-            redis.register_script(src)
-            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, LEASE_COUNTS)
+            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, LEASE_COUNTS)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -107,8 +105,9 @@ class SegmentTracker:
         self.redis = redis
         self.keys = self.keys_of(subscription_key, segment)
         self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
-        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out,
-         self._lease_counts) = _scripts(redis)
+        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._lease_counts) = _scripts(
+            redis
+        )
 
     @staticmethod
     def keys_of(subscription_key: str, segment: str) -> list[str]:
@@ -116,16 +115,36 @@ class SegmentTracker:
         return [f"{tag}:{part}" for part in _PARTS]
 
     def hand_out(
-        self, now: float, consumer: str, limit: int, tail: int, lease_s: float,
-        max_deliveries: int, on_poison: Poison, *, floor: int = 0, head: int = 0,
-        delayed: dict[int, float] | None = None, scan_until: int | None = None,
+        self,
+        now: float,
+        consumer: str,
+        limit: int,
+        tail: int,
+        lease_s: float,
+        max_deliveries: int,
+        on_poison: Poison,
+        *,
+        floor: int = 0,
+        head: int = 0,
+        delayed: dict[int, float] | None = None,
+        scan_until: int | None = None,
         present: list[int] | None = None,
     ) -> HandOut:
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
-        args = [now, limit, tail, lease_s, max_deliveries, Poison(on_poison).value,
-                tail if scan_until is None else scan_until, floor, head,
-                ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()),
-                "" if present is None else ",".join(map(str, present)), "0" if present is None else "1"]
+        args = [
+            now,
+            limit,
+            tail,
+            lease_s,
+            max_deliveries,
+            Poison(on_poison).value,
+            tail if scan_until is None else scan_until,
+            floor,
+            head,
+            ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()),
+            "" if present is None else ",".join(map(str, present)),
+            "0" if present is None else "1",
+        ]
         again, first, dead, missed, new_floor, nxt = self._hand_out(keys=[*self.keys, self.index_key], args=args)
         deliveries = []
         if again:
@@ -148,7 +167,10 @@ class SegmentTracker:
         return [int(o) for o in self._fan_out(keys=self.keys, args=args)]
 
     def ack_many(
-        self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = (),
+        self,
+        deliveries: list[Delivery],
+        sink: str | None = None,
+        sinks: tuple[str, ...] = (),
         pipe=None,
     ):
         """Acknowledge a batch; returns each delivery's result and the floor after them. With a
@@ -274,14 +296,20 @@ def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
     answers = pipe.execute()
     out = []
     for i in range(len(trackers)):
-        state_raw, pending, waiting, acked, dead = answers[5 * i: 5 * i + 5]
+        state_raw, pending, waiting, acked, dead = answers[5 * i : 5 * i + 5]
         state = {_text(k): int(v) for k, v in state_raw.items()}
         acked -= state.get("floor", 0) - state.get("abase", 0)  # the bits below the floor
         out.append(
             TrackerStats(
-                floor=state.get("floor"), next=state.get("next"), pending=pending, waiting=waiting,
-                acked_above_floor=acked, dead_pending=dead, halted_at=state.get("halted"),
-                redelivered=state.get("redelivered", 0), dead_lettered=state.get("dead_lettered", 0),
+                floor=state.get("floor"),
+                next=state.get("next"),
+                pending=pending,
+                waiting=waiting,
+                acked_above_floor=acked,
+                dead_pending=dead,
+                halted_at=state.get("halted"),
+                redelivered=state.get("redelivered", 0),
+                dead_lettered=state.get("dead_lettered", 0),
                 skipped=state.get("skipped", 0),
             )
         )

@@ -55,8 +55,14 @@ class Client:
     IDLE_S = 1.0  # reopen a keep-alive connection idle longer than this (gunicorn keeps 2 s)
 
     def __init__(
-        self, base_url: str, *, token: str | None = None, username: str | None = None,
-        password: str | None = None, api_key: str | None = None, timeout: float = 60.0,
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
     ):
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https"):
@@ -136,21 +142,33 @@ class Client:
     # -- streams -------------------------------------------------------------------------------
 
     def create_stream(self, scope: str, name: str, segment_count: int = 1, **settings) -> dict:
-        return self.request("POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings})
+        return self.request(
+            "POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings}
+        )
 
     def stream(self, stream: str) -> dict:
         return self.request("GET", f"streams/{stream}/")
 
-    def publish(self, stream: str, events: Iterable[str | bytes | dict], *, delay_ms: int | None = None,
-                deliver_at: str | int | None = None) -> list[dict]:
+    def publish(
+        self,
+        stream: str,
+        events: Iterable[str | bytes | dict],
+        *,
+        delay_ms: int | None = None,
+        deliver_at: str | int | None = None,
+    ) -> list[dict]:
         """Append events (text, bytes, or full event objects); answers their positions. With
         `delay_ms` or `deliver_at` (ISO 8601 or epoch ms), every event of the call is delayed:
         reader groups receive it only from then on (an event object's own setting wins)."""
         when = {"delay_ms": delay_ms} if delay_ms is not None else {}
         if deliver_at is not None:
             when = {"deliver_at": deliver_at}
-        body = {"events": [{**when, **_event(e)} if when and not ({"delay_ms", "deliver_at"} & set(_event(e)))
-                           else _event(e) for e in events]}
+        body = {
+            "events": [
+                {**when, **_event(e)} if when and not ({"delay_ms", "deliver_at"} & set(_event(e))) else _event(e)
+                for e in events
+            ]
+        }
         return self.request("POST", f"streams/{stream}/events/", body)["positions"]
 
     def set_retention_policy(self, stream: str, **policy) -> dict:
@@ -250,8 +268,12 @@ class ReaderGroup:
         return self.client.request("POST", self._path + f"checkpoints/{checkpoint}/release/")
 
     def consume(
-        self, max_events: int = 100, wait_ms: int = 1000, consumer: str | None = None,
-        idle_stop: bool = False, sink: str | None = None,
+        self,
+        max_events: int = 100,
+        wait_ms: int = 1000,
+        consumer: str | None = None,
+        idle_stop: bool = False,
+        sink: str | None = None,
     ) -> Iterator[Message]:
         """Messages, read `max_events` at a time (long-polling `wait_ms`), settled in batches:
         those acknowledged in one request, those given back in another (one per reason).

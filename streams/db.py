@@ -18,9 +18,7 @@ def update_rows(model, fields: list[str], rows: list[tuple]) -> None:
     pk = connection.ops.quote_name(model._meta.pk.column)
     columns = [model._meta.get_field(f).column for f in fields]
     names = ", ".join(connection.ops.quote_name(c) for c in ["id", *columns])
-    assignments = ", ".join(
-        f"{connection.ops.quote_name(c)} = v.{connection.ops.quote_name(c)}" for c in columns
-    )
+    assignments = ", ".join(f"{connection.ops.quote_name(c)} = v.{connection.ops.quote_name(c)}" for c in columns)
     if connection.vendor == "postgresql":
         # one array parameter per column: a VALUES list of thousands of placeholders costs
         # more to convert in the driver than the update itself
@@ -59,7 +57,6 @@ def delete_rows(model, pks: list[int]) -> None:
         for start in range(0, len(pks), CHUNK):
             chunk = pks[start : start + CHUNK]
             cur.execute(f"DELETE FROM {table} WHERE {pk} IN ({', '.join(['%s'] * len(chunk))})", chunk)
-
 
 
 def insert_rows(model, objs: list) -> None:
@@ -113,9 +110,17 @@ def insert_rows(model, objs: list) -> None:
 # Field types whose Python values orjson writes as PostgreSQL reads them back from JSON text
 # (datetimes as RFC 3339 with their offset; JSON values as themselves, None as SQL NULL).
 _AS_JSON = (
-    models.BigIntegerField, models.IntegerField, models.PositiveIntegerField, models.SmallIntegerField,
-    models.CharField, models.TextField, models.BooleanField, models.DateTimeField, models.JSONField,
-    models.ForeignKey, models.FloatField,
+    models.BigIntegerField,
+    models.IntegerField,
+    models.PositiveIntegerField,
+    models.SmallIntegerField,
+    models.CharField,
+    models.TextField,
+    models.BooleanField,
+    models.DateTimeField,
+    models.JSONField,
+    models.ForeignKey,
+    models.FloatField,
 )
 
 

@@ -13,10 +13,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from domain.retention import Subscriber, is_active
-
 from streams.consuming import PositionState, dead_letter_name, group_state
+from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
-from streams.services import stream_log
 
 
 @dataclass(frozen=True)
@@ -39,10 +38,14 @@ def totals_by_stream(states: Iterable[PositionState]) -> dict[str, StreamTotals]
     for st in states:
         t = out.get(st.stream, StreamTotals())
         out[st.stream] = StreamTotals(
-            lag_events=t.lag_events + st.lag_events, pending=t.pending + st.pending,
-            waiting=t.waiting + st.waiting, redelivered=t.redelivered + st.redelivered,
-            dead_lettered=t.dead_lettered + st.dead_lettered, skipped=t.skipped + st.skipped,
-            missed=t.missed + st.missed, halted=t.halted or st.halted_at is not None,
+            lag_events=t.lag_events + st.lag_events,
+            pending=t.pending + st.pending,
+            waiting=t.waiting + st.waiting,
+            redelivered=t.redelivered + st.redelivered,
+            dead_lettered=t.dead_lettered + st.dead_lettered,
+            skipped=t.skipped + st.skipped,
+            missed=t.missed + st.missed,
+            halted=t.halted or st.halted_at is not None,
         )
     return out
 
@@ -65,13 +68,15 @@ def group_summaries(groups: Iterable[ReaderGroup]) -> list[GroupSummary]:
     out = []
     for group in groups:
         states = group_state(group)
-        out.append(GroupSummary(
-            group=group,
-            streams=sorted({sub.stream for sub in group.subscription_set.all()}, key=str),
-            lag_events=sum(st.lag_events for st in states),
-            pending=sum(st.pending for st in states),
-            halts=[st for st in states if st.halted_at is not None],
-        ))
+        out.append(
+            GroupSummary(
+                group=group,
+                streams=sorted({sub.stream for sub in group.subscription_set.all()}, key=str),
+                lag_events=sum(st.lag_events for st in states),
+                pending=sum(st.pending for st in states),
+                halts=[st for st in states if st.halted_at is not None],
+            )
+        )
     return out
 
 
@@ -150,14 +155,16 @@ def group_overview(group: ReaderGroup, now: datetime | None = None) -> GroupOver
     streams = []
     for sub in subs:
         stream = sub.stream
-        streams.append(StreamPosition(
-            stream=stream,
-            cut=sub.acknowledgement_cut,
-            acknowledged_at=sub.acknowledged_at,
-            active=_active(group, sub, now),
-            segments=_with_lag_bytes(stream, by_stream.get(stream.full_name, [])),
-            dead_letters=dlqs.get(stream.pk),
-        ))
+        streams.append(
+            StreamPosition(
+                stream=stream,
+                cut=sub.acknowledgement_cut,
+                acknowledged_at=sub.acknowledged_at,
+                active=_active(group, sub, now),
+                segments=_with_lag_bytes(stream, by_stream.get(stream.full_name, [])),
+                dead_letters=dlqs.get(stream.pk),
+            )
+        )
     return GroupOverview(group, streams)
 
 
@@ -166,7 +173,8 @@ def _active(group: ReaderGroup, sub: Subscription, now: datetime) -> bool | None
         return None
     policy = getattr(sub.stream, "retention_policy", None)
     subscriber = Subscriber(
-        str(group), sub.acknowledgement_cut,
+        str(group),
+        sub.acknowledgement_cut,
         acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
         subscribed_at=sub.created_at.timestamp(),
     )

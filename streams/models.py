@@ -65,12 +65,8 @@ class Stream(models.Model):
     storage_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     name = models.CharField(max_length=128)
     segment_count = models.PositiveIntegerField(default=1)
-    cleanup_policy = models.CharField(
-        max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE
-    )
-    on_max_limit = models.CharField(
-        max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE
-    )
+    cleanup_policy = models.CharField(max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE)
+    on_max_limit = models.CharField(max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE)
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
     # Compaction (COMPACTION.md): chunks younger than the lag are not compacted; a tombstone stays
     # in the view this long after the run that first kept it; with `compact,delete` the view has
@@ -94,9 +90,7 @@ class Stream(models.Model):
 
     class Meta:
         ordering = ["scope__name", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["scope", "name"], name="stream_unique_in_scope")
-        ]
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="stream_unique_in_scope")]
 
     def __str__(self) -> str:
         return self.full_name
@@ -139,9 +133,7 @@ class Segment(models.Model):
 
     class Meta:
         ordering = ["stream_id", "segment_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["stream", "segment_id"], name="segment_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["stream", "segment_id"], name="segment_unique")]
 
     def __str__(self) -> str:
         return f"{self.stream_id}:{self.segment_id}"
@@ -179,9 +171,7 @@ class ReaderGroup(models.Model):
     # database recreated or restored beside a kept Redis (ids reused) never meets another
     # group's state.
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
-    retention_type = models.CharField(
-        max_length=40, choices=RetentionType.choices, default=RetentionType.NONE
-    )
+    retention_type = models.CharField(max_length=40, choices=RetentionType.choices, default=RetentionType.NONE)
     start = models.CharField(max_length=8, choices=StartPosition.choices, default="head")
     sinks = models.JSONField(default=list, blank=True)
     ack_timeout_s = models.PositiveIntegerField(default=30)
@@ -202,9 +192,7 @@ class ReaderGroup(models.Model):
 
     class Meta:
         ordering = ["scope__name", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["scope", "name"], name="reader_group_unique_in_scope")
-        ]
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="reader_group_unique_in_scope")]
 
     def __str__(self) -> str:
         return f"{self.scope.name}/{self.name}"
@@ -235,9 +223,7 @@ class Subscription(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["reader_group", "stream"], name="subscription_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["reader_group", "stream"], name="subscription_unique")]
 
     def __str__(self) -> str:
         return f"{self.reader_group} on {self.stream}"
@@ -263,18 +249,14 @@ class ReadPosition(models.Model):
 
     class Meta:
         ordering = ["subscription_id", "segment_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["subscription", "segment_id"], name="read_position_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["subscription", "segment_id"], name="read_position_unique")]
 
     def __str__(self) -> str:
         return f"{self.subscription}:{self.segment_id}@{self.floor}"
 
 
 class Checkpoint(models.Model):
-    reader_group = models.ForeignKey(
-        ReaderGroup, on_delete=models.CASCADE, related_name="checkpoints"
-    )
+    reader_group = models.ForeignKey(ReaderGroup, on_delete=models.CASCADE, related_name="checkpoints")
     name = models.CharField(max_length=128)
     cuts = models.JSONField(default=dict)  # {"scope/stream": {"0": 12, …}, …}
     persist = models.BooleanField(default=False)
@@ -282,9 +264,7 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["reader_group", "name"], name="checkpoint_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["reader_group", "name"], name="checkpoint_unique")]
 
     def __str__(self) -> str:
         return f"{self.reader_group}:{self.name}"
@@ -315,9 +295,7 @@ class DelayedBucket(models.Model):
 
     class Meta:
         ordering = ["stream_id", "first_chunk"]
-        constraints = [
-            models.UniqueConstraint(fields=["stream", "first_chunk"], name="delayed_bucket_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["stream", "first_chunk"], name="delayed_bucket_unique")]
 
     def __str__(self) -> str:
         return f"{self.stream_id}:[{self.first_chunk},{self.last_chunk}]"

@@ -12,11 +12,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from domain.cuts import check_cut
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from streams.models import ReaderGroup, ReadPosition, RetentionType, Scope, Stream, Subscription
-from streams.services import set_acknowledgement_cut, stream_log
+from streams.acknowledgement import check_generation, check_truncation_cut, publish_cut, set_acknowledgement_cut
+from streams.consuming import current_floors, forget_trackers, tracker_names
+from streams.logs import stream_log
+from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
+from streams.signals import holds_released
 
 
 def check_streams(names: list, field: str = "streams") -> list[Stream]:
@@ -48,8 +50,11 @@ def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
     """The group's registration on a stream, with its positions, both at its start position."""
     cut, sizes = _start_cut(stream, group.start)
     sub = Subscription.objects.create(
-        reader_group=group, stream=stream, acknowledgement_cut=cut,
-        acknowledgement_sizes=sizes, acknowledged_at=now,
+        reader_group=group,
+        stream=stream,
+        acknowledgement_cut=cut,
+        acknowledgement_sizes=sizes,
+        acknowledged_at=now,
     )
     # a group reading a compacted view from the head starts at the view's beginning: below its
     # horizon it reads the view (offsets compacted away count as processed), then the live log
@@ -76,15 +81,11 @@ def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **co
 def do_delete_reader_group(group: ReaderGroup) -> None:
     """Deleting a subscriber removes its hold at once; the next cycle reclaims what it held (at
     once for a stream that refuses publishing at its max)."""
-    from retention.services import recheck_full_streams
-
-    from streams.consuming import forget_trackers, tracker_names
-
     subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__retention_policy"))
     names, group_key = tracker_names(subs), group.state_key
     with transaction.atomic():
         group.delete()
-        recheck_full_streams([sub.stream for sub in subs])
+        holds_released.send(sender=ReaderGroup, streams=[sub.stream for sub in subs])
         transaction.on_commit(lambda: forget_trackers(names, group_key))
 
 
@@ -97,8 +98,6 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
     holding the old configuration learns that it changed). Returns the deleted subscriptions'
     Redis state, for `forget_trackers` once the deletion commits. Nothing is silent: the group's
     detail and its console page show what was removed, when, and where the group was."""
-    from streams.consuming import tracker_names  # noqa: PLC0415  (it imports this module)
-
     subs = list(Subscription.objects.filter(stream=stream).select_related("stream"))
     floors: dict[int, dict[str, int]] = {}
     for p in ReadPosition.objects.filter(subscription__in=subs):
@@ -106,11 +105,16 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
     groups = {g.pk: g for g in ReaderGroup.objects.select_for_update().filter(pk__in={s.reader_group_id for s in subs})}
     for sub in subs:
         group = groups[sub.reader_group_id]
-        entry = {"stream": stream.full_name, "removed_at": now.isoformat(timespec="seconds"),
-                 "reason": "the stream was deleted", "floors": floors.get(sub.pk, {})}
+        entry = {
+            "stream": stream.full_name,
+            "removed_at": now.isoformat(timespec="seconds"),
+            "reason": "the stream was deleted",
+            "floors": floors.get(sub.pk, {}),
+        }
         group.removed_streams = [*group.removed_streams, entry][-REMOVED_KEPT:]
         ReaderGroup.objects.filter(pk=group.pk).update(
-            removed_streams=group.removed_streams, generation=F("generation") + 1, updated_at=now)
+            removed_streams=group.removed_streams, generation=F("generation") + 1, updated_at=now
+        )
     return tracker_names(subs)
 
 
@@ -121,10 +125,6 @@ def do_update_reader_group(
     becoming NONE unsubscribes it from every stream (its cuts stop holding data); becoming a
     subscriber subscribes it at its floors (what it has processed); a stream dropped from the list
     is unsubscribed and its positions forgotten; a stream added starts at the group's start."""
-    from retention.services import recheck_full_streams
-
-    from streams.consuming import current_floors, forget_trackers, tracker_names
-
     check_generation(group, generation)
     was_subscriber = group.is_subscriber
     with transaction.atomic():
@@ -152,7 +152,9 @@ def do_update_reader_group(
             for sid, stream in wanted.items():
                 if sid not in current:
                     _subscribe(group, stream, now)
-        subs = list(Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy"))
+        subs = list(
+            Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy")
+        )
         if was_subscriber and not group.is_subscriber:
             affected += [sub.stream for sub in subs]
         elif group.is_subscriber and not was_subscriber:
@@ -163,85 +165,11 @@ def do_update_reader_group(
                 if cut is not None:
                     sub.save(update_fields=set_acknowledgement_cut(sub, cut, now))
         if affected:
-            recheck_full_streams(affected)
+            holds_released.send(sender=ReaderGroup, streams=affected)
         if removed:
             names = tracker_names(removed)
             transaction.on_commit(lambda: forget_trackers(names))
     return group
-
-
-def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription, dict[str, int]]:
-    """updateTruncationStreamCut, validated in Pravega's order: the stream exists; the group is a
-    subscriber of it; the generation matches; the cut covers exactly the stream's segments with
-    offsets within [head, tail]; it is not behind the group's previous cut."""
-    if not isinstance(body, dict):
-        raise FieldError("stream", "the body must be an object {stream, stream_cut, generation?}")
-    unknown = sorted(set(body) - {"stream", "stream_cut", "generation"})
-    if unknown:  # a typo like `generaton` must not publish the cut unchecked
-        raise FieldError(unknown[0], "is not a field of a truncation cut")
-    scope, name = split_stream_name(body.get("stream"), "stream")
-    stream = (
-        Stream.objects.filter(scope__name=scope, name=name)
-        .select_related("scope", "retention_policy")
-        .first()
-    )
-    if stream is None:
-        raise FieldError("stream", f"no stream {scope}/{name}", 404, "stream_not_found")
-    sub = Subscription.objects.filter(reader_group=group, stream=stream).select_related("stream").first()
-    if sub is None or group.retention_type == RetentionType.NONE:
-        raise FieldError(
-            "stream", f"{group} is not a subscriber of {stream.full_name}", 404, "subscriber_not_found"
-        )
-    sub.stream = stream
-    check_generation(group, body.get("generation"))
-    log = stream_log(stream)
-    try:
-        cut = check_cut(
-            body.get("stream_cut"), "stream_cut", stream.segment_ids, complete=True,
-            tail=log.tail_cut(), head=log.head_cut(),
-        )
-    except FieldError as exc:
-        raise FieldError(exc.field, exc.message, 400, "stream_cut_not_valid") from None
-    previous = sub.acknowledgement_cut or {}
-    for seg, offset in cut.items():
-        if offset < previous.get(seg, 0):
-            raise FieldError(
-                f"stream_cut.{seg}",
-                f"offset {offset} is behind the group's previous cut ({previous[seg]})",
-                400,
-                "stream_cut_behind_previous",
-            )
-    return sub, cut
-
-
-def check_generation(group: ReaderGroup, generation: object) -> None:
-    if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)):
-        # "0", 0.0 and true are no generation: a 409 would send the client to re-read a group it
-        # already has right, and 0.0 or true would have passed as 0 or 1
-        raise FieldError("generation", "must be an integer")
-    if generation is not None and generation != group.generation:
-        raise FieldError(
-            "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"
-        )
-
-
-def publish_cut(sub: Subscription, cut: dict[str, int]) -> Subscription:
-    from retention.services import recheck_full_streams
-
-    with transaction.atomic():
-        # the row locked, the "not behind" check again: a concurrent publish may have moved it
-        locked = Subscription.objects.select_for_update().get(pk=sub.pk)
-        previous = locked.acknowledgement_cut or {}
-        for seg, offset in cut.items():
-            if offset < previous.get(seg, 0):
-                raise FieldError(
-                    f"stream_cut.{seg}", f"offset {offset} is behind the group's previous cut ({previous[seg]})",
-                    400, "stream_cut_behind_previous",
-                )
-        sub.save(update_fields=set_acknowledgement_cut(sub, cut, timezone.now()))
-        if cut != previous:
-            recheck_full_streams([sub.stream])
-    return sub
 
 
 def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:

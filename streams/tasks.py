@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
 
-from streams import consuming, services
+from celery import shared_task
+from django.dispatch import receiver
+
+from streams import consuming, logs
 from streams.delaying import maintenance
 from streams.models import Stream
+from streams.signals import delayed_bucket_sealed
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task
 def seal_due_chunks() -> int:
     """Roll aged active chunks and give every sealed chunk its Parquet copy."""
-    return sum(services.seal_due_chunks(s) for s in Stream.objects.all())
+    return sum(logs.seal_due_chunks(s) for s in Stream.objects.all())
 
 
 @shared_task
 def refresh_segment_stats() -> int:
     streams = list(Stream.objects.all())
     for stream in streams:
-        services.refresh_segments(stream)
+        logs.refresh_segments(stream)
     return len(streams)
 
 
@@ -41,3 +47,12 @@ def maintain_delayed_index(stream_id: int) -> dict:
     """One stream's delayed index, at once (a publish sealed its mutable bucket)."""
     stream = Stream.objects.filter(pk=stream_id).first()
     return maintenance.maintain(stream) if stream is not None else {}
+
+
+@receiver(delayed_bucket_sealed)
+def queue_sealing(sender, stream: Stream, **kwargs) -> None:
+    """A publish sealed the mutable delayed bucket: snapshot it now, not at the next beat."""
+    try:
+        maintain_delayed_index.delay(stream.pk)
+    except Exception:  # the broker is down: beat's next round seals it
+        logger.warning("could not queue the sealing of %s's delayed bucket", stream, exc_info=True)

@@ -5,55 +5,77 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('streams', '0006_compaction_settings'),
+        ("streams", "0006_compaction_settings"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CompactedView',
+            name="CompactedView",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('generation', models.PositiveIntegerField()),
-                ('directory', models.CharField(max_length=64)),
-                ('horizon', models.JSONField(default=dict)),
-                ('keys', models.BigIntegerField(default=0)),
-                ('tombstones', models.BigIntegerField(default=0)),
-                ('bytes', models.BigIntegerField(default=0)),
-                ('switched_at', models.DateTimeField()),
-                ('stream', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='compacted_view', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("generation", models.PositiveIntegerField()),
+                ("directory", models.CharField(max_length=64)),
+                ("horizon", models.JSONField(default=dict)),
+                ("keys", models.BigIntegerField(default=0)),
+                ("tombstones", models.BigIntegerField(default=0)),
+                ("bytes", models.BigIntegerField(default=0)),
+                ("switched_at", models.DateTimeField()),
+                (
+                    "stream",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="compacted_view", to="streams.stream"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CompactionRun',
+            name="CompactionRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('skipped', 'Skipped'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('trigger', models.CharField(default='beat', max_length=16)),
-                ('phase', models.CharField(blank=True, default='', max_length=64)),
-                ('engine', models.CharField(blank=True, default='', max_length=32)),
-                ('generation', models.PositiveIntegerField(blank=True, null=True)),
-                ('horizon', models.JSONField(default=dict)),
-                ('chunks', models.PositiveIntegerField(default=0)),
-                ('events_in', models.BigIntegerField(default=0)),
-                ('events_out', models.BigIntegerField(default=0)),
-                ('keys', models.BigIntegerField(default=0)),
-                ('keyless_dropped', models.BigIntegerField(default=0)),
-                ('tombstones_dropped', models.BigIntegerField(default=0)),
-                ('marked_by_retention', models.BigIntegerField(default=0)),
-                ('bytes_before', models.BigIntegerField(default=0)),
-                ('bytes_after', models.BigIntegerField(default=0)),
-                ('error', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('stream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='compaction_runs', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("skipped", "Skipped"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("trigger", models.CharField(default="beat", max_length=16)),
+                ("phase", models.CharField(blank=True, default="", max_length=64)),
+                ("engine", models.CharField(blank=True, default="", max_length=32)),
+                ("generation", models.PositiveIntegerField(blank=True, null=True)),
+                ("horizon", models.JSONField(default=dict)),
+                ("chunks", models.PositiveIntegerField(default=0)),
+                ("events_in", models.BigIntegerField(default=0)),
+                ("events_out", models.BigIntegerField(default=0)),
+                ("keys", models.BigIntegerField(default=0)),
+                ("keyless_dropped", models.BigIntegerField(default=0)),
+                ("tombstones_dropped", models.BigIntegerField(default=0)),
+                ("marked_by_retention", models.BigIntegerField(default=0)),
+                ("bytes_before", models.BigIntegerField(default=0)),
+                ("bytes_after", models.BigIntegerField(default=0)),
+                ("error", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="compaction_runs", to="streams.stream"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
     ]

@@ -6,66 +6,103 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('streams', '0001_initial'),
+        ("streams", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RetentionPolicy',
+            name="RetentionPolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('limit_type', models.CharField(choices=[('time', 'Time'), ('size', 'Size'), ('none', 'None')], default='none', max_length=8)),
-                ('min_value', models.BigIntegerField(default=0)),
-                ('max_value', models.BigIntegerField(blank=True, null=True)),
-                ('consumption_based', models.BooleanField(default=False)),
-                ('subscriber_timeout_s', models.PositiveIntegerField(blank=True, null=True)),
-                ('fallback_after_s', models.PositiveIntegerField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('stream', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='retention_policy', to='streams.stream')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "limit_type",
+                    models.CharField(
+                        choices=[("time", "Time"), ("size", "Size"), ("none", "None")], default="none", max_length=8
+                    ),
+                ),
+                ("min_value", models.BigIntegerField(default=0)),
+                ("max_value", models.BigIntegerField(blank=True, null=True)),
+                ("consumption_based", models.BooleanField(default=False)),
+                ("subscriber_timeout_s", models.PositiveIntegerField(blank=True, null=True)),
+                ("fallback_after_s", models.PositiveIntegerField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "stream",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="retention_policy",
+                        to="streams.stream",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'retention policies',
+                "verbose_name_plural": "retention policies",
             },
         ),
         migrations.CreateModel(
-            name='TruncationRecord',
+            name="TruncationRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('before_cut', models.JSONField()),
-                ('after_cut', models.JSONField()),
-                ('before_size', models.BigIntegerField()),
-                ('after_size', models.BigIntegerField()),
-                ('rule', models.CharField(max_length=64)),
-                ('subscribers', models.JSONField(blank=True, default=list)),
-                ('trigger', models.CharField(choices=[('beat', 'Beat'), ('console', 'Console'), ('api', 'Api'), ('command', 'Command')], max_length=16)),
-                ('chunks_deleted', models.PositiveIntegerField(default=0)),
-                ('bytes_deleted', models.BigIntegerField(default=0)),
-                ('stream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='truncations', to='streams.stream')),
-                ('triggered_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("before_cut", models.JSONField()),
+                ("after_cut", models.JSONField()),
+                ("before_size", models.BigIntegerField()),
+                ("after_size", models.BigIntegerField()),
+                ("rule", models.CharField(max_length=64)),
+                ("subscribers", models.JSONField(blank=True, default=list)),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[("beat", "Beat"), ("console", "Console"), ("api", "Api"), ("command", "Command")],
+                        max_length=16,
+                    ),
+                ),
+                ("chunks_deleted", models.PositiveIntegerField(default=0)),
+                ("bytes_deleted", models.BigIntegerField(default=0)),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="truncations", to="streams.stream"
+                    ),
+                ),
+                (
+                    "triggered_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RetentionSetRecord',
+            name="RetentionSetRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('recorded_at', models.DateTimeField()),
-                ('size_bytes', models.BigIntegerField()),
-                ('cut', models.JSONField()),
-                ('stream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='retention_set', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("recorded_at", models.DateTimeField()),
+                ("size_bytes", models.BigIntegerField()),
+                ("cut", models.JSONField()),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="retention_set", to="streams.stream"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['recorded_at', 'id'],
-                'indexes': [models.Index(fields=['stream', 'recorded_at'], name='retention_r_stream__d4b559_idx')],
+                "ordering": ["recorded_at", "id"],
+                "indexes": [models.Index(fields=["stream", "recorded_at"], name="retention_r_stream__d4b559_idx")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0001_initial'),
+        ("retention", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='truncationrecord',
-            name='completed',
+            model_name="truncationrecord",
+            name="completed",
             field=models.BooleanField(default=True),
         ),
     ]

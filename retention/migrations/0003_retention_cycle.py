@@ -6,35 +6,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0002_truncation_completed'),
-        ('streams', '0001_initial'),
+        ("retention", "0002_truncation_completed"),
+        ("streams", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RetentionCycle',
+            name="RetentionCycle",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=8)),
-                ('trigger', models.CharField(choices=[('beat', 'Beat'), ('console', 'Console'), ('api', 'Api'), ('command', 'Command')], max_length=16)),
-                ('engine', models.CharField(default='local', max_length=8)),
-                ('clock', models.DateTimeField(blank=True, help_text="the cycle's 'now', if replayed", null=True)),
-                ('streams_total', models.PositiveIntegerField(default=0)),
-                ('streams_done', models.PositiveIntegerField(default=0)),
-                ('truncations', models.PositiveIntegerField(default=0)),
-                ('bytes_reclaimed', models.BigIntegerField(default=0)),
-                ('error', models.TextField(blank=True, default='')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('stream', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("done", "Done"), ("failed", "Failed")],
+                        default="queued",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[("beat", "Beat"), ("console", "Console"), ("api", "Api"), ("command", "Command")],
+                        max_length=16,
+                    ),
+                ),
+                ("engine", models.CharField(default="local", max_length=8)),
+                ("clock", models.DateTimeField(blank=True, help_text="the cycle's 'now', if replayed", null=True)),
+                ("streams_total", models.PositiveIntegerField(default=0)),
+                ("streams_done", models.PositiveIntegerField(default=0)),
+                ("truncations", models.PositiveIntegerField(default=0)),
+                ("bytes_reclaimed", models.BigIntegerField(default=0)),
+                ("error", models.TextField(blank=True, default="")),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="streams.stream"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0003_retention_cycle'),
+        ("retention", "0003_retention_cycle"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='retentioncycle',
-            name='engine',
-            field=models.CharField(default='auto', max_length=8),
+            model_name="retentioncycle",
+            name="engine",
+            field=models.CharField(default="auto", max_length=8),
         ),
     ]

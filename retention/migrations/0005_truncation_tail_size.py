@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0004_cycle_engine_auto'),
+        ("retention", "0004_cycle_engine_auto"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='truncationrecord',
-            name='tail_size',
+            model_name="truncationrecord",
+            name="tail_size",
             field=models.BigIntegerField(blank=True, null=True),
         ),
     ]

@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0005_truncation_tail_size'),
+        ("retention", "0005_truncation_tail_size"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='truncationrecord',
-            name='created_at',
+            model_name="truncationrecord",
+            name="created_at",
             field=models.DateTimeField(db_index=True, default=django.utils.timezone.now),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0006_truncation_time_is_the_cycles'),
+        ("retention", "0006_truncation_time_is_the_cycles"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='retentionsetrecord',
-            name='sizes',
+            model_name="retentionsetrecord",
+            name="sizes",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

@@ -5,16 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0007_retention_set_sizes'),
-        ('streams', '0002_full_since_and_acknowledgement_sizes'),
+        ("retention", "0007_retention_set_sizes"),
+        ("streams", "0002_full_since_and_acknowledgement_sizes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='truncationrecord',
-            index=models.Index(condition=models.Q(('completed', False)), fields=['stream'], name='truncation_pending'),
+            model_name="truncationrecord",
+            index=models.Index(condition=models.Q(("completed", False)), fields=["stream"], name="truncation_pending"),
         ),
     ]

@@ -38,30 +38,43 @@ def a_row_per_record(apps, schema_editor):
     for stored in Stored.objects.iterator():
         Record.objects.bulk_create(
             [
-                Record(stream_id=stored.stream_id, recorded_at=_EPOCH + timedelta(microseconds=us),
-                       size_bytes=size, cut=cut, sizes=sizes)
+                Record(
+                    stream_id=stored.stream_id,
+                    recorded_at=_EPOCH + timedelta(microseconds=us),
+                    size_bytes=size,
+                    cut=cut,
+                    sizes=sizes,
+                )
                 for us, size, cut, sizes in stored.records
             ]
         )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0008_truncation_pending_index'),
-        ('streams', '0007_read_compacted'),
+        ("retention", "0008_truncation_pending_index"),
+        ("streams", "0007_read_compacted"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StoredRetentionSet',
+            name="StoredRetentionSet",
             fields=[
-                ('stream', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='stored_retention_set', serialize=False, to='streams.stream')),
-                ('records', models.JSONField(blank=True, default=list)),
+                (
+                    "stream",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="stored_retention_set",
+                        serialize=False,
+                        to="streams.stream",
+                    ),
+                ),
+                ("records", models.JSONField(blank=True, default=list)),
             ],
         ),
         migrations.RunPython(one_row_per_stream, a_row_per_record),
         migrations.DeleteModel(
-            name='RetentionSetRecord',
+            name="RetentionSetRecord",
         ),
     ]

@@ -25,7 +25,6 @@ def back_to_the_default(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("retention", "0009_retention_set_one_row"),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention', '0010_retention_set_lz4'),
+        ("retention", "0010_retention_set_lz4"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='retentioncycle',
-            name='heartbeat_at',
+            model_name="retentioncycle",
+            name="heartbeat_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='retentioncycle',
-            name='runner',
-            field=models.CharField(blank=True, default='', max_length=300),
+            model_name="retentioncycle",
+            name="runner",
+            field=models.CharField(blank=True, default="", max_length=300),
         ),
     ]

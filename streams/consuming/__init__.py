@@ -13,15 +13,51 @@ else: its acknowledgement is refused).
 """
 
 from streams.consuming.acking import AckOutcome, ack, nack
-from streams.consuming.checkpoints import AUTO_PREFIX, check_checkpoint_name, checkpoint_interval_s, current_floors, do_checkpoint, do_release_checkpoint, maybe_checkpoint, periodic_checkpoints
+from streams.consuming.checkpoints import (
+    AUTO_PREFIX,
+    check_checkpoint_name,
+    checkpoint_interval_s,
+    current_floors,
+    do_checkpoint,
+    do_release_checkpoint,
+    maybe_checkpoint,
+    periodic_checkpoints,
+)
 from streams.consuming.dead_letters import dead_letter_name
-from streams.consuming.positions import Slot, forget_trackers, group_and_slots, last_seen, mark_seen, slots, tracker_names
+from streams.consuming.positions import (
+    Slot,
+    forget_trackers,
+    group_and_slots,
+    last_seen,
+    mark_seen,
+    slots,
+    tracker_names,
+)
 from streams.consuming.reading import ReadResult, read
 from streams.consuming.state import PositionState, group_state
 
 __all__ = [
-    "AUTO_PREFIX", "AckOutcome", "PositionState", "ReadResult", "Slot", "ack", "check_checkpoint_name",
-    "checkpoint_interval_s", "current_floors", "dead_letter_name", "do_checkpoint",
-    "do_release_checkpoint", "forget_trackers", "group_and_slots", "group_state", "last_seen", "mark_seen",
-    "maybe_checkpoint", "nack", "periodic_checkpoints", "read", "slots", "tracker_names",
+    "AUTO_PREFIX",
+    "AckOutcome",
+    "PositionState",
+    "ReadResult",
+    "Slot",
+    "ack",
+    "check_checkpoint_name",
+    "checkpoint_interval_s",
+    "current_floors",
+    "dead_letter_name",
+    "do_checkpoint",
+    "do_release_checkpoint",
+    "forget_trackers",
+    "group_and_slots",
+    "group_state",
+    "last_seen",
+    "mark_seen",
+    "maybe_checkpoint",
+    "nack",
+    "periodic_checkpoints",
+    "read",
+    "slots",
+    "tracker_names",
 ]

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from itertools import groupby, repeat
 from dataclasses import dataclass, field
+from itertools import groupby, repeat
 
 from django.conf import settings
 
-from store.redis_connection import get_redis
-
 from domain.acks import AckResult, Delivery
 from domain.errors import FieldError
-from streams.models import ReaderGroup
+from store.redis_connection import get_redis
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
+from streams.consuming.positions import Slot, mark_seen, persist_floors, slots
+from streams.models import ReaderGroup
 from streams.wire import delivery_prefix
-from streams.consuming.positions import Slot, persist_floors, mark_seen, slots
 
 # Each number as the server writes it: ASCII digits, no leading zero ("0" itself is a number).
 # `\d` took Unicode digits ("١٢") and zero-padded numbers ("007"), ids the server never wrote.
@@ -41,8 +40,10 @@ def _parse_ids(ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
         raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
     known = {(s.stream.pk, s.segment): s for s in group_slots}
-    prefixes = {delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
-                for s in group_slots}
+    prefixes = {
+        delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
+        for s in group_slots
+    }
     by_slot = _parse_plain_ids(ids, prefixes)
     return by_slot if by_slot is not None else _parse_each(ids, known, prefixes)
 
@@ -66,16 +67,19 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tupl
         if key not in known:
             raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", 400, "unknown_delivery")
         if "-".join((incarnation, sid, seg)) not in prefixes:  # the stream's, but another subscription's
-            raise FieldError(f"delivery_ids[{i}]", "belongs to another reader group, or to this group before it "
-                             "last subscribed to the stream", 400, "unknown_delivery")
+            raise FieldError(
+                f"delivery_ids[{i}]",
+                "belongs to another reader group, or to this group before it last subscribed to the stream",
+                400,
+                "unknown_delivery",
+            )
         by_slot[key].append((i, Delivery(int(offset), int(epoch))))
     return by_slot
 
 
 def _as_written(number: str, digits: int) -> bool:
     """`number` as the server writes one: 1 to `digits` ASCII digits, no leading zero."""
-    return 0 < len(number) <= digits and number.isascii() and number.isdigit() \
-        and (number[0] != "0" or number == "0")
+    return 0 < len(number) <= digits and number.isascii() and number.isdigit() and (number[0] != "0" or number == "0")
 
 
 def _unpadded(numbers: tuple[str, ...]) -> bool:
@@ -96,9 +100,15 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
         return None
     heads, offsets, epochs = zip(*parts)
     digits = "".join(offsets) + "".join(epochs)
-    if not (digits.isascii() and digits.isdigit()) or min(map(len, offsets)) < 1 or max(map(len, offsets)) > 18 \
-            or min(map(len, epochs)) < 1 or max(map(len, epochs)) > 9 or not _unpadded(offsets) \
-            or not _unpadded(epochs):
+    if (
+        not (digits.isascii() and digits.isdigit())
+        or min(map(len, offsets)) < 1
+        or max(map(len, offsets)) > 18
+        or min(map(len, epochs)) < 1
+        or max(map(len, epochs)) > 9
+        or not _unpadded(offsets)
+        or not _unpadded(epochs)
+    ):
         return None
     keys = list(map(prefixes.get, heads))
     if None in keys:
@@ -108,7 +118,7 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
     at = 0
     for key, run in groupby(keys):
         n = len(list(run))
-        by_slot[key].extend(zip(range(at, at + n), deliveries[at:at + n]))
+        by_slot[key].extend(zip(range(at, at + n), deliveries[at : at + n]))
         at += n
     return by_slot
 
@@ -124,12 +134,18 @@ def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
         "unknown": "is not a live delivery of this group (never handed out, or already given back)",
         "stale": "its lease expired and the event was handed out again: this delivery is void",
     }.get(first["reason"], first["reason"])
-    details = {"refused": outcome.refused, "acked": outcome.acked,
-               "waiting_for_sinks": outcome.waiting_for_sinks, "given_back": outcome.given_back}
+    details = {
+        "refused": outcome.refused,
+        "acked": outcome.acked,
+        "waiting_for_sinks": outcome.waiting_for_sinks,
+        "given_back": outcome.given_back,
+    }
     raise FieldError(
         first["field"],
         f"{detail}; {len(outcome.refused)} of {len(ids)} refused, the others were {verb}",
-        status, code, details,
+        status,
+        code,
+        details,
     )
 
 
@@ -165,7 +181,11 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
 
 
 def nack(
-    group: ReaderGroup, ids: object, delay_ms: int = 0, reason: str = "", group_slots: list[Slot] | None = None,
+    group: ReaderGroup,
+    ids: object,
+    delay_ms: int = 0,
+    reason: str = "",
+    group_slots: list[Slot] | None = None,
 ) -> AckOutcome:
     """Give deliveries back: each is handed out again after `delay_ms`."""
     group_slots = slots(group) if group_slots is None else group_slots
@@ -200,4 +220,3 @@ def _tally(outcome: AckOutcome, ids: list, items: list, results: list[AckResult]
             outcome.waiting_for_sinks += 1
         elif result.reason != "already-acked":
             outcome.refused.append({"field": f"delivery_ids[{i}]", "delivery_id": ids[i], "reason": result.reason})
-

@@ -8,12 +8,13 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from store.redis_connection import get_redis
-
 from domain.errors import FieldError
+from store.redis_connection import get_redis
+from streams.acknowledgement import check_truncation_cut, publish_cut, set_acknowledgement_cut
+from streams.consuming.positions import Slot, last_seen, persist_floors, slots
+from streams.logs import stream_log
 from streams.models import Checkpoint, ReaderGroup, RetentionType, Subscription
-from streams.services import set_acknowledgement_cut, stream_log
-from streams.consuming.positions import Slot, persist_floors, last_seen, slots
+from streams.signals import holds_released
 
 AUTO_PREFIX = "auto-"
 AUTO_CHECKPOINTS_KEPT = 3
@@ -99,8 +100,6 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
     """A MANUAL subscriber releases at a persisted checkpoint: its cuts become the group's
     acknowledgement cuts, validated as any published cut is (within [head, tail], not behind
     the previous cut)."""
-    from streams.reader_groups import check_truncation_cut, publish_cut
-
     cp = Checkpoint.objects.filter(reader_group=group, name=name).first()
     if cp is None:
         raise FieldError("checkpoint", f"{group} has no checkpoint {name}", 404, "checkpoint_not_found")
@@ -108,10 +107,13 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
         raise FieldError(
             "retention_type",
             f"is {group.retention_type}: only MANUAL_RELEASE_AT_USER_STREAMCUT groups release at a checkpoint",
-            409, "not_manual",
+            409,
+            "not_manual",
         )
     if not cp.persist:
-        raise FieldError("checkpoint", f"{name} is not persisted: only persisted checkpoints are released", 409, "not_persisted")
+        raise FieldError(
+            "checkpoint", f"{name} is not persisted: only persisted checkpoints are released", 409, "not_persisted"
+        )
     checked = [check_truncation_cut(group, {"stream": s, "stream_cut": cut}) for s, cut in cp.cuts.items()]
     with transaction.atomic():
         return [publish_cut(*c) for c in checked]
@@ -119,8 +121,6 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
 
 def _publish(group: ReaderGroup, cuts: dict[str, dict[str, int]]) -> None:
     """Move the group's acknowledgement cuts forward to `cuts` (never back)."""
-    from retention.services import recheck_full_streams
-
     moved = []
     seen = last_seen(group)
     subs = Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy")
@@ -140,7 +140,7 @@ def _publish(group: ReaderGroup, cuts: dict[str, dict[str, int]]) -> None:
         if fields:
             sub.save(update_fields=fields)
     if moved:
-        recheck_full_streams(moved)
+        holds_released.send(sender=Checkpoint, streams=moved)
 
 
 def periodic_checkpoints() -> int:
@@ -151,4 +151,3 @@ def periodic_checkpoints() -> int:
     ).select_related("scope"):
         made += maybe_checkpoint(group) is not None
     return made
-

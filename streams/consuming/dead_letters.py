@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from store.redis_connection import get_redis
-
 from domain.errors import FieldError
-from streams.models import ReaderGroup, Stream
-from streams.services import do_create_stream, do_publish, stream_log
 from domain.events import EventIn
+from store.redis_connection import get_redis
 from streams.consuming.positions import Slot, records_at
+from streams.logs import stream_log
+from streams.models import ReaderGroup, Stream
+from streams.services import do_create_stream, do_publish
 
 
 def dead_letter_name(stream: Stream) -> str:
@@ -21,8 +21,9 @@ def _dead_letter_stream(stream: Stream) -> Stream:
     if found is not None:
         return found
     try:
-        return do_create_stream(scope=stream.scope.name, name=name, segment_count=1,
-                                description=f"dead letters of {stream.full_name}")
+        return do_create_stream(
+            scope=stream.scope.name, name=name, segment_count=1, description=f"dead letters of {stream.full_name}"
+        )
     except FieldError:  # created by another process meanwhile
         return Stream.objects.select_related("scope").get(scope=stream.scope, name=name)
 
@@ -43,15 +44,17 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
                 settled.append(offset)  # truncated away: nothing left to dead-letter
             continue  # not read this time: the claim stays and expires, it is tried again
         headers = dict(rec.headers or {})
-        headers.update({
-            "cbr-dlq-reason": reasons.get(offset, "max deliveries reached"),
-            "cbr-dlq-stream": slot.stream.full_name,
-            "cbr-dlq-segment": slot.segment,
-            "cbr-dlq-offset": str(offset),
-            "cbr-dlq-reader-group": str(group),
-            "cbr-dlq-deliveries": (epoch or b"1").decode(),
-            "cbr-dlq-at": str(now_ms),
-        })
+        headers.update(
+            {
+                "cbr-dlq-reason": reasons.get(offset, "max deliveries reached"),
+                "cbr-dlq-stream": slot.stream.full_name,
+                "cbr-dlq-segment": slot.segment,
+                "cbr-dlq-offset": str(offset),
+                "cbr-dlq-reader-group": str(group),
+                "cbr-dlq-deliveries": (epoch or b"1").decode(),
+                "cbr-dlq-at": str(now_ms),
+            }
+        )
         events.append(EventIn(rec.payload, rec.routing_key, rec.key, headers))
         settled.append(offset)
     if events:
@@ -62,4 +65,3 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
                 raise
             return None  # the claims stay, expire, and the events are dead-lettered later
     return slot.tracker.dead_lettered(settled)
-

@@ -13,13 +13,12 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.utils import timezone
 
+from store.framing import Record
 from store.redis_connection import get_redis
-
 from streams.ack_tracker import SegmentTracker
 from streams.delaying.index import state_key as delayed_state_key
+from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
-from streams.services import stream_log
-from store.framing import Record
 
 SEEN_TTL_S = 30 * 86400
 clock = time.time  # the clock of leases and delays (tests replace it)
@@ -70,7 +69,9 @@ def _positions_query(vendor: str) -> tuple[str, list[tuple]]:
         converters = []  # (index, converter, column) as Django's compiler applies them
         for i, f in enumerate(fields):
             col = f.get_col(alias)
-            converters += [(i, conv, col) for conv in [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]]
+            converters += [
+                (i, conv, col) for conv in [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
+            ]
         pk = fields.index(model._meta.pk)
         layout.append((model, [f.attname for f in fields], len(columns), len(columns) + len(fields), converters, pk))
         columns += [f"{alias}.{q(f.column)}" for f in fields]
@@ -78,7 +79,9 @@ def _positions_query(vendor: str) -> tuple[str, list[tuple]]:
     for model, alias, parent, fk in _JOINED[1:]:
         parent_model = next(m for m, a, _, _ in _JOINED if a == parent)
         column = parent_model._meta.get_field(fk).column
-        joins.append(f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(model._meta.pk.column)} = {parent}.{q(column)}")
+        joins.append(
+            f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(model._meta.pk.column)} = {parent}.{q(column)}"
+        )
     sql = (
         f"SELECT {', '.join(columns)} FROM {q(ReadPosition._meta.db_table)} p {' '.join(joins)} "
         f"WHERE gs.{q('name')} = %s AND g.{q('name')} = %s ORDER BY sc.{q('name')}, st.{q('name')}, p.{q('segment_id')}"
@@ -158,15 +161,9 @@ def make_positions(sub: Subscription, segments: list[str]) -> dict[str, ReadPosi
     subscriber says it is): the head for a segment the cut does not name."""
     ends = stream_log(sub.stream).ends()
     cut = sub.acknowledgement_cut or {}
-    rows = [
-        ReadPosition(subscription=sub, segment_id=s, floor=max(cut.get(s, 0), ends[s][0].offset))
-        for s in segments
-    ]
+    rows = [ReadPosition(subscription=sub, segment_id=s, floor=max(cut.get(s, 0), ends[s][0].offset)) for s in segments]
     ReadPosition.objects.bulk_create(rows, ignore_conflicts=True)
-    return {
-        p.segment_id: p
-        for p in ReadPosition.objects.filter(subscription=sub, segment_id__in=segments)
-    }
+    return {p.segment_id: p for p in ReadPosition.objects.filter(subscription=sub, segment_id__in=segments)}
 
 
 def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
@@ -176,8 +173,7 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     for slot, floor, missed in moves:  # one slot may move more than once in a request
         _, f, m = merged.get(slot.position.pk, (slot, floor, 0))
         merged[slot.position.pk] = (slot, max(f, floor), m + missed)
-    moves = [(slot, floor, missed) for slot, floor, missed in merged.values()
-             if floor > slot.position.floor or missed]
+    moves = [(slot, floor, missed) for slot, floor, missed in merged.values() if floor > slot.position.floor or missed]
     if not moves:
         return
     # As `.update(floor=Greatest(F("floor"), Case(When(pk=…, then=…))), missed=F("missed") + …)`,
@@ -237,7 +233,7 @@ def forget_trackers(subscriptions: list[tuple[str, list[str]]], group_key: str |
             keys += SegmentTracker.keys_of(sub_key, seg)
     redis = get_redis()
     for i in range(0, len(keys), 1000):
-        redis.delete(*keys[i:i + 1000])
+        redis.delete(*keys[i : i + 1000])
 
 
 def tracker_names(subscriptions) -> list[tuple[str, list[str]]]:

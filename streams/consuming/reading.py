@@ -7,20 +7,18 @@ import random
 import time
 from binascii import b2a_base64
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-
-from store.redis_connection import get_redis
-from compaction import view as compacted
-
-from streams.delaying.handing import release_due
 from domain.acks import Delivery, Poison
-from streams.models import ReaderGroup
-from streams.services import stream_log
 from store.framing import Record
-from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
+from store.redis_connection import get_redis
 from streams.consuming import positions
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, persist_floors, records_at, slots
+from streams.delaying.handing import release_due
+from streams.logs import stream_log
+from streams.models import ReaderGroup, Stream
+from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
 
 
 @dataclass
@@ -32,7 +30,11 @@ class ReadResult:
 
 
 def read(
-    group: ReaderGroup, max_events: int, wait_ms: int = 0, consumer: str = "", group_slots: list[Slot] | None = None,
+    group: ReaderGroup,
+    max_events: int,
+    wait_ms: int = 0,
+    consumer: str = "",
+    group_slots: list[Slot] | None = None,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
@@ -80,11 +82,17 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
     work = []
     for i, slot in enumerate(group_slots):
-        (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i: 4 * i + 4]
+        (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i : 4 * i + 4]
         head, tail = ends[slot.stream.pk][slot.segment]
         start = slot.position.floor if nxt is None else int(nxt)
-        if max(start, head.offset) < tail.next_offset or halted is not None or expired or retry_due \
-                or dead_due or head.offset > slot.position.floor:
+        if (
+            max(start, head.offset) < tail.next_offset
+            or halted is not None
+            or expired
+            or retry_due
+            or dead_due
+            or head.offset > slot.position.floor
+        ):
             work.append((slot, start, head.offset, tail.next_offset))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
@@ -102,7 +110,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             in_view = view is not None and start < view.horizon.get(slot.segment, 0)
             if in_view:  # below the view's horizon a read_compacted group reads the view
                 horizon = view.horizon[slot.segment]
-                rows = compacted.segment_records(slot.stream, view, slot.segment, start, share - len(got))
+                rows = _compacted.segment_records(slot.stream, view, slot.segment, start, share - len(got))
                 ahead = {r.offset: r for r in rows}
                 scan_until = max(ahead) + 1 if len(rows) == share - len(got) else horizon
             else:
@@ -111,11 +119,23 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             # not due by a clock read after the records: an event published with a delivery
             # time already past when it was read is ordinary (the index did not take it)
             after_ms = int(positions.clock() * 1000)
-            delayed = {o: r.deliver_at_ms / 1000 for o, r in ahead.items()
-                       if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms}
+            delayed = {
+                o: r.deliver_at_ms / 1000
+                for o, r in ahead.items()
+                if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+            }
             out = slot.tracker.hand_out(
-                now, consumer, share - len(got), tail, lease_s, group.max_deliveries, on_poison,
-                floor=slot.position.floor, head=0 if in_view else head, delayed=delayed, scan_until=scan_until,
+                now,
+                consumer,
+                share - len(got),
+                tail,
+                lease_s,
+                group.max_deliveries,
+                on_poison,
+                floor=slot.position.floor,
+                head=0 if in_view else head,
+                delayed=delayed,
+                scan_until=scan_until,
                 present=list(ahead) if in_view else None,
             )
             floor = out.floor
@@ -129,7 +149,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             records = records_at(seg, [d.offset for d in out.deliveries], ahead)
             if view is not None:  # redeliveries of view events truncated from the log
                 lost = [d.offset for d in out.deliveries if d.offset not in records]
-                records.update(compacted.records_at(slot.stream, view, slot.segment, lost))
+                records.update(_compacted.records_at(slot.stream, view, slot.segment, lost))
             # an offset truncated away meanwhile is skipped: the next read counts it missed
             got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
             if len(got) >= share or out.next >= tail:
@@ -142,15 +162,36 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     return result
 
 
+class CompactedViews(Protocol):
+    """Where a `read_compacted` group reads below a compacted view's horizon. The compaction app,
+    which owns the views, registers one (`read_compacted_from`) when Django starts; without it,
+    such a group reads the live log."""
+
+    def current(self, stream_ids: set[int]) -> dict[int, Any]:
+        """The current view of each stream that has one (each with a `horizon` cut)."""
+
+    def segment_records(self, stream: Stream, view: Any, segment: str, start: int, limit: int) -> list[Record]:
+        """Up to `limit` of the view's records on `segment` from offset `start`."""
+
+    def records_at(self, stream: Stream, view: Any, segment: str, offsets: list[int]) -> dict[int, Record]:
+        """The view's records at these offsets (those it has)."""
+
+
+_compacted: CompactedViews | None = None
+
+
+def read_compacted_from(views: CompactedViews) -> None:
+    global _compacted
+    _compacted = views
+
+
 def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict:
     """For a `read_compacted` group, the current compacted view of each of its compacted
     streams (none for others)."""
-    if not group.read_compacted:
+    if not group.read_compacted or _compacted is None:
         return {}
-    from compaction.models import CompactedView  # noqa: PLC0415
-
     ids = {slot.stream.pk for slot in group_slots if slot.stream.is_compacted}
-    return {v.stream_id: v for v in CompactedView.objects.filter(stream_id__in=ids)} if ids else {}
+    return _compacted.current(ids) if ids else {}
 
 
 def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
@@ -172,22 +213,31 @@ def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: st
         try:
             text = payload.decode()
         except UnicodeDecodeError:  # no `payload`: record_json leaves it out
-            append({**record_json(segment, rec), "stream": stream, "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
-                    "delivery_count": d.epoch, "lease_expires_at": expires})
+            append(
+                {
+                    **record_json(segment, rec),
+                    "stream": stream,
+                    "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
+                    "delivery_count": d.epoch,
+                    "lease_expires_at": expires,
+                }
+            )
             continue
-        append({
-            "segment": segment,
-            "offset": offset,
-            "routing_key": None if routing_key is None else routing_key.decode(),
-            "key": None if key is None else key.decode(),
-            "headers": headers,
-            "published_at": published,
-            "deliver_at": None if deliver_at_ms is None else ms_to_iso(deliver_at_ms),
-            "payload_b64": b2a_base64(payload, newline=False).decode(),
-            "payload": text,
-            "stream": stream,
-            "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
-            "delivery_count": d.epoch,
-            "lease_expires_at": expires,
-        })
+        append(
+            {
+                "segment": segment,
+                "offset": offset,
+                "routing_key": None if routing_key is None else routing_key.decode(),
+                "key": None if key is None else key.decode(),
+                "headers": headers,
+                "published_at": published,
+                "deliver_at": None if deliver_at_ms is None else ms_to_iso(deliver_at_ms),
+                "payload_b64": b2a_base64(payload, newline=False).decode(),
+                "payload": text,
+                "stream": stream,
+                "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
+                "delivery_count": d.epoch,
+                "lease_expires_at": expires,
+            }
+        )
     return out

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from store.redis_connection import get_redis
-
-from streams.models import ReaderGroup
-from streams.services import stream_log
+from streams.ack_tracker import stats_many
 from streams.consuming.positions import slots
+from streams.logs import stream_log
+from streams.models import ReaderGroup
 
 
 @dataclass
@@ -30,8 +29,6 @@ class PositionState:
 
 
 def group_state(group: ReaderGroup) -> list[PositionState]:
-    from streams.ack_tracker import stats_many
-
     group_slots = slots(group)
     stats = stats_many(get_redis(), [s.tracker for s in group_slots])
     ends: dict[int, dict] = {}
@@ -41,11 +38,21 @@ def group_state(group: ReaderGroup) -> list[PositionState]:
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
         head, tail = ends[slot.stream.pk][slot.segment]
         floor = max(slot.position.floor, st.floor or 0)
-        out.append(PositionState(
-            stream=slot.stream.full_name, segment=slot.segment, floor=floor, head=head.offset,
-            tail=tail.next_offset, lag_events=max(0, tail.next_offset - max(floor, head.offset)),
-            pending=st.pending, waiting=st.waiting, redelivered=st.redelivered,
-            dead_lettered=st.dead_lettered, skipped=st.skipped, missed=slot.position.missed,
-            halted_at=st.halted_at,
-        ))
+        out.append(
+            PositionState(
+                stream=slot.stream.full_name,
+                segment=slot.segment,
+                floor=floor,
+                head=head.offset,
+                tail=tail.next_offset,
+                lag_events=max(0, tail.next_offset - max(floor, head.offset)),
+                pending=st.pending,
+                waiting=st.waiting,
+                redelivered=st.redelivered,
+                dead_lettered=st.dead_lettered,
+                skipped=st.skipped,
+                missed=slot.position.missed,
+                halted_at=st.halted_at,
+            )
+        )
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,16 +18,25 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from store.redis_connection import get_redis
-
-from store import locks as redis_locks
-from domain.delayed import Bucket, Index, SnapshotSegment, cut_segments, merge_choice, plan_loads, recovery_plan, round_budget
-from streams.models import DelayedBucket, DelayedIndex, DelayedOp, Stream
-from streams.services import stream_log
+from domain.delayed import (
+    Bucket,
+    Index,
+    SnapshotSegment,
+    cut_segments,
+    merge_choice,
+    plan_loads,
+    recovery_plan,
+    round_budget,
+)
+from spark_tasks import load_delayed_job
 from store import delayed_snapshots as snapshots
+from store import locks as redis_locks
 from store.delayed_snapshots import CorruptSnapshot
-from streams.delaying import handing
+from store.redis_connection import get_redis
 from streams.delaying.index import DelayIndex, Direct, Load, packed, tag
+from streams.delaying.stream_index import config_of, index_of
+from streams.logs import stream_log
+from streams.models import DelayedBucket, DelayedIndex, DelayedOp, Stream
 
 log = logging.getLogger(__name__)
 OPS_KEPT = 300
@@ -81,11 +91,9 @@ def maintenance_lock(stream: Stream, ttl_s: int | None = None) -> Iterator[bool]
 def cut(stream: Stream, indexes: list[Index]) -> list[SnapshotSegment]:
     """Sort and cut a bucket's indexes into snapshot segments: in process, or as a Spark job
     from `CBR_DELAYED_SPARK_MIN_INDEXES` indexes up (the same cutter either way)."""
-    config = handing.config_of(stream)
+    config = config_of(stream)
     if len(indexes) >= settings.CBR_DELAYED_SPARK_MIN_INDEXES:
-        from spark_tasks.delayed_job import cut_indexes  # noqa: PLC0415  (Spark only when needed)
-
-        return cut_indexes(indexes, config.max_time_step_per_segment, config.max_indexes_per_segment)
+        return load_delayed_job().cut_indexes(indexes, config.max_time_step_per_segment, config.max_indexes_per_segment)
     return cut_segments(sorted(indexes), config.max_time_step_per_segment, config.max_indexes_per_segment)
 
 
@@ -101,7 +109,7 @@ def _edge(segments: list[dict], number: int) -> int | None:
 def seal(stream: Stream, gen: int, index: DelayIndex | None = None) -> DelayedBucket | None:
     """Seal generation `gen` (renamed from the mutable bucket by the index): snapshot, durable,
     then registered, then its first segment loaded; each step may be repeated after a crash."""
-    index = index or handing.index_of(stream)
+    index = index or index_of(stream)
     started = time.monotonic()
     row = DelayedBucket.objects.filter(stream=stream, first_chunk=gen).first()
     if row is None:
@@ -124,8 +132,14 @@ def _register(stream: Stream, bucket: Bucket, name: str, ranges: dict, replaces=
     with transaction.atomic():
         DelayedBucket.objects.filter(pk__in=[r.pk for r in replaces]).delete()
         row = DelayedBucket.objects.create(
-            stream=stream, first_chunk=bucket.first_chunk, last_chunk=bucket.last_chunk, name=name,
-            ranges=ranges, segments=info.segments, index_count=info.count, snapshot_bytes=info.parquet_bytes,
+            stream=stream,
+            first_chunk=bucket.first_chunk,
+            last_chunk=bucket.last_chunk,
+            name=name,
+            ranges=ranges,
+            segments=info.segments,
+            index_count=info.count,
+            snapshot_bytes=info.parquet_bytes,
         )
         meta, _ = DelayedIndex.objects.select_for_update().get_or_create(stream=stream)
         through = dict(meta.sealed_through)
@@ -173,13 +187,21 @@ def _bucket_rows(stream: Stream, ids: set[int], rows: dict) -> dict[int, tuple[s
     missing = [i for i in ids if i not in rows]
     if missing:
         for pk, name, segments, first, last in DelayedBucket.objects.filter(stream=stream, pk__in=missing).values_list(
-                "pk", "name", "segments", "first_chunk", "last_chunk"):
+            "pk", "name", "segments", "first_chunk", "last_chunk"
+        ):
             rows[pk] = (name, segments, f"{first}-{last}")
     return {i: rows[i] for i in ids if i in rows}
 
 
-def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int]], after: int | None,
-                now_ms: int, budget: int, cache: dict) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
+def round_loads(
+    stream: Stream,
+    index: DelayIndex,
+    due: list[tuple[int, int, int]],
+    after: int | None,
+    now_ms: int,
+    budget: int,
+    cache: dict,
+) -> tuple[list[Load], Direct | None, tuple[list, list, list], int, bool]:
     """Plan and read one hand-out round's loads (domain.delayed.plan_loads): the buckets
     whose frontier is due get their next snapshot segments, several per round, read with one
     Parquet call per bucket. Returns the loads, the indexes due by the bound to release at once
@@ -217,7 +239,9 @@ def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int
         loads.append(Load(bucket, first, last + 1, edge, packed(zip(s[cut:], o[cut:], t[cut:]))))
     direct = Direct(packed(zip(segs, offs, times)), max(times)) if times else None
     if loads:
-        detail = "; ".join(f"bucket {rows[b][2]} segment {a}" + (f"-{z}" if z > a else "") for b, (a, z) in plan.items())
+        detail = "; ".join(
+            f"bucket {rows[b][2]} segment {a}" + (f"-{z}" if z > a else "") for b, (a, z) in plan.items()
+        )
         record(stream, "load", True, started, detail, count=sum(ld.loaded - ld.expected for ld in loads))
     return loads, direct, (times, segs, offs), bound, False
 
@@ -228,7 +252,7 @@ def round_loads(stream: Stream, index: DelayIndex, due: list[tuple[int, int, int
 def remaining(row: DelayedBucket, loaded: int) -> int:
     """Indexes of the bucket not yet handed out, as far as its counts tell: its loaded
     segment's and those after it."""
-    return sum(s["count"] for s in row.segments[max(loaded - 1, 0):])
+    return sum(s["count"] for s in row.segments[max(loaded - 1, 0) :])
 
 
 def delete_bucket(stream: Stream, row: DelayedBucket, index: DelayIndex, why: str) -> None:
@@ -277,7 +301,7 @@ def delete_orphans(stream: Stream, older_than_s: int = 600) -> int:
 def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
     """Over `max_num_buckets`: merge the adjacent pair with the fewest remaining indexes, from
     all their segments; the sources go only once the merged snapshot is durable."""
-    limit = handing.config_of(stream).max_num_buckets
+    limit = config_of(stream).max_num_buckets
     rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
     if limit is None or len(rows) <= limit:
         return None
@@ -294,37 +318,53 @@ def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
     released = int(index.state().get("released", 0))
     merged = list(heapq.merge(*[[ix for s in b.segments for ix in s.indexes] for b in sources]))
     old = [ix for ix in merged if ix.deliver_at <= released]
-    still = set(m for m, q in zip([f"{ix.segment}:{ix.offset}" for ix in old],
-                                  index.queued([f"{ix.segment}:{ix.offset}" for ix in old])) if q)
+    still = set(
+        m
+        for m, q in zip(
+            [f"{ix.segment}:{ix.offset}" for ix in old], index.queued([f"{ix.segment}:{ix.offset}" for ix in old])
+        )
+        if q
+    )
     keep = [ix for ix in merged if ix.deliver_at > released or f"{ix.segment}:{ix.offset}" in still]
     ranges = dict(left.ranges)
     for seg, (lo, hi) in right.ranges.items():
         have = ranges.get(seg)
         ranges[seg] = [min(lo, have[0]), max(hi, have[1])] if have else [lo, hi]
-    config = handing.config_of(stream)
-    bucket = Bucket(left.first_chunk, right.last_chunk,
-                    cut_segments(keep, config.max_time_step_per_segment, config.max_indexes_per_segment))
+    config = config_of(stream)
+    bucket = Bucket(
+        left.first_chunk,
+        right.last_chunk,
+        cut_segments(keep, config.max_time_step_per_segment, config.max_indexes_per_segment),
+    )
     if not bucket.segments:
         for r in (left, right):
             delete_bucket(stream, r, index, "merged: nothing left")
         return None
-    row = _register(stream, bucket, f"m{left.first_chunk}-{right.last_chunk}-{time.time_ns()}", ranges,
-                    replaces=(left, right))
+    row = _register(
+        stream, bucket, f"m{left.first_chunk}-{right.last_chunk}-{time.time_ns()}", ranges, replaces=(left, right)
+    )
     for r in (left, right):
         index.forget_bucket(r.pk)
     first = bucket.segments[0].indexes
     index.load(row.pk, 0, _entries(first), _edge(row.segments, 0))
     for r in (left, right):
         snapshots.delete_snapshot(directory, r.name)
-    record(stream, "merge", True, started,
-           f"buckets {left.first_chunk}-{left.last_chunk} + {right.first_chunk}-{right.last_chunk}: {len(keep)} indexes")
+    record(
+        stream,
+        "merge",
+        True,
+        started,
+        f"buckets {left.first_chunk}-{left.last_chunk} + {right.first_chunk}-{right.last_chunk}: {len(keep)} indexes",
+    )
     return row
 
 
 # -- recovery ----------------------------------------------------------------------------------
 
 
-def _delayed_in(stream: Stream, segment: str, start: int, end: int | None, after_ms: int) -> Iterator[list[tuple[int, int, int]]]:
+def _delayed_in(
+    stream: Stream, segment: str, start: int, end: int | None, after_ms: int
+) -> Iterator[list[tuple[int, int, int]]]:
     """The stream's events in [start, end) of a segment that are due after `after_ms`, in
     batches: what a replay indexes."""
     seg = stream_log(stream).segment(segment)
@@ -334,8 +374,11 @@ def _delayed_in(stream: Stream, segment: str, start: int, end: int | None, after
         records = seg.read(at, min(10_000, stop - at))
         if not records:
             break
-        batch = [(int(segment), r.offset, r.deliver_at_ms) for r in records
-                 if r.offset < stop and r.deliver_at_ms is not None and r.deliver_at_ms > after_ms]
+        batch = [
+            (int(segment), r.offset, r.deliver_at_ms)
+            for r in records
+            if r.offset < stop and r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+        ]
         if batch:
             yield batch
         at = records[-1].offset + 1
@@ -344,19 +387,24 @@ def _delayed_in(stream: Stream, segment: str, start: int, end: int | None, after
 def rebuild(stream: Stream, row: DelayedBucket, now_ms: int) -> DelayedBucket | None:
     """Rebuild an unreadable snapshot by replaying its range of the stream."""
     started = time.monotonic()
-    indexes = [Index(at, row.first_chunk, seg, off)
-               for seg_id, (lo, hi) in row.ranges.items()
-               for batch in _delayed_in(stream, seg_id, lo, hi + 1, now_ms)
-               for seg, off, at in batch]
+    indexes = [
+        Index(at, row.first_chunk, seg, off)
+        for seg_id, (lo, hi) in row.ranges.items()
+        for batch in _delayed_in(stream, seg_id, lo, hi + 1, now_ms)
+        for seg, off, at in batch
+    ]
     if not indexes:
-        delete_bucket(stream, row, handing.index_of(stream), "rebuilt: nothing left")
+        delete_bucket(stream, row, index_of(stream), "rebuilt: nothing left")
         record(stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: nothing left")
         return None
     bucket = Bucket(row.first_chunk, row.last_chunk, cut(stream, indexes))
-    new = _register(stream, bucket, f"r{row.first_chunk}-{row.last_chunk}-{time.time_ns()}", row.ranges,
-                    replaces=(row,))
+    new = _register(
+        stream, bucket, f"r{row.first_chunk}-{row.last_chunk}-{time.time_ns()}", row.ranges, replaces=(row,)
+    )
     snapshots.delete_snapshot(snapshot_dir(stream), row.name)
-    record(stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {len(indexes)} indexes replayed")
+    record(
+        stream, "rebuild", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {len(indexes)} indexes replayed"
+    )
     return new
 
 
@@ -366,7 +414,7 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
     events), an unreadable snapshot rebuilt by replay, buckets with nothing left, a missing
     snapshot or a range another encloses deleted; then the mutable part rebuilt by re-reading
     the stream above what the buckets cover."""
-    index = index or handing.index_of(stream)
+    index = index or index_of(stream)
     started = time.monotonic()
     directory = snapshot_dir(stream)
     rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
@@ -403,7 +451,7 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
     meta, _ = DelayedIndex.objects.get_or_create(stream=stream)
     log_ = stream_log(stream)
     heads = log_.head_cut()
-    config = handing.config_of(stream)
+    config = config_of(stream)
     replayed = 0
     for seg_id in stream.segment_ids:
         start = max(heads[seg_id], meta.sealed_through.get(seg_id, -1) + 1)
@@ -422,9 +470,7 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
 def forget_index(stream: Stream):
     """What deleting a stream does to its delayed index, once the deletion commits: its Redis
     keys and its snapshots go."""
-    import shutil  # noqa: PLC0415
-
-    index = handing.index_of(stream)
+    index = index_of(stream)
     directory = snapshot_dir(stream)
 
     def forget() -> None:
@@ -439,7 +485,7 @@ def replay(stream: Stream, now_ms: int) -> dict:
     """Rebuild the whole index by replaying the stream from its head: what recovery does when no
     snapshot can be used (and what the benchmark compares recovery with). Drops the Redis state
     and every bucket first; seals as it goes."""
-    index = handing.index_of(stream)
+    index = index_of(stream)
     index.forget()
     for row in DelayedBucket.objects.filter(stream=stream):
         snapshots.delete_snapshot(snapshot_dir(stream), row.name)

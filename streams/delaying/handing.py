@@ -9,41 +9,18 @@ import time
 from collections import defaultdict
 
 import orjson
-
 from django.conf import settings
 
-from store.redis_connection import get_redis
-
-from streams.ack_tracker import SegmentTracker, released_packed
-from domain.delayed import DelayedConfig
-from streams.models import DelayedIndex, Stream, Subscription
-from streams.services import stream_log
 from domain.events import EventIn
+from store.redis_connection import get_redis
+from streams.ack_tracker import SegmentTracker, released_packed
+from streams.delaying.buckets import round_loads
 from streams.delaying.index import DelayIndex, state_key, unpacked
+from streams.delaying.stream_index import config_of, index_of
+from streams.logs import stream_log
+from streams.models import DelayedIndex, Stream, Subscription
 
 log = logging.getLogger(__name__)
-
-DEFAULTS = {
-    "min_index_count_per_bucket": 50_000,
-    "max_time_step_per_segment_s": 300,
-    "max_indexes_per_segment": 5_000,
-    "max_num_buckets": None,
-}
-
-
-def config_of(stream: Stream) -> DelayedConfig:
-    """The stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration")."""
-    values = {**DEFAULTS, **(stream.delayed_index or {})}
-    return DelayedConfig(
-        min_index_count_per_bucket=int(values["min_index_count_per_bucket"]),
-        max_time_step_per_segment=int(values["max_time_step_per_segment_s"]) * 1000,
-        max_indexes_per_segment=int(values["max_indexes_per_segment"]),
-        max_num_buckets=None if values["max_num_buckets"] is None else int(values["max_num_buckets"]),
-    )
-
-
-def index_of(stream: Stream) -> DelayIndex:
-    return DelayIndex(get_redis(), stream.storage_key)
 
 
 def publish_hook(stream: Stream):
@@ -57,8 +34,11 @@ def publish_hook(stream: Stream):
     sealed: list[int] = []
 
     def on_commit(segment_id: str, first: int, events: list[EventIn], now_ms: int) -> None:
-        entries = [(int(segment_id), first + i, ev.deliver_at_ms) for i, ev in enumerate(events)
-                   if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - skew]
+        entries = [
+            (int(segment_id), first + i, ev.deliver_at_ms)
+            for i, ev in enumerate(events)
+            if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - skew
+        ]
         if not entries:
             return
         _, _, _, gen, live = index.add(entries, now_ms, min_count)
@@ -125,8 +105,10 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
             # (the batch lists the reclaimed, the popped and the loaded indexes, each in its order)
             pairs = sorted(pairs, key=lambda item: (item[1], item[0]))
         offs, ats = [off for off, _ in pairs], [at / 1000 for _, at in pairs]
-        args[seg] = [released_packed(offs[i:i + FAN_OUT_CHUNK], ats[i:i + FAN_OUT_CHUNK])
-                     for i in range(0, len(offs), FAN_OUT_CHUNK)]
+        args[seg] = [
+            released_packed(offs[i : i + FAN_OUT_CHUNK], ats[i : i + FAN_OUT_CHUNK])
+            for i in range(0, len(offs), FAN_OUT_CHUNK)
+        ]
     pipe = get_redis().pipeline(transaction=False)
     for seg, tracker in trackers:
         for part in args.get(seg, ()):
@@ -142,8 +124,6 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
     hand-out area; the batch goes to every group, then leaves the area. A crash before that
     leaves the claim to expire and the batch to be handed out again (the groups drop what they
     have already). Returns how many indexes went out."""
-    from streams.delaying.buckets import round_loads  # noqa: PLC0415  (buckets imports this module)
-
     index = index_of(stream)
     total = 0
     trackers = None

@@ -146,13 +146,26 @@ class DelayIndex:
 
     # -- handing out -----------------------------------------------------------------------------
 
-    def release(self, now_ms: int, limit: int, claim_ms: int = 30_000, bound: int | None = None,
-                direct: Direct | None = None, loads: list[Load] = ()) -> Round:
+    def release(
+        self,
+        now_ms: int,
+        limit: int,
+        claim_ms: int = 30_000,
+        bound: int | None = None,
+        direct: Direct | None = None,
+        loads: list[Load] = (),
+    ) -> Round:
         """One hand-out round (the RELEASE script): apply `loads`, then release `direct` and what
         is due by the bound in Redis into the hand-out area as one claimed batch (see the script).
         Changes nothing when the plan is stale (`Round.status` 0)."""
-        args = [now_ms, limit, now_ms + claim_ms, "" if bound is None else bound,
-                direct.latest if direct else "", direct.packed if direct else ""]
+        args = [
+            now_ms,
+            limit,
+            now_ms + claim_ms,
+            "" if bound is None else bound,
+            direct.latest if direct else "",
+            direct.packed if direct else "",
+        ]
         for ld in loads:
             args += [ld.bucket_id, ld.expected, ld.loaded, "" if ld.edge is None else ld.edge, ld.queued]
         status, reclaimed, popped, batch, listed, after = self._release(keys=self.keys, args=args)
@@ -160,8 +173,14 @@ class DelayIndex:
         for item in listed:
             bucket, edge, count = _text(item).split(":")
             frontier.append((int(edge), int(bucket), int(count)))
-        return Round(int(status), [_text(m) for m in reclaimed], [_text(m) for m in popped], _text(batch),
-                     frontier, int(_text(after)) if after else None)
+        return Round(
+            int(status),
+            [_text(m) for m in reclaimed],
+            [_text(m) for m in popped],
+            _text(batch),
+            frontier,
+            int(_text(after)) if after else None,
+        )
 
     def handed(self, members: list[str]) -> None:
         """Every group has them: these hand-out area members leave it."""
@@ -171,7 +190,13 @@ class DelayIndex:
     def load(self, bucket_id: int, expected: int, entries, edge: int | None, drop_gen: int | None = None) -> bool:
         """Load a bucket's next snapshot segment into the shared queue, unless another process
         did (`expected`: segments loaded before this one)."""
-        args = [bucket_id, expected, "" if edge is None else edge, "" if drop_gen is None else drop_gen, packed(entries)]
+        args = [
+            bucket_id,
+            expected,
+            "" if edge is None else edge,
+            "" if drop_gen is None else drop_gen,
+            packed(entries),
+        ]
         return bool(self._load(keys=self.keys, args=args))
 
     def drop_gen(self, gen: int) -> None:

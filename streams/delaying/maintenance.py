@@ -8,9 +8,8 @@ import time
 
 from django.db.models import Count
 
+from streams.delaying import buckets, handing, stream_index
 from streams.models import DelayedBucket, DelayedIndex, Stream
-from streams.delaying import buckets, handing
-
 
 SWEEP_S = 60  # finished buckets are looked for when something was released, or this often
 
@@ -20,7 +19,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
     when there is nothing to do (a few Redis calls): `bucket_count`, when the caller knows it,
     spares a query."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    index = handing.index_of(stream)
+    index = stream_index.index_of(stream)
     done = {"recovered": False, "sealed": 0, "deleted": 0, "merged": 0, "released": 0}
     with buckets.maintenance_lock(stream) as got:
         if not got:
@@ -42,7 +41,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
             done["deleted"] = buckets.delete_finished(stream, index, now_ms)
             buckets.delete_orphans(stream)
             index.redis.hset(index.keys[0], mapping={"swept": released, "swept_at": now_ms})
-        limit = handing.config_of(stream).max_num_buckets
+        limit = stream_index.config_of(stream).max_num_buckets
         if limit is not None and (bucket_count is None or bucket_count + done["sealed"] > limit):
             for _ in range(8):
                 if buckets.merge_if_needed(stream, index) is None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from streams.models import Stream
 from streams.delaying.buckets import LATENCY_BOUNDS_MS, remaining
-from streams.delaying.handing import index_of
+from streams.delaying.stream_index import index_of
+from streams.models import Stream
 
 OP_TYPES = ("create", "load", "merge", "delete", "recover", "rebuild")  # DelayedOp.type
 LATENCY_LES = (*(str(b) for b in LATENCY_BOUNDS_MS), "+Inf")  # buckets.record's latency fields
@@ -98,7 +98,7 @@ def delayed_state(stream: Stream, now_ms: int | None = None, bins: int = 24) -> 
     loaded = index.loaded()
     rows = list(stream.delayed_buckets.all())
     buckets = [_bucket_state(row, loaded.get(row.pk, 0)) for row in rows]
-    cold = [s for row, b in zip(rows, buckets) for s in row.segments[b.segments_loaded:]]
+    cold = [s for row, b in zip(rows, buckets) for s in row.segments[b.segments_loaded :]]
     hot = index.counts()
     next_due = min([t for t in [index.next_due()] if t is not None] + [s["min"] for s in cold], default=None)
     if bins:
@@ -112,9 +112,14 @@ def delayed_state(stream: Stream, now_ms: int | None = None, bins: int = 24) -> 
 def _bucket_state(row, loaded: int) -> BucketState:
     segments = row.segments
     return BucketState(
-        bucket_id=row.pk, first_chunk=row.first_chunk, last_chunk=row.last_chunk,
-        segments_loaded=loaded, segments_total=len(segments), index_count=row.index_count,
-        remaining=remaining(row, loaded), unloaded=sum(s["count"] for s in segments[loaded:]),
+        bucket_id=row.pk,
+        first_chunk=row.first_chunk,
+        last_chunk=row.last_chunk,
+        segments_loaded=loaded,
+        segments_total=len(segments),
+        index_count=row.index_count,
+        remaining=remaining(row, loaded),
+        unloaded=sum(s["count"] for s in segments[loaded:]),
         snapshot_bytes=row.snapshot_bytes,
         min_ms=min((s["min"] for s in segments), default=None),
         max_ms=max((s["max"] for s in segments), default=None),
@@ -146,8 +151,9 @@ def _by_due_time(index, cold: list[dict], now_ms: int, bins: int) -> tuple[int, 
     counts = pipe.execute()
     by_edge = [sum(counts[k * len(edges) + e] for k in range(len(keys))) for e in range(len(edges))]
     by_edge = [n + sum(_spread_at_or_before(s, edge) for s in cold) for n, edge in zip(by_edge, edges)]
-    return by_edge[0], [DueBin(lo, hi, after - before)
-                        for lo, hi, before, after in zip(edges, edges[1:], by_edge, by_edge[1:])]
+    return by_edge[0], [
+        DueBin(lo, hi, after - before) for lo, hi, before, after in zip(edges, edges[1:], by_edge, by_edge[1:])
+    ]
 
 
 def _spread_at_or_before(segment: dict, at_ms: int) -> int:

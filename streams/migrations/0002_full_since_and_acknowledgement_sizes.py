@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0001_initial'),
+        ("streams", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='stream',
-            name='full_since',
+            model_name="stream",
+            name="full_since",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='subscription',
-            name='acknowledgement_sizes',
+            model_name="subscription",
+            name="acknowledgement_sizes",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

@@ -5,30 +5,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0002_full_since_and_acknowledgement_sizes'),
+        ("streams", "0002_full_since_and_acknowledgement_sizes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='readergroup',
-            name='last_checkpoint_at',
+            model_name="readergroup",
+            name="last_checkpoint_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='ReadPosition',
+            name="ReadPosition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('segment_id', models.CharField(max_length=64)),
-                ('floor', models.BigIntegerField(default=0)),
-                ('missed', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('subscription', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='positions', to='streams.subscription')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("segment_id", models.CharField(max_length=64)),
+                ("floor", models.BigIntegerField(default=0)),
+                ("missed", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "subscription",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="positions", to="streams.subscription"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['subscription_id', 'segment_id'],
-                'constraints': [models.UniqueConstraint(fields=('subscription', 'segment_id'), name='read_position_unique')],
+                "ordering": ["subscription_id", "segment_id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("subscription", "segment_id"), name="read_position_unique")
+                ],
             },
         ),
     ]

@@ -5,60 +5,76 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0004_positions_for_existing_subscriptions'),
+        ("streams", "0004_positions_for_existing_subscriptions"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='stream',
-            name='delayed_index',
+            model_name="stream",
+            name="delayed_index",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.CreateModel(
-            name='DelayedIndex',
+            name="DelayedIndex",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sealed_through', models.JSONField(default=dict)),
-                ('recovered_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('stream', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='delayed', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("sealed_through", models.JSONField(default=dict)),
+                ("recovered_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "stream",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="delayed", to="streams.stream"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='DelayedBucket',
+            name="DelayedBucket",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('first_chunk', models.BigIntegerField()),
-                ('last_chunk', models.BigIntegerField()),
-                ('name', models.CharField(max_length=64)),
-                ('ranges', models.JSONField(default=dict)),
-                ('segments', models.JSONField(default=list)),
-                ('index_count', models.BigIntegerField(default=0)),
-                ('snapshot_bytes', models.BigIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('stream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='delayed_buckets', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("first_chunk", models.BigIntegerField()),
+                ("last_chunk", models.BigIntegerField()),
+                ("name", models.CharField(max_length=64)),
+                ("ranges", models.JSONField(default=dict)),
+                ("segments", models.JSONField(default=list)),
+                ("index_count", models.BigIntegerField(default=0)),
+                ("snapshot_bytes", models.BigIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="delayed_buckets", to="streams.stream"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['stream_id', 'first_chunk'],
-                'constraints': [models.UniqueConstraint(fields=('stream', 'first_chunk'), name='delayed_bucket_unique')],
+                "ordering": ["stream_id", "first_chunk"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("stream", "first_chunk"), name="delayed_bucket_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='DelayedOp',
+            name="DelayedOp",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('type', models.CharField(max_length=16)),
-                ('state', models.CharField(max_length=8)),
-                ('latency_ms', models.FloatField(default=0)),
-                ('detail', models.CharField(blank=True, default='', max_length=500)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('stream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='delayed_ops', to='streams.stream')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("type", models.CharField(max_length=16)),
+                ("state", models.CharField(max_length=8)),
+                ("latency_ms", models.FloatField(default=0)),
+                ("detail", models.CharField(blank=True, default="", max_length=500)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "stream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="delayed_ops", to="streams.stream"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', '-id'],
-                'indexes': [models.Index(fields=['stream', '-at'], name='delayed_op_recent')],
+                "ordering": ["-at", "-id"],
+                "indexes": [models.Index(fields=["stream", "-at"], name="delayed_op_recent")],
             },
         ),
     ]

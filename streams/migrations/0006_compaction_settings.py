@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0005_delayed_index'),
+        ("streams", "0005_delayed_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='stream',
-            name='compacted_retention_bytes',
+            model_name="stream",
+            name="compacted_retention_bytes",
             field=models.PositiveBigIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='stream',
-            name='compacted_retention_s',
+            model_name="stream",
+            name="compacted_retention_s",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='stream',
-            name='delete_retention_s',
+            model_name="stream",
+            name="delete_retention_s",
             field=models.PositiveIntegerField(default=86400),
         ),
         migrations.AddField(
-            model_name='stream',
-            name='min_compaction_lag_s',
+            model_name="stream",
+            name="min_compaction_lag_s",
             field=models.PositiveIntegerField(default=0),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0006_compaction_settings'),
+        ("streams", "0006_compaction_settings"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='readergroup',
-            name='read_compacted',
+            model_name="readergroup",
+            name="read_compacted",
             field=models.BooleanField(default=False),
         ),
     ]

@@ -16,27 +16,30 @@ def fill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("streams", "0007_read_compacted"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="readergroup", name="state_key",
+            model_name="readergroup",
+            name="state_key",
             field=models.CharField(max_length=32, null=True, editable=False),
         ),
         migrations.AddField(
-            model_name="subscription", name="state_key",
+            model_name="subscription",
+            name="state_key",
             field=models.CharField(max_length=32, null=True, editable=False),
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
         migrations.AlterField(
-            model_name="readergroup", name="state_key",
+            model_name="readergroup",
+            name="state_key",
             field=models.CharField(default=streams.models.new_storage_key, editable=False, max_length=32, unique=True),
         ),
         migrations.AlterField(
-            model_name="subscription", name="state_key",
+            model_name="subscription",
+            name="state_key",
             field=models.CharField(default=streams.models.new_storage_key, editable=False, max_length=32, unique=True),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('streams', '0008_redis_state_keys'),
+        ("streams", "0008_redis_state_keys"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='readergroup',
-            name='removed_streams',
+            model_name="readergroup",
+            name="removed_streams",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

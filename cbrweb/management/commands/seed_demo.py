@@ -4,16 +4,35 @@ shows something real. Safe to run twice: existing demo streams are left as they 
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
-from domain.policy_spec import parse_policy
-from streams import services
-from streams.models import Stream, Subscription
 from domain.events import EventIn
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from retention.cycle import run_cycle
+from streams import logs, services
+from streams.models import Stream, Subscription
+from streams.reader_groups import do_create_reader_group
 
 DEMO = [
-    ("payments", "transactions", 4, {"limit_type": "size", "min": 200_000, "max": 900_000, "consumption_based": True, "subscriber_timeout_s": 3600, "fallback_after_s": 86_400}, 6000),
+    (
+        "payments",
+        "transactions",
+        4,
+        {
+            "limit_type": "size",
+            "min": 200_000,
+            "max": 900_000,
+            "consumption_based": True,
+            "subscriber_timeout_s": 3600,
+            "fallback_after_s": 86_400,
+        },
+        6000,
+    ),
     ("payments", "refunds", 2, {"limit_type": "time", "min": 3600, "max": 7 * 86_400, "consumption_based": True}, 800),
     ("iot", "device-state", 3, {"limit_type": "time", "min": 86_400}, 4000),
     ("iot", "telemetry", 8, {"limit_type": "size", "min": 1_000_000}, 12_000),
@@ -27,20 +46,13 @@ class Command(BaseCommand):
     def _replay_cycles(self, stream, rng):
         """Two subscribers consume at their own pace while six past retention cycles run, so the
         stream page shows a history with its rules, a retention set and a size chart."""
-        from datetime import timedelta
-
-        from django.conf import settings
-        from django.utils import timezone
-
-        from retention.cycle import run_cycle
-        from streams.reader_groups import do_create_reader_group
-
         groups = [
-            do_create_reader_group(scope="payments", name=n, streams=[stream],
-                                   retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+            do_create_reader_group(
+                scope="payments", name=n, streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+            )
             for n in ("billing", "ledger")
         ]
-        log = services.stream_log(stream)
+        log = logs.stream_log(stream)
         step = timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
         start = timezone.now() - 7 * step
         for k in range(7):
@@ -49,15 +61,21 @@ class Command(BaseCommand):
                 head = log.head_cut()
                 cut = {s: max(head[s], int(o * pace)) for s, o in tail.items()}
                 Subscription.objects.filter(reader_group=group, stream=stream).update(
-                    acknowledgement_cut=cut, acknowledged_at=timezone.now())
+                    acknowledgement_cut=cut, acknowledged_at=timezone.now()
+                )
             for outcome in run_cycle(now=start + k * step, streams=[stream], trigger="command", engine="local"):
                 if outcome.truncation is not None:
                     self.stdout.write(f"  {outcome.line()}")
-            services.do_publish(stream, [
-                EventIn(payload=f'{{"n": {k}-{i}, "note": "{"y" * rng.randint(20, 120)}"}}'.encode(),
-                        routing_key=f"key-{rng.randint(0, 200)}".encode())
-                for i in range(1500)
-            ])
+            services.do_publish(
+                stream,
+                [
+                    EventIn(
+                        payload=f'{{"n": {k}-{i}, "note": "{"y" * rng.randint(20, 120)}"}}'.encode(),
+                        routing_key=f"key-{rng.randint(0, 200)}".encode(),
+                    )
+                    for i in range(1500)
+                ],
+            )
 
     def handle(self, *args, **options):
         rng = random.Random(7)
@@ -65,7 +83,7 @@ class Command(BaseCommand):
             if Stream.objects.filter(scope__name=scope, name=name).exists():
                 self.stdout.write(f"{scope}/{name} exists, left as it is")
                 continue
-            stream = services.do_create_stream(
+            stream = retention_services.do_create_stream(
                 scope=scope,
                 name=name,
                 segment_count=segments,
@@ -84,5 +102,5 @@ class Command(BaseCommand):
                 services.do_publish(stream, batch)
             if name == "transactions":
                 self._replay_cycles(stream, rng)
-            services.refresh_segments(stream)
+            logs.refresh_segments(stream)
             self.stdout.write(f"created {scope}/{name}: {count} events on {segments} segments")

@@ -8,10 +8,10 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
+from domain.errors import FieldError
 from retention.cycle import execute, streams_with_policy
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
-from domain.errors import FieldError
 from streams.models import Stream
 
 
@@ -41,6 +41,7 @@ class Command(BaseCommand):
                 if Stream.objects.filter(scope__name=scope, name=name).exists():
                     raise CommandError(f"stream {stream} has no retention policy")
                 raise CommandError(f"no stream {stream}")
+
         def report(outcomes) -> None:  # printed as the cycle goes, a chunk of streams at a time
             for outcome in outcomes:
                 if outcome.truncation is not None or all:
@@ -51,6 +52,7 @@ class Command(BaseCommand):
                 check_cycle_clock(when, streams[0] if streams else None)
             except FieldError as exc:
                 raise CommandError(f"--now: {exc.message}") from None
-        cycle = RetentionCycle.objects.create(trigger="command", engine=engine, clock=when,
-                                              stream=streams[0] if streams else None)
+        cycle = RetentionCycle.objects.create(
+            trigger="command", engine=engine, clock=when, stream=streams[0] if streams else None
+        )
         execute(cycle, report=report)

@@ -9,7 +9,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from streams.delaying import buckets, handing
+from streams.delaying import buckets, stream_index
 from streams.models import DelayedBucket, DelayedIndex, Stream
 
 
@@ -35,11 +35,15 @@ class Command(BaseCommand):
                     raise CommandError("another process is maintaining this index; try again shortly")
                 started = time.monotonic()
                 done = buckets.replay(row, now_ms) if replay else buckets.recover(row, now_ms)
-                for gen in handing.index_of(row).sealing():
+                for gen in stream_index.index_of(row).sealing():
                     buckets.seal(row, gen)
-            self.stdout.write(f"{'replayed' if replay else 'recovered'} in {time.monotonic() - started:.2f} s: "
-                              f"{done['buckets']} buckets loaded, {done['replayed']} indexes re-read")
-        counts = handing.index_of(row).counts()
+            self.stdout.write(
+                f"{'replayed' if replay else 'recovered'} in {time.monotonic() - started:.2f} s: "
+                f"{done['buckets']} buckets loaded, {done['replayed']} indexes re-read"
+            )
+        counts = stream_index.index_of(row).counts()
         rows = DelayedBucket.objects.filter(stream=row)
-        self.stdout.write(f"{stream}: {len(rows)} sealed buckets holding "
-                          f"{sum(r.index_count for r in rows)} indexes; in Redis: {counts}")
+        self.stdout.write(
+            f"{stream}: {len(rows)} sealed buckets holding "
+            f"{sum(r.index_count for r in rows)} indexes; in Redis: {counts}"
+        )

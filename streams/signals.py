@@ -1,0 +1,16 @@
+"""What the stream layer tells the layers above it, without importing them (docs/architecture.md).
+
+Each signal is sent by this app and received by a higher one, which connects its receiver when
+Django starts (its AppConfig.ready):
+
+- `holds_released(streams=[Stream, …])`: subscribers moved their acknowledgement cuts forward,
+  or stopped holding (deleted, no longer subscribers), inside the transaction that did it. The
+  retention app rechecks the full ones (`retention.services.recheck_full_streams`).
+- `delayed_bucket_sealed(stream=Stream)`: a publish sealed the stream's mutable delayed bucket;
+  `streams.tasks` queues its snapshot now instead of at the next beat.
+"""
+
+from django.dispatch import Signal
+
+holds_released = Signal()
+delayed_bucket_sealed = Signal()
