@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from access.models import ApiKey
 from access.token_cache import forget_tokens
 from streams import reader_groups, services
+from streams import logs
 from domain.events import parse_batch
 from streams.models import Stream
 
@@ -71,7 +72,7 @@ def test_a_reader_group_key_consumes_its_group_and_nothing_else(operator_api, sh
     assert worker.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "c"}]},
                        format="json").status_code == 403
     assert worker.patch(GROUP, {"ack_timeout_s": 5}, format="json").status_code == 403
-    assert services.stream_log(shop).tail_cut() == {"0": 2}
+    assert logs.stream_log(shop).tail_cut() == {"0": 2}
 
 
 def test_a_publish_key_publishes_on_its_streams_only(operator_api, shop):
@@ -84,7 +85,7 @@ def test_a_publish_key_publishes_on_its_streams_only(operator_api, shop):
     assert refused.status_code == 403
     assert refused.json()["message"] == "this API key is for the streams shop/orders only"
     assert producer.get("/api/v1/streams/shop/orders/events/").status_code == 403  # publishing is not reading
-    assert services.stream_log(shop).tail_cut() == {"0": 1}
+    assert logs.stream_log(shop).tail_cut() == {"0": 1}
 
 
 def test_a_revoked_key_is_refused_at_once_and_revoking_again_changes_nothing(operator_api, shop):
@@ -172,7 +173,7 @@ def test_the_client_consumes_with_a_key(live_server, operator_api, shop):
 
 def _events(*payloads):
     stream = Stream.objects.get(name="orders")
-    return parse_batch({"events": [{"payload": p} for p in payloads]}, services.publish_limits(stream), 0)
+    return parse_batch({"events": [{"payload": p} for p in payloads]}, logs.publish_limits(stream), 0)
 
 
 def test_a_key_name_must_be_text(operator_api, shop):

@@ -18,6 +18,8 @@ from access.services import check_key_request, do_create_key, do_revoke_key
 from retention.models import RetentionCycle
 from domain.policy_spec import parse_policy
 from streams import consuming, reader_groups, services
+from retention import services as retention_services
+from streams import logs
 from domain.events import parse_batch
 
 pytestmark = pytest.mark.django_db
@@ -127,9 +129,9 @@ def test_the_matrix_names_every_endpoint():
 def world(django_user_model, test_broker):
     """Two streams, two reader groups, a checkpoint, a cycle, and a caller of every kind."""
     policy = parse_policy({"limit_type": "size", "min": 1})
-    stream = services.do_create_stream(scope="m", name="s", policy=policy)
+    stream = retention_services.do_create_stream(scope="m", name="s", policy=policy)
     other = services.do_create_stream(scope="m", name="other-s")
-    services.do_publish(stream, parse_batch({"events": [{"payload": "x"}]}, services.publish_limits(stream), 0))
+    services.do_publish(stream, parse_batch({"events": [{"payload": "x"}]}, logs.publish_limits(stream), 0))
     group = reader_groups.do_create_reader_group(
         scope="m", name="g", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
     reader_groups.do_create_reader_group(scope="m", name="other-g", streams=[other], retention_type="NONE")

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from retention.models import RetentionCycle
 from domain.policy_spec import parse_policy
 from streams import services
+from retention import services as retention_services
 
 pytestmark = pytest.mark.django_db
 TOKEN = "/api/v1/auth/token/"
@@ -95,7 +96,7 @@ def test_the_token_endpoint_is_limited_the_same_way(plain_user):
 
 
 def test_a_console_write_without_the_csrf_token_is_refused(operator_user, test_broker):
-    stream = services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
+    stream = retention_services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
     client = Client(enforce_csrf_checks=True)
     client.force_login(operator_user)
     url = f"/streams/{stream.full_name}/retention/run/"

@@ -6,6 +6,7 @@ import pytest
 
 from retention.models import RetentionPolicy
 from streams import consuming, services
+from streams import logs
 from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
 from domain.events import EventIn
 
@@ -16,7 +17,7 @@ G = URL + "shop/billing/"
 
 
 def key_for(stream, segment: str) -> bytes:
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     return next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == segment)
 
 
@@ -176,7 +177,7 @@ def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, cloc
     assert read(api, 100)["deliveries"] == []  # out of deliveries: dead-lettered on the way
     assert floors(api)[("shop/orders", "0")] == 10
     dlq = Stream.objects.get(name="orders-dlq")
-    (event,), _ = services.read_events(dlq, {"0": 0}, 10)
+    (event,), _ = logs.read_events(dlq, {"0": 0}, 10)
     headers = event.record.headers
     assert event.record.payload.decode() == d["payload"]
     assert headers["cbr-dlq-reason"] == "bad input 1"
@@ -200,13 +201,13 @@ def test_a_dead_letter_into_a_full_dead_letter_stream_waits_and_is_never_lost(ap
     # when the poison event is to be dead-lettered: the read still answers, and the event is held
     assert read(api, 100)["deliveries"] == []
     assert floors(api)[("shop/orders", "0")] == 3
-    assert services.stream_state(dlq).event_count == 0
+    assert logs.stream_state(dlq).event_count == 0
     # then once the dead-letter stream takes events again, it is appended and passed
     Stream.objects.filter(pk=dlq.pk).update(full_since=None)
     clock.now += 60  # its claim expired
     assert read(api, 100)["deliveries"] == []
     assert floors(api)[("shop/orders", "0")] == 10
-    (event,), _ = services.read_events(Stream.objects.get(pk=dlq.pk), {"0": 0}, 10)
+    (event,), _ = logs.read_events(Stream.objects.get(pk=dlq.pk), {"0": 0}, 10)
     assert event.record.payload.decode() == bad["payload"]
 
 
@@ -257,7 +258,7 @@ def test_a_group_behind_a_truncation_continues_at_the_head_and_is_told_what_it_m
     create(api, retention_type="NONE")
     a, b = segments_of(stream)
     read(api, 2)  # offset 0 of each segment, never acknowledged
-    services.stream_log(stream).truncate({a: 5, b: 0})
+    logs.stream_log(stream).truncate({a: 5, b: 0})
     answer = read(api, 100)
     assert answer["missed"] == 5 and answer["missed_by_stream"] == {"shop/orders": 5}
     assert min(d["offset"] for d in answer["deliveries"] if d["segment"] == a) == 5
@@ -302,7 +303,7 @@ def test_an_automatic_group_publishes_its_floor_at_each_checkpoint(api, stream, 
     assert response.json()["cuts"] == {"shop/orders": {a: 6, b: 0}}
     sub = Subscription.objects.get(reader_group__name="billing")
     assert sub.acknowledgement_cut == {a: 6, b: 0}  # handed out but unacknowledged: not released
-    assert sub.acknowledgement_sizes[a] == services.stream_log(stream).segment(a).size_till(6)
+    assert sub.acknowledgement_sizes[a] == logs.stream_log(stream).segment(a).size_till(6)
     dup = api.post(G + "checkpoints/", {"name": "half"}, format="json")
     assert dup.status_code == 409 and dup.json()["field"] == "name"
     auto = api.post(G + "checkpoints/", {"name": "auto-x"}, format="json")
@@ -400,7 +401,7 @@ def test_redeliveries_past_a_reads_byte_cap_are_all_handed_out_and_dead_lettered
     assert read(api, 12)["deliveries"] == []  # out of deliveries: all dead-lettered
     assert floors(api)[("shop/orders", "0")] == 12
     dlq = Stream.objects.get(name="orders-dlq")
-    events, _ = services.read_events(dlq, {"0": 0}, 100)
+    events, _ = logs.read_events(dlq, {"0": 0}, 100)
     assert sorted(e.record.payload[:2].decode() for e in events) == [f"{i:02d}" for i in range(12)]
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from streams.services import stream_log
+from streams.logs import stream_log
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db

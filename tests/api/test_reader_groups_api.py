@@ -2,6 +2,7 @@ import pytest
 
 from retention.models import RetentionPolicy
 from streams import services
+from streams import logs
 from streams.models import ReaderGroup, Subscription
 from domain.events import EventIn
 
@@ -25,7 +26,7 @@ def create(api, **body):
 
 
 def test_a_subscriber_starts_at_its_start_position(api, stream):
-    tail = services.stream_log(stream).tail_cut()
+    tail = logs.stream_log(stream).tail_cut()
     at_tail = create(api, start="tail").json()
     assert at_tail["generation"] == 0
     (entry,) = at_tail["streams"]

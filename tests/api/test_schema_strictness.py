@@ -14,6 +14,7 @@ from referencing.jsonschema import DRAFT202012
 
 from domain.policy_spec import parse_policy
 from streams import reader_groups, services
+from retention import services as retention_services
 from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +117,7 @@ def body_validator(schema: dict, method: str, path: str) -> Draft202012Validator
 def world(plain_user, test_broker):
     """shop/orders (two segments, an event on each, a retention policy) and shop/billing, a
     MANUAL subscriber of it."""
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2,
+    stream = retention_services.do_create_stream(scope="shop", name="orders", segment_count=2,
                                        policy=parse_policy({"limit_type": "size", "min": 1}))
     services.do_publish(stream, [EventIn(b"a", routing_key=f"k{i}".encode()) for i in range(8)])
     reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[stream],

@@ -178,9 +178,9 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
     publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("C", "2"))
     run(stream, datetime.now(UTC) + timedelta(seconds=1))  # view A=2 B=∅ C=2, horizon 6
     publish(api, ("A", "3"), ("D", "1"))  # the live log after the horizon
-    from streams import services
+    from streams import logs
 
-    services.stream_log(stream).truncate({"0": 4})  # retention trimmed the live log below the horizon
+    logs.stream_log(stream).truncate({"0": 4})  # retention trimmed the live log below the horizon
     body = {"scope": "shop", "name": "table", "streams": ["shop/profiles"], "retention_type": "NONE",
             "read_compacted": True}
     assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from compaction.models import CompactedView, CompactionRun
 from domain.policy_spec import parse_policy
-from streams import services
+from retention import services as retention_services
 from console.views import compaction_outruns_retention
 
 from page_text import rows, text
@@ -38,7 +38,7 @@ def hourly(settings):
 
 
 def make_stream(policy=None, cleanup_policy="compact"):
-    return services.do_create_stream(
+    return retention_services.do_create_stream(
         scope="shop", name="profiles", segment_count=2, cleanup_policy=cleanup_policy,
         compaction={"delete_retention_s": 100, "min_compaction_lag_s": 60},
         policy=parse_policy(policy) if policy else None,

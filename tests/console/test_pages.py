@@ -2,6 +2,7 @@ import pytest
 
 from retention.models import RetentionPolicy
 from streams import services
+from streams import logs
 from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
@@ -13,7 +14,7 @@ def streams_with_data():
     for i, (scope, name) in enumerate([("shop", "orders"), ("shop", "returns"), ("iot", "telemetry")]):
         stream = services.do_create_stream(scope=scope, name=name, segment_count=2)
         services.do_publish(stream, [EventIn(b"x" * (10 * (i + 1)))] * (5 * (i + 1)))
-        services.refresh_segments(stream)  # what the refresh-segment-stats beat task does
+        logs.refresh_segments(stream)  # what the refresh-segment-stats beat task does
         made.append(stream)
     return made
 

@@ -7,6 +7,7 @@ from retention.models import RetentionCycle
 from domain.policy_spec import parse_policy
 from retention.services import do_truncate
 from streams import services
+from retention import services as retention_services
 from streams.models import ReaderGroup, Scope, Subscription
 from domain.events import EventIn
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def stream():
-    stream = services.do_create_stream(
+    stream = retention_services.do_create_stream(
         scope="shop", name="orders", segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 10, "consumption_based": True, "subscriber_timeout_s": 60}),
     )

@@ -10,7 +10,8 @@ import pytest
 import redis as redis_lib
 
 from streams import services
-from streams.delaying import buckets, handing, maintenance
+from streams import logs
+from streams.delaying import buckets, handing, stream_index, maintenance
 from streams.models import DelayedBucket, DelayedOp, Stream
 from domain.events import EventIn
 
@@ -100,7 +101,7 @@ def test_delayed_events_go_through_sealed_buckets_to_a_group_on_time_in_order_on
     assert len(rows) >= 8  # 200 indexes, sealed at 20+ each (whole batches of 7): 21 per bucket
     assert all(sum(s["count"] for s in r.segments) == r.index_count for r in rows)
     assert all(s["count"] <= 5 for r in rows for s in r.segments)
-    index = handing.index_of(stream)
+    index = stream_index.index_of(stream)
     counts = index.counts()
     # hot in Redis: the mutable bucket, and one snapshot segment per sealed bucket
     assert counts["queue"] <= 5 * len(rows) and counts["mutable"] < 21 + 7
@@ -220,8 +221,8 @@ def test_the_delayed_index_command_recovers_and_replays_a_stream(api, clock, red
     flush_redis(redis)
     out = StringIO()
     call_command("delayed_index", "--stream", "shop/orders", "--recover", stdout=out)
-    assert "recovered in" in out.getvalue() and handing.index_of(stream).is_recovered()
-    held = handing.index_of(stream).counts()
+    assert "recovered in" in out.getvalue() and stream_index.index_of(stream).is_recovered()
+    held = stream_index.index_of(stream).counts()
     assert held["mutable"] + sum(r.index_count for r in DelayedBucket.objects.filter(stream=stream)) == 100
     assert sealed >= 80
     out = StringIO()
@@ -239,11 +240,11 @@ def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_main
     services.do_publish(stream, [EventIn(b"indexed", deliver_at_ms=due_ms)])  # the index is live
     hook = handing.publish_hook(stream)
     hook.begin()  # the publisher noted where the tails were, appended, and died before indexing
-    services.stream_log(stream).append([EventIn(b"lost?", deliver_at_ms=due_ms + 1)])
+    logs.stream_log(stream).append([EventIn(b"lost?", deliver_at_ms=due_ms + 1)])
     assert api.post(URL + "shop/billing/read/", {"max_events": 10}, format="json").json()["deliveries"] == []
     time.sleep(1.1)
     maintenance.maintain(stream, int(clock.now * 1000))
-    assert handing.index_of(stream).counts()["mutable"] == 2
+    assert stream_index.index_of(stream).counts()["mutable"] == 2
     got = drain(api, clock, until_s=60)
     assert sorted(d["payload"] for _, d in got) == ["indexed", "lost?"]
 
@@ -258,7 +259,7 @@ def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_clai
     maintenance.maintain(stream, int(clock.now * 1000))
     rows = DelayedBucket.objects.filter(stream=stream)
     assert api.post(URL + "shop/billing/read/", {"max_events": 100}, format="json").json()["deliveries"] == []
-    index = handing.index_of(stream)
+    index = stream_index.index_of(stream)
 
     calls, fan_out = [], handing.fan_out
 
@@ -300,7 +301,7 @@ def test_a_round_that_loads_releases_everything_due_by_its_bound_whatever_the_li
     clock.now += 400
     released = handing.release_due(stream, int(clock.now * 1000), limit=3, rounds=10_000)
     assert released == len(due)  # all in one call, 3 at most in a round that loads nothing
-    assert handing.index_of(stream).counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
+    assert stream_index.index_of(stream).counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
     got = drain(api, clock, step_s=7, until_s=7)
     assert sorted((d["segment"], d["offset"]) for _, d in got) == sorted(due)
 

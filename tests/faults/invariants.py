@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from retention.models import TruncationRecord
-from streams import services
+from streams import logs
 from streams.models import ReadPosition, Stream, Subscription
 
 MAX_LIMIT_RULES = ("limit_max", "max_bound")  # domain/retention.py: the max limit wins
@@ -70,7 +70,7 @@ def check_log_whole(stream: Stream) -> dict[tuple[str, int], bytes]:
     """Reads every segment from offset 0: nothing before the head comes back, offsets run
     without a gap from the head to the committed tail, every record passes its CRC (a torn
     record makes the read raise). Returns what is readable."""
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     readable = {}
     for seg in stream.segment_ids:
         segment = log.segment(seg)
@@ -90,7 +90,7 @@ def check_published_intact(ledger: PublishLedger) -> None:
     for name, events in ledger.events.items():
         stream = stream_named(name)
         readable = check_log_whole(stream)
-        heads = services.stream_log(stream).head_cut()
+        heads = logs.stream_log(stream).head_cut()
         for (seg, offset), payload in events.items():
             if offset < heads[seg]:
                 assert TruncationRecord.objects.filter(stream=stream).exists(), f"{name} {seg}:{offset} gone, no truncation"
@@ -101,7 +101,7 @@ def check_published_intact(ledger: PublishLedger) -> None:
 def check_nothing_before_head_over_api(client, name: str) -> None:
     """A plain read from offset 0 of every segment starts at the head."""
     stream = stream_named(name)
-    heads = services.stream_log(stream).head_cut()
+    heads = logs.stream_log(stream).head_cut()
     answer = client.request("GET", f"streams/{name}/events/?from=" + _cut_param({s: 0 for s in heads}) + "&limit=1000")
     for event in answer["events"]:
         assert event["offset"] >= heads[event["segment"]], f"{name}: {event['segment']}:{event['offset']} before the head"
@@ -129,7 +129,7 @@ def check_retention_safe(stream: Stream, cuts_before: dict[tuple[str, str], dict
     `cuts_before`: the subscribers' acknowledgement cuts sampled before the fault (a subscriber
     has processed everything before its cut; the head may not pass it)."""
     name = str(stream)
-    heads = services.stream_log(stream).head_cut()
+    heads = logs.stream_log(stream).head_cut()
     records = list(TruncationRecord.objects.filter(stream=stream).order_by("created_at", "id"))
     assert all(r.completed for r in records), f"{name}: a truncation left unfinished"
     previous: dict[str, int] = {}

@@ -20,6 +20,7 @@ import pytest
 from django.db import connection
 
 from streams import services
+from streams import logs
 from streams.client import CBRError, Client
 from domain.events import EventIn
 
@@ -57,7 +58,7 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
     web_server.env["PGAPPNAME"] = APP  # libpq names the server's connections: only those are dropped
     web_server.start()
     stream = services.do_create_stream(scope="faults", name="db", segment_count=2)
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     for seg in stream.segment_ids:
         key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
         services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(PER_SEGMENT)])

@@ -7,6 +7,7 @@ import pytest
 import tiny_disk
 
 from streams import services
+from streams import logs
 from streams.client import CBRError, Client
 
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
@@ -70,7 +71,7 @@ def test_a_full_data_disk_refuses_publishing_with_507_and_corrupts_nothing(small
 
     # when a truncation frees whole chunks, publishing goes on at the next offset
     stream = stream_named(STREAM)
-    tails = services.stream_log(stream).tail_cut()
+    tails = logs.stream_log(stream).tail_cut()
     cut = {seg: tail // 2 for seg, tail in tails.items()}
     cbr.request("POST", f"streams/{STREAM}/truncate/", {"stream_cut": cut})
     refused_again = publish_until_refused(cbr, ledger, "b", refused_payloads)
@@ -83,7 +84,7 @@ def test_a_full_data_disk_refuses_publishing_with_507_and_corrupts_nothing(small
     tiny_disk.remount(data_dir, "4m")
     positions = cbr.publish(STREAM, [{"payload": "after", "routing_key": "r"}])
     seg = positions[0]["segment"]
-    assert positions[0]["offset"] == services.stream_log(stream).segment(seg).committed_tail().next_offset - 1
+    assert positions[0]["offset"] == logs.stream_log(stream).segment(seg).committed_tail().next_offset - 1
     ledger.record(STREAM, positions, [b"after"])
     check_published_intact(ledger)
     check_only_answered_or_refused(cbr, ledger, refused_payloads)
@@ -99,7 +100,7 @@ def check_only_answered_or_refused(cbr, ledger, refused_payloads):
         payload = e["payload"].encode()
         key = (e["segment"], e["offset"])
         assert answered.get(key) == payload or (key not in answered and payload in refused_payloads), key
-    heads = services.stream_log(stream_named(STREAM)).head_cut()
+    heads = logs.stream_log(stream_named(STREAM)).head_cut()
     assert {k for k in answered if k[1] >= heads[k[0]]} <= {(e["segment"], e["offset"]) for e in events}
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from cbrweb import embedded_redis
 from streams import services
+from streams import logs
 from streams.client import CBRError, Client
 from domain.events import EventIn
 
@@ -55,7 +56,7 @@ def own_redis(tmp_path, settings):
 
 def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_nothing(own_redis, web_server, token):
     stream = services.do_create_stream(scope="faults", name="redis", segment_count=2)
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     for seg in stream.segment_ids:
         key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
         services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(PER_SEGMENT)])

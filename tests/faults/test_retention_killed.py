@@ -21,7 +21,10 @@ from retention.cycle import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from domain.policy_spec import parse_policy
 from streams import services
-from streams.reader_groups import do_create_reader_group, publish_cut
+from retention import services as retention_services
+from streams import logs
+from streams.reader_groups import do_create_reader_group
+from streams.acknowledgement import publish_cut
 from streams.models import Subscription
 from domain.events import EventIn
 
@@ -45,8 +48,8 @@ def make_streams(count=STREAMS):
         policy = {"limit_type": "size", "min": 2000, "consumption_based": True}
         if n == 0:
             policy["max"] = 8000
-        stream = services.do_create_stream(scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy))
-        log = services.stream_log(stream)
+        stream = retention_services.do_create_stream(scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy))
+        log = logs.stream_log(stream)
         for seg in stream.segment_ids:
             key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
             for b in range(PER_SEGMENT // 50):
@@ -85,7 +88,7 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
            "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
            "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
     command = [sys.executable, "manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
-    held = services.stream_log(streams[STREAMS // 2]).segment("1").path / "lock"
+    held = logs.stream_log(streams[STREAMS // 2]).segment("1").path / "lock"
     with open(held, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -99,7 +102,7 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
         proc.wait(10)
     unfinished = TruncationRecord.objects.filter(completed=False).count()
     assert unfinished == STREAMS - 1  # all but the stream whose subscriber acknowledged nothing
-    moved = sum(1 for st in streams if any(services.stream_log(st).head_cut().values()))
+    moved = sum(1 for st in streams if any(logs.stream_log(st).head_cut().values()))
     for stream in streams:
         check_log_whole(stream)
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -119,14 +122,14 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
     for stream in streams:
         check_log_whole(stream)
         check_retention_safe(stream, cuts_before)
-    heads = {str(s): services.stream_log(s).head_cut() for s in streams}
+    heads = {str(s): logs.stream_log(s).head_cut() for s in streams}
     assert heads["faults/r1"] == {"0": 0, "1": 0}  # its subscriber acknowledged nothing
     assert heads["faults/r2"] == {"0": 54, "1": 194}  # exactly at its subscriber's cut
     capped = TruncationRecord.objects.filter(stream=streams[0]).first()
     assert "limit_max" in capped.rule and heads["faults/r0"]["0"] > 10  # past its subscriber: the max
     # no chunk wholly before a head is left behind
     for stream in streams:
-        assert not any(services.stream_log(stream).segment(s).has_chunks_before_head() for s in stream.segment_ids)
+        assert not any(logs.stream_log(stream).segment(s).has_chunks_before_head() for s in stream.segment_ids)
     print(f"retention cycle killed with {unfinished} truncations unfinished ({moved} streams' heads moved), "
           "a second cycle killed at random; the next cycle finished them")
 
@@ -147,7 +150,7 @@ def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp
            "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
            "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
     command = ["manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
-    held = services.stream_log(streams[2]).segment("1").path / "lock"
+    held = logs.stream_log(streams[2]).segment("1").path / "lock"
     with open(held, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the cycle waits here, half-way through its head moves
         proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from streams import services
+from streams import logs
 from streams.client import CBRError, Client
 
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
@@ -80,7 +81,7 @@ def test_kill_9_of_the_web_server_during_publish_loses_no_201_and_tears_nothing(
 
     # a batch whose answer was lost is all there or not at all, in each segment
     stream = stream_named(STREAM)
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     parts = defaultdict(int)
     sizes = {}
     for seg in stream.segment_ids:

@@ -12,6 +12,8 @@ from django.db import connection
 from retention.models import RetentionCycle, TruncationRecord
 from domain.policy_spec import parse_policy
 from streams import services
+from retention import services as retention_services
+from streams import logs
 from streams.models import ReaderGroup, Scope, Subscription
 from domain.events import EventIn
 
@@ -24,7 +26,7 @@ def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settin
     from django_celery_beat.models import PeriodicTask
 
     settings.CBR_DATA_DIR = celery_worker.data_dir
-    stream = services.do_create_stream(
+    stream = retention_services.do_create_stream(
         scope="beat", name="orders",
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
     )
@@ -67,4 +69,4 @@ def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settin
     record = TruncationRecord.objects.get(stream=stream)
     assert (record.trigger, record.rule, record.after_cut) == ("beat", "cbr:case-i:slb", {"0": 3})
     assert RetentionCycle.objects.filter(trigger="beat", state="done").exists()
-    assert services.stream_log(stream).head_cut() == {"0": 3}
+    assert logs.stream_log(stream).head_cut() == {"0": 3}

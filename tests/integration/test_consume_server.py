@@ -13,6 +13,7 @@ import pytest
 import redis as redis_lib
 
 from streams import services
+from streams import logs
 from streams.client import CBRError, Client
 from streams.models import ReadPosition
 from domain.events import EventIn
@@ -30,7 +31,7 @@ def token(django_user_model):
 
 def fill(name: str, segments: int, per_segment: int):
     stream = services.do_create_stream(scope="it", name=name, segment_count=segments)
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     for seg in stream.segment_ids:
         key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
         services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(per_segment)])

@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 
 from streams import consuming, services
+from streams import logs
 from streams.delaying import maintenance
 from streams.models import DelayedOp, ReaderGroup, ReadPosition
 from streams.reader_groups import do_create_reader_group
@@ -106,7 +107,7 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
 
     published = {}
     for seg in stream.segment_ids:
-        for rec in services.stream_log(stream).segment(seg).read(0, 100_000):
+        for rec in logs.stream_log(stream).segment(seg).read(0, 100_000):
             published[(seg, rec.offset)] = rec.deliver_at_ms
     assert len(published) > 100
     firsts = defaultdict(int)
@@ -121,7 +122,7 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
     assert max(firsts.values()) == 1  # a second delivery is always flagged as one
     floors = {(p.subscription.reader_group.name, p.segment_id): p.floor
               for p in ReadPosition.objects.select_related("subscription__reader_group")}
-    tails = services.stream_log(stream).tail_cut()
+    tails = logs.stream_log(stream).tail_cut()
     assert floors == {(g, s): tails[s] for g in ("one", "two") for s in stream.segment_ids}
     kinds = set(DelayedOp.objects.filter(stream=stream, state="succeed").values_list("type", flat=True))
     assert {"create", "load", "merge"} <= kinds, kinds

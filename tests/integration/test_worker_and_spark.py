@@ -4,6 +4,8 @@ SparkSession reads back event for event."""
 import pytest
 
 from streams import services, tasks
+from retention import services as retention_services
+from streams import logs
 from domain.events import EventIn
 
 from integration.conftest import WORKER_CHUNK_BYTES
@@ -20,7 +22,7 @@ def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settin
         services.do_publish(
             stream, [EventIn(f"b{b}-e{i}".encode() * 4, routing_key=f"k{i % 4}".encode(), key=b"k") for i in range(25)]
         )
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     assert not log.parquet_paths()
 
     # when the worker runs the beat task
@@ -59,7 +61,7 @@ def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(
 
     settings.CBR_DATA_DIR = celery_worker.data_dir
     settings.REDIS_URL = celery_worker.broker_url
-    stream = services.do_create_stream(
+    stream = retention_services.do_create_stream(
         scope="it", name="cycled", segment_count=2, policy=parse_policy({"limit_type": "size", "min": 100})
     )
     services.do_publish(stream, [EventIn(b"x" * 10, routing_key=f"k{i}".encode()) for i in range(50)])
@@ -92,7 +94,7 @@ def _wait_done(api, cycle_id, timeout=60):
 def test_a_publish_that_fills_the_mutable_delayed_bucket_has_the_worker_seal_it(celery_worker, settings):
     import time
 
-    from streams.delaying import handing
+    from streams.delaying import stream_index
     from streams.models import DelayedBucket, DelayedOp
 
     settings.CBR_DATA_DIR = celery_worker.data_dir
@@ -106,6 +108,6 @@ def test_a_publish_that_fills_the_mutable_delayed_bucket_has_the_worker_seal_it(
         time.sleep(0.2)
     assert [b.index_count for b in DelayedBucket.objects.filter(stream=stream)] == [10, 10]
     assert DelayedOp.objects.filter(stream=stream, type="create", state="succeed").count() == 2
-    counts = handing.index_of(stream).counts()
+    counts = stream_index.index_of(stream).counts()
     assert counts["mutable"] == 10 and counts["sealing"] == 0 and counts["queue"] > 0
     assert tasks.delayed_maintenance.delay().get(timeout=60) >= 1  # beat's round, on the worker

@@ -14,6 +14,8 @@ from retention import set_store
 from retention.models import StoredRetentionSet, TruncationRecord
 from domain.policy_spec import parse_policy
 from streams import services
+from retention import services as retention_services
+from streams import logs
 from streams.models import ReaderGroup, Scope, Segment, Subscription
 from domain.events import EventIn
 
@@ -27,7 +29,7 @@ def redis_for_locks(settings, redis_url):
 
 @pytest.fixture
 def stream(db):
-    return services.do_create_stream(
+    return retention_services.do_create_stream(
         scope="shop",
         name="orders",
         segment_count=1,
@@ -68,7 +70,7 @@ def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     assert "truncated at {'0': 7} (cbr:case-ii:limit_min)" in cycle(T0 + timedelta(hours=1))
     publish(stream, 5)
     assert "truncated at {'0': 11} (cbr:case-iii:limit_max)" in cycle(T0 + timedelta(hours=2))
-    assert services.stream_log(stream).head_cut() == {"0": 11}
+    assert logs.stream_log(stream).head_cut() == {"0": 11}
     record = TruncationRecord.objects.first()
     assert record.trigger == "command" and record.completed
     # a replayed cycle's truncations carry the cycle's clock, like its retention-set records
@@ -108,7 +110,7 @@ def test_two_cycles_at_once_do_not_double_truncate(stream):
 @pytest.mark.django_db
 def test_a_truncation_a_crash_left_half_done_is_finished_by_the_next_cycle(stream):
     publish(stream, 7)
-    log = services.stream_log(stream)
+    log = logs.stream_log(stream)
     # recorded, but the process died before the store was touched
     TruncationRecord.objects.create(
         stream=stream, before_cut={"0": 0}, after_cut={"0": 5}, before_size=0, after_size=150,
@@ -155,7 +157,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
     monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [
-        services.do_create_stream(scope="shop", name=f"s{i}", policy=parse_policy(policy)) for i in range(5)
+        retention_services.do_create_stream(scope="shop", name=f"s{i}", policy=parse_policy(policy)) for i in range(5)
     ]
     for s in streams:
         publish(s, 7)
@@ -171,7 +173,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
     assert {name for name, o in outcomes.items() if o.truncation is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
     for s in streams:
         expected = {"0": 0} if s.name == "s2" else {"0": 3}
-        assert services.stream_log(s).head_cut() == expected
+        assert logs.stream_log(s).head_cut() == expected
         # the Segment rows follow the heads moved, sizes included
         row = Segment.objects.get(stream=s, segment_id="0")
         assert (row.head_offset, row.head_size) == (expected["0"], expected["0"] * 30)
@@ -189,7 +191,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
+    streams = [retention_services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -223,7 +225,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]
+    streams = [retention_services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -302,7 +304,7 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
     policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
     created = [  # created f4 first: ids and names run in opposite orders
-        services.do_create_stream(scope="shop", name=f"f{4 - i}", segment_count=1, policy=parse_policy(policy))
+        retention_services.do_create_stream(scope="shop", name=f"f{4 - i}", segment_count=1, policy=parse_policy(policy))
         for i in range(5)
     ]
     streams = created[::-1]  # f0 … f4

@@ -19,6 +19,8 @@ from retention.forked import WorkerDied
 from retention.models import TruncationRecord
 from domain.policy_spec import parse_policy
 from streams import services
+from retention import services as retention_services
+from streams import logs
 from streams.models import ReaderGroup, Scope, Segment, Subscription
 from domain.events import EventIn
 
@@ -49,12 +51,12 @@ def fleet(scope: str, count: int = 9) -> list:
     varied cuts: a truncation by several different rules, and some streams left alone."""
     streams = []
     for i in range(count):
-        stream = services.do_create_stream(
+        stream = retention_services.do_create_stream(
             scope=scope, name=f"s{i}", segment_count=2, policy=parse_policy(POLICIES[i % len(POLICIES)])
         )
         for k in range(11):
             services.do_publish(stream, [EventIn(b"x" * 30, routing_key=f"k{k}".encode())])
-        tail = services.stream_log(stream).tail_cut()
+        tail = logs.stream_log(stream).tail_cut()
         for g, share in (("A", (i % 3) / 3), ("B", ((i + 1) % 4) / 4)):
             group, _ = ReaderGroup.objects.get_or_create(
                 scope=Scope.objects.get(name=scope), name=g,
@@ -76,7 +78,7 @@ def state(streams) -> list:
     for s in streams:
         out.append((
             s.name,
-            services.stream_log(s).head_cut(),
+            logs.stream_log(s).head_cut(),
             sorted(Segment.objects.filter(stream=s).values_list("segment_id", "head_offset", "head_size")),
             [(e.size_bytes, e.cut) for e in set_store.entries(s)],
             [

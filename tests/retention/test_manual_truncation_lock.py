@@ -9,11 +9,14 @@ import pytest
 
 from retention import services as retention_services
 from retention import set_store
-from retention.cycle import Locks, apply_batch, prepare_batch
+from retention.cycle import apply_batch, prepare_batch
+from retention import locks as retention_locks
+from retention.locks import Locks
 from retention.models import TruncationRecord
 from domain.retention import Decision
 from domain.policy_spec import parse_policy
 from streams import services
+from streams import logs
 from domain.errors import FieldError
 from domain.events import EventIn
 
@@ -24,7 +27,7 @@ BASE = "/api/v1/streams/shop/orders/"
 
 @pytest.fixture
 def stream():
-    stream = services.do_create_stream(
+    stream = retention_services.do_create_stream(
         scope="shop", name="orders", segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 10_000, "consumption_based": False}),
     )
@@ -48,7 +51,7 @@ def test_a_manual_truncation_waits_for_the_cycle_then_drops_its_records(stream, 
     with pytest.raises(FieldError) as refused:
         retention_services.do_truncate(stream, {"0": 5}, rule="manual", trigger="api")
     assert (refused.value.status, refused.value.code, refused.value.field) == (409, "retention_in_progress", "stream_cut")
-    assert services.stream_log(stream).head_cut() == {"0": 0}
+    assert logs.stream_log(stream).head_cut() == {"0": 0}
     assert not TruncationRecord.objects.exists()
     # then the cycle stores its tail and lets go; the truncation, retried, drops what it passed
     apply_batch([(prepared, Decision(cut=None, rule="none"), [])], T0 + timedelta(hours=8), "test")
@@ -97,7 +100,7 @@ def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(st
     from store import locks as redis_locks
 
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
-    key = cycle._lock_key(other)
+    key = retention_locks._lock_key(other)
     get_redis().set(key, b"elsewhere|1|dead", ex=60)  # another holder's lock (expires: a failed run leaves nothing)
 
     def redis_went_away(token):
@@ -114,4 +117,4 @@ def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(st
         again.release()
         assert get_redis().get(key) == b"elsewhere|1|dead"
     finally:
-        get_redis().delete(key, cycle._lock_key(stream))
+        get_redis().delete(key, retention_locks._lock_key(stream))

@@ -10,6 +10,8 @@ from retention.cycle import execute, run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from domain.policy_spec import parse_policy
 from streams import services
+from retention import services as retention_services
+from streams import logs
 from streams.models import Stream
 from domain.events import EventIn
 
@@ -26,7 +28,7 @@ def redis_for_locks(settings, redis_url):
 
 
 def make_stream(on_max_limit):
-    return services.do_create_stream(
+    return retention_services.do_create_stream(
         scope="shop", name="orders", on_max_limit=on_max_limit,
         policy=parse_policy({"limit_type": "size", "min": 30, "max": 90, "consumption_based": True}),
     )
@@ -52,7 +54,7 @@ def test_at_its_max_a_reject_publish_stream_refuses_events_and_keeps_the_unconsu
     response = api.post(EVENTS, {"events": [{"payload": "more"}]}, format="json")
     assert response.status_code == 507, response.content
     assert response.json()["code"] == "stream_full" and response.json()["field"] == "stream"
-    assert services.stream_state(stream).event_count == 10  # nothing dropped, nothing added
+    assert logs.stream_state(stream).event_count == 10  # nothing dropped, nothing added
 
 
 def test_the_default_lets_the_max_win_and_never_refuses(api):
@@ -68,7 +70,7 @@ def test_a_subscriber_moving_on_queues_a_cycle_that_reopens_the_stream(
 ):
     stream = make_stream("reject_publish")
     fill_past_max(api, stream)
-    tail = services.stream_log(stream).tail_cut()
+    tail = logs.stream_log(stream).tail_cut()
     with django_capture_on_commit_callbacks(execute=True):
         moved = api.post(CUT, {"stream": "shop/orders", "stream_cut": tail}, format="json")
     assert moved.status_code == 200, moved.content
@@ -83,7 +85,7 @@ def test_a_subscriber_moving_on_queues_a_cycle_that_reopens_the_stream(
 def test_an_ack_on_a_stream_that_is_not_full_queues_nothing(api, test_broker, django_capture_on_commit_callbacks):
     stream = make_stream("truncate")
     fill_past_max(api, stream)
-    tail = services.stream_log(stream).tail_cut()
+    tail = logs.stream_log(stream).tail_cut()
     with django_capture_on_commit_callbacks(execute=True):
         api.post(CUT, {"stream": "shop/orders", "stream_cut": tail}, format="json")
     assert not RetentionCycle.objects.exists()

@@ -19,7 +19,7 @@ T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)
 
 @pytest.fixture
 def stream(db):
-    return services.do_create_stream(
+    return retention_services.do_create_stream(
         scope="shop", name="orders", segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
     )
