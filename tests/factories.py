@@ -65,8 +65,12 @@ def console_client(user, client: Client | None = None) -> Client:
 
 
 def make_stream(
-    name: str = "orders", *, scope: str = "shop", segment_count: int = 1,
-    policy: dict | PolicySpec | None = None, **fields,
+    name: str = "orders",
+    *,
+    scope: str = "shop",
+    segment_count: int = 1,
+    policy: dict | PolicySpec | None = None,
+    **fields,
 ) -> Stream:
     """A stream made by the services, with a retention policy if given (a dict as the API takes
     it, or a parsed PolicySpec); `fields` are the other settings (cleanup_policy, on_max_limit,
@@ -107,11 +111,11 @@ def create_stream_over_api(api, name: str = "orders", *, scope: str = "shop", **
     return Stream.objects.get(scope__name=scope, name=name)
 
 
-def create_group_over_api(api, name: str = "billing", *, scope: str = "shop", streams=("shop/orders",),
-                          **body) -> dict:
+def create_group_over_api(api, name: str = "billing", *, scope: str = "shop", streams=("shop/orders",), **body) -> dict:
     """POST /api/v1/reader-groups/, which must answer 201; returns the group as answered."""
-    answer = api.post("/api/v1/reader-groups/", {"scope": scope, "name": name, "streams": list(streams), **body},
-                      format="json")
+    answer = api.post(
+        "/api/v1/reader-groups/", {"scope": scope, "name": name, "streams": list(streams), **body}, format="json"
+    )
     assert answer.status_code == 201, answer.content
     return answer.json()
 

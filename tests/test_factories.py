@@ -28,8 +28,13 @@ def test_a_stream_gets_its_settings_and_a_policy_only_when_given_one():
     plain = factories.make_stream()
     assert (plain.scope.name, plain.name, plain.segment_count) == ("shop", "orders", 1)
     assert not RetentionPolicy.objects.filter(stream=plain).exists()
-    kept = factories.make_stream("kept", scope="iot", segment_count=3, on_max_limit="reject_publish",
-                                 policy={"limit_type": "size", "min": 90, "max": 180})
+    kept = factories.make_stream(
+        "kept",
+        scope="iot",
+        segment_count=3,
+        on_max_limit="reject_publish",
+        policy={"limit_type": "size", "min": 90, "max": 180},
+    )
     assert (kept.scope.name, kept.segment_count, kept.on_max_limit) == ("iot", 3, "reject_publish")
     policy = RetentionPolicy.objects.get(stream=kept)
     assert (policy.limit_type, policy.min_value, policy.max_value) == ("size", 90, 180)

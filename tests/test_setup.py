@@ -37,7 +37,9 @@ def test_settings_refuse_an_unknown_database_url_and_fsync_mode():
         out = subprocess.run(
             [sys.executable, "-c", "import django; from django.conf import settings; settings.INSTALLED_APPS"],
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", **env},
-            cwd=ROOT, capture_output=True, text=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         )
         assert out.returncode != 0
         assert next(iter(env)) in out.stderr
@@ -45,8 +47,11 @@ def test_settings_refuse_an_unknown_database_url_and_fsync_mode():
 
 def test_a_missing_java_is_said_in_a_sentence(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "cbrweb.prereq"], env={**os.environ, "PATH": str(tmp_path)},
-        cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-m", "cbrweb.prereq"],
+        env={**os.environ, "PATH": str(tmp_path)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 1
     assert "Java 17 or newer is needed" in out.stderr and "Traceback" not in out.stderr
@@ -86,8 +91,15 @@ def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next(
         return app.amqp.router.route({}, task)["queue"].name
 
     assert queue("compaction.tasks.compact_due_streams") == queue("compaction.tasks.run_compaction") == "compaction"
-    assert {queue(t) for t in ("retention.tasks.run_retention_cycle", "streams.tasks.periodic_checkpoints",
-                               "streams.tasks.delayed_maintenance", "streams.tasks.seal_due_chunks")} == {"celery"}
+    assert {
+        queue(t)
+        for t in (
+            "retention.tasks.run_retention_cycle",
+            "streams.tasks.periodic_checkpoints",
+            "streams.tasks.delayed_maintenance",
+            "streams.tasks.seal_due_chunks",
+        )
+    } == {"celery"}
     for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
         assert entry["options"]["expire_seconds"] == max(1, int(entry["schedule"])), name
     from cbrweb.run import celery_commands

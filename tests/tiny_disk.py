@@ -61,6 +61,8 @@ def run_in_namespace(path: Path, size: str, module: str, function: str) -> None:
     )
     done = subprocess.run(
         ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", code],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-4000:]

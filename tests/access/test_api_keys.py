@@ -11,9 +11,8 @@ from rest_framework.test import APIClient
 
 from access.models import ApiKey
 from access.token_cache import forget_tokens
-from streams import reader_groups, services
-from streams import logs
 from domain.events import parse_batch
+from streams import logs, reader_groups, services
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
@@ -69,8 +68,10 @@ def test_a_reader_group_key_consumes_its_group_and_nothing_else(operator_api, sh
     assert worker.get(GROUP).status_code == 200
 
     assert worker.post("/api/v1/reader-groups/shop/audit/read/", {"max_events": 10}, format="json").status_code == 403
-    assert worker.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "c"}]},
-                       format="json").status_code == 403
+    assert (
+        worker.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "c"}]}, format="json").status_code
+        == 403
+    )
     assert worker.patch(GROUP, {"ack_timeout_s": 5}, format="json").status_code == 403
     assert logs.stream_log(shop).tail_cut() == {"0": 2}
 
@@ -79,8 +80,10 @@ def test_a_publish_key_publishes_on_its_streams_only(operator_api, shop):
     made = make_key(operator_api, kind="publish", reader_group=None, streams=["shop/orders"])
     assert made["streams"] == ["shop/orders"]
     producer = keyed(made["key"])
-    assert producer.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x"}]},
-                         format="json").status_code == 201
+    assert (
+        producer.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x"}]}, format="json").status_code
+        == 201
+    )
     refused = producer.post("/api/v1/streams/shop/refunds/events/", {"events": [{"payload": "y"}]}, format="json")
     assert refused.status_code == 403
     assert refused.json()["message"] == "this API key is for the streams shop/orders only"
@@ -131,23 +134,38 @@ def test_the_last_used_time_moves_when_a_key_is_used_at_most_once_a_minute(opera
     assert ApiKey.objects.get().last_used_at > first
 
 
-@pytest.mark.parametrize("body, status, field", [
-    ({}, 400, "name"),
-    ({"name": " ", "kind": "publish", "streams": ["shop/orders"]}, 400, "name"),
-    ({"name": "x", "kind": "admin"}, 400, "kind"),
-    ({"name": "x", "kind": "reader_group"}, 400, "reader_group"),
-    ({"name": "x", "kind": "reader_group", "reader_group": "billing"}, 400, "reader_group"),
-    ({"name": "x", "kind": "reader_group", "reader_group": "shop/nope"}, 404, "reader_group"),
-    ({"name": "x", "kind": "reader_group", "reader_group": "shop/billing", "streams": ["shop/orders"]}, 400, "streams"),
-    ({"name": "x", "kind": "publish"}, 400, "streams"),
-    ({"name": "x", "kind": "publish", "streams": []}, 400, "streams"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/nope"]}, 404, "streams[0]"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/orders", "shop/orders"]}, 400, "streams[1]"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "reader_group": "shop/billing"}, 400, "reader_group"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "expires_at": "2001-01-01T00:00:00Z"}, 400, "expires_at"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "expires_at": "soon"}, 400, "expires_at"),
-    ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "colour": "red"}, 400, "colour"),
-])
+@pytest.mark.parametrize(
+    "body, status, field",
+    [
+        ({}, 400, "name"),
+        ({"name": " ", "kind": "publish", "streams": ["shop/orders"]}, 400, "name"),
+        ({"name": "x", "kind": "admin"}, 400, "kind"),
+        ({"name": "x", "kind": "reader_group"}, 400, "reader_group"),
+        ({"name": "x", "kind": "reader_group", "reader_group": "billing"}, 400, "reader_group"),
+        ({"name": "x", "kind": "reader_group", "reader_group": "shop/nope"}, 404, "reader_group"),
+        (
+            {"name": "x", "kind": "reader_group", "reader_group": "shop/billing", "streams": ["shop/orders"]},
+            400,
+            "streams",
+        ),
+        ({"name": "x", "kind": "publish"}, 400, "streams"),
+        ({"name": "x", "kind": "publish", "streams": []}, 400, "streams"),
+        ({"name": "x", "kind": "publish", "streams": ["shop/nope"]}, 404, "streams[0]"),
+        ({"name": "x", "kind": "publish", "streams": ["shop/orders", "shop/orders"]}, 400, "streams[1]"),
+        (
+            {"name": "x", "kind": "publish", "streams": ["shop/orders"], "reader_group": "shop/billing"},
+            400,
+            "reader_group",
+        ),
+        (
+            {"name": "x", "kind": "publish", "streams": ["shop/orders"], "expires_at": "2001-01-01T00:00:00Z"},
+            400,
+            "expires_at",
+        ),
+        ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "expires_at": "soon"}, 400, "expires_at"),
+        ({"name": "x", "kind": "publish", "streams": ["shop/orders"], "colour": "red"}, 400, "colour"),
+    ],
+)
 def test_a_bad_key_request_names_the_field_and_makes_no_key(operator_api, shop, body, status, field):
     response = operator_api.post(KEYS, body, format="json")
     assert response.status_code == status, response.content
@@ -177,6 +195,8 @@ def _events(*payloads):
 
 
 def test_a_key_name_must_be_text(operator_api, shop):
-    response = operator_api.post(KEYS, {"name": 0, "kind": "reader_group", "reader_group": "shop/billing"}, format="json")
+    response = operator_api.post(
+        KEYS, {"name": 0, "kind": "reader_group", "reader_group": "shop/billing"}, format="json"
+    )
     assert response.status_code == 400 and response.json()["field"] == "name"
     assert not ApiKey.objects.exists()

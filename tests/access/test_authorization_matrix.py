@@ -15,12 +15,11 @@ from rest_framework.authtoken.models import Token
 
 from access.models import ApiKey
 from access.services import check_key_request, do_create_key, do_revoke_key
-from retention.models import RetentionCycle
-from domain.policy_spec import parse_policy
-from streams import consuming, reader_groups, services
-from retention import services as retention_services
-from streams import logs
 from domain.events import parse_batch
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from retention.models import RetentionCycle
+from streams import consuming, logs, reader_groups, services
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +132,8 @@ def world(django_user_model, test_broker):
     other = services.do_create_stream(scope="m", name="other-s")
     services.do_publish(stream, parse_batch({"events": [{"payload": "x"}]}, logs.publish_limits(stream), 0))
     group = reader_groups.do_create_reader_group(
-        scope="m", name="g", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        scope="m", name="g", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+    )
     reader_groups.do_create_reader_group(scope="m", name="other-g", streams=[other], retention_type="NONE")
     consuming.do_checkpoint(group, "cp1", persist=True)
     cycle = RetentionCycle.objects.create(trigger="api", stream=stream)
@@ -157,16 +157,25 @@ def world(django_user_model, test_broker):
     return {"tokens": tokens, "keys": keys, "cycle": cycle}
 
 
-GROUP_ROUTES = {"api-reader-group", "api-truncation-cut", "api-read", "api-ack", "api-nack", "api-checkpoints",
-                "console:reader-group"}
+GROUP_ROUTES = {
+    "api-reader-group",
+    "api-truncation-cut",
+    "api-read",
+    "api-ack",
+    "api-nack",
+    "api-checkpoints",
+    "console:reader-group",
+}
 
 
 def url_of(name: str, world) -> str:
     prefix = ApiKey.objects.get(name="other_group_key").prefix
     kwargs = {
         "api-checkpoint-release": {"scope": "m", "name": "g", "checkpoint": "cp1"},
-        "api-cycle": {"pk": world["cycle"].pk}, "console:cycle": {"pk": world["cycle"].pk},
-        "api-key": {"prefix": prefix}, "console:api-key-revoke": {"prefix": prefix},
+        "api-cycle": {"pk": world["cycle"].pk},
+        "console:cycle": {"pk": world["cycle"].pk},
+        "api-key": {"prefix": prefix},
+        "console:api-key-revoke": {"prefix": prefix},
     }.get(name)
     if kwargs is None:
         try:

@@ -8,10 +8,10 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-from retention.models import RetentionCycle
 from domain.policy_spec import parse_policy
-from streams import services
 from retention import services as retention_services
+from retention.models import RetentionCycle
+from streams import services
 
 pytestmark = pytest.mark.django_db
 TOKEN = "/api/v1/auth/token/"
@@ -46,8 +46,9 @@ def test_a_blocked_console_sign_in_is_the_sign_in_page_saying_why(plain_user):
         sign_in(client, "wrong")
 
     # when it signs in again, from a page it was sent to sign in for
-    blocked = client.post("/login/", {"username": "bob", "password": "pw-bob-123", "next": "/streams/"},
-                          REMOTE_ADDR="10.0.0.1")
+    blocked = client.post(
+        "/login/", {"username": "bob", "password": "pw-bob-123", "next": "/streams/"}, REMOTE_ADDR="10.0.0.1"
+    )
 
     # then it gets the sign-in page (not JSON), with the reason, the wait and the form to try again
     assert blocked.status_code == 429
@@ -63,8 +64,9 @@ def test_a_blocked_sign_in_page_does_not_keep_a_link_elsewhere(plain_user):
     client = Client()
     for _ in range(3):
         sign_in(client, "wrong")
-    blocked = client.post("/login/", {"username": "bob", "password": "x", "next": "https://evil.example/"},
-                          REMOTE_ADDR="10.0.0.1")
+    blocked = client.post(
+        "/login/", {"username": "bob", "password": "x", "next": "https://evil.example/"}, REMOTE_ADDR="10.0.0.1"
+    )
     assert blocked.status_code == 429
     assert "evil.example" not in blocked.content.decode()
 
@@ -96,7 +98,9 @@ def test_the_token_endpoint_is_limited_the_same_way(plain_user):
 
 
 def test_a_console_write_without_the_csrf_token_is_refused(operator_user, test_broker):
-    stream = retention_services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
+    stream = retention_services.do_create_stream(
+        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
+    )
     client = Client(enforce_csrf_checks=True)
     client.force_login(operator_user)
     url = f"/streams/{stream.full_name}/retention/run/"

@@ -111,8 +111,9 @@ def _api_key_queries(queries) -> int:
 def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operator_api):
     # given a reader group's key, used once
     factories.make_group(factories.make_stream())
-    made = operator_api.post("/api/v1/api-keys/", {"name": "w", "kind": "reader_group",
-                                                   "reader_group": "shop/billing"}, format="json").json()
+    made = operator_api.post(
+        "/api/v1/api-keys/", {"name": "w", "kind": "reader_group", "reader_group": "shop/billing"}, format="json"
+    ).json()
     keyed = APIClient()
     keyed.credentials(HTTP_AUTHORIZATION=f"Api-Key {made['key']}")
     group = "/api/v1/reader-groups/shop/billing/"

@@ -5,20 +5,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.consuming.acking import _parse_each, _parse_plain_ids
 from domain.errors import FieldError
+from streams.consuming.acking import _parse_each, _parse_plain_ids
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
 PREFIXES = {f"{INCARNATION}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN}
 
 part = st.one_of(st.integers(0, 10**19).map(str), st.sampled_from(["", "007", "1٣", "²", "x", "-", " 1", "1\n"]))
-good = st.builds(lambda p, o, e: f"{p}-{o}-{e}", st.sampled_from(sorted(PREFIXES)),
-                 st.integers(0, 10**18 - 1), st.integers(1, 10**9 - 1))
+good = st.builds(
+    lambda p, o, e: f"{p}-{o}-{e}",
+    st.sampled_from(sorted(PREFIXES)),
+    st.integers(0, 10**18 - 1),
+    st.integers(1, 10**9 - 1),
+)
 odd = st.one_of(
     st.builds(lambda g, s, seg, o, e: "-".join((g, s, seg, o, e)), part, part, part, part, part),
     st.builds(lambda p, o: f"{p}-{o}", st.sampled_from(sorted(PREFIXES)), part),
-    st.integers(), st.none(), st.text(max_size=12),
+    st.integers(),
+    st.none(),
+    st.text(max_size=12),
 )
 
 
@@ -36,10 +42,14 @@ def test_the_one_pass_parse_agrees_with_the_id_by_id_parse(ids):
         assert plain == each(ids)
 
 
-@pytest.mark.parametrize("bad", ["12-3-0-5-1\n12-3-0-6-1", "12-3-0-5-1\n", "12-9-0-5-1", "12-3-0-5-", "12-3-0-5-1234567890"])
+@pytest.mark.parametrize(
+    "bad", ["12-3-0-5-1\n12-3-0-6-1", "12-3-0-5-1\n", "12-9-0-5-1", "12-3-0-5-", "12-3-0-5-1234567890"]
+)
 def test_a_list_with_anything_unusual_goes_to_the_id_by_id_parse(bad):
     assert _parse_plain_ids(["12-3-0-1-1", bad], PREFIXES) is None
-    assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], PREFIXES) == each(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"])
+    assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], PREFIXES) == each(
+        ["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"]
+    )
 
 
 @given(st.lists(good, min_size=1, max_size=60))
@@ -50,8 +60,8 @@ def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_s
 
 
 def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
-    from streams.consuming.acking import AckOutcome, _tally
     from domain.acks import AckResult
+    from streams.consuming.acking import AckOutcome, _tally
 
     outcome = AckOutcome()
     _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(True)])
@@ -61,12 +71,22 @@ def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
     assert outcome.refused == [{"field": "delivery_ids[1]", "delivery_id": "b", "reason": "stale"}]
 
 
-@pytest.mark.parametrize("bad", [
-    "12-3-0-007-1", "12-3-0-00-1", "12-3-0-5-01",  # zero-padded offset and epoch
-    "12-3-0-١٢-1", "12-3-0-5-١", "12-3-0-²-1",  # digits that are not ASCII
-    "012-3-0-5-1", "12-03-0-5-1", "12-3-00-5-1", "١٢-3-0-5-1",  # the same in the prefix's numbers
-    "12-3-0-5-1\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "12-3-0-007-1",
+        "12-3-0-00-1",
+        "12-3-0-5-01",  # zero-padded offset and epoch
+        "12-3-0-١٢-1",
+        "12-3-0-5-١",
+        "12-3-0-²-1",  # digits that are not ASCII
+        "012-3-0-5-1",
+        "12-03-0-5-1",
+        "12-3-00-5-1",
+        "١٢-3-0-5-1",  # the same in the prefix's numbers
+        "12-3-0-5-1\n",
+    ],
+)
 def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
     # given an id the server could not have written beside one it could
     ids = ["12-3-0-1-1", bad]
@@ -75,7 +95,11 @@ def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
     assert _parse_plain_ids(ids, PREFIXES) is None
     with pytest.raises(FieldError) as refused:
         _parse_each(ids, KNOWN, PREFIXES)
-    assert (refused.value.field, refused.value.status, refused.value.code) == ("delivery_ids[1]", 400, "unknown_delivery")
+    assert (refused.value.field, refused.value.status, refused.value.code) == (
+        "delivery_ids[1]",
+        400,
+        "unknown_delivery",
+    )
 
 
 def test_zero_is_an_offset_and_an_epoch_as_written():

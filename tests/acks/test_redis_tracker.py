@@ -8,8 +8,8 @@ import redis as redis_lib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.ack_tracker import SegmentTracker
 from domain.acks import Delivery, Poison, SegmentAcks
+from streams.ack_tracker import SegmentTracker
 
 TAIL = 30
 LEASE_S = 10.0
@@ -77,8 +77,9 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 start = model.next
                 present = [start + i for i in range(a) if b >> i & 1]
                 args = (now, "a", 100, TAIL, LEASE_S, max_deliveries, on_poison)
-                want = model.hand_out(*args, head=head, scan_until=start + a, present=present,
-                                      released=released, index_live=live)
+                want = model.hand_out(
+                    *args, head=head, scan_until=start + a, present=present, released=released, index_live=live
+                )
                 got = tracker.hand_out(*args, head=head, scan_until=start + a, present=present)
                 assert got == want
                 handed += got.deliveries
@@ -184,13 +185,13 @@ def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases
         rng = random.Random(7)
         order = []
         for i in range(0, n, 5000):
-            window = got[i:i + 5000]
+            window = got[i : i + 5000]
             rng.shuffle(window)
             order += window
         held_back = set(order[100_000:100_100])  # some acks arrive last
         order = [d for d in order if d not in held_back] + list(held_back)
         for i in range(0, n, 1000):
-            batch = order[i:i + 1000]
+            batch = order[i : i + 1000]
             _, floor = tracker.ack_many(batch)
             for d in batch:
                 model.ack(d)

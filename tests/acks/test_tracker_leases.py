@@ -10,8 +10,8 @@ import random
 import pytest
 import redis as redis_lib
 
-from streams.ack_tracker import SegmentTracker
 from domain.acks import Delivery, Poison, SegmentAcks
+from streams.ack_tracker import SegmentTracker
 
 LEASE_S = 10.0
 _ids = itertools.count(10_000)

@@ -43,8 +43,14 @@ def test_an_unknown_console_path_keeps_its_page(admin_client):
 
 @pytest.mark.parametrize(
     "query, field",
-    [("offset=null", "offset"), ("offset=-1", "offset"), ("limit=0", "limit"), ("limit=ten", "limit"),
-     ("offset=99999999999999999999999", "offset"), ("limit=10001", "limit")],
+    [
+        ("offset=null", "offset"),
+        ("offset=-1", "offset"),
+        ("limit=0", "limit"),
+        ("limit=ten", "limit"),
+        ("offset=99999999999999999999999", "offset"),
+        ("limit=10001", "limit"),
+    ],
 )
 def test_a_bad_page_is_refused_not_replaced_by_the_default(api, stream, query, field):
     for path in ("/api/v1/streams/", "/api/v1/reader-groups/", "/api/v1/streams/shop/orders/truncations/"):
@@ -131,8 +137,12 @@ def test_the_schema_shows_checkpoint_answers_as_they_are(schema):
 
 def test_every_link_leads_to_an_operation_with_the_parameters_it_fills(schema):
     operations = {op["operationId"]: op for ops in schema["paths"].values() for op in ops.values()}
-    links = [link for op in operations.values() for answer in op["responses"].values()
-             for link in answer.get("links", {}).values()]
+    links = [
+        link
+        for op in operations.values()
+        for answer in op["responses"].values()
+        for link in answer.get("links", {}).values()
+    ]
     assert len(links) > 20
     for link in links:
         target = operations[link["operationId"]]
@@ -159,8 +169,12 @@ LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time an answ
 
 @pytest.mark.parametrize(
     "event, field",
-    [({"deliver_at": LAST_MS + 1}, "events[0].deliver_at"), ({"deliver_at": 2**63}, "events[0].deliver_at"),
-     ({"delay_ms": LAST_MS}, "events[0].delay_ms"), ({"deliver_at": "9999-12-31T23:59:59-01:00"}, "events[0].deliver_at")],
+    [
+        ({"deliver_at": LAST_MS + 1}, "events[0].deliver_at"),
+        ({"deliver_at": 2**63}, "events[0].deliver_at"),
+        ({"delay_ms": LAST_MS}, "events[0].delay_ms"),
+        ({"deliver_at": "9999-12-31T23:59:59-01:00"}, "events[0].deliver_at"),
+    ],
 )
 def test_a_delivery_time_past_the_year_9999_is_refused_not_stored(api, stream, event, field):
     # given a stream; when an event is due after the last time JSON answers can carry
@@ -173,8 +187,9 @@ def test_a_delivery_time_past_the_year_9999_is_refused_not_stored(api, stream, e
 
 
 def test_the_last_delivery_time_that_can_be_shown_is_accepted_and_read_back(api, stream):
-    response = api.post("/api/v1/streams/shop/orders/events/",
-                        {"events": [{"payload": "x", "deliver_at": LAST_MS}]}, format="json")
+    response = api.post(
+        "/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x", "deliver_at": LAST_MS}]}, format="json"
+    )
     assert response.status_code == 201
     events = api.get("/api/v1/streams/shop/orders/events/").json()["events"]
     assert events[0]["deliver_at"] == "9999-12-31T23:59:59.999Z"
@@ -182,11 +197,17 @@ def test_the_last_delivery_time_that_can_be_shown_is_accepted_and_read_back(api,
 
 @pytest.mark.parametrize(
     "body, field",
-    [({"max_delay_s": 2**31}, "max_delay_s"), ({"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
-     ({"retention_policy": {"limit_type": "size", "min": 2**63}}, "retention_policy.min"),
-     ({"retention_policy": {"limit_type": "size", "max": 2**63}}, "retention_policy.max"),
-     ({"retention_policy": {"limit_type": "time", "subscriber_timeout_s": 2**31}}, "retention_policy.subscriber_timeout_s"),
-     ({"retention_policy": {"limit_type": "time", "fallback_after_s": 2**31}}, "retention_policy.fallback_after_s")],
+    [
+        ({"max_delay_s": 2**31}, "max_delay_s"),
+        ({"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
+        ({"retention_policy": {"limit_type": "size", "min": 2**63}}, "retention_policy.min"),
+        ({"retention_policy": {"limit_type": "size", "max": 2**63}}, "retention_policy.max"),
+        (
+            {"retention_policy": {"limit_type": "time", "subscriber_timeout_s": 2**31}},
+            "retention_policy.subscriber_timeout_s",
+        ),
+        ({"retention_policy": {"limit_type": "time", "fallback_after_s": 2**31}}, "retention_policy.fallback_after_s"),
+    ],
 )
 def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_is_made(api, body, field):
     response = api.post("/api/v1/streams/", {"scope": "shop", "name": "big", **body}, format="json")
@@ -196,10 +217,12 @@ def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_is_made(ap
 
 @pytest.mark.parametrize(
     "path, method, body, field",
-    [("", "patch", {"max_delay_s": 2**31}, "max_delay_s"),
-     ("", "patch", {"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
-     ("retention-policy/", "put", {"limit_type": "time", "max": 2**63}, "max"),
-     ("retention-policy/", "put", {"limit_type": "time", "fallback_after_s": 2**31}, "fallback_after_s")],
+    [
+        ("", "patch", {"max_delay_s": 2**31}, "max_delay_s"),
+        ("", "patch", {"compacted_retention_bytes": 2**63}, "compacted_retention_bytes"),
+        ("retention-policy/", "put", {"limit_type": "time", "max": 2**63}, "max"),
+        ("retention-policy/", "put", {"limit_type": "time", "fallback_after_s": 2**31}, "fallback_after_s"),
+    ],
 )
 def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_changes(api, stream, path, method, body, field):
     response = getattr(api, method)(f"/api/v1/streams/shop/orders/{path}", body, format="json")
@@ -208,8 +231,11 @@ def test_a_number_too_large_to_store_is_a_400_naming_it_when_a_stream_changes(ap
 
 
 def test_the_largest_numbers_that_can_be_stored_are_accepted(api, stream):
-    response = api.put("/api/v1/streams/shop/orders/retention-policy/",
-                       {"limit_type": "size", "min": 2**63 - 1, "subscriber_timeout_s": 2**31 - 1}, format="json")
+    response = api.put(
+        "/api/v1/streams/shop/orders/retention-policy/",
+        {"limit_type": "size", "min": 2**63 - 1, "subscriber_timeout_s": 2**31 - 1},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     assert api.patch("/api/v1/streams/shop/orders/", {"max_delay_s": 2**31 - 1}, format="json").status_code == 200
 

@@ -1,14 +1,12 @@
 """Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
 checkpoints, updates, against the real segment store and Redis."""
 
-
 import pytest
 
-from retention.models import RetentionPolicy
-from streams import consuming, services
-from streams import logs
-from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
 from domain.events import EventIn
+from retention.models import RetentionPolicy
+from streams import consuming, logs, services
+from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +29,13 @@ def stream():
 
 
 def create(api, **body):
-    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"],
-            "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body}
+    body = {
+        "scope": "shop",
+        "name": "billing",
+        "streams": ["shop/orders"],
+        "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
+        **body,
+    }
     response = api.post(URL, body, format="json")
     assert response.status_code == 201, response.content
     return response.json()
@@ -145,8 +148,10 @@ def test_bad_acks_name_the_field_and_apply_nothing(api, stream, clock):
     response = api.post(G + "ack/", {"delivery_ids": [forged]}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "unknown_delivery"
     assert set(floors(api).values()) == {0}
-    for body, field in [({"delivery_ids": ids(mine), "delay_ms": -1}, "delay_ms"),
-                        ({"delivery_ids": ids(mine), "delay_ms": "5"}, "delay_ms")]:
+    for body, field in [
+        ({"delivery_ids": ids(mine), "delay_ms": -1}, "delay_ms"),
+        ({"delivery_ids": ids(mine), "delay_ms": "5"}, "delay_ms"),
+    ]:
         response = api.post(G + "nack/", body, format="json")
         assert response.status_code == 400 and response.json()["field"] == field
     assert api.post(G + "ack/", {"delivery_ids": ids(mine)}, format="json").json()["acked"] == 2
@@ -270,7 +275,9 @@ def test_a_fan_out_event_counts_once_every_sink_acknowledged_it(api, stream, clo
     create(api, sinks=["archive", "search"], streams=["shop/orders"])
     got = read(api, 20)["deliveries"]
     assert api.post(G + "ack/", {"delivery_ids": ids(got), "sink": "search"}, format="json").json() == {
-        "acked": 0, "waiting_for_sinks": 20, "given_back": 0,
+        "acked": 0,
+        "waiting_for_sinks": 20,
+        "given_back": 0,
     }
     assert set(floors(api).values()) == {0}
     response = api.post(G + "ack/", {"delivery_ids": ids(got)}, format="json")
@@ -297,7 +304,11 @@ def test_an_automatic_group_publishes_its_floor_at_each_checkpoint(api, stream, 
     create(api)
     a, b = segments_of(stream)
     got = read(api, 20)["deliveries"]
-    api.post(G + "ack/", {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == a and d["offset"] < 6]}, format="json")
+    api.post(
+        G + "ack/",
+        {"delivery_ids": [d["delivery_id"] for d in got if d["segment"] == a and d["offset"] < 6]},
+        format="json",
+    )
     response = api.post(G + "checkpoints/", {"name": "half", "persist": True}, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["cuts"] == {"shop/orders": {a: 6, b: 0}}
@@ -382,7 +393,9 @@ def test_acks_redis_knows_nothing_of_are_refused_not_a_500(api, stream, clock, r
 
 
 def test_huge_timeouts_are_refused_at_create(api, stream):
-    response = api.post(URL, {"scope": "shop", "name": "x", "streams": ["shop/orders"], "ack_timeout_s": 10**12}, format="json")
+    response = api.post(
+        URL, {"scope": "shop", "name": "x", "streams": ["shop/orders"], "ack_timeout_s": 10**12}, format="json"
+    )
     assert response.status_code == 400 and response.json()["field"] == "ack_timeout_s"
 
 
@@ -428,7 +441,9 @@ def test_delayed_events_due_together_come_out_by_due_time_then_offset(api, clock
     stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
     base_ms = int(clock.now * 1000)
     due = [30, 10, 20, 10, 40]  # seconds from now, by offset
-    services.do_publish(stream, [EventIn(f"o{i}".encode(), deliver_at_ms=base_ms + d * 1000) for i, d in enumerate(due)])
+    services.do_publish(
+        stream, [EventIn(f"o{i}".encode(), deliver_at_ms=base_ms + d * 1000) for i, d in enumerate(due)]
+    )
     create(api)
     assert read(api, 10)["deliveries"] == []
     clock.now += 60  # all due at once
@@ -462,8 +477,11 @@ def test_reads_acks_and_nacks_of_an_unknown_group_are_the_same_404_as_its_detail
     create(api)
     detail = api.get(URL + "shop/nobody/")
     assert detail.status_code == 404
-    for path, body in (("read/", {"max_events": 1}), ("ack/", {"delivery_ids": ["1-1-0-0-1"]}),
-                       ("nack/", {"delivery_ids": ["1-1-0-0-1"]})):
+    for path, body in (
+        ("read/", {"max_events": 1}),
+        ("ack/", {"delivery_ids": ["1-1-0-0-1"]}),
+        ("nack/", {"delivery_ids": ["1-1-0-0-1"]}),
+    ):
         answer = api.post(URL + "shop/nobody/" + path, body, format="json")
         assert (answer.status_code, answer.json()) == (404, detail.json()), path
 
@@ -513,8 +531,11 @@ def test_an_ack_of_a_live_delivery_spelled_otherwise_is_refused_and_acks_nothing
     (d,) = read(api, 1)["deliveries"]
     prefix, offset, epoch = d["delivery_id"].rsplit("-", 2)
     arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
-    for spelled in [f"{prefix}-{offset}-0{epoch}", f"{prefix}-0{offset}-{epoch}",
-                    f"{prefix}-{offset}-{epoch.translate(arabic)}"]:
+    for spelled in [
+        f"{prefix}-{offset}-0{epoch}",
+        f"{prefix}-0{offset}-{epoch}",
+        f"{prefix}-{offset}-{epoch.translate(arabic)}",
+    ]:
         # when it is acknowledged so
         response = api.post(G + "ack/", {"delivery_ids": [spelled]}, format="json")
 

@@ -1,9 +1,9 @@
 import pytest
 
-from retention.models import RetentionCycle
 from domain.policy_spec import parse_policy
-from streams import services
 from retention import services as retention_services
+from retention.models import RetentionCycle
+from streams import services
 
 pytestmark = pytest.mark.django_db
 
@@ -58,10 +58,20 @@ def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothi
 
     from retention.models import TruncationRecord
 
-    stream = retention_services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
+    stream = retention_services.do_create_stream(
+        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
+    )
     latest = datetime.now(UTC) - timedelta(days=2)
-    TruncationRecord.objects.create(stream=stream, created_at=latest, before_cut={"0": 0}, after_cut={"0": 0},
-                                    before_size=0, after_size=0, rule="manual", trigger="api")
+    TruncationRecord.objects.create(
+        stream=stream,
+        created_at=latest,
+        before_cut={"0": 0},
+        after_cut={"0": 0},
+        before_size=0,
+        after_size=0,
+        rule="manual",
+        trigger="api",
+    )
     ahead = datetime.now(UTC) + timedelta(days=365)
     behind = latest - timedelta(hours=1)
     for when, says in ((ahead, "in the future"), (behind, "before the latest truncation")):
@@ -79,7 +89,9 @@ def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothi
 def test_the_command_refuses_a_clock_in_the_future():
     from django.core.management import CommandError, call_command
 
-    retention_services.do_create_stream(scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1}))
+    retention_services.do_create_stream(
+        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
+    )
     with pytest.raises(CommandError, match="in the future"):
         call_command("run_retention_cycle", "--now", "2099-01-01T00:00:00Z")
     assert not RetentionCycle.objects.exists()

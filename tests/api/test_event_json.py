@@ -1,17 +1,25 @@
 """An event as every answer carries it (DESIGN.md §10), built from a stored record: the exact
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
-from streams.wire import event_json, record_json
 from store.framing import Record
 from store.store import StreamRecord
+from streams.wire import event_json, record_json
 
 
 def test_a_record_with_every_field_becomes_the_contract_event():
-    rec = Record(7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True)
+    rec = Record(
+        7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True
+    )
     assert list(record_json("3", rec).items()) == [
-        ("segment", "3"), ("offset", 7), ("routing_key", "user-7"), ("key", "ké"), ("headers", {"h": "v"}),
-        ("published_at", "2023-11-14T22:13:20.123Z"), ("deliver_at", "2027-01-15T08:00:00.000Z"),
-        ("payload_b64", "aMOpbGxv"), ("payload", "héllo"),
+        ("segment", "3"),
+        ("offset", 7),
+        ("routing_key", "user-7"),
+        ("key", "ké"),
+        ("headers", {"h": "v"}),
+        ("published_at", "2023-11-14T22:13:20.123Z"),
+        ("deliver_at", "2027-01-15T08:00:00.000Z"),
+        ("payload_b64", "aMOpbGxv"),
+        ("payload", "héllo"),
     ]
     assert event_json(StreamRecord("3", rec)) == record_json("3", rec)
 
@@ -19,8 +27,14 @@ def test_a_record_with_every_field_becomes_the_contract_event():
 def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
     rec = Record(0, 1_700_000_000_000, None, 0, None, None, None, b"\xff\x00bin", False)
     assert record_json("0", rec) == {
-        "segment": "0", "offset": 0, "routing_key": None, "key": None, "headers": None,
-        "published_at": "2023-11-14T22:13:20.000Z", "deliver_at": None, "payload_b64": "/wBiaW4=",
+        "segment": "0",
+        "offset": 0,
+        "routing_key": None,
+        "key": None,
+        "headers": None,
+        "published_at": "2023-11-14T22:13:20.000Z",
+        "deliver_at": None,
+        "payload_b64": "/wBiaW4=",
     }
     empty = Record(1, 1_700_000_000_000, None, 0, b"", b"", None, b"", False)
     assert record_json("0", empty)["payload_b64"] == "" and record_json("0", empty)["payload"] == ""
@@ -35,25 +49,34 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
 
     import orjson
 
-    from streams.consuming.reading import _deliveries_json
     from domain.acks import Delivery
+    from streams.consuming.reading import _deliveries_json
 
     records = [
-        Record(7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True),
+        Record(
+            7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True
+        ),
         Record(8, 1_700_000_000_123, None, 11, None, None, None, b"\xff\x00bin", False),
         Record(9, 1_700_000_000_124, None, 12, b"", b"", None, b"", False),
-        Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b"{\"x\": 1}", False),
+        Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b'{"x": 1}', False),
     ]
     deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
-    slot = SimpleNamespace(subscription=SimpleNamespace(incarnation=4), stream=SimpleNamespace(pk=5, full_name="sc/st"),
-                           segment="2")
+    slot = SimpleNamespace(
+        subscription=SimpleNamespace(incarnation=4), stream=SimpleNamespace(pk=5, full_name="sc/st"), segment="2"
+    )
     expires = "2026-11-23T07:00:00.500Z"
     got = _deliveries_json(slot, list(zip(records, deliveries, strict=True)), expires)
     expected = []
     for rec, d in zip(records, deliveries, strict=True):
         event = record_json("2", rec)
-        event.update({"stream": "sc/st", "delivery_id": f"4-5-2-{d.offset}-{d.epoch}", "delivery_count": d.epoch,
-                      "lease_expires_at": expires})
+        event.update(
+            {
+                "stream": "sc/st",
+                "delivery_id": f"4-5-2-{d.offset}-{d.epoch}",
+                "delivery_count": d.epoch,
+                "lease_expires_at": expires,
+            }
+        )
         expected.append(event)
     assert orjson.dumps(got) == orjson.dumps(expected)
     assert [list(e) for e in got] == [list(e) for e in expected]

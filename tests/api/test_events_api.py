@@ -13,9 +13,7 @@ EVENTS = "/api/v1/streams/shop/orders/events/"
 
 @pytest.fixture
 def stream(api):
-    response = api.post(
-        "/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 3}, format="json"
-    )
+    response = api.post("/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 3}, format="json")
     assert response.status_code == 201
     return Stream.objects.get(name="orders")
 

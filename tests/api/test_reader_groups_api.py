@@ -1,10 +1,9 @@
 import pytest
 
-from retention.models import RetentionPolicy
-from streams import services
-from streams import logs
-from streams.models import ReaderGroup, Subscription
 from domain.events import EventIn
+from retention.models import RetentionPolicy
+from streams import logs, services
+from streams.models import ReaderGroup, Subscription
 
 pytestmark = pytest.mark.django_db
 
@@ -20,8 +19,13 @@ def stream():
 
 
 def create(api, **body):
-    body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"],
-            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT", **body}
+    body = {
+        "scope": "shop",
+        "name": "billing",
+        "streams": ["shop/orders"],
+        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT",
+        **body,
+    }
     return api.post(URL, body, format="json")
 
 
@@ -67,7 +71,10 @@ def test_a_duplicate_group_is_a_409(api, stream):
 def test_viewers_create_no_reader_groups_and_operators_create_subscribers(user_api, operator_api, stream):
     response = create(user_api, retention_type="NONE")
     assert response.status_code == 403
-    assert response.json() == {"code": "permission_denied", "message": "your role (viewer) may not manage reader groups"}
+    assert response.json() == {
+        "code": "permission_denied",
+        "message": "your role (viewer) may not manage reader groups",
+    }
     assert not ReaderGroup.objects.exists()
     assert create(operator_api).status_code == 201
     assert ReaderGroup.objects.get().retention_type == "MANUAL_RELEASE_AT_USER_STREAMCUT"
@@ -87,9 +94,19 @@ def test_a_subscriber_publishes_its_acknowledgement_cut(api, stream):
     [
         ({"stream": "shop/nope", "stream_cut": {"0": 1, "1": 1}}, 404, "stream_not_found", "stream"),
         ({"stream": "shop/other", "stream_cut": {"0": 1}}, 404, "subscriber_not_found", "stream"),
-        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1}, "generation": 7}, 409, "generation_mismatch", "generation"),
+        (
+            {"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1}, "generation": 7},
+            409,
+            "generation_mismatch",
+            "generation",
+        ),
         ({"stream": "shop/orders", "stream_cut": {"0": 1}}, 400, "stream_cut_not_valid", "stream_cut"),
-        ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1, "5": 1}}, 400, "stream_cut_not_valid", "stream_cut.5"),
+        (
+            {"stream": "shop/orders", "stream_cut": {"0": 1, "1": 1, "5": 1}},
+            400,
+            "stream_cut_not_valid",
+            "stream_cut.5",
+        ),
         ({"stream": "shop/orders", "stream_cut": {"0": -1, "1": 1}}, 400, "stream_cut_not_valid", "stream_cut.0"),
         ({"stream": "shop/orders", "stream_cut": {"0": 1.5, "1": 1}}, 400, "stream_cut_not_valid", "stream_cut.0"),
         ({"stream": "shop/orders", "stream_cut": {"0": 1, "1": 999}}, 400, "stream_cut_not_valid", "stream_cut.1"),
@@ -134,11 +151,17 @@ def test_deleting_a_subscriber_releases_its_hold(api, user_api, stream):
 def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api, generation):
     # given a MANUAL subscriber at generation 0
     services.do_create_stream(scope="shop", name="gen", segment_count=1)
-    api.post("/api/v1/reader-groups/", {"scope": "shop", "name": "gen", "streams": ["shop/gen"],
-                                        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
+    api.post(
+        "/api/v1/reader-groups/",
+        {"scope": "shop", "name": "gen", "streams": ["shop/gen"], "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"},
+        format="json",
+    )
     # when it sends a generation of the wrong type
-    response = api.post("/api/v1/reader-groups/shop/gen/truncation-cut/",
-                        {"stream": "shop/gen", "stream_cut": {"0": 0}, "generation": generation}, format="json")
+    response = api.post(
+        "/api/v1/reader-groups/shop/gen/truncation-cut/",
+        {"stream": "shop/gen", "stream_cut": {"0": 0}, "generation": generation},
+        format="json",
+    )
     # then it is invalid input naming the field, not a stale generation (nor a match, for true)
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "generation"
@@ -147,9 +170,20 @@ def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api,
 def test_a_truncation_cut_with_an_unknown_field_is_refused_naming_it(api):
     # a typo such as `generaton` must not publish the cut without the generation check
     services.do_create_stream(scope="shop", name="typo", segment_count=1)
-    api.post("/api/v1/reader-groups/", {"scope": "shop", "name": "typo", "streams": ["shop/typo"],
-                                        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}, format="json")
-    response = api.post("/api/v1/reader-groups/shop/typo/truncation-cut/",
-                        {"stream": "shop/typo", "stream_cut": {"0": 0}, "generaton": 3}, format="json")
+    api.post(
+        "/api/v1/reader-groups/",
+        {
+            "scope": "shop",
+            "name": "typo",
+            "streams": ["shop/typo"],
+            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT",
+        },
+        format="json",
+    )
+    response = api.post(
+        "/api/v1/reader-groups/shop/typo/truncation-cut/",
+        {"stream": "shop/typo", "stream_cut": {"0": 0}, "generaton": 3},
+        format="json",
+    )
     assert response.status_code == 400
     assert response.json()["field"] == "generaton"

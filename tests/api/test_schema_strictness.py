@@ -12,10 +12,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from domain.policy_spec import parse_policy
-from streams import reader_groups, services
-from retention import services as retention_services
 from domain.events import EventIn
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from streams import reader_groups, services
 
 pytestmark = pytest.mark.django_db
 
@@ -33,8 +33,11 @@ REFUSED = [
     (("put", S + "retention-policy/"), {"limit_type": "time", "min": 5, "consumption": True}, "consumption"),
     (("post", S + "events/"), {"events": [{"payload": "a"}], "key": "k"}, "key"),
     (("post", S + "truncate/"), {"stream_cut": CUT, "force": True}, "force"),
-    (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["shop/orders"], "sink": "a"},
-     "sink"),
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "g", "streams": ["shop/orders"], "sink": "a"},
+        "sink",
+    ),
     (("patch", RG), {"generation": 0, "max_delivery": 3}, "max_delivery"),
     (("post", RG + "truncation-cut/"), {"stream": "shop/orders", "stream_cut": CUT, "generaton": 0}, "generaton"),
     (("post", RG + "read/"), {"max_events": 1, "max_event": 2}, "max_event"),
@@ -42,14 +45,22 @@ REFUSED = [
     (("post", RG + "nack/"), {"delivery_ids": ["1-1-0-0-1"], "delay": 5}, "delay"),
     (("post", RG + "checkpoints/"), {"name": "cp", "persists": True}, "persists"),
     (("post", "/api/v1/retention/cycles/"), {"streams": "shop/orders"}, "streams"),
-    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "publish", "streams": ["shop/orders"], "scope": "x"},
-     "scope"),
+    (
+        ("post", "/api/v1/api-keys/"),
+        {"name": "k", "kind": "publish", "streams": ["shop/orders"], "scope": "x"},
+        "scope",
+    ),
     # unknown fields in nested objects
-    (("post", "/api/v1/streams/"), {"scope": "shop", "name": "x", "retention_policy": {"limit_type": "size",
-                                                                                        "minimum": 2}},
-     "retention_policy.minimum"),
-    (("post", "/api/v1/streams/"), {"scope": "shop", "name": "x", "delayed_index": {"max_buckets": 3}},
-     "delayed_index.max_buckets"),
+    (
+        ("post", "/api/v1/streams/"),
+        {"scope": "shop", "name": "x", "retention_policy": {"limit_type": "size", "minimum": 2}},
+        "retention_policy.minimum",
+    ),
+    (
+        ("post", "/api/v1/streams/"),
+        {"scope": "shop", "name": "x", "delayed_index": {"max_buckets": 3}},
+        "delayed_index.max_buckets",
+    ),
     (("post", S + "events/"), {"events": [{"payload": "a", "kye": "k"}]}, "events[0].kye"),
     # empty lists (minItems)
     (("post", S + "events/"), {"events": []}, "events"),
@@ -62,12 +73,10 @@ REFUSED = [
     (("post", "/api/v1/streams/"), {"scope": "shop/x", "name": "x"}, "scope"),
     (("post", "/api/v1/streams/"), {"scope": "shop", "name": "a b"}, "name"),
     (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["orders"]}, "streams[0]"),
-    (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["shop/orders/x"]},
-     "streams[0]"),
+    (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["shop/orders/x"]}, "streams[0]"),
     (("post", RG + "truncation-cut/"), {"stream": "shop:orders", "stream_cut": CUT}, "stream"),
     (("post", "/api/v1/retention/cycles/"), {"stream": "shop"}, "stream"),
-    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "reader_group", "reader_group": "billing"},
-     "reader_group"),
+    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "reader_group", "reader_group": "billing"}, "reader_group"),
     # stream cuts (segment ids as the server writes them, offsets >= 0)
     (("post", S + "truncate/"), {"stream_cut": {"00": 1, "1": 1}}, "stream_cut.00"),
     (("post", S + "truncate/"), {"stream_cut": {"0": -1, "1": 0}}, "stream_cut.0"),
@@ -77,9 +86,17 @@ REFUSED = [
 ]
 
 ACCEPTED = [
-    (("post", "/api/v1/streams/"), {"scope": "shop", "name": "new.one_2", "segment_count": 2,
-                                    "retention_policy": {"limit_type": "size", "min": 1, "max": None},
-                                    "delayed_index": {"max_num_buckets": None}}, 201),
+    (
+        ("post", "/api/v1/streams/"),
+        {
+            "scope": "shop",
+            "name": "new.one_2",
+            "segment_count": 2,
+            "retention_policy": {"limit_type": "size", "min": 1, "max": None},
+            "delayed_index": {"max_num_buckets": None},
+        },
+        201,
+    ),
     (("post", S + "events/"), {"events": [{"payload": "a", "headers": {"h": "v"}}, {"payload_b64": "AA=="}]}, 201),
     (("post", S + "truncate/"), {"stream_cut": {"0": 0, "1": 0}}, 200),
     (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g2", "streams": ["shop/orders"]}, 201),
@@ -109,19 +126,22 @@ def body_validator(schema: dict, method: str, path: str) -> Draft202012Validator
     """A validator of the JSON body `method path` takes, as a generated client would have it."""
     body = schema["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
     document = Resource.from_contents(as_json_schema(schema), default_specification=DRAFT202012)
-    return Draft202012Validator({"$ref": "urn:cbr" + body["$ref"]},
-                                registry=Registry().with_resource("urn:cbr", document))
+    return Draft202012Validator(
+        {"$ref": "urn:cbr" + body["$ref"]}, registry=Registry().with_resource("urn:cbr", document)
+    )
 
 
 @pytest.fixture
 def world(plain_user, test_broker):
     """shop/orders (two segments, an event on each, a retention policy) and shop/billing, a
     MANUAL subscriber of it."""
-    stream = retention_services.do_create_stream(scope="shop", name="orders", segment_count=2,
-                                       policy=parse_policy({"limit_type": "size", "min": 1}))
+    stream = retention_services.do_create_stream(
+        scope="shop", name="orders", segment_count=2, policy=parse_policy({"limit_type": "size", "min": 1})
+    )
     services.do_publish(stream, [EventIn(b"a", routing_key=f"k{i}".encode()) for i in range(8)])
-    reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[stream],
-                                         retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+    reader_groups.do_create_reader_group(
+        scope="shop", name="billing", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+    )
     return stream
 
 
@@ -134,8 +154,12 @@ def send(api, method: str, path: str, body: dict):
 
 
 def test_every_operation_with_a_body_has_an_unknown_field_case(schema):
-    with_a_body = {(method, path) for path, operations in schema["paths"].items()
-                   for method, operation in operations.items() if "requestBody" in operation}
+    with_a_body = {
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    }
     assert with_a_body == {operation for operation, _, _ in REFUSED[:15]}
 
 

@@ -13,14 +13,17 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_group_records_a_stream_deleted_under_it_and_forgets_its_state(
-        api, client, admin_user, django_capture_on_commit_callbacks):
+    api, client, admin_user, django_capture_on_commit_callbacks
+):
     # given: a group that read and acknowledged 3 of 5 events of shop/orders, and also reads shop/refunds
     for name in ("orders", "refunds"):
         factories.create_stream_over_api(api, name)
     factories.publish_over_api(api, [{"payload": f"e{i}"} for i in range(5)])
     factories.create_group_over_api(api, streams=["shop/orders", "shop/refunds"], retention_type="NONE")
     read = api.post("/api/v1/reader-groups/shop/billing/read/", {"max_events": 3}, format="json").json()["deliveries"]
-    api.post("/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": [d["delivery_id"] for d in read]}, format="json")
+    api.post(
+        "/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": [d["delivery_id"] for d in read]}, format="json"
+    )
     sub_key = Subscription.objects.get(stream__name="orders").state_key
     state = SegmentTracker.keys_of(sub_key, "0")[0]
     assert get_redis().exists(state)

@@ -26,21 +26,22 @@ def test_a_token_is_issued_for_a_username_and_password(client, plain_user):
     token = response.json()["token"]
     listed = client.get("/api/v1/streams/", HTTP_AUTHORIZATION=f"Token {token}")
     assert listed.status_code == 200 and listed.json()["results"] == []
-    bad = client.post(
-        "/api/v1/auth/token/", {"username": "bob", "password": "nope"}, content_type="application/json"
-    )
+    bad = client.post("/api/v1/auth/token/", {"username": "bob", "password": "nope"}, content_type="application/json")
     assert bad.status_code == 401  # bad credentials, as docs/api.md says (DRF answered 400)
     assert bad.json()["code"] == "authentication_failed"
     assert "field" not in bad.json()  # no field of the body is wrong: the pair is
     assert bad["WWW-Authenticate"] == "Token"
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"username": "bob"}, "password"),
-    ({"password": "pw-bob-123"}, "username"),
-    ({"username": 7, "password": "pw-bob-123"}, "username"),
-    ({"username": "bob", "password": "pw-bob-123", "otp": "1"}, "otp"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"username": "bob"}, "password"),
+        ({"password": "pw-bob-123"}, "username"),
+        ({"username": 7, "password": "pw-bob-123"}, "username"),
+        ({"username": "bob", "password": "pw-bob-123", "otp": "1"}, "otp"),
+    ],
+)
 def test_a_token_request_with_a_missing_wrong_or_unknown_field_is_a_400_naming_it(client, plain_user, body, field):
     response = client.post("/api/v1/auth/token/", body, content_type="application/json")
     assert response.status_code == 400
@@ -48,9 +49,7 @@ def test_a_token_request_with_a_missing_wrong_or_unknown_field_is_a_400_naming_i
 
 
 def test_it_creates_a_stream_with_its_segments_and_policy(api):
-    response = create(
-        api, retention_policy={"limit_type": "size", "min": 100, "max": 1000, "consumption_based": True}
-    )
+    response = create(api, retention_policy={"limit_type": "size", "min": 100, "max": 1000, "consumption_based": True})
     assert response.status_code == 201
     body = response.json()
     assert body["full_name"] == "shop/orders"
@@ -125,9 +124,7 @@ def test_patch_changes_settings_and_refuses_fixed_fields(api):
     assert Stream.objects.get().segment_count == 2
 
 
-def test_only_admins_delete_streams_and_the_files_go_too(
-    api, user_api, data_dir, django_capture_on_commit_callbacks
-):
+def test_only_admins_delete_streams_and_the_files_go_too(api, user_api, data_dir, django_capture_on_commit_callbacks):
     create(api)
     publish = api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "x"}]}, format="json")
     assert publish.status_code == 201

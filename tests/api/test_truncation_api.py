@@ -76,7 +76,9 @@ def test_the_retention_set_is_listed(api, stream):
     set_store.write_sets({stream.pk: [set_store.stored(at, 200, tail(api), None)]})
     body = api.get(BASE + "retention-set/").json()
     assert body == {
-        "count": 1, "next": None, "previous": None,
+        "count": 1,
+        "next": None,
+        "previous": None,
         "results": [{"recorded_at": at.isoformat().replace("+00:00", "Z"), "size_bytes": 200, "cut": tail(api)}],
     }
 

@@ -12,10 +12,21 @@ from store.parquet import SCHEMA
 def copy_of(path, keys, payloads):
     n = len(keys)
     at = datetime(2026, 11, 23, tzinfo=UTC)
-    table = pa.table({"segment": ["0"] * n, "offset": list(range(n)), "published_at": [at] * n,
-                      "deliver_at": [None] * n, "cum_size": list(range(n)), "routing_key": [None] * n,
-                      "key": keys, "headers": [None] * n, "payload": payloads,
-                      "payload_size": [len(p) for p in payloads]}, schema=SCHEMA)
+    table = pa.table(
+        {
+            "segment": ["0"] * n,
+            "offset": list(range(n)),
+            "published_at": [at] * n,
+            "deliver_at": [None] * n,
+            "cum_size": list(range(n)),
+            "routing_key": [None] * n,
+            "key": keys,
+            "headers": [None] * n,
+            "payload": payloads,
+            "payload_size": [len(p) for p in payloads],
+        },
+        schema=SCHEMA,
+    )
     pq.write_table(table, path, row_group_size=2)  # several row groups: statistics of each add up
     return path
 

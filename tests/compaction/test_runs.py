@@ -28,8 +28,14 @@ def spark_ready(spark):
 
 
 def make(api, **settings):
-    body = {"scope": "shop", "name": "profiles", "segment_count": 1, "cleanup_policy": "compact",
-            "delete_retention_s": 100, **settings}
+    body = {
+        "scope": "shop",
+        "name": "profiles",
+        "segment_count": 1,
+        "cleanup_policy": "compact",
+        "delete_retention_s": 100,
+        **settings,
+    }
     answer = api.post("/api/v1/streams/", body, format="json")
     assert answer.status_code == 201, answer.content
     return Stream.objects.get(name="profiles")
@@ -134,7 +140,8 @@ def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_read
 
 
 def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole_and_the_next_run_goes_at_once(
-        api, spark_ready, settings, tmp_path, test_broker):
+    api, spark_ready, settings, tmp_path, test_broker
+):
     from django.db import connection
 
     from tests.integration.conftest import _database_url
@@ -144,15 +151,30 @@ def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_wh
     first = run(stream, datetime.now(UTC) + timedelta(seconds=1))
     assert first.generation == 1
     publish(api, ("A", "2"), ("C", "1"))
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings", "DATABASE_URL": _database_url(connection.settings_dict),
-           "REDIS_URL": settings.REDIS_URL, "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var"),
-           "CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S": "60", "PYTHONPATH": ROOT,
-           "SPARK_MASTER": "local[1]"}
-    proc = subprocess.Popen([sys.executable, "manage.py", "compact_stream", "shop/profiles", "--seal"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        "CBR_VAR_DIR": str(tmp_path / "var"),
+        "CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S": "60",
+        "PYTHONPATH": ROOT,
+        "SPARK_MASTER": "local[1]",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "compact_stream", "shop/profiles", "--seal"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not CompactionRun.objects.filter(stream=stream, phase="written, switching").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.poll() is not None else "slow"
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            proc.stdout.read()[-3000:] if proc.poll() is not None else "slow"
+        )
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -181,15 +203,23 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
     from streams import logs
 
     logs.stream_log(stream).truncate({"0": 4})  # retention trimmed the live log below the horizon
-    body = {"scope": "shop", "name": "table", "streams": ["shop/profiles"], "retention_type": "NONE",
-            "read_compacted": True}
+    body = {
+        "scope": "shop",
+        "name": "table",
+        "streams": ["shop/profiles"],
+        "retention_type": "NONE",
+        "read_compacted": True,
+    }
     assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
     got = []
     for _ in range(4):
-        batch = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 2}, format="json").json()["deliveries"]
+        batch = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 2}, format="json").json()[
+            "deliveries"
+        ]
         got += [(d["offset"], d["key"], d["payload"]) for d in batch]
-        api.post("/api/v1/reader-groups/shop/table/ack/", {"delivery_ids": [d["delivery_id"] for d in batch]},
-                 format="json")
+        api.post(
+            "/api/v1/reader-groups/shop/table/ack/", {"delivery_ids": [d["delivery_id"] for d in batch]}, format="json"
+        )
     assert got == [(2, "A", "2"), (4, "B", ""), (5, "C", "2"), (6, "A", "3"), (7, "D", "1")]
     positions = api.get("/api/v1/reader-groups/shop/table/").json()["positions"]
     assert [p["floor"] for p in positions] == [8]
@@ -201,8 +231,11 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
 
 def test_turning_a_stream_with_keyless_events_compacted_is_allowed_and_says_what_the_view_leaves_out(api):
     assert api.post("/api/v1/streams/", {"scope": "shop", "name": "mixed"}, format="json").status_code == 201
-    api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "a"}, {"payload": "b", "key": "k"},
-                                                              {"payload": "c"}]}, format="json")
+    api.post(
+        "/api/v1/streams/shop/mixed/events/",
+        {"events": [{"payload": "a"}, {"payload": "b", "key": "k"}, {"payload": "c"}]},
+        format="json",
+    )
     from compaction.runs import seal_active_chunks
 
     seal_active_chunks(Stream.objects.get(name="mixed"))

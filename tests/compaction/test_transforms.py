@@ -9,8 +9,10 @@ import pytest
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
-SCHEMA = ("segment string, offset bigint, published_at timestamp, key binary, payload binary, payload_size bigint, "
-          "routing_key binary, headers map<string,string>")
+SCHEMA = (
+    "segment string, offset bigint, published_at timestamp, key binary, payload binary, payload_size bigint, "
+    "routing_key binary, headers map<string,string>"
+)
 
 
 def events(spark, rows):
@@ -18,8 +20,18 @@ def events(spark, rows):
     data = []
     for seg, offset, key, value, at, *size in rows:
         payload = b"" if value is None else value.encode()
-        data.append((seg, offset, T0 + timedelta(seconds=at), None if key is None else key.encode(), payload,
-                     size[0] if size else len(payload), None, None))
+        data.append(
+            (
+                seg,
+                offset,
+                T0 + timedelta(seconds=at),
+                None if key is None else key.encode(),
+                payload,
+                size[0] if size else len(payload),
+                None,
+                None,
+            )
+        )
     return spark.createDataFrame(data, SCHEMA)
 
 
@@ -31,8 +43,16 @@ def test_compact_keeps_the_latest_per_key_and_a_tombstone_through_delete_retenti
     from spark_tasks.compaction_job import CompactionSettings, compact
 
     settings = CompactionSettings(delete_retention_s=100)
-    first = events(spark, [("0", 0, "A", "1", 0), ("0", 1, "B", "1", 1), ("0", 2, "A", "2", 2),
-                           ("0", 3, "C", "1", 3), ("0", 4, "B", None, 4)])
+    first = events(
+        spark,
+        [
+            ("0", 0, "A", "1", 0),
+            ("0", 1, "B", "1", 1),
+            ("0", 2, "A", "2", 2),
+            ("0", 3, "C", "1", 3),
+            ("0", 4, "B", None, 4),
+        ],
+    )
     view = compact(None, first, T0 + timedelta(seconds=10), settings).cache()
     assert view_of(view) == {"A": "2", "C": "1", "B": None}  # D is on the live log only
     second = events(spark, [("0", 5, "D", "1", 5)])
@@ -44,20 +64,25 @@ def test_a_tombstone_is_kept_through_at_least_one_run_even_with_no_delete_retent
     from spark_tasks.compaction_job import CompactionSettings, compact
 
     settings = CompactionSettings(delete_retention_s=0)
-    view = compact(None, events(spark, [("0", 0, "A", "1", 0), ("0", 1, "A", None, 1)]),
-                   T0 + timedelta(seconds=10), settings).cache()
+    view = compact(
+        None, events(spark, [("0", 0, "A", "1", 0), ("0", 1, "A", None, 1)]), T0 + timedelta(seconds=10), settings
+    ).cache()
     assert view_of(view) == {"A": None}
     assert view_of(compact(view, events(spark, []), T0 + timedelta(seconds=11), settings)) == {}
 
 
-@pytest.mark.parametrize("rule, expected", [({"retention_s": 3600}, {"k3"}), ({"retention_bytes": 2048}, {"k3"}),
-                                            ({"retention_bytes": 3072}, {"k2", "k3"})])
+@pytest.mark.parametrize(
+    "rule, expected",
+    [({"retention_s": 3600}, {"k3"}), ({"retention_bytes": 2048}, {"k3"}), ({"retention_bytes": 3072}, {"k2", "k3"})],
+)
 def test_compacted_retention_marks_by_time_or_by_size_newest_first(spark, rule, expected):
     from spark_tasks.compaction_job import retention_marks
 
     ten = 10 * 3600
-    view = events(spark, [("0", 0, "k1", "x", ten, 1024), ("0", 1, "k2", "y", ten + 1800, 2048),
-                          ("0", 2, "k3", "z", ten + 6600, 1024)])
+    view = events(
+        spark,
+        [("0", 0, "k1", "x", ten, 1024), ("0", 1, "k2", "y", ten + 1800, 2048), ("0", 2, "k3", "z", ten + 6600, 1024)],
+    )
     noon = T0 + timedelta(hours=12)
     kept = retention_marks(view, noon, rule.get("retention_s"), rule.get("retention_bytes"))
     assert {r.key.decode() for r in kept.collect()} == expected
@@ -102,15 +127,24 @@ def test_random_keyed_logs_compact_to_the_models_view(spark, seed, broadcast):
         at += rng.randrange(0, 3)
         log.append((seg, offsets[seg], key, value, at))
         offsets[seg] += 1
-    settings = CompactionSettings(delete_retention_s=rng.choice([0, 50, 10_000]),
-                                  retention_s=rng.choice([None, 200, 5000]),
-                                  retention_bytes=rng.choice([None, 100, 10_000]), broadcast_winners=broadcast)
+    settings = CompactionSettings(
+        delete_retention_s=rng.choice([0, 50, 10_000]),
+        retention_s=rng.choice([None, 200, 5000]),
+        retention_bytes=rng.choice([None, 100, 10_000]),
+        broadcast_winners=broadcast,
+    )
     cut = len(log) // 2
     runs = [log[cut - 1][4] + 1, at + 5]  # each run after the events it compacts
     view = compact(None, events(spark, log[:cut]), T0 + timedelta(seconds=runs[0]), settings).cache()
     later = compact(view, events(spark, log[cut:]), T0 + timedelta(seconds=runs[1]), settings)
-    expected = model(log, runs[1], settings.delete_retention_s, settings.retention_s, settings.retention_bytes,
-                     runs=[r for r in runs])
+    expected = model(
+        log,
+        runs[1],
+        settings.delete_retention_s,
+        settings.retention_s,
+        settings.retention_bytes,
+        runs=[r for r in runs],
+    )
     assert view_of(later) == expected
 
 
@@ -123,8 +157,11 @@ def test_a_runs_counts_are_observed_while_its_view_is_written_in_key_ordered_fil
     settings = CompactionSettings(delete_retention_s=100, retention_s=150)
     first = events(spark, [("0", 0, "A", "1", 0), ("0", 1, "B", "1", 1), ("0", 2, "B", None, 2)])
     previous = compact(None, first, T0 + timedelta(seconds=10), settings).cache()
-    new = events(spark, [("0", 3, None, "xx", 60), ("0", 4, "C", "333", 61), ("0", 5, "D", "4444", 62),
-                         ("0", 6, "E", None, 63)] + [("1", i, f"k{i:03d}", None, 64) for i in range(40)])
+    new = events(
+        spark,
+        [("0", 3, None, "xx", 60), ("0", 4, "C", "333", 61), ("0", 5, "D", "4444", 62), ("0", 6, "E", None, 63)]
+        + [("1", i, f"k{i:03d}", None, 64) for i in range(40)],
+    )
     # when the run's view is written (every aggregation partition a file of its own)
     result = compact_with_stats(previous, new, T0 + timedelta(seconds=200), settings)
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")

@@ -21,8 +21,9 @@ def operator(operator_user):
 
 
 def test_an_operator_makes_a_key_and_sees_it_once(operator):
-    made = operator.post(URL, {"name": "billing-worker", "kind": "reader_group", "reader_group": "shop/billing"},
-                         HTTP_HX_REQUEST="true")
+    made = operator.post(
+        URL, {"name": "billing-worker", "kind": "reader_group", "reader_group": "shop/billing"}, HTTP_HX_REQUEST="true"
+    )
     assert made.status_code == 200
     key = ApiKey.objects.get()
     html = made.content.decode()
@@ -34,8 +35,9 @@ def test_an_operator_makes_a_key_and_sees_it_once(operator):
 
 
 def test_a_bad_key_form_says_what_is_wrong_and_makes_nothing(operator):
-    response = operator.post(URL, {"name": "p", "kind": "publish", "streams": "shop/orders, shop/nope"},
-                             HTTP_HX_REQUEST="true")
+    response = operator.post(
+        URL, {"name": "p", "kind": "publish", "streams": "shop/orders, shop/nope"}, HTTP_HX_REQUEST="true"
+    )
     assert "no stream shop/nope" in response.content.decode()
     assert not ApiKey.objects.exists()
 

@@ -10,13 +10,12 @@ import pytest
 from django.template.defaultfilters import filesizeformat
 from django.test import Client
 from django.utils import timezone
+from page_text import rows, text
 
 from compaction.models import CompactedView, CompactionRun
+from console.views import compaction_outruns_retention
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
-from console.views import compaction_outruns_retention
-
-from page_text import rows, text
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +38,10 @@ def hourly(settings):
 
 def make_stream(policy=None, cleanup_policy="compact"):
     return retention_services.do_create_stream(
-        scope="shop", name="profiles", segment_count=2, cleanup_policy=cleanup_policy,
+        scope="shop",
+        name="profiles",
+        segment_count=2,
+        cleanup_policy=cleanup_policy,
         compaction={"delete_retention_s": 100, "min_compaction_lag_s": 60},
         policy=parse_policy(policy) if policy else None,
     )
@@ -52,8 +54,10 @@ def add_run(stream, minutes_ago: int, **fields) -> CompactionRun:
     created = timezone.now() - timedelta(minutes=minutes_ago)
     started = created + timedelta(seconds=1)
     CompactionRun.objects.filter(pk=run.pk).update(
-        created_at=created, started_at=started if fields.get("state") != "queued" else None,
-        finished_at=started + timedelta(seconds=took) if took is not None else None)
+        created_at=created,
+        started_at=started if fields.get("state") != "queued" else None,
+        finished_at=started + timedelta(seconds=took) if took is not None else None,
+    )
     run.refresh_from_db()
     return run
 
@@ -62,18 +66,72 @@ def add_run(stream, minutes_ago: int, **fields) -> CompactionRun:
 def stream():
     """A compacted stream at generation 3 after five runs: three succeeded, one skipped, one failed."""
     stream = make_stream({"limit_type": "time", "min": 7200})
-    add_run(stream, 50, state="succeeded", trigger="beat", generation=1, events_in=1000, events_out=400, keys=390,
-            keyless_dropped=2, bytes_before=100_000, bytes_after=40_000, took=12.5, phase="done")
+    add_run(
+        stream,
+        50,
+        state="succeeded",
+        trigger="beat",
+        generation=1,
+        events_in=1000,
+        events_out=400,
+        keys=390,
+        keyless_dropped=2,
+        bytes_before=100_000,
+        bytes_after=40_000,
+        took=12.5,
+        phase="done",
+    )
     add_run(stream, 40, state="skipped", trigger="beat", generation=1, took=0.2, phase="nothing new")
-    add_run(stream, 30, state="succeeded", trigger="console", generation=2, events_in=900, events_out=600, keys=590,
-            tombstones_dropped=7, marked_by_retention=3, bytes_before=90_000, bytes_after=60_000, took=8, phase="done")
-    add_run(stream, 20, state="failed", trigger="api", took=3, phase="compacting 2 chunks",
-            error="Py4JJavaError: java.lang.OutOfMemoryError: Java heap space")
-    add_run(stream, 10, state="succeeded", trigger="beat", generation=3, events_in=2000, events_out=1244, keys=1234,
-            tombstones_dropped=1, bytes_before=150_000, bytes_after=56_789, took=20.4, phase="done")
-    CompactedView.objects.create(stream=stream, generation=3, directory="gen-3", horizon={"0": 120, "1": 80},
-                                 keys=1234, tombstones=10, bytes=56_789,
-                                 switched_at=timezone.now() - timedelta(minutes=10))
+    add_run(
+        stream,
+        30,
+        state="succeeded",
+        trigger="console",
+        generation=2,
+        events_in=900,
+        events_out=600,
+        keys=590,
+        tombstones_dropped=7,
+        marked_by_retention=3,
+        bytes_before=90_000,
+        bytes_after=60_000,
+        took=8,
+        phase="done",
+    )
+    add_run(
+        stream,
+        20,
+        state="failed",
+        trigger="api",
+        took=3,
+        phase="compacting 2 chunks",
+        error="Py4JJavaError: java.lang.OutOfMemoryError: Java heap space",
+    )
+    add_run(
+        stream,
+        10,
+        state="succeeded",
+        trigger="beat",
+        generation=3,
+        events_in=2000,
+        events_out=1244,
+        keys=1234,
+        tombstones_dropped=1,
+        bytes_before=150_000,
+        bytes_after=56_789,
+        took=20.4,
+        phase="done",
+    )
+    CompactedView.objects.create(
+        stream=stream,
+        generation=3,
+        directory="gen-3",
+        horizon={"0": 120, "1": 80},
+        keys=1234,
+        tombstones=10,
+        bytes=56_789,
+        switched_at=timezone.now() - timedelta(minutes=10),
+    )
     return stream
 
 
@@ -112,8 +170,13 @@ def test_the_panel_shows_the_last_run_and_its_duration(admin_client, stream):
 
 def test_the_history_lists_every_run_with_its_numbers(admin_client, stream):
     runs = history(admin_client.get(PAGE).content.decode())
-    assert [r[1:4] for r in runs] == [["3", "succeeded", "beat"], ["—", "failed", "api"], ["2", "succeeded", "console"],
-                                      ["1", "skipped", "beat"], ["1", "succeeded", "beat"]]
+    assert [r[1:4] for r in runs] == [
+        ["3", "succeeded", "beat"],
+        ["—", "failed", "api"],
+        ["2", "succeeded", "console"],
+        ["1", "skipped", "beat"],
+        ["1", "succeeded", "beat"],
+    ]
     # events in → out, keys, tombstones dropped, marked by retention, keyless dropped, bytes, duration
     assert runs[0][4:11] == ["2,000 → 1,244", "1,234", "1", "0", "0", f"{size(150_000)} → {size(56_789)}", "20.4 s"]
     assert runs[2][4:11] == ["900 → 600", "590", "7", "3", "0", "87.9 KB → 58.6 KB", "8.0 s"]
@@ -138,8 +201,15 @@ def test_the_chart_has_bytes_before_and_after_of_each_successful_run_oldest_firs
 
 def test_the_chart_and_the_history_keep_the_last_twenty(admin_client, stream):
     for gen in range(4, 30):
-        add_run(stream, 9 - gen / 10, state="succeeded", generation=gen, bytes_before=gen * 1000, bytes_after=gen * 500,
-                took=1)
+        add_run(
+            stream,
+            9 - gen / 10,
+            state="succeeded",
+            generation=gen,
+            bytes_before=gen * 1000,
+            bytes_after=gen * 500,
+            took=1,
+        )
     html = admin_client.get(PAGE).content.decode()
     assert [t.split(":")[0] for t in chart_titles(html)] == [f"generation {g}" for g in range(10, 30)]
     assert [r[1] for r in history(html)] == [str(g) for g in range(29, 9, -1)]
@@ -184,13 +254,16 @@ def test_it_warns_when_the_interval_outruns_the_time_retention(admin_client, set
     assert "Beat compacts every 1 h ( CBR_COMPACTION_INTERVAL ) but the time retention keeps events for 30 min" in page
 
 
-@pytest.mark.parametrize("policy, interval_s", [
-    ({"limit_type": "time", "min": 7200}, 3600),  # compacted twice before the data may go
-    ({"limit_type": "time", "min": 3600}, 3600),  # just in time
-    ({"limit_type": "size", "min": 10}, 3600),  # no time retention to outrun
-    ({"limit_type": "none"}, 3600),
-    (None, 3600),
-])
+@pytest.mark.parametrize(
+    "policy, interval_s",
+    [
+        ({"limit_type": "time", "min": 7200}, 3600),  # compacted twice before the data may go
+        ({"limit_type": "time", "min": 3600}, 3600),  # just in time
+        ({"limit_type": "size", "min": 10}, 3600),  # no time retention to outrun
+        ({"limit_type": "none"}, 3600),
+        (None, 3600),
+    ],
+)
 def test_it_does_not_warn_when_the_interval_fits(admin_client, settings, policy, interval_s):
     settings.CBR_COMPACTION_INTERVAL = interval_s
     make_stream(policy)

@@ -36,8 +36,9 @@ def stream(api, now_ms):
     into 4 snapshot segments of 5, one of them loaded; batches 9-10 stay in the mutable bucket."""
     stream = factories.create_stream_over_api(api, delayed_index=SMALL)
     for batch in range(10):
-        services.do_publish(stream, [EventIn(b"x", deliver_at_ms=due_ms(now_ms, i))
-                                     for i in range(batch * 10, batch * 10 + 10)])
+        services.do_publish(
+            stream, [EventIn(b"x", deliver_at_ms=due_ms(now_ms, i)) for i in range(batch * 10, batch * 10 + 10)]
+        )
     maintenance.maintain(stream, now_ms)
     return stream
 
@@ -50,8 +51,11 @@ def metrics(client) -> dict[tuple[str, tuple], float]:
     """Every sample of /metrics by (name, sorted labels)."""
     answer = client.get("/metrics")
     assert answer.status_code == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(answer.content.decode()) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(answer.content.decode())
+        for s in family.samples
+    }
 
 
 def sample(figures, name, **labels) -> float:
@@ -143,7 +147,15 @@ def test_events_past_due_are_counted_as_due_now(stream, now_ms):
 
 def test_a_snapshot_segment_is_spread_evenly_over_its_time_range():
     segment = {"min": 1000, "max": 5000, "count": 5}
-    assert [_spread_at_or_before(segment, t) for t in (999, 1000, 2000, 3000, 4999, 5000, 9000)] == [0, 0, 1, 2, 5, 5, 5]
+    assert [_spread_at_or_before(segment, t) for t in (999, 1000, 2000, 3000, 4999, 5000, 9000)] == [
+        0,
+        0,
+        1,
+        2,
+        5,
+        5,
+        5,
+    ]
     assert _spread_at_or_before({"min": 7, "max": 7, "count": 3}, 7) == 3
 
 

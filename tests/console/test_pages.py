@@ -1,9 +1,8 @@
 import pytest
 
-from retention.models import RetentionPolicy
-from streams import services
-from streams import logs
 from domain.events import EventIn
+from retention.models import RetentionPolicy
+from streams import logs, services
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +79,12 @@ def test_the_policy_editor_saves_through_htmx(admin_client, streams_with_data):
     fragment = response.content.decode()
     assert "Policy saved" in fragment and 'id="policy-panel"' in fragment
     policy = RetentionPolicy.objects.get(stream__name="orders")
-    assert (policy.limit_type, policy.min_value, policy.max_value, policy.consumption_based) == ("size", 1000, 5000, True)
+    assert (policy.limit_type, policy.min_value, policy.max_value, policy.consumption_based) == (
+        "size",
+        1000,
+        5000,
+        True,
+    )
 
 
 def test_the_policy_editor_shows_errors_beside_the_field(admin_client, streams_with_data):

@@ -29,7 +29,8 @@ def stream():
 def create(api, name="billing", **body):
     """A reader group over REST, released at its last checkpoint unless told otherwise."""
     return factories.create_group_over_api(
-        api, name, **{"retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body})
+        api, name, **{"retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body}
+    )
 
 
 def read(api, n, group=G):
@@ -48,8 +49,20 @@ def nack(api, deliveries, group=G):
     assert response.status_code == 200, response.content
 
 
-SEGMENT_COLUMNS = ["segment", "floor", "head", "tail", "lag_events", "lag_bytes", "pending", "waiting",
-                   "redelivered", "dead_lettered", "skipped", "missed"]
+SEGMENT_COLUMNS = [
+    "segment",
+    "floor",
+    "head",
+    "tail",
+    "lag_events",
+    "lag_bytes",
+    "pending",
+    "waiting",
+    "redelivered",
+    "dead_lettered",
+    "skipped",
+    "missed",
+]
 
 
 def segment_row(html: str, segment: str = "0") -> dict[str, str]:
@@ -103,8 +116,18 @@ def test_the_group_page_shows_floor_and_lag_in_events_and_bytes(admin_client, ap
     html = admin_client.get(PAGE).content.decode()
     # then: the floor is at 4; events 4..9 are lag: (5 + 6 + … + 10) * 10 = 450 bytes
     assert segment_row(html) == {
-        "segment": "0", "floor": "4", "head": "0", "tail": "10", "lag_events": "6", "lag_bytes": "450 bytes",
-        "pending": "2", "waiting": "0", "redelivered": "0", "dead_lettered": "0", "skipped": "0", "missed": "0",
+        "segment": "0",
+        "floor": "4",
+        "head": "0",
+        "tail": "10",
+        "lag_events": "6",
+        "lag_bytes": "450 bytes",
+        "pending": "2",
+        "waiting": "0",
+        "redelivered": "0",
+        "dead_lettered": "0",
+        "skipped": "0",
+        "missed": "0",
     }
     page = text(html)
     assert "Lag (events) 6 from the floor" in page and "Lag (bytes) 450 bytes" in page
@@ -115,14 +138,23 @@ def test_the_group_page_shows_floor_and_lag_in_events_and_bytes(admin_client, ap
 
 
 def test_the_group_page_shows_the_settings_and_the_latest_checkpoints(admin_client, api, stream):
-    create(api, ack_timeout_s=90, max_deliveries=3, on_poison="skip", max_ack_pending=50,
-           checkpoint_interval_s=600, sinks=["search", "audit"])
+    create(
+        api,
+        ack_timeout_s=90,
+        max_deliveries=3,
+        on_poison="skip",
+        max_ack_pending=50,
+        checkpoint_interval_s=600,
+        sinks=["search", "audit"],
+    )
     response = api.post(G + "checkpoints/", {"name": "before-deploy", "persist": True}, format="json")
     assert response.status_code == 201, response.content
     page = text(admin_client.get(PAGE).content.decode())
-    assert ("Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Generation 0 Start head Sinks audit search "
-            "Checkpoint interval 10 min Last checkpoint now Ack timeout 1 min 30 s Max deliveries 3 "
-            "On poison skip Max ack pending 50") in page
+    assert (
+        "Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Generation 0 Start head Sinks audit search "
+        "Checkpoint interval 10 min Last checkpoint now Ack timeout 1 min 30 s Max deliveries 3 "
+        "On poison skip Max ack pending 50"
+    ) in page
     assert "before-deploy persisted now shop/orders 0:0" in page
 
 
@@ -166,8 +198,9 @@ def test_a_halted_group_shows_the_poison_banner(admin_client, api, stream):
     html = admin_client.get(PAGE).content.decode()
     # then
     assert 'class="notice warn" role="alert"' in html
-    assert ("halted at offset 2 of shop/orders segment 0: change on_poison or raise max_deliveries to resume"
-            in text(html))
+    assert "halted at offset 2 of shop/orders segment 0: change on_poison or raise max_deliveries to resume" in text(
+        html
+    )
     row = segment_row(html)
     assert (row["segment"], row["floor"], row["lag_events"]) == ("0 halted at 2", "2", "8")
     # a policy change and a read resume it: the banner goes

@@ -3,13 +3,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from retention.models import RetentionCycle
+from domain.events import EventIn
 from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from retention.models import RetentionCycle
 from retention.services import do_truncate
 from streams import services
-from retention import services as retention_services
 from streams.models import ReaderGroup, Scope, Subscription
-from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def stream():
     stream = retention_services.do_create_stream(
-        scope="shop", name="orders", segment_count=1,
+        scope="shop",
+        name="orders",
+        segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 10, "consumption_based": True, "subscriber_timeout_s": 60}),
     )
     services.do_publish(stream, [EventIn(b"x" * 10)] * 30)
@@ -25,7 +27,9 @@ def stream():
     for name, age in (("billing", 5), ("audit", 600)):
         group = ReaderGroup.objects.create(scope=scope, name=name, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
         Subscription.objects.create(
-            reader_group=group, stream=stream, acknowledgement_cut={"0": 12},
+            reader_group=group,
+            stream=stream,
+            acknowledgement_cut={"0": 12},
             acknowledged_at=timezone.now() - timedelta(seconds=age),
         )
     return stream
@@ -77,9 +81,11 @@ def test_a_viewer_cannot_run_retention(client, plain_user, stream):
 def test_the_dashboard_counts_consumption_streams_without_an_active_subscriber(admin_client, stream):
     html = admin_client.get("/").content.decode()
     assert "Without active subscriber" in html and "of 1 consumption-based stream" in html
-    Subscription.objects.filter(reader_group__name="billing").update(acknowledged_at=timezone.now() - timedelta(hours=1))
+    Subscription.objects.filter(reader_group__name="billing").update(
+        acknowledged_at=timezone.now() - timedelta(hours=1)
+    )
     html = admin_client.get("/").content.decode()
-    assert ": <a href=\"/streams/shop/orders/\">shop/orders</a>" in html
+    assert ': <a href="/streams/shop/orders/">shop/orders</a>' in html
 
 
 def test_metrics_report_consumption_per_subscriber(client, stream):

@@ -26,13 +26,17 @@ def at(ts):
 
 def test_segments_close_at_the_count_limit_or_the_window():
     assert times(cut_segments(at([100, 101, 105, 108, 109, 115, 130]), 10, 3)) == [
-        [100, 101, 105], [108, 109, 115], [130],
+        [100, 101, 105],
+        [108, 109, 115],
+        [130],
     ]
 
 
 def test_segments_close_at_the_window_without_a_count_limit():
     assert times(cut_segments(at([1000, 1005, 1009, 1010, 1025]), 10, -1)) == [
-        [1000, 1005, 1009], [1010], [1025],
+        [1000, 1005, 1009],
+        [1010],
+        [1025],
     ]
 
 
@@ -43,12 +47,17 @@ def test_a_segment_records_its_time_range_and_offsets_per_chunk():
 
 
 def test_the_101_chunk_example_seals_five_buckets_of_four_segments():
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=20, max_time_step_per_segment=3600,
-                                      max_indexes_per_segment=5))
+    index = BucketIndex(
+        DelayedConfig(min_index_count_per_bucket=20, max_time_step_per_segment=3600, max_indexes_per_segment=5)
+    )
     for i in range(1, 102):
         assert index.add(Index(10 * i, i, 0, 0), now=0) == "mutable"
     assert [(b.first_chunk, b.last_chunk) for b in index.buckets] == [
-        (1, 20), (21, 40), (41, 60), (61, 80), (81, 100),
+        (1, 20),
+        (21, 40),
+        (41, 60),
+        (61, 80),
+        (81, 100),
     ]
     assert all([len(s.indexes) for s in b.segments] == [5, 5, 5, 5] for b in index.buckets)
     assert [ix.chunk for ix in index.mutable] == [101]
@@ -60,8 +69,9 @@ def test_the_merge_takes_the_adjacent_pair_with_the_fewest_remaining():
 
 
 def test_adding_is_deduplicated_and_old_chunks_go_straight_to_the_queue():
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=100,
-                                      max_indexes_per_segment=10))
+    index = BucketIndex(
+        DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=100, max_indexes_per_segment=10)
+    )
     assert index.add(Index(50, 1, 0, 0), now=10) == "mutable"
     assert index.add(Index(50, 1, 0, 0), now=10) == "duplicate"
     assert index.add(Index(5, 1, 0, 1), now=10) == "ordinary"  # already due: not delayed
@@ -82,8 +92,14 @@ delays = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3), st.integers(1
 @settings(max_examples=150, deadline=None)
 @given(delays, st.integers(1, 8), st.integers(1, 50), st.sampled_from([-1, 1, 3]), st.sampled_from([None, 1, 2]))
 def test_random_delays_come_out_in_order_never_early_all_of_them(events, min_count, window, per_segment, max_buckets):
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=min_count, max_time_step_per_segment=window,
-                                      max_indexes_per_segment=per_segment, max_num_buckets=max_buckets))
+    index = BucketIndex(
+        DelayedConfig(
+            min_index_count_per_bucket=min_count,
+            max_time_step_per_segment=window,
+            max_indexes_per_segment=per_segment,
+            max_num_buckets=max_buckets,
+        )
+    )
     added = set()
     offsets: dict[tuple[int, int], int] = {}
     for chunk, segment, delay in sorted(events, key=lambda e: e[0]):  # chunks arrive in order
@@ -105,8 +121,9 @@ def test_random_delays_come_out_in_order_never_early_all_of_them(events, min_cou
 
 
 def test_indexes_below_the_floor_are_dropped_not_handed_out():
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=1, max_time_step_per_segment=10,
-                                      max_indexes_per_segment=2))
+    index = BucketIndex(
+        DelayedConfig(min_index_count_per_bucket=1, max_time_step_per_segment=10, max_indexes_per_segment=2)
+    )
     for offset in range(6):
         index.add(Index(100 + offset, 1 + offset // 3, 0, offset), now=0)
     index.seal()
@@ -115,16 +132,20 @@ def test_indexes_below_the_floor_are_dropped_not_handed_out():
 
 
 def test_a_merge_after_some_were_handed_out_hands_none_out_twice():
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=5,
-                                      max_indexes_per_segment=2, max_num_buckets=None))
+    index = BucketIndex(
+        DelayedConfig(
+            min_index_count_per_bucket=2, max_time_step_per_segment=5, max_indexes_per_segment=2, max_num_buckets=None
+        )
+    )
     for chunk, times in ((1, (10, 12)), (2, (11, 13)), (3, (50, 60))):
         for offset, t in enumerate(times):
             index.add(Index(t, chunk, 0, offset), now=0)
     index.seal()
     first = index.pop_due(10)  # 10 goes; 12 of its segment is still queued
     assert [ix.deliver_at for ix in first] == [10]
-    index.config = DelayedConfig(min_index_count_per_bucket=2, max_time_step_per_segment=5,
-                                 max_indexes_per_segment=2, max_num_buckets=1)
+    index.config = DelayedConfig(
+        min_index_count_per_bucket=2, max_time_step_per_segment=5, max_indexes_per_segment=2, max_num_buckets=1
+    )
     while index.merge_if_needed():
         pass
     rest = index.pop_due(100)
@@ -180,13 +201,13 @@ def test_rounds_of_planned_loads_release_in_order_never_early_all_of_them(times_
         if len(segments[b]) > 1:
             frontier[b] = segments[b][0].max_time
     released, now = [], 0
-    for now in [*[sum(steps[:i + 1]) for i in range(len(steps))], 10_000, 10_000]:
+    for now in [*[sum(steps[: i + 1]) for i in range(len(steps))], 10_000, 10_000]:
         for _ in range(200):
             due = sorted((edge, b, loaded[b]) for b, edge in frontier.items() if edge <= now)
             plan, bound = plan_loads(due, {b: meta(segments[b]) for b in segments}, now, budget)
             for b, (first, last) in plan.items():
                 assert first == loaded[b]
-                for seg in segments[b][first:last + 1]:
+                for seg in segments[b][first : last + 1]:
                     queue |= set(seg.indexes)
                 loaded[b] = last + 1
                 frontier.pop(b)
@@ -199,7 +220,7 @@ def test_rounds_of_planned_loads_release_in_order_never_early_all_of_them(times_
             released += out
             queue -= set(out)
             for b in segments:  # only a bucket's last loaded segment waits (bar ties with a frontier)
-                for seg in segments[b][:loaded[b] - 1]:
+                for seg in segments[b][: loaded[b] - 1]:
                     assert all(ix.deliver_at == seg.max_time for ix in seg.indexes if ix in queue)
             if not plan:
                 break

@@ -9,11 +9,10 @@ import time
 import pytest
 import redis as redis_lib
 
-from streams import services
-from streams import logs
-from streams.delaying import buckets, handing, stream_index, maintenance
-from streams.models import DelayedBucket, DelayedOp, Stream
 from domain.events import EventIn
+from streams import logs, services
+from streams.delaying import buckets, handing, maintenance, stream_index
+from streams.models import DelayedBucket, DelayedOp, Stream
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +36,13 @@ def make_stream(api, **delayed) -> Stream:
 
 
 def make_group(api, name="billing"):
-    body = {"scope": "shop", "name": name, "streams": ["shop/orders"], "retention_type": "NONE",
-            "max_ack_pending": 10_000}
+    body = {
+        "scope": "shop",
+        "name": name,
+        "streams": ["shop/orders"],
+        "retention_type": "NONE",
+        "max_ack_pending": 10_000,
+    }
     assert api.post(URL, body, format="json").status_code == 201
 
 
@@ -48,8 +52,10 @@ def publish_delayed(stream, base_ms: int, n: int, spread_s: int, seed: int = 1) 
     rng = random.Random(seed)
     due = {}
     for first in range(0, n, 7):
-        events = [EventIn(f"e{i}".encode(), deliver_at_ms=base_ms + rng.randrange(1_000, spread_s * 1000))
-                  for i in range(first, min(n, first + 7))]
+        events = [
+            EventIn(f"e{i}".encode(), deliver_at_ms=base_ms + rng.randrange(1_000, spread_s * 1000))
+            for i in range(first, min(n, first + 7))
+        ]
         for pos, ev in zip(services.do_publish(stream, events), events):
             due[(pos.segment, pos.offset)] = ev.deliver_at_ms
     return due
@@ -121,7 +127,9 @@ def test_two_groups_share_one_index_and_hold_no_delayed_state_of_their_own(api, 
     for group in ("billing", "audit"):  # both cursors pass everything over
         assert api.post(f"{URL}shop/{group}/read/", {"max_events": 500}, format="json").json()["deliveries"] == []
     maintenance.maintain(stream, int(clock.now * 1000))
-    group_keys = [k for k in redis.scan_iter(match="cbr:acks:*:retry")] + [k for k in redis.scan_iter(match="cbr:acks:*:epochs")]
+    group_keys = [k for k in redis.scan_iter(match="cbr:acks:*:retry")] + [
+        k for k in redis.scan_iter(match="cbr:acks:*:epochs")
+    ]
     assert sum(redis.zcard(k) if k.endswith(b"retry") else redis.hlen(k) for k in group_keys) == 0
     got = drain(api, clock)
     check_on_time_and_once(got, due)
@@ -165,8 +173,11 @@ def test_after_redis_lost_everything_the_index_is_recovered_from_snapshots_and_n
     op = DelayedOp.objects.filter(stream=stream, type="recover").first()
     assert op is not None and op.state == "succeed"
     rest = drain(api, clock, until_s=300, maintain=lambda: maintenance.maintain(stream, int(clock.now * 1000)))
-    delivered = [(d["segment"], d["offset"]) for _, d in first] + [(d["segment"], d["offset"]) for d in before] \
+    delivered = (
+        [(d["segment"], d["offset"]) for _, d in first]
+        + [(d["segment"], d["offset"]) for d in before]
         + [(d["segment"], d["offset"]) for _, d in rest]
+    )
     assert set(delivered) == set(due)  # at least once (acked ones above the floor come again)
     for at, d in rest:
         assert due[(d["segment"], d["offset"])] <= at * 1000  # none early
@@ -249,7 +260,9 @@ def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_main
     assert sorted(d["payload"] for _, d in got) == ["indexed", "lost?"]
 
 
-def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_claim_expires(api, clock, redis, monkeypatch):
+def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_claim_expires(
+    api, clock, redis, monkeypatch
+):
     """A round loads several snapshot segments of every bucket at once and claims what is due as
     one batch: a process dying before the groups have it loses nothing (the claim expires and
     the batch goes out again), and Redis never holds more than one segment per bucket."""

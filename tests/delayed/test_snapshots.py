@@ -14,8 +14,9 @@ from store.delayed_snapshots import (
 
 @pytest.fixture
 def bucket():
-    index = BucketIndex(DelayedConfig(min_index_count_per_bucket=100, max_time_step_per_segment=100,
-                                      max_indexes_per_segment=4))
+    index = BucketIndex(
+        DelayedConfig(min_index_count_per_bucket=100, max_time_step_per_segment=100, max_indexes_per_segment=4)
+    )
     for i in range(10):
         index.add(Index(1000 + 30 * i, 3 + i // 5, i % 2, 100 + i), now=0)
     return index.seal()

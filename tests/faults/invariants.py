@@ -49,9 +49,7 @@ class PublishLedger:
 def floors() -> dict[tuple[str, str, str], int]:
     """Every persisted floor: (group, stream, segment) → floor."""
     rows = ReadPosition.objects.select_related("subscription__reader_group", "subscription__stream__scope")
-    return {
-        (r.subscription.reader_group.name, str(r.subscription.stream), r.segment_id): r.floor for r in rows
-    }
+    return {(r.subscription.reader_group.name, str(r.subscription.stream), r.segment_id): r.floor for r in rows}
 
 
 def stream_named(name: str) -> Stream:
@@ -93,7 +91,9 @@ def check_published_intact(ledger: PublishLedger) -> None:
         heads = logs.stream_log(stream).head_cut()
         for (seg, offset), payload in events.items():
             if offset < heads[seg]:
-                assert TruncationRecord.objects.filter(stream=stream).exists(), f"{name} {seg}:{offset} gone, no truncation"
+                assert TruncationRecord.objects.filter(stream=stream).exists(), (
+                    f"{name} {seg}:{offset} gone, no truncation"
+                )
                 continue
             assert readable.get((seg, offset)) == payload, f"{name} {seg}:{offset}: a 201'd event is lost or changed"
 
@@ -104,7 +104,9 @@ def check_nothing_before_head_over_api(client, name: str) -> None:
     heads = logs.stream_log(stream).head_cut()
     answer = client.request("GET", f"streams/{name}/events/?from=" + _cut_param({s: 0 for s in heads}) + "&limit=1000")
     for event in answer["events"]:
-        assert event["offset"] >= heads[event["segment"]], f"{name}: {event['segment']}:{event['offset']} before the head"
+        assert event["offset"] >= heads[event["segment"]], (
+            f"{name}: {event['segment']}:{event['offset']} before the head"
+        )
 
 
 def _cut_param(cut: dict[str, int]) -> str:

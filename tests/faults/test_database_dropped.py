@@ -19,12 +19,10 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from streams import services
-from streams import logs
-from streams.client import CBRError, Client
 from domain.events import EventIn
-
 from faults.invariants import PublishLedger, check_floors_never_regress, check_published_intact, floors
+from streams import logs, services
+from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -149,4 +147,6 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
     floor_samples.append(floors())
     check_floors_never_regress(floor_samples)
     assert {seg: f for (_, _, seg), f in floor_samples[-1].items()} == tails
-    print(f"database faults ({connection.vendor}): {dropped} connections dropped or locks held, answers {dict(statuses)}")
+    print(
+        f"database faults ({connection.vendor}): {dropped} connections dropped or locks held, answers {dict(statuses)}"
+    )

@@ -42,8 +42,11 @@ def consume(api, group, at_most=None) -> tuple[list[str], int]:
         if not deliveries:
             break
         got += [d["payload"] for d in deliveries]
-        ack = api.post(f"/api/v1/reader-groups/shop/{group}/ack/",
-                       {"delivery_ids": [d["delivery_id"] for d in deliveries]}, format="json")
+        ack = api.post(
+            f"/api/v1/reader-groups/shop/{group}/ack/",
+            {"delivery_ids": [d["delivery_id"] for d in deliveries]},
+            format="json",
+        )
         assert ack.status_code == 200, ack.content
     return got, missed
 
@@ -87,8 +90,11 @@ def test_a_fresh_database_beside_an_old_redis_delivers_every_event_to_a_new_grou
     assert stale.status_code == 400 and stale.json()["code"] == "unknown_delivery", stale.content
     assert ReadPosition.objects.get().floor == 0
     # and the floor is the new group's own once its consumer acknowledged
-    ack = new.post("/api/v1/reader-groups/shop/billing/ack/", {"delivery_ids": [d["delivery_id"] for d in deliveries]},
-                   format="json")
+    ack = new.post(
+        "/api/v1/reader-groups/shop/billing/ack/",
+        {"delivery_ids": [d["delivery_id"] for d in deliveries]},
+        format="json",
+    )
     assert ack.status_code == 200 and ack.json()["acked"] == 40, ack.content
     assert ReadPosition.objects.get().floor == 40
     assert consume(new, "billing") == ([], 0)
@@ -111,16 +117,26 @@ class Backup:
     def restore(self) -> None:
         connection.close()
         if connection.vendor == "postgresql":
-            subprocess.run(["pg_restore", "--clean", "--if-exists", "--single-transaction", *self._pg_args(),
-                            str(self.path)], check=True)
+            subprocess.run(
+                ["pg_restore", "--clean", "--if-exists", "--single-transaction", *self._pg_args(), str(self.path)],
+                check=True,
+            )
         else:
             with sqlite3.connect(self.path) as saved, sqlite3.connect(self.settings["NAME"]) as live:
                 saved.backup(live)
 
     def _pg_args(self) -> list[str]:
         s = self.settings
-        return ["-h", s["HOST"] or "127.0.0.1", "-p", str(s["PORT"] or 5432), "-U", s["USER"] or "postgres",
-                "-d", s["NAME"]]
+        return [
+            "-h",
+            s["HOST"] or "127.0.0.1",
+            "-p",
+            str(s["PORT"] or 5432),
+            "-U",
+            s["USER"] or "postgres",
+            "-d",
+            s["NAME"],
+        ]
 
 
 def test_a_group_made_after_a_database_is_restored_from_a_backup_gets_every_event(api, tmp_path):

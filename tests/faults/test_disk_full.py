@@ -6,11 +6,9 @@ lets publishing go on at the next offset."""
 import pytest
 import tiny_disk
 
-from streams import services
-from streams import logs
-from streams.client import CBRError, Client
-
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
+from streams import logs, services
+from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -115,7 +113,9 @@ def fill(disk) -> None:
                 assert exc.errno == 28, exc  # ENOSPC
 
 
-def test_a_stream_created_on_a_full_disk_leaves_nothing_and_the_retry_succeeds_once_space_exists(data_dir, web_server, token):
+def test_a_stream_created_on_a_full_disk_leaves_nothing_and_the_retry_succeeds_once_space_exists(
+    data_dir, web_server, token
+):
     # given a full data disk
     from streams.models import Stream
 
@@ -160,7 +160,10 @@ def test_reading_on_a_full_disk_never_answers_507(data_dir, web_server, token):
     detail = cbr.request("GET", "streams/faults/bare/")
     assert (detail["tail_cut"], detail["event_count"]) == ({"0": 0, "1": 0}, 0)
     assert cbr.request("GET", "streams/faults/bare/events/") == {"events": [], "next_cut": {"0": 0, "1": 0}}
-    assert {s["full_name"] for s in cbr.request("GET", "streams/?scope=faults")["results"]} == {"faults/kept", "faults/bare"}
+    assert {s["full_name"] for s in cbr.request("GET", "streams/?scope=faults")["results"]} == {
+        "faults/kept",
+        "faults/bare",
+    }
     # publishing needs space: still refused, and accepted once there is some
     with pytest.raises(CBRError) as refused:
         cbr.publish("faults/bare", ["x"])

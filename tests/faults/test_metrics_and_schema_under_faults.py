@@ -12,10 +12,9 @@ import urllib.request
 import pytest
 from django.db import connection
 
+from faults.test_redis_restarted import own_redis  # noqa: F401
 from streams import services
 from streams.client import Client
-
-from faults.test_redis_restarted import own_redis  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -95,7 +94,9 @@ def test_metrics_answer_503_while_the_database_is_down(web_server, token):
     settings = connection.settings_dict
     proxy = DatabaseProxy(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432))
     web_server.kill()
-    web_server.env["DATABASE_URL"] = web_server.env["DATABASE_URL"].replace(f":{settings['PORT'] or 5432}/", f":{proxy.port}/")
+    web_server.env["DATABASE_URL"] = web_server.env["DATABASE_URL"].replace(
+        f":{settings['PORT'] or 5432}/", f":{proxy.port}/"
+    )
     web_server.start()
     services.do_create_stream(scope="faults", name="metrics")
     try:

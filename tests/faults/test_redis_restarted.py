@@ -16,12 +16,10 @@ import time
 import pytest
 
 from cbrweb import embedded_redis
-from streams import services
-from streams import logs
-from streams.client import CBRError, Client
 from domain.events import EventIn
-
 from faults.invariants import check_floors_never_regress, floors
+from streams import logs, services
+from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -61,8 +59,12 @@ def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_not
         key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
         services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(PER_SEGMENT)])
     Client(web_server.url, token=token).create_reader_group(
-        "faults", "rg", ["faults/redis"], retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
-        ack_timeout_s=30, max_ack_pending=10_000,
+        "faults",
+        "rg",
+        ["faults/redis"],
+        retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
+        ack_timeout_s=30,
+        max_ack_pending=10_000,
     )
     deliveries: list[tuple[float, str, int]] = []  # (when the read was sent, segment, offset)
     processed: set = set()

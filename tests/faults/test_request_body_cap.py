@@ -45,7 +45,8 @@ def open_post(web_server, token, headers: dict) -> socket.socket:
     head = {"Host": "127.0.0.1", "Content-Type": "application/json", "Authorization": f"Token {token}", **headers}
     sock.sendall(
         f"POST /api/v1/streams/{STREAM}/events/ HTTP/1.1\r\n".encode()
-        + b"".join(f"{k}: {v}\r\n".encode() for k, v in head.items()) + b"\r\n"
+        + b"".join(f"{k}: {v}\r\n".encode() for k, v in head.items())
+        + b"\r\n"
     )
     return sock
 
@@ -133,7 +134,7 @@ def test_a_chunked_body_within_the_cap_is_published(capped, web_server, token):
     body = orjson.dumps({"events": [{"payload": f"chunked-{i}"} for i in range(1000)]})
     sock = open_post(web_server, token, {"Transfer-Encoding": "chunked"})
     for start in range(0, len(body), 4096):
-        sock.sendall(chunk(body[start:start + 4096]))
+        sock.sendall(chunk(body[start : start + 4096]))
     sock.sendall(b"0\r\n\r\n")
     status, answer = read_answer(sock)
     sock.close()

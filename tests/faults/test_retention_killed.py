@@ -15,22 +15,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
-
-from store.redis_connection import get_redis
-from retention.cycle import run_cycle
-from retention.models import RetentionCycle, TruncationRecord
-from domain.policy_spec import parse_policy
-from streams import services
-from retention import services as retention_services
-from streams import logs
-from streams.reader_groups import do_create_reader_group
-from streams.acknowledgement import publish_cut
-from streams.models import Subscription
-from domain.events import EventIn
-
 from integration.conftest import ROOT, _database_url
 
+from domain.events import EventIn
+from domain.policy_spec import parse_policy
 from faults.invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
+from retention import services as retention_services
+from retention.cycle import run_cycle
+from retention.models import RetentionCycle, TruncationRecord
+from store.redis_connection import get_redis
+from streams import logs, services
+from streams.acknowledgement import publish_cut
+from streams.models import Subscription
+from streams.reader_groups import do_create_reader_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -48,14 +45,17 @@ def make_streams(count=STREAMS):
         policy = {"limit_type": "size", "min": 2000, "consumption_based": True}
         if n == 0:
             policy["max"] = 8000
-        stream = retention_services.do_create_stream(scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy))
+        stream = retention_services.do_create_stream(
+            scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy)
+        )
         log = logs.stream_log(stream)
         for seg in stream.segment_ids:
             key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
             for b in range(PER_SEGMENT // 50):
                 services.do_publish(stream, [EventIn(b"e" * 100, routing_key=key)] * 50)
-        do_create_reader_group(scope="faults", name=f"g{n}", streams=[stream],
-                               retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        do_create_reader_group(
+            scope="faults", name=f"g{n}", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+        )
         streams.append(stream)
     return streams
 
@@ -84,9 +84,14 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
     # when a cycle is killed between recording its truncations and completing them: a writer
     # holding one segment's lock (as a publisher does) keeps it there, half-way through its
     # head moves; a second cycle is killed at a moment left to chance
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
-           "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
-           "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        "CBR_VAR_DIR": str(tmp_path / "var"),
+    }
     command = [sys.executable, "manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
     held = logs.stream_log(streams[STREAMS // 2]).segment("1").path / "lock"
     with open(held, "a") as lock:
@@ -94,7 +99,9 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not TruncationRecord.objects.filter(completed=False).exists():
-            assert proc.poll() is None, f"the cycle ended before it was killed: {proc.stdout.read()[-3000:]} {proc.stderr.read()[-2000:]}"
+            assert proc.poll() is None, (
+                f"the cycle ended before it was killed: {proc.stdout.read()[-3000:]} {proc.stderr.read()[-2000:]}"
+            )
             assert time.monotonic() < deadline
             time.sleep(0.01)
         time.sleep(0.3)
@@ -130,8 +137,10 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
     # no chunk wholly before a head is left behind
     for stream in streams:
         assert not any(logs.stream_log(stream).segment(s).has_chunks_before_head() for s in stream.segment_ids)
-    print(f"retention cycle killed with {unfinished} truncations unfinished ({moved} streams' heads moved), "
-          "a second cycle killed at random; the next cycle finished them")
+    print(
+        f"retention cycle killed with {unfinished} truncations unfinished ({moved} streams' heads moved), "
+        "a second cycle killed at random; the next cycle finished them"
+    )
 
 
 def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp_path):
@@ -146,14 +155,21 @@ def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp
         services.do_publish(stream, [EventIn(b"f" * 100, routing_key=f"k{i}".encode()) for i in range(100)])
     acknowledge(streams)
     later = T0 + timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
-           "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
-           "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var")}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        "CBR_VAR_DIR": str(tmp_path / "var"),
+    }
     command = ["manage.py", "run_retention_cycle", "--now", later.isoformat(), "--engine", "local"]
     held = logs.stream_log(streams[2]).segment("1").path / "lock"
     with open(held, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the cycle waits here, half-way through its head moves
-        proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, *command], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 60
         while not TruncationRecord.objects.filter(completed=False).exists():
             assert proc.poll() is None, proc.stderr.read()[-3000:]

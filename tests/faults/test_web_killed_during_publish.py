@@ -9,11 +9,9 @@ from collections import defaultdict
 
 import pytest
 
-from streams import services
-from streams import logs
-from streams.client import CBRError, Client
-
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
+from streams import logs, services
+from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -92,13 +90,17 @@ def test_kill_9_of_the_web_server_during_publish_loses_no_201_and_tears_nothing(
     for tag in ("a", "b"):
         for (t, batch_no, seg), count in parts.items():
             if t == tag:
-                assert count == sizes[(t, batch_no)], f"batch {tag}/{batch_no} is torn: {count} of {sizes[(t, batch_no)]}"
+                assert count == sizes[(t, batch_no)], (
+                    f"batch {tag}/{batch_no} is torn: {count} of {sizes[(t, batch_no)]}"
+                )
     lost_answers = sum(1 for tag in attempts for b, _ in attempts[tag]) - len(
         {(p.split(b"|")[0], p.split(b"|")[1]) for p in ledger.events[STREAM].values()}
     )
     assert lost_answers >= 1  # some publishes went unanswered (cut off, or refused while down)
-    print(f"publish under kill -9: {len(ledger.events[STREAM])} events answered 201, "
-          f"{lost_answers} batches unanswered, all intact")
+    print(
+        f"publish under kill -9: {len(ledger.events[STREAM])} events answered 201, "
+        f"{lost_answers} batches unanswered, all intact"
+    )
 
     # and it goes on: one more batch lands after everything else
     after = cbr.publish(STREAM, [{"payload": "after", "routing_key": "key-a"}])

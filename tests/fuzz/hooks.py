@@ -65,8 +65,7 @@ def flatmap_path_parameters(context, path_parameters):
     if not known or not path_parameters or operation.method.lower() == "delete" or not _well_formed(path_parameters):
         return st.just(path_parameters)
     # three in four cases hit a seeded object; the rest keep the generated (unknown) one
-    return st.sampled_from([*known, *known, *known, path_parameters] if len(known) == 1 else
-                           [*known, path_parameters])
+    return st.sampled_from([*known, *known, *known, path_parameters] if len(known) == 1 else [*known, path_parameters])
 
 
 SEEDED_NAMES = {(p["scope"], p["name"]) for kind in ("streams", "reader_groups") for p in WORLD.get(kind, [])}

@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("CBR_FUZZ_EXAMPLES", "100"))
 SEED = int(os.environ.get("CBR_FUZZ_SEED", "20261122"))
 CHECKS = [
-    "not_a_server_error",              # no 5xx (a 503/507 is a documented state, not a crash)
-    "status_code_conformance",         # every status is one the schema lists for the operation
-    "content_type_conformance",        # and in the content type it lists
-    "response_schema_conformance",     # and the body matches the schema
-    "negative_data_rejection",         # input that breaks the schema is refused (4xx)
-    "ignored_auth",                    # no credentials, bad credentials: 401, never an answer
+    "not_a_server_error",  # no 5xx (a 503/507 is a documented state, not a crash)
+    "status_code_conformance",  # every status is one the schema lists for the operation
+    "content_type_conformance",  # and in the content type it lists
+    "response_schema_conformance",  # and the body matches the schema
+    "negative_data_rejection",  # input that breaks the schema is refused (4xx)
+    "ignored_auth",  # no credentials, bad credentials: 401, never an answer
 ]
 
 
@@ -53,16 +53,31 @@ def seed_world(url: str, token: str) -> dict:
         return answer.json()
 
     post("streams/", {"scope": "fuzz", "name": "plain", "segment_count": 2})
-    post("streams/", {"scope": "fuzz", "name": "kept", "segment_count": 1,
-                      "retention_policy": {"limit_type": "size", "min": 10, "max": 100000,
-                                           "consumption_based": True}})
+    post(
+        "streams/",
+        {
+            "scope": "fuzz",
+            "name": "kept",
+            "segment_count": 1,
+            "retention_policy": {"limit_type": "size", "min": 10, "max": 100000, "consumption_based": True},
+        },
+    )
     post("streams/", {"scope": "fuzz", "name": "compacted", "segment_count": 1, "cleanup_policy": "compact"})
     for stream in ("plain", "kept", "compacted"):
-        post(f"streams/fuzz/{stream}/events/",
-             {"events": [{"payload": f"event {i}", "key": f"k{i % 3}", "routing_key": f"r{i}"} for i in range(20)]})
+        post(
+            f"streams/fuzz/{stream}/events/",
+            {"events": [{"payload": f"event {i}", "key": f"k{i % 3}", "routing_key": f"r{i}"} for i in range(20)]},
+        )
     post("reader-groups/", {"scope": "fuzz", "name": "readers", "streams": ["fuzz/plain", "fuzz/compacted"]})
-    post("reader-groups/", {"scope": "fuzz", "name": "subscriber", "streams": ["fuzz/kept"],
-                            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"})
+    post(
+        "reader-groups/",
+        {
+            "scope": "fuzz",
+            "name": "subscriber",
+            "streams": ["fuzz/kept"],
+            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT",
+        },
+    )
     post("reader-groups/fuzz/subscriber/read/", {"max_events": 5}, status=200)
     post("reader-groups/fuzz/subscriber/checkpoints/", {"name": "cp1", "persist": True})
     key = post("api-keys/", {"name": "fuzz", "kind": "reader_group", "reader_group": "fuzz/readers"})
@@ -83,23 +98,46 @@ def test_every_operation_holds_to_the_schema_under_fuzzing(web_server, admin_tok
     world = seed_world(web_server.url, admin_token)
     report = tmp_path / "junit.xml"
     command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(Path(__file__).with_name("schemathesis.toml")),
-        "run", f"{web_server.url}/api/v1/schema/",
-        "--url", web_server.url,
-        "--header", f"Authorization: Token {admin_token}",
-        "--checks", ",".join(CHECKS),
-        "--phases", "examples,coverage,fuzzing,stateful",
-        "--max-examples", str(EXAMPLES),
-        "--seed", str(SEED), "--generation-deterministic",
-        "--workers", "2",
-        "--request-timeout", "60",
-        "--suppress-health-check", "all",
-        "--report", "junit,ndjson", "--report-junit-path", str(report),
-        "--report-ndjson-path", str(tmp_path / "events.ndjson"),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(Path(__file__).with_name("schemathesis.toml")),
+        "run",
+        f"{web_server.url}/api/v1/schema/",
+        "--url",
+        web_server.url,
+        "--header",
+        f"Authorization: Token {admin_token}",
+        "--checks",
+        ",".join(CHECKS),
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--max-examples",
+        str(EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--generation-deterministic",
+        "--workers",
+        "2",
+        "--request-timeout",
+        "60",
+        "--suppress-health-check",
+        "all",
+        "--report",
+        "junit,ndjson",
+        "--report-junit-path",
+        str(report),
+        "--report-ndjson-path",
+        str(tmp_path / "events.ndjson"),
         "--no-color",
     ]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.fuzz.hooks", "CBR_FUZZ_WORLD": json.dumps(world),
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": "tests.fuzz.hooks",
+        "CBR_FUZZ_WORLD": json.dumps(world),
+        "PYTHONPATH": str(ROOT),
+    }
 
     # when schemathesis runs every operation
     started = time.monotonic()

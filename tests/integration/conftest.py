@@ -48,15 +48,35 @@ def celery_worker(django_db_setup, django_db_blocker, test_broker, tmp_path_fact
     }
     log = open(data_dir.parent / "worker.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "cbrweb", "worker", "--pool", "solo", "-Q", "celery,compaction",
-         "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "cbrweb",
+            "worker",
+            "--pool",
+            "solo",
+            "-Q",
+            "celery,compaction",
+            "-l",
+            "info",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while not app.control.ping(destination=None, timeout=1) or proc.poll() is not None:
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"the Celery worker did not start: {(data_dir.parent / 'worker.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"the Celery worker did not start: {(data_dir.parent / 'worker.log').read_text()[-2000:]}"
+            )
     yield Worker(broker, data_dir)
     proc.terminate()
     proc.wait(20)
@@ -100,9 +120,29 @@ class WebServer:
 
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "cbrweb.wsgi", "-c", "python:cbrweb.gunicorn_conf", "-b", f"127.0.0.1:{self.port}",
-             "-w", "2", "-k", "gthread", "--threads", "4", "--graceful-timeout", "2"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "cbrweb.wsgi",
+                "-c",
+                "python:cbrweb.gunicorn_conf",
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "-w",
+                "2",
+                "-k",
+                "gthread",
+                "--threads",
+                "4",
+                "--graceful-timeout",
+                "2",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while True:

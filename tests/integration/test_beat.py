@@ -9,15 +9,13 @@ import time
 import pytest
 from django.db import connection
 
-from retention.models import RetentionCycle, TruncationRecord
-from domain.policy_spec import parse_policy
-from streams import services
-from retention import services as retention_services
-from streams import logs
-from streams.models import ReaderGroup, Scope, Subscription
 from domain.events import EventIn
-
+from domain.policy_spec import parse_policy
 from integration.conftest import ROOT, _database_url
+from retention import services as retention_services
+from retention.models import RetentionCycle, TruncationRecord
+from streams import logs, services
+from streams.models import ReaderGroup, Scope, Subscription
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -27,7 +25,8 @@ def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settin
 
     settings.CBR_DATA_DIR = celery_worker.data_dir
     stream = retention_services.do_create_stream(
-        scope="beat", name="orders",
+        scope="beat",
+        name="orders",
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
     )
     services.do_publish(stream, [EventIn(b"x" * 30)] * 7)
@@ -46,15 +45,32 @@ def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settin
     }
     log = open(tmp_path / "beat.log", "w")
     beat = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "cbrweb", "beat", "-l", "info",
-         "-s", str(tmp_path / "beat-schedule"), "--max-interval", "1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "cbrweb",
+            "beat",
+            "-l",
+            "info",
+            "-s",
+            str(tmp_path / "beat-schedule"),
+            "--max-interval",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 90
         # the record is written mid-cycle: wait for the cycle to be done too
-        while not (TruncationRecord.objects.filter(stream=stream).exists()
-                   and RetentionCycle.objects.filter(trigger="beat", state="done").exists()):
+        while not (
+            TruncationRecord.objects.filter(stream=stream).exists()
+            and RetentionCycle.objects.filter(trigger="beat", state="done").exists()
+        ):
             assert beat.poll() is None, (tmp_path / "beat.log").read_text()[-2000:]
             assert time.monotonic() < deadline, (tmp_path / "beat.log").read_text()[-2000:]
             time.sleep(0.5)

@@ -12,11 +12,10 @@ import time
 import pytest
 import redis as redis_lib
 
-from streams import services
-from streams import logs
+from domain.events import EventIn
+from streams import logs, services
 from streams.client import CBRError, Client
 from streams.models import ReadPosition
-from domain.events import EventIn
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -39,9 +38,7 @@ def fill(name: str, segments: int, per_segment: int):
 
 
 def persisted_floors(group: str) -> dict[str, int]:
-    return dict(
-        ReadPosition.objects.filter(subscription__reader_group__name=group).values_list("segment_id", "floor")
-    )
+    return dict(ReadPosition.objects.filter(subscription__reader_group__name=group).values_list("segment_id", "floor"))
 
 
 def test_two_consumers_of_one_group_never_share_a_live_delivery(web_server, token):
@@ -91,8 +88,13 @@ def test_a_consumer_killed_holding_leases_has_them_redelivered_after_the_timeout
     fill("dying", 1, 20)
     cbr = Client(web_server.url, token=token)
     group = cbr.create_reader_group("it", "dies", ["it/dying"], ack_timeout_s=2)
-    proc = subprocess.Popen([sys.executable, "-c", CONSUMER, web_server.url, token], stdout=subprocess.PIPE,
-                            text=True, cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONSUMER, web_server.url, token],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     held = proc.stdout.readline().strip().split(",")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -175,9 +177,9 @@ def test_retention_truncates_exactly_at_an_automatic_groups_checkpoint(web_serve
     fill("kept", 2, 100)
     cbr = Client(web_server.url, token=token)
     cbr.set_retention_policy("it/kept", limit_type="size", min=0, consumption_based=True)
-    group = cbr.create_reader_group("it", "auto", ["it/kept"],
-                                    retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
-                                    checkpoint_interval_s=3600)
+    group = cbr.create_reader_group(
+        "it", "auto", ["it/kept"], retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", checkpoint_interval_s=3600
+    )
     batch = group.read(max_events=200)
     half = [m for m in batch if m.data["offset"] < 50 or (m.data["segment"] == "1" and m.data["offset"] < 70)]
     group.ack(half)

@@ -13,13 +13,11 @@ from collections import defaultdict
 
 import pytest
 
-from streams import consuming, services
-from streams import logs
+from integration.conftest import ROOT, _database_url
+from streams import consuming, logs, services
 from streams.delaying import maintenance
 from streams.models import DelayedOp, ReaderGroup, ReadPosition
 from streams.reader_groups import do_create_reader_group
-
-from integration.conftest import ROOT, _database_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -60,26 +58,49 @@ while True:
 """
 
 
-def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothing_early(settings, tmp_path, monkeypatch):
+def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothing_early(
+    settings, tmp_path, monkeypatch
+):
     from django.db import connection
 
     settings.CBR_DELAYED_PUBLISH_STALE_S = 1  # a publish killed before indexing is redone at once
-    stream = services.do_create_stream(scope="it", name="later", segment_count=2, delayed_index={
-        "min_index_count_per_bucket": 15, "max_time_step_per_segment_s": 10,
-        "max_indexes_per_segment": 4, "max_num_buckets": 3})
+    stream = services.do_create_stream(
+        scope="it",
+        name="later",
+        segment_count=2,
+        delayed_index={
+            "min_index_count_per_bucket": 15,
+            "max_time_step_per_segment_s": 10,
+            "max_indexes_per_segment": 4,
+            "max_num_buckets": 3,
+        },
+    )
     for name in ("one", "two"):
-        do_create_reader_group(scope="it", name=name, streams=[stream], retention_type="NONE",
-                               ack_timeout_s=5, max_ack_pending=10_000)
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
-           "DATABASE_URL": _database_url(connection.settings_dict), "REDIS_URL": settings.REDIS_URL,
-           "CBR_DATA_DIR": str(settings.CBR_DATA_DIR), "CBR_VAR_DIR": str(tmp_path / "var"),
-           "CBR_DELAYED_LOCK_S": "1", "PYTHONPATH": str(ROOT)}
+        do_create_reader_group(
+            scope="it", name=name, streams=[stream], retention_type="NONE", ack_timeout_s=5, max_ack_pending=10_000
+        )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        "CBR_VAR_DIR": str(tmp_path / "var"),
+        "CBR_DELAYED_LOCK_S": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     tick_path, log_path, base = tmp_path / "tick", tmp_path / "handed", time.time()
     rng = random.Random(7)
     ticks = []
     for run in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", WORKLOAD, str(tick_path), str(log_path), str(run), str(base)],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKLOAD, str(tick_path), str(log_path), str(run), str(base)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         first = proc.stdout.readline()  # running: it finished one round
         assert first, proc.stderr.read()[-3000:]
         time.sleep(rng.uniform(0.5, 2.5))
@@ -100,8 +121,10 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
         maintenance.maintain(stream, int(clock["now"] * 1000))
         for group in groups:
             got = consuming.read(group, 1000).deliveries
-            handed += [[group.name, d["segment"], str(d["offset"]), str(d["delivery_count"]), str(int(clock["now"] * 1000))]
-                       for d in got]
+            handed += [
+                [group.name, d["segment"], str(d["offset"]), str(d["delivery_count"]), str(int(clock["now"] * 1000))]
+                for d in got
+            ]
             if got:
                 consuming.ack(group, [d["delivery_id"] for d in got])
 
@@ -120,8 +143,10 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
         got = {key for (n, key) in firsts if n == name} | {(s, int(o)) for n, s, o, c, _ in handed if n == name}
         assert got == set(published), f"group {name} missed {sorted(set(published) - got)[:10]}"
     assert max(firsts.values()) == 1  # a second delivery is always flagged as one
-    floors = {(p.subscription.reader_group.name, p.segment_id): p.floor
-              for p in ReadPosition.objects.select_related("subscription__reader_group")}
+    floors = {
+        (p.subscription.reader_group.name, p.segment_id): p.floor
+        for p in ReadPosition.objects.select_related("subscription__reader_group")
+    }
     tails = logs.stream_log(stream).tail_cut()
     assert floors == {(g, s): tails[s] for g in ("one", "two") for s in stream.segment_ids}
     kinds = set(DelayedOp.objects.filter(stream=stream, state="succeed").values_list("type", flat=True))

@@ -27,9 +27,22 @@ def test_a_short_soak_keeps_every_invariant_and_answers_no_error(redis_url):
     own_database = f"{base}/{name}_soak"
     own_redis = redis_url.rsplit("/", 1)[0] + "/11"
     proc = subprocess.run(
-        [sys.executable, "bench/soak.py", "--minutes", "1", "--rate", "400",
-         "--database-url", own_database, "--redis-url", own_redis],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "bench/soak.py",
+            "--minutes",
+            "1",
+            "--rate",
+            "400",
+            "--database-url",
+            own_database,
+            "--redis-url",
+            own_redis,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     report = proc.stdout[-6000:] + proc.stderr[-4000:]
     assert proc.returncode == 0, report

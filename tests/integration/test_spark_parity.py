@@ -11,7 +11,9 @@ from spark_tasks.retention_job import decide_all
 pytestmark = pytest.mark.integration
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.lists(scenarios(), min_size=20, max_size=120))
 def test_spark_and_local_decide_alike(spark, fleet):
     inputs = dict(enumerate(fleet, start=1))

@@ -3,12 +3,10 @@ SparkSession reads back event for event."""
 
 import pytest
 
-from streams import services, tasks
-from retention import services as retention_services
-from streams import logs
 from domain.events import EventIn
-
 from integration.conftest import WORKER_CHUNK_BYTES
+from retention import services as retention_services
+from streams import logs, services, tasks
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -54,9 +52,7 @@ def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, setting
     assert (row.tail_offset, row.tail_size) == (7, 21)
 
 
-def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(
-    celery_worker, settings, api
-):
+def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(celery_worker, settings, api):
     from domain.policy_spec import parse_policy
 
     settings.CBR_DATA_DIR = celery_worker.data_dir

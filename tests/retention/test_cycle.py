@@ -9,15 +9,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from retention.cycle import run_cycle
-from retention import set_store
-from retention.models import StoredRetentionSet, TruncationRecord
-from domain.policy_spec import parse_policy
-from streams import services
-from retention import services as retention_services
-from streams import logs
-from streams.models import ReaderGroup, Scope, Segment, Subscription
 from domain.events import EventIn
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
+from retention import set_store
+from retention.cycle import run_cycle
+from retention.models import StoredRetentionSet, TruncationRecord
+from streams import logs, services
+from streams.models import ReaderGroup, Scope, Segment, Subscription
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -47,7 +46,8 @@ def subscribe(stream, name, offset):
         scope=scope, name=name, defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
     )
     Subscription.objects.update_or_create(
-        reader_group=group, stream=stream,
+        reader_group=group,
+        stream=stream,
         defaults={"acknowledgement_cut": {"0": offset}, "acknowledged_at": timezone.now()},
     )
 
@@ -75,7 +75,9 @@ def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     assert record.trigger == "command" and record.completed
     # a replayed cycle's truncations carry the cycle's clock, like its retention-set records
     assert sorted(TruncationRecord.objects.values_list("created_at", flat=True)) == [
-        T0, T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+        T0,
+        T0 + timedelta(hours=1),
+        T0 + timedelta(hours=2),
     ]
     assert {s["name"] for s in record.subscribers} == {"shop/A", "shop/B"}
     # the set keeps only what lies after the head
@@ -113,8 +115,14 @@ def test_a_truncation_a_crash_left_half_done_is_finished_by_the_next_cycle(strea
     log = logs.stream_log(stream)
     # recorded, but the process died before the store was touched
     TruncationRecord.objects.create(
-        stream=stream, before_cut={"0": 0}, after_cut={"0": 5}, before_size=0, after_size=150,
-        rule="cbr:case-i:slb", trigger="beat", completed=False,
+        stream=stream,
+        before_cut={"0": 0},
+        after_cut={"0": 5},
+        before_size=0,
+        after_size=150,
+        rule="cbr:case-i:slb",
+        trigger="beat",
+        completed=False,
     )
     assert log.head_cut() == {"0": 0}
     run_cycle(now=T0)
@@ -170,7 +178,12 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
         held.delete(f"cbr:retention:{streams[2].storage_key}")
     assert len(outcomes) == 5
     assert outcomes["shop/s2"].rule == "skipped:locked-by-another-cycle"
-    assert {name for name, o in outcomes.items() if o.truncation is not None} == {"shop/s0", "shop/s1", "shop/s3", "shop/s4"}
+    assert {name for name, o in outcomes.items() if o.truncation is not None} == {
+        "shop/s0",
+        "shop/s1",
+        "shop/s3",
+        "shop/s4",
+    }
     for s in streams:
         expected = {"0": 0} if s.name == "s2" else {"0": 3}
         assert logs.stream_log(s).head_cut() == expected
@@ -191,7 +204,9 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [retention_services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)]
+    streams = [
+        retention_services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)
+    ]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -225,7 +240,9 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [retention_services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)]
+    streams = [
+        retention_services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)
+    ]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -238,8 +255,17 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
 
     target = {"prepare": "complete_truncation", "decide": "decide", "apply": "apply_batch"}[where]
     if where == "prepare":
-        TruncationRecord.objects.create(stream=streams[0], created_at=T0, before_cut={"0": 0}, after_cut={"0": 1},
-                                        before_size=0, after_size=30, rule="test", trigger="beat", completed=False)
+        TruncationRecord.objects.create(
+            stream=streams[0],
+            created_at=T0,
+            before_cut={"0": 0},
+            after_cut={"0": 1},
+            before_size=0,
+            after_size=30,
+            rule="test",
+            trigger="beat",
+            completed=False,
+        )
     monkeypatch.setattr(cycle_module, target, boom)
     try:
         with pytest.raises(RuntimeError):
@@ -264,8 +290,16 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
 
     def record(stream, completed):
         return TruncationRecord.objects.create(
-            stream=stream, created_at=T0, before_cut={"0": 0}, after_cut={"0": 1}, before_size=0,
-            after_size=30, rule="test", trigger="beat", completed=completed)
+            stream=stream,
+            created_at=T0,
+            before_cut={"0": 0},
+            after_cut={"0": 1},
+            before_size=0,
+            after_size=30,
+            rule="test",
+            trigger="beat",
+            completed=completed,
+        )
 
     open_0, _, open_2 = record(streams[0], False), record(streams[1], True), record(streams[2], False)
     record(streams[0], True)
@@ -279,7 +313,9 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
     with connection.cursor() as cur:  # a long history, all complete, that ANALYZE never saw
         cur.execute(
             f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(columns)} FROM {table}, "
-            f"generate_series(1, 200000) WHERE id = %s", [open_0.pk])
+            f"generate_series(1, 200000) WHERE id = %s",
+            [open_0.pk],
+        )
         cur.execute(f"UPDATE {table} SET completed = true WHERE id > %s", [open_2.pk])
         cur.execute(f"SELECT count(*) FROM {table}")
         assert cur.fetchone()[0] > 200_000
@@ -304,7 +340,9 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
     policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
     created = [  # created f4 first: ids and names run in opposite orders
-        retention_services.do_create_stream(scope="shop", name=f"f{4 - i}", segment_count=1, policy=parse_policy(policy))
+        retention_services.do_create_stream(
+            scope="shop", name=f"f{4 - i}", segment_count=1, policy=parse_policy(policy)
+        )
         for i in range(5)
     ]
     streams = created[::-1]  # f0 … f4
@@ -325,8 +363,9 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
         if len(chunks) == 1:  # deleted once the fleet was listed, before its chunk was loaded
             gone.delete()
 
-    summary = cycle_module.run_cycle_summary(now=T0 + timedelta(hours=1), report=report,
-                                             progress=lambda d, t: progress.append((d, t)))
+    summary = cycle_module.run_cycle_summary(
+        now=T0 + timedelta(hours=1), report=report, progress=lambda d, t: progress.append((d, t))
+    )
     assert ids == sorted(ids, reverse=True)
     assert loads == [ids[0:2], ids[2:4], ids[4:5]]
     assert chunks == [["shop/f0", "shop/f1"], ["shop/f2"], ["shop/f4"]]

@@ -12,17 +12,16 @@ import redis
 from django.db import connection
 from django.utils import timezone
 
+from domain.events import EventIn
+from domain.policy_spec import parse_policy
 from retention import cycle as cycle_module
+from retention import services as retention_services
 from retention import set_store
 from retention.cycle import process_count, run_cycle
 from retention.forked import WorkerDied
 from retention.models import TruncationRecord
-from domain.policy_spec import parse_policy
-from streams import services
-from retention import services as retention_services
-from streams import logs
+from streams import logs, services
 from streams.models import ReaderGroup, Scope, Segment, Subscription
-from domain.events import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 POLICIES = [
@@ -59,13 +58,17 @@ def fleet(scope: str, count: int = 9) -> list:
         tail = logs.stream_log(stream).tail_cut()
         for g, share in (("A", (i % 3) / 3), ("B", ((i + 1) % 4) / 4)):
             group, _ = ReaderGroup.objects.get_or_create(
-                scope=Scope.objects.get(name=scope), name=g,
+                scope=Scope.objects.get(name=scope),
+                name=g,
                 defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"},
             )
             Subscription.objects.update_or_create(
-                reader_group=group, stream=stream,
-                defaults={"acknowledgement_cut": {s: int(o * share) for s, o in tail.items()},
-                          "acknowledged_at": timezone.now()},
+                reader_group=group,
+                stream=stream,
+                defaults={
+                    "acknowledgement_cut": {s: int(o * share) for s, o in tail.items()},
+                    "acknowledged_at": timezone.now(),
+                },
             )
         streams.append(stream)
     return streams
@@ -76,16 +79,25 @@ def state(streams) -> list:
     retention set, history."""
     out = []
     for s in streams:
-        out.append((
-            s.name,
-            logs.stream_log(s).head_cut(),
-            sorted(Segment.objects.filter(stream=s).values_list("segment_id", "head_offset", "head_size")),
-            [(e.size_bytes, e.cut) for e in set_store.entries(s)],
-            [
-                (r.rule, r.before_cut, r.after_cut, r.after_size, r.completed, [x["name"][-1] for x in r.subscribers])
-                for r in TruncationRecord.objects.filter(stream=s).order_by("id")
-            ],
-        ))
+        out.append(
+            (
+                s.name,
+                logs.stream_log(s).head_cut(),
+                sorted(Segment.objects.filter(stream=s).values_list("segment_id", "head_offset", "head_size")),
+                [(e.size_bytes, e.cut) for e in set_store.entries(s)],
+                [
+                    (
+                        r.rule,
+                        r.before_cut,
+                        r.after_cut,
+                        r.after_size,
+                        r.completed,
+                        [x["name"][-1] for x in r.subscribers],
+                    )
+                    for r in TruncationRecord.objects.filter(stream=s).order_by("id")
+                ],
+            )
+        )
     return out
 
 
@@ -96,7 +108,9 @@ def outcome_rows(outcomes) -> list:
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
-def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel, monkeypatch, redis_url, request, engine):
+def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(
+    parallel, monkeypatch, redis_url, request, engine
+):
     """The Spark engine: chunks of 5 streams (two Spark jobs, the second gathered while the
     first decides), each gathered and applied by the workers in parts of 2."""
     if engine == "spark":
@@ -118,8 +132,14 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
         assert client.smembers("test:cycle-pids") == {str(os.getpid()).encode()}
         client.delete("test:cycle-pids")
         progress = []
-        spread = run_cycle(now=at, streams=two, trigger="command", workers=2, engine=engine,
-                           progress=lambda done, total: progress.append((done, total)))
+        spread = run_cycle(
+            now=at,
+            streams=two,
+            trigger="command",
+            workers=2,
+            engine=engine,
+            progress=lambda done, total: progress.append((done, total)),
+        )
         pids = {int(p) for p in client.smembers("test:cycle-pids")}
         client.delete("test:cycle-pids")
         assert len(pids) == 2 and os.getpid() not in pids  # two forked workers applied it
@@ -127,7 +147,7 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
         assert len(progress) == (5 if engine == "local" else 2)  # per chunk done
         assert outcome_rows(spread) == outcome_rows(alone)  # in the streams' order
         assert state(two) == state(one)
-    rules = {r for r, in TruncationRecord.objects.values_list("rule")}
+    rules = {r for (r,) in TruncationRecord.objects.values_list("rule")}
     assert len(rules) >= 3 and TruncationRecord.objects.filter(completed=False).count() == 0
     # the worker processes released every lock they took
     assert not [k for k in client.scan_iter("cbr:retention:*")]
@@ -136,7 +156,9 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(parallel,
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
-def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(parallel, monkeypatch, redis_url, request, engine):
+def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(
+    parallel, monkeypatch, redis_url, request, engine
+):
     """kill -9 of a worker process after it recorded a truncation and before it touched the
     store: the cycle fails; the other worker releases what it holds (on Spark, parts gathered for
     later) as its tasks end; the next cycle takes over the dead worker's locks, finishes the

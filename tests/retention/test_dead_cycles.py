@@ -33,6 +33,10 @@ def test_it_fails_the_cycles_whose_process_is_gone_or_silent_and_leaves_the_live
     assert sweep_dead_cycles() == 2
 
     states = {c.pk: c.state for c in RetentionCycle.objects.all()}
-    assert states == {dead_here.pk: "failed", alive_here.pk: "running", silent_elsewhere.pk: "failed",
-                      beating_elsewhere.pk: "running"}
+    assert states == {
+        dead_here.pk: "failed",
+        alive_here.pk: "running",
+        silent_elsewhere.pk: "failed",
+        beating_elsewhere.pk: "running",
+    }
     assert "process died" in RetentionCycle.objects.get(pk=silent_elsewhere.pk).error

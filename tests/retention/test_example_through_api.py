@@ -55,12 +55,16 @@ def test_the_consumption_example_step_by_step(api, engine, request):
     if engine == "spark":
         request.getfixturevalue("spark")  # the run's one shared session
     factories.create_stream_over_api(
-        api, "s", scope="demo", segment_count=2,
+        api,
+        "s",
+        scope="demo",
+        segment_count=2,
         retention_policy={"limit_type": "size", "min": 2, "max": 10, "consumption_based": True},
     )
     for group in ("A", "B"):
-        factories.create_group_over_api(api, group, scope="demo", streams=["demo/s"],
-                                        retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+        factories.create_group_over_api(
+            api, group, scope="demo", streams=["demo/s"], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+        )
 
     grow_to(api, {"0": 2, "1": 2})
     release(api, "A", {"0": 2, "1": 1})
@@ -86,7 +90,10 @@ def test_the_consumption_example_step_by_step(api, engine, request):
 
     history = api.get(BASE + "truncations/").json()["results"]
     assert [h["rule"] for h in history] == [
-        "cbr:case-iii:slb", "cbr:case-iii:limit_max", "cbr:case-ii:limit_min", "cbr:case-i:slb",
+        "cbr:case-iii:slb",
+        "cbr:case-iii:limit_max",
+        "cbr:case-ii:limit_min",
+        "cbr:case-i:slb",
     ]
     assert {s["name"] for s in history[0]["subscribers"]} == {"demo/A", "demo/B"}
     assert api.get(BASE).json()["head_cut"] == {"0": 21, "1": 19}

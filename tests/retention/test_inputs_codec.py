@@ -1,6 +1,7 @@
 from hypothesis import given, settings
 from retention_strategies import scenarios
 
+from domain.retention import decide
 from spark_tasks.retention_inputs import (
     considered,
     decide_row,
@@ -9,7 +10,6 @@ from spark_tasks.retention_inputs import (
     encode_decision,
     encode_inputs,
 )
-from domain.retention import decide
 
 
 @settings(max_examples=200)
@@ -22,7 +22,11 @@ def test_inputs_and_decisions_survive_the_trip_through_rows(inputs):
     decision = decide(inputs)
     again, weighed = decode_decision(decide_row(encode_inputs(7, inputs)))
     assert (again.cut, again.rule, again.slb, again.active, again.at_max) == (
-        decision.cut, decision.rule, decision.slb, decision.active, decision.at_max
+        decision.cut,
+        decision.rule,
+        decision.slb,
+        decision.active,
+        decision.at_max,
     )
     assert weighed == considered(inputs, decision)
     assert [w["name"] for w in weighed] == [s.name for s in inputs.subscribers if s.name in decision.active]

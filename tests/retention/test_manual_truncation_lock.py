@@ -7,18 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from domain.errors import FieldError
+from domain.events import EventIn
+from domain.policy_spec import parse_policy
+from domain.retention import Decision
+from retention import locks as retention_locks
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import apply_batch, prepare_batch
-from retention import locks as retention_locks
 from retention.locks import Locks
 from retention.models import TruncationRecord
-from domain.retention import Decision
-from domain.policy_spec import parse_policy
-from streams import services
-from streams import logs
-from domain.errors import FieldError
-from domain.events import EventIn
+from streams import logs, services
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -28,7 +27,9 @@ BASE = "/api/v1/streams/shop/orders/"
 @pytest.fixture
 def stream():
     stream = retention_services.do_create_stream(
-        scope="shop", name="orders", segment_count=1,
+        scope="shop",
+        name="orders",
+        segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 10_000, "consumption_based": False}),
     )
     services.do_publish(stream, [EventIn(b"x" * 30)] * 7)
@@ -50,7 +51,11 @@ def test_a_manual_truncation_waits_for_the_cycle_then_drops_its_records(stream, 
     # when a manual truncation comes meanwhile, it is refused and changes nothing
     with pytest.raises(FieldError) as refused:
         retention_services.do_truncate(stream, {"0": 5}, rule="manual", trigger="api")
-    assert (refused.value.status, refused.value.code, refused.value.field) == (409, "retention_in_progress", "stream_cut")
+    assert (refused.value.status, refused.value.code, refused.value.field) == (
+        409,
+        "retention_in_progress",
+        "stream_cut",
+    )
     assert logs.stream_log(stream).head_cut() == {"0": 0}
     assert not TruncationRecord.objects.exists()
     # then the cycle stores its tail and lets go; the truncation, retried, drops what it passed
@@ -95,9 +100,8 @@ def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, 
 
 
 def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(stream, monkeypatch):
-    from store.redis_connection import get_redis
-    from retention import cycle
     from store import locks as redis_locks
+    from store.redis_connection import get_redis
 
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
     key = retention_locks._lock_key(other)

@@ -7,9 +7,7 @@ from domain.retention_set import RetentionRecord
 
 NOW = 200.0
 # time-ordered tail records of a 2-segment stream; deltas at NOW: 150, 80, 20, 5
-RSET = tuple(
-    RetentionRecord(t, 2 * o, {"0": o, "1": o}) for t, o in [(50, 5), (120, 12), (180, 18), (195, 19)]
-)
+RSET = tuple(RetentionRecord(t, 2 * o, {"0": o, "1": o}) for t, o in [(50, 5), (120, 12), (180, 18), (195, 19)])
 TIME = Policy("time", min=10, max=100, consumption_based=True)
 
 

@@ -2,12 +2,11 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from retention_strategies import MAX_FORCED, SEGMENTS, scenarios
 
 from domain.cuts import lower_bound, moves_head
 from domain.retention import Inputs, Subscriber, bounds, decide
 from domain.retention_set import after_truncation
-
-from retention_strategies import MAX_FORCED, SEGMENTS, scenarios
 
 
 @settings(max_examples=500)

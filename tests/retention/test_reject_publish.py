@@ -6,14 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from domain.events import EventIn
+from domain.policy_spec import parse_policy
+from retention import services as retention_services
 from retention.cycle import execute, run_cycle
 from retention.models import RetentionCycle, TruncationRecord
-from domain.policy_spec import parse_policy
-from streams import services
-from retention import services as retention_services
-from streams import logs
+from streams import logs, services
 from streams.models import Stream
-from domain.events import EventIn
 
 pytestmark = pytest.mark.django_db
 
@@ -29,17 +28,26 @@ def redis_for_locks(settings, redis_url):
 
 def make_stream(on_max_limit):
     return retention_services.do_create_stream(
-        scope="shop", name="orders", on_max_limit=on_max_limit,
+        scope="shop",
+        name="orders",
+        on_max_limit=on_max_limit,
         policy=parse_policy({"limit_type": "size", "min": 30, "max": 90, "consumption_based": True}),
     )
 
 
 def fill_past_max(api, stream):
     """A subscriber at the head holds all 10 events (300 bytes) through two cycles."""
-    api.post("/api/v1/reader-groups/", {
-        "scope": "shop", "name": "billing", "streams": ["shop/orders"],
-        "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT", "start": "head",
-    }, format="json")
+    api.post(
+        "/api/v1/reader-groups/",
+        {
+            "scope": "shop",
+            "name": "billing",
+            "streams": ["shop/orders"],
+            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT",
+            "start": "head",
+        },
+        format="json",
+    )
     services.do_publish(stream, [EventIn(b"x" * 30)] * 5)
     run_cycle(now=T0)
     services.do_publish(stream, [EventIn(b"x" * 30)] * 5)

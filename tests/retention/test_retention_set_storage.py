@@ -7,12 +7,12 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from domain.events import EventIn
+from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import prepare_batch
-from domain.policy_spec import parse_policy
 from streams import services
-from domain.events import EventIn
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)
 
@@ -20,7 +20,9 @@ T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)
 @pytest.fixture
 def stream(db):
     return retention_services.do_create_stream(
-        scope="shop", name="orders", segment_count=1,
+        scope="shop",
+        name="orders",
+        segment_count=1,
         policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
     )
 
@@ -28,7 +30,10 @@ def stream(db):
 @pytest.mark.django_db
 def test_sets_are_read_back_as_written_with_exact_times(stream):
     other = services.do_create_stream(scope="shop", name="other", segment_count=1)
-    rows = [set_store.stored(T0, 30, {"0": 1}, {"0": 30}), set_store.stored(T0 + timedelta(hours=1), 90, {"0": 3}, None)]
+    rows = [
+        set_store.stored(T0, 30, {"0": 1}, {"0": 30}),
+        set_store.stored(T0 + timedelta(hours=1), 90, {"0": 3}, None),
+    ]
     # when
     set_store.write_sets({stream.pk: rows})
     set_store.write_sets({stream.pk: rows[1:]})  # written again whole: replaces
@@ -80,7 +85,9 @@ def test_the_migration_carries_each_streams_records_over_in_set_order():
         b = Stream.objects.create(scope=scope, name="b", segment_count=1)
         Stream.objects.create(scope=scope, name="none", segment_count=1)
         # inserted out of order; two records at the same time are ordered by id
-        Record.objects.create(stream=a, recorded_at=T0 + timedelta(hours=1), size_bytes=60, cut={"0": 2}, sizes={"0": 60})
+        Record.objects.create(
+            stream=a, recorded_at=T0 + timedelta(hours=1), size_bytes=60, cut={"0": 2}, sizes={"0": 60}
+        )
         Record.objects.create(stream=a, recorded_at=T0, size_bytes=30, cut={"0": 1}, sizes=None)
         Record.objects.create(stream=a, recorded_at=T0, size_bytes=31, cut={"0": 1}, sizes=None)
         Record.objects.create(stream=b, recorded_at=T0, size_bytes=90, cut={"0": 3}, sizes={"0": 90})

@@ -101,14 +101,15 @@ def test_a_roll_on_a_full_disk_leaves_no_half_made_chunk(tmp_path):
 def large_batches_written_from_their_parts(disk):
     # batches framed larger than JOIN_AT_MOST are written from their parts (pwritev), payloads of
     # COPY_BELOW and more straight from where they are; one of over IOV_MAX parts takes several calls
-    from store import framing
-    from store import segment
+    from store import framing, segment
 
     seg = Segment(disk / "seg", StoreConfig(chunk_bytes=64 * 1024 * 1024))
     rng = random.Random(11)
     acked: dict[int, bytes] = {}
-    batches = [[rng.randbytes(framing.COPY_BELOW) for _ in range(300)],  # 900 parts, 1.2 MiB
-               [rng.randbytes(2000) for _ in range(700)]]  # 1 400 parts: two pwritev calls
+    batches = [
+        [rng.randbytes(framing.COPY_BELOW) for _ in range(300)],  # 900 parts, 1.2 MiB
+        [rng.randbytes(2000) for _ in range(700)],
+    ]  # 1 400 parts: two pwritev calls
     for batch in batches:
         assert sum(map(len, batch)) > segment.JOIN_AT_MOST
         first = seg.append([EventIn(p) for p in batch]).first_offset

@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import framing
 from domain.events import EventIn
+from store import framing
 
 events_strategy = st.builds(
     EventIn,
@@ -53,7 +53,7 @@ def test_it_round_trips_every_field():
 
 def test_an_empty_key_is_not_an_absent_key():
     data, _, _ = framing.encode_batch([EventIn(b"x", b"", b"")], 0, 0, 0)
-    (_, rec), = framing.iter_records(data)
+    ((_, rec),) = framing.iter_records(data)
     assert rec.routing_key == b"" and rec.key == b""
 
 
@@ -100,7 +100,9 @@ def test_read_records_finds_what_iter_records_finds_in_any_cut_or_corruption(bat
     """The read path's decoder: the same records as iter_records (every field), from any offset,
     up to any count, stopping at a torn tail or a flipped byte, with the bytes it consumed."""
     encoded, _ = _encode(batches)
-    body = bytearray(encoded[framing.CHUNK_HEADER_SIZE:data.draw(st.integers(framing.CHUNK_HEADER_SIZE, len(encoded)))])
+    body = bytearray(
+        encoded[framing.CHUNK_HEADER_SIZE : data.draw(st.integers(framing.CHUNK_HEADER_SIZE, len(encoded)))]
+    )
     if body and data.draw(st.booleans()):
         body[data.draw(st.integers(0, len(body) - 1))] ^= 0x40
     body = bytes(body)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from store import framing
 from domain.events import EventIn
+from store import framing
 from store.segment import Segment, StoreConfig
 
 WRITER = Path(__file__).with_name("writer_process.py")
@@ -260,8 +260,12 @@ def test_reads_sized_by_the_index_agree_with_record_by_record_reads_after_a_head
     rng = random.Random(7)
     seg = small(tmp_path, chunk_bytes=60_000)
     for b in range(40):
-        seg.append([EventIn(f"x{b}-{i}-".encode().ljust(rng.choice((5, 90, 700, 5000, 13_000)), b"."))
-                    for i in range(rng.randint(1, 12))])
+        seg.append(
+            [
+                EventIn(f"x{b}-{i}-".encode().ljust(rng.choice((5, 90, 700, 5000, 13_000)), b"."))
+                for i in range(rng.randint(1, 12))
+            ]
+        )
     total = seg.committed_tail().next_offset
     single = {o: seg.read(o, 1)[0] for o in range(total)}
     seg.truncate(total // 3 + 1)  # a head in the middle of a chunk, earlier chunks deleted

@@ -3,8 +3,8 @@ recovered after a non-durable head write was lost."""
 
 import os
 
-from store import store as store_module
 from domain.events import EventIn
+from store import store as store_module
 from store.segment import ENDS_FILE, HEAD_AT, StoreConfig
 from store.store import SegmentStore, truncate_many
 
