@@ -25,12 +25,6 @@ RUN = PAGE + "compaction/run/"
 HISTORY_COLUMNS = 11
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 @pytest.fixture(autouse=True)
 def hourly(settings):
     settings.CBR_COMPACTION_INTERVAL = 3600

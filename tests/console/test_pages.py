@@ -18,12 +18,6 @@ def streams_with_data():
     return made
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 def test_pages_need_a_login(client):
     response = client.get("/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")

@@ -35,12 +35,6 @@ def stream():
     return stream
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 def test_the_stream_page_shows_subscribers_with_lag_and_staleness(admin_client, stream):
     html = admin_client.get("/streams/shop/orders/").content.decode()
     assert "shop/billing" in html and "shop/audit" in html

@@ -5,17 +5,17 @@ import threading
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
+import factories
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import run_cycle
 from retention.models import StoredRetentionSet, TruncationRecord
-from streams import logs, services
+from streams import logs
 from streams.models import ReaderGroup, Scope, Segment, Subscription
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -28,16 +28,11 @@ def redis_for_locks(settings, redis_url):
 
 @pytest.fixture
 def stream(db):
-    return retention_services.do_create_stream(
-        scope="shop",
-        name="orders",
-        segment_count=1,
-        policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
-    )
+    return factories.make_stream(policy={"limit_type": "size", "min": 90, "max": 180, "consumption_based": True})
 
 
 def publish(stream, n):
-    services.do_publish(stream, [EventIn(b"x" * 30)] * n)
+    factories.publish(stream, n, b"x" * 30)
 
 
 def subscribe(stream, name, offset):
@@ -164,9 +159,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
     monkeypatch.setattr(cycle_module, "BATCH", 2)
     monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [
-        retention_services.do_create_stream(scope="shop", name=f"s{i}", policy=parse_policy(policy)) for i in range(5)
-    ]
+    streams = [factories.make_stream(f"s{i}", policy=policy) for i in range(5)]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -204,9 +197,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [
-        retention_services.do_create_stream(scope="shop", name=f"d{i}", policy=parse_policy(policy)) for i in range(3)
-    ]
+    streams = [factories.make_stream(f"d{i}", policy=policy) for i in range(3)]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -240,9 +231,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
-    streams = [
-        retention_services.do_create_stream(scope="shop", name=f"f{i}", policy=parse_policy(policy)) for i in range(4)
-    ]
+    streams = [factories.make_stream(f"f{i}", policy=policy) for i in range(4)]
     for s in streams:
         publish(s, 7)
         subscribe(s, "A", 3)
@@ -286,7 +275,7 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
 
     from retention.cycle import pending_truncations
 
-    streams = [services.do_create_stream(scope="pend", name=f"s{i}", segment_count=1) for i in range(3)]
+    streams = [factories.make_stream(f"s{i}", scope="pend") for i in range(3)]
 
     def record(stream, completed):
         return TruncationRecord.objects.create(

@@ -5,11 +5,10 @@ records it dropped written back (review of the one-row retention set)."""
 import threading
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 
 from domain.errors import FieldError
-from domain.events import EventIn
-from domain.policy_spec import parse_policy
 from domain.retention import Decision
 from retention import locks as retention_locks
 from retention import services as retention_services
@@ -26,13 +25,8 @@ BASE = "/api/v1/streams/shop/orders/"
 
 @pytest.fixture
 def stream():
-    stream = retention_services.do_create_stream(
-        scope="shop",
-        name="orders",
-        segment_count=1,
-        policy=parse_policy({"limit_type": "size", "min": 90, "max": 10_000, "consumption_based": False}),
-    )
-    services.do_publish(stream, [EventIn(b"x" * 30)] * 7)
+    stream = factories.make_stream(policy={"limit_type": "size", "min": 90, "max": 10_000, "consumption_based": False})
+    factories.publish(stream, 7, b"x" * 30)
     rows = [set_store.stored(T0 + timedelta(hours=k), 30 * k, {"0": k}, {"0": 30 * k}) for k in (2, 4, 6)]
     set_store.write_sets({stream.pk: rows})
     return stream

@@ -3,12 +3,12 @@ truncation, and carried over from the row-per-record table by the migration."""
 
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from domain.events import EventIn
-from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import prepare_batch
@@ -19,12 +19,7 @@ T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)
 
 @pytest.fixture
 def stream(db):
-    return retention_services.do_create_stream(
-        scope="shop",
-        name="orders",
-        segment_count=1,
-        policy=parse_policy({"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}),
-    )
+    return factories.make_stream(policy={"limit_type": "size", "min": 90, "max": 180, "consumption_based": True})
 
 
 @pytest.mark.django_db
