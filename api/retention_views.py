@@ -15,7 +15,7 @@ from access.rules import Action
 from api.retention_serializers import CycleRequestSerializer, RetentionCycleSerializer
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from retention.cycle import streams_with_policy
+from retention.cycle.gathering import streams_with_policy
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
 from retention.tasks import run_retention_cycle

@@ -3,7 +3,7 @@
 A synthetic fleet of N streams, each with 4 segments holding 96 events of 100 bytes apiece in the
 real segment store, a consumption-based size or time policy (alternating), 3 subscriber reader
 groups with acknowledgement cuts, and a retention set of 48 records (one per past 30-minute cycle; one row per stream).
-One cycle is then timed as the beat task runs it (`retention.cycle.run_cycle`), for each engine
+One cycle is then timed as the beat task runs it (`retention.cycle.running.run_cycle`), for each engine
 asked for, each from the same freshly built fleet (restored from a snapshot for the second).
 
 Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark]
@@ -299,14 +299,14 @@ def _copy_ends(source: Path, target: Path, to_snapshot: bool) -> None:
 
 
 _PHASES = (
-    ("retention.cycle", "prepare_batch"),
-    ("retention.cycle", "decide"),
-    ("retention.cycle", "truncate_many"),
-    ("retention.cycle", "_complete"),
-    ("retention.cycle", "_mark_full"),
-    ("retention.cycle", "read_sets"),
-    ("retention.cycle", "write_sets"),
-    ("retention.cycle", "ends_many"),
+    ("retention.cycle.gathering", "prepare_batch"),
+    ("retention.cycle.local", "decide"),
+    ("retention.truncation", "truncate_many"),
+    ("retention.truncation", "_complete"),
+    ("retention.cycle.applying", "_mark_full"),
+    ("retention.cycle.gathering", "read_sets"),
+    ("retention.cycle.applying", "write_sets"),
+    ("retention.cycle.gathering", "ends_many"),
     ("spark_tasks.retention_job", "decide_file"),
 )
 _NESTED = {"read_sets", "ends_many"}  # parts of prepare_batch's time, not besides it
@@ -347,7 +347,8 @@ def _untime_phases() -> None:
 def run(n: int, engine: str, workers: int | None = None) -> dict:
     from django.db import connection
 
-    from retention.cycle import process_count, run_cycle_summary
+    from retention.cycle.local import process_count
+    from retention.cycle.running import run_cycle_summary
     from retention.models import TruncationRecord
 
     phases = _time_phases()

@@ -147,7 +147,7 @@ class RetentionCycle(models.Model):
     bytes_reclaimed = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
     # The process running it (store.locks.holder_token) and when it last said it was alive: a
-    # cycle whose process died is marked failed by the next one (retention.cycle.sweep_dead_cycles).
+    # cycle whose process died is marked failed by the next one (retention.cycle.lifecycle.sweep_dead_cycles).
     runner = models.CharField(max_length=300, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
 

@@ -8,17 +8,15 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from domain.cuts import is_at_or_after
 from domain.cycle_clock import clock_problem
 from domain.errors import FieldError
 from domain.policy_spec import PolicySpec
-from domain.retention_set import after_truncation
+from retention import truncation
 from retention.locks import stream_lock
 from retention.models import RetentionPolicy, TruncationRecord
-from retention.set_store import as_records, read_sets, write_sets
 from streams import services as stream_services
-from streams.logs import refresh_segments, stream_log
-from streams.models import Checkpoint, Stream
+from streams.logs import stream_log
+from streams.models import Stream
 
 
 def do_truncate(
@@ -35,9 +33,10 @@ def do_truncate(
 
     A cut at or behind the head on every segment is a silent no-op (returns None); on a segment
     where the cut is behind the head, that segment's head stays where it is. The history record
-    is written first and completed after the store changed (see `complete_truncation`).
+    goes the one way every truncation goes (`retention.truncation`): recorded first, completed
+    after the store changed, the expired checkpoints dropped.
 
-    It holds the stream's retention lock (`cycle.stream_lock`): a cycle working on the stream is
+    It holds the stream's retention lock (`retention.locks.stream_lock`): a cycle working on the stream is
     waited for up to `CBR_TRUNCATE_LOCK_WAIT_S`, then it is a 409.
     """
     with stream_lock(stream, settings.CBR_TRUNCATE_LOCK_WAIT_S):
@@ -54,7 +53,7 @@ def _truncate(stream, cut, rule, trigger, user, subscribers, at) -> TruncationRe
     target = {s: max(head[s], cut.get(s, head[s])) for s in stream.segment_ids}
     if target == head:
         return None
-    record = TruncationRecord.objects.create(
+    record = TruncationRecord(
         stream=stream,
         created_at=at or timezone.now(),
         before_cut=head,
@@ -68,48 +67,8 @@ def _truncate(stream, cut, rule, trigger, user, subscribers, at) -> TruncationRe
         triggered_by=user if user is not None and user.is_authenticated else None,
         completed=False,
     )
-    return complete_truncation(record)
-
-
-def complete_truncation(record: TruncationRecord) -> TruncationRecord:
-    """Apply a recorded truncation to the store (idempotent: the head never moves back, and
-    chunks before it are deleted whether or not an earlier attempt got that far), then drop the
-    retention-set records at or before its cut and the checkpoints it expired."""
-    stream = record.stream
-    results = stream_log(stream).truncate(record.after_cut)
-    with transaction.atomic():
-        record.after_size = sum(r.head_after.cum_size for r in results.values())
-        record.chunks_deleted += sum(r.chunks_deleted for r in results.values())
-        record.bytes_deleted += sum(r.bytes_deleted for r in results.values())
-        record.completed = True
-        record.save(update_fields=["after_size", "chunks_deleted", "bytes_deleted", "completed"])
-        rows = read_sets([stream.pk]).get(stream.pk, [])
-        kept = after_truncation(as_records(rows), record.after_cut)
-        if len(kept) < len(rows):
-            write_sets({stream.pk: rows[len(rows) - len(kept) :]})
-        drop_expired_checkpoints({stream.pk: (stream.full_name, record.after_cut)})
-        refresh_segments(stream)
+    truncation.truncate([(stream, log, record, None)], own=True)  # a batch of one
     return record
-
-
-def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> None:
-    """After truncations (stream id → (its name, its new head)): a checkpoint that is not
-    persisted expires once its cut of a stream lies behind that stream's head on some segment,
-    since a reader group could no longer restart from it. Persisted checkpoints are the user's to
-    release or delete. Every truncation, a cycle's or a manual one, ends here."""
-    candidates = Checkpoint.objects.filter(
-        persist=False, reader_group__subscription__stream_id__in=list(heads)
-    ).distinct()
-    names = {name: head for name, head in heads.values()}
-    expired = []
-    for cp in candidates.only("pk", "cuts"):
-        for name, cut in (cp.cuts or {}).items():
-            head = names.get(name)
-            if head and not is_at_or_after({s: int(cut.get(s, 0)) for s in head}, head):
-                expired.append(cp.pk)
-                break
-    if expired:
-        Checkpoint.objects.filter(pk__in=expired).delete()
 
 
 def check_cycle_clock(now, stream: Stream | None = None) -> None:

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.db import transaction
 from django.dispatch import receiver
 
-from retention.cycle import execute
+from retention.cycle.lifecycle import execute
 from retention.models import RetentionCycle
 from streams.models import Stream
 from streams.signals import holds_released

@@ -314,26 +314,32 @@ class SegmentStore:
 
 
 def truncate_many(
-    targets: list[tuple[StreamLog, StreamCut, dict[str, int] | None]],
+    targets: list[tuple[StreamLog, StreamCut, dict[str, int] | None]], *, durable: bool = False
 ) -> list[dict[str, TruncateResult]]:
     """Truncate many streams with at most one sync instead of two fsyncs per segment: move every
     head (not yet durable); if any chunk is now wholly behind a head, sync once and delete those
     chunks. No chunk is ever deleted behind a head that is not durable, so a crash can only take
     back head moves (the data comes back into view; nothing is lost). The caller syncs at the
     end of its work (`sync_all`) to make the remaining head moves durable. Each target may carry
-    the cumulative size at each offset of its cut, as read from the store before."""
+    the cumulative size at each offset of its cut, as read from the store before.
+
+    With `durable` (a truncation of its own, not one of a cycle's batch), each stream's head moves
+    are made durable as they are written, nothing is left for the caller to sync, and every chunk
+    wholly behind a head is deleted whether or not this call moved that head: a truncation that
+    a crash interrupted between the two halves is finished."""
     moved = []  # in this thread: head writes in parallel threads measured slower (journal)
     for log, cut, sizes in targets:
-        moved.append(log.move_heads(cut, sizes or {}, durable=False))
+        moved.append(log.move_heads(cut, sizes or {}, durable=durable))
     # A chunk can newly fall behind a head only if the old head lay before the active chunk;
     # otherwise every earlier chunk was behind the old head already, and deleted then.
     deletable = {
         (i, s)
         for i, ((log, _, _), heads) in enumerate(zip(targets, moved))
         for s, (before, after, active_base) in heads.items()
-        if before != after and before.offset < active_base and log.segment(s).has_chunks_before_head()
+        if (durable or (before != after and before.offset < active_base))
+        and log.segment(s).has_chunks_before_head()
     }
-    if deletable:
+    if deletable and not durable:
         sync_all()
     results = []
     for i, ((log, _, _), heads) in enumerate(zip(targets, moved)):

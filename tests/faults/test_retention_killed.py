@@ -21,7 +21,7 @@ from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from faults.invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
 from retention import services as retention_services
-from retention.cycle import run_cycle
+from retention.cycle.running import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from store.redis_connection import get_redis
 from streams import logs, services

@@ -1,22 +1,30 @@
 """The retention cycle against the real store, database and Redis."""
 
 import os
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import factories
 import pytest
+import redis
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
-from retention.cycle import run_cycle
+from retention.cycle import gathering, local, running, spark
+from retention.cycle.running import run_cycle
 from retention.models import StoredRetentionSet, TruncationRecord
+from retention.truncation import pending_truncations
+from store import locks as redis_locks
 from streams import logs
-from streams.models import ReaderGroup, Scope, Segment, Subscription
+from streams.models import Checkpoint, ReaderGroup, Scope, Segment, Subscription
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -135,7 +143,6 @@ def test_bad_command_arguments_are_clear_errors(stream):
 
 @pytest.mark.django_db
 def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
-    from streams.models import Checkpoint
 
     publish(stream, 7)
     subscribe(stream, "A", 3)
@@ -150,14 +157,11 @@ def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
 @pytest.mark.django_db
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
 def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url, request, engine):
-    import redis
-
-    from retention import cycle as cycle_module
 
     if engine == "spark":
         request.getfixturevalue("spark")  # the run's one shared session
-    monkeypatch.setattr(cycle_module, "BATCH", 2)
-    monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
+    monkeypatch.setattr(gathering, "BATCH", 2)
+    monkeypatch.setattr(spark, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [factories.make_stream(f"s{i}", policy=policy) for i in range(5)]
     for s in streams:
@@ -189,12 +193,6 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
 
 @pytest.mark.django_db
 def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_ones_is_not(redis_url):
-    import subprocess
-    import sys
-
-    import redis
-
-    from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [factories.make_stream(f"d{i}", policy=policy) for i in range(3)]
@@ -225,10 +223,6 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     """Review of a2722c0 (a batch's locks by one script call): a cycle that raises while preparing,
     deciding or applying a batch leaves none of its locks behind (the next cycle is not skipped),
     and a lock another live cycle holds is neither taken nor released."""
-    import redis
-
-    from retention import cycle as cycle_module
-    from store import locks as redis_locks
 
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [factories.make_stream(f"f{i}", policy=policy) for i in range(4)]
@@ -242,7 +236,11 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     def boom(*a, **kw):
         raise RuntimeError("boom")
 
-    target = {"prepare": "complete_truncation", "decide": "decide", "apply": "apply_batch"}[where]
+    module, target = {
+        "prepare": (gathering, "finish_truncations"),
+        "decide": (local, "decide"),
+        "apply": (local, "apply_batch"),
+    }[where]
     if where == "prepare":
         TruncationRecord.objects.create(
             stream=streams[0],
@@ -255,7 +253,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
             trigger="beat",
             completed=False,
         )
-    monkeypatch.setattr(cycle_module, target, boom)
+    monkeypatch.setattr(module, target, boom)
     try:
         with pytest.raises(RuntimeError):
             run_cycle(now=T0)
@@ -270,10 +268,6 @@ def test_unfinished_truncations_are_found_per_stream_through_the_small_index(db)
     """`pending_truncations` finds exactly the asked streams' unfinished records; on PostgreSQL
     through the `truncation_pending` index even when the history is large and has no statistics
     (a plain `IN (…) AND NOT completed` read the whole history for every batch then)."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from retention.cycle import pending_truncations
 
     streams = [factories.make_stream(f"s{i}", scope="pend") for i in range(3)]
 
@@ -324,9 +318,8 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     time and hands the outcomes over a chunk at a time (nothing per stream is held for the whole
     fleet); the summary counts the same as the truncation history. A stream deleted after the
     listing is simply not there."""
-    from retention import cycle as cycle_module
 
-    monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
+    monkeypatch.setattr(local, "PARALLEL_CHUNK", 2)
     policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
     created = [  # created f4 first: ids and names run in opposite orders
         retention_services.do_create_stream(
@@ -341,8 +334,8 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     for s in streams:
         publish(s, 3)
     loads = []
-    real_load = cycle_module.load_streams
-    monkeypatch.setattr(cycle_module, "load_streams", lambda ids: loads.append(list(ids)) or real_load(ids))
+    real_load = local.load_streams
+    monkeypatch.setattr(local, "load_streams", lambda ids: loads.append(list(ids)) or real_load(ids))
     ids = [s.pk for s in streams]
     gone = streams[3]
     chunks, progress = [], []
@@ -352,7 +345,7 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
         if len(chunks) == 1:  # deleted once the fleet was listed, before its chunk was loaded
             gone.delete()
 
-    summary = cycle_module.run_cycle_summary(
+    summary = running.run_cycle_summary(
         now=T0 + timedelta(hours=1), report=report, progress=lambda d, t: progress.append((d, t))
     )
     assert ids == sorted(ids, reverse=True)
@@ -364,3 +357,38 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     assert summary.streams == 4 and summary.truncations == len(records) == 4
     assert summary.bytes_reclaimed == records.reclaimed_bytes() > 0
     assert summary.rules == {"size:limit_min": 4}
+
+
+def test_a_manual_truncation_and_a_cycles_leave_the_same_record_segment_rows_and_chunks(db, settings):
+    """One truncation path (`retention.truncation`): a stream truncated by hand to the cut a
+    cycle chose for its twin ends with the same history numbers, Segment rows and chunks."""
+    settings.CBR_CHUNK_BYTES = 1024  # several chunks: the truncation deletes some
+    policy = {"limit_type": "size", "min": 100, "max": 5000, "consumption_based": False}
+    by_cycle = factories.make_stream("by-cycle", policy=policy, segment_count=2)
+    by_hand = factories.make_stream("by-hand", segment_count=2)
+    for at in (T0, T0 + timedelta(hours=2)):  # the first cycle records the tail, the second truncates
+        for s in (by_cycle, by_hand):
+            for _ in range(4):
+                factories.publish(s, 10, b"x" * 100)
+        run_cycle(now=at)
+    (done,) = TruncationRecord.objects.filter(stream=by_cycle)
+    retention_services.do_truncate(by_hand, done.after_cut, rule="manual", trigger="api")
+    (manual,) = TruncationRecord.objects.filter(stream=by_hand)
+
+    def numbers(r):
+        fields = "before_cut after_cut before_size after_size tail_size chunks_deleted bytes_deleted completed"
+        return [getattr(r, f) for f in fields.split()]
+
+    assert done.chunks_deleted > 0 and numbers(manual) == numbers(done)
+    rows = {
+        s.name: list(
+            Segment.objects.filter(stream=s)
+            .order_by("segment_id")
+            .values_list("segment_id", "head_offset", "head_size", "chunk_count", "physical_bytes")
+        )
+        for s in (by_cycle, by_hand)
+    }
+    assert rows["by-hand"] == rows["by-cycle"]
+    assert [logs.stream_log(s).segment(g).chunk_bases() for s in (by_hand,) for g in ("0", "1")] == [
+        logs.stream_log(by_cycle).segment(g).chunk_bases() for g in ("0", "1")
+    ]

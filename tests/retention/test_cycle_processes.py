@@ -1,4 +1,4 @@
-"""The local engine on several processes (`retention.cycle._run_in_processes`): the same decisions,
+"""The local engine on several processes (`retention.cycle.local.run_in_processes`): the same decisions,
 heads, history and retention sets as one process, outcomes in the streams' order, and a cycle
 whose worker process is killed mid-way finished by the next. PostgreSQL only (the only database a
 cycle spreads over processes on: SQLite takes one writer at a time); CI runs these on it."""
@@ -14,10 +14,11 @@ from django.utils import timezone
 
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
-from retention import cycle as cycle_module
 from retention import services as retention_services
-from retention import set_store
-from retention.cycle import process_count, run_cycle
+from retention import set_store, truncation
+from retention.cycle import gathering, local, spark
+from retention.cycle.local import process_count
+from retention.cycle.running import run_cycle
 from retention.forked import WorkerDied
 from retention.models import TruncationRecord
 from streams import logs, services
@@ -41,8 +42,8 @@ def parallel(settings, monkeypatch):
     """Chunks of 2 streams in batches of 1, from 1 stream up: a handful of streams exercise
     everything a 100k cycle does across processes."""
     settings.CBR_RETENTION_PARALLEL_MIN_STREAMS = 1
-    monkeypatch.setattr(cycle_module, "PARALLEL_CHUNK", 2)
-    monkeypatch.setattr(cycle_module, "BATCH", 1)
+    monkeypatch.setattr(local, "PARALLEL_CHUNK", 2)
+    monkeypatch.setattr(gathering, "BATCH", 1)
 
 
 def fleet(scope: str, count: int = 9) -> list:
@@ -115,17 +116,18 @@ def test_a_cycle_over_two_processes_does_exactly_what_one_process_does(
     first decides), each gathered and applied by the workers in parts of 2."""
     if engine == "spark":
         request.getfixturevalue("spark")  # the run's one shared session
-        monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 5)
+        monkeypatch.setattr(spark, "SPARK_CHUNK", 5)
     one, two = fleet("one"), fleet("two")
     client = redis.Redis.from_url(redis_url)
     client.delete("test:cycle-pids")
-    applying = cycle_module.apply_batch
+    applying = local.apply_batch
 
     def apply_batch(*args, **kwargs):  # which processes applied batches
         client.sadd("test:cycle-pids", os.getpid())
         return applying(*args, **kwargs)
 
-    monkeypatch.setattr(cycle_module, "apply_batch", apply_batch)
+    monkeypatch.setattr(local, "apply_batch", apply_batch)
+    monkeypatch.setattr(spark, "apply_batch", apply_batch)
     for hours in (0, 1, 2):  # three cycles: records added, dropped, subscribers moved on
         at = T0 + timedelta(hours=hours)
         alone = run_cycle(now=at, streams=one, trigger="command", workers=1, engine=engine)
@@ -165,20 +167,20 @@ def test_a_cycle_whose_worker_process_is_killed_is_finished_by_the_next(
     half-done truncation and truncates the rest, each stream exactly once."""
     if engine == "spark":
         request.getfixturevalue("spark")
-        monkeypatch.setattr(cycle_module, "SPARK_CHUNK", 5)
+        monkeypatch.setattr(spark, "SPARK_CHUNK", 5)
     one, two = fleet("one"), fleet("two")
     expected_outcomes = outcome_rows(run_cycle(now=T0, streams=one, workers=1, engine=engine))
     client = redis.Redis.from_url(redis_url)
     client.delete("test:killed")
-    truncating = cycle_module.truncate_many
+    truncating = truncation.truncate_many
 
-    def truncate_many(targets):
+    def truncate_many(targets, **kwargs):
         if os.getpid() != parent and client.set("test:killed", os.getpid(), nx=True):
             os.kill(os.getpid(), signal.SIGKILL)
-        return truncating(targets)
+        return truncating(targets, **kwargs)
 
     parent = os.getpid()
-    monkeypatch.setattr(cycle_module, "truncate_many", truncate_many)
+    monkeypatch.setattr(truncation, "truncate_many", truncate_many)
     with pytest.raises(WorkerDied, match="died during task"):
         run_cycle(now=T0, streams=two, workers=2, engine=engine)
     assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 1
@@ -209,4 +211,4 @@ def test_as_many_processes_as_asked_and_chunks_allow_on_postgresql(settings):
     settings.CBR_RETENTION_WORKERS = 3
     assert process_count(100_000) == 3
     assert process_count(100_000, 2) == 2
-    assert process_count(cycle_module.PARALLEL_CHUNK + 1, 8) == 2  # no process without a chunk
+    assert process_count(local.PARALLEL_CHUNK + 1, 8) == 2  # no process without a chunk

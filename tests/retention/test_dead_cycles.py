@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from retention.cycle import DEAD_AFTER_S, sweep_dead_cycles
+from retention.cycle.lifecycle import DEAD_AFTER_S, sweep_dead_cycles
 from retention.models import RetentionCycle
 from store import locks
 

@@ -13,7 +13,8 @@ from domain.retention import Decision
 from retention import locks as retention_locks
 from retention import services as retention_services
 from retention import set_store
-from retention.cycle import apply_batch, prepare_batch
+from retention.cycle.applying import apply_batch
+from retention.cycle.gathering import prepare_batch
 from retention.locks import Locks
 from retention.models import TruncationRecord
 from streams import logs, services

@@ -9,7 +9,8 @@ import pytest
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
-from retention.cycle import execute, run_cycle
+from retention.cycle.lifecycle import execute
+from retention.cycle.running import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from streams import logs, services
 from streams.models import Stream

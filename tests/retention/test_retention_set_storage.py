@@ -11,7 +11,7 @@ from django.db.migrations.executor import MigrationExecutor
 from domain.events import EventIn
 from retention import services as retention_services
 from retention import set_store
-from retention.cycle import prepare_batch
+from retention.cycle.gathering import prepare_batch
 from streams import services
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, 123457, tzinfo=UTC)

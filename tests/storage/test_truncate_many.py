@@ -5,7 +5,7 @@ import os
 
 from domain.events import EventIn
 from store import store as store_module
-from store.segment import ENDS_FILE, HEAD_AT, StoreConfig
+from store.segment import ENDS_FILE, HEAD_AT, StoreConfig, TruncateResult
 from store.store import SegmentStore, truncate_many
 
 
@@ -45,6 +45,27 @@ def test_truncate_many_never_moves_a_head_back(tmp_path):
     truncate_many([(log, {"0": 100, "1": 100}, None)])
     truncate_many([(log, {"0": 50, "1": 120}, {"0": 50 * 40, "1": 120 * 40})])
     assert log.head_cut() == {"0": 100, "1": 120}
+
+
+def test_a_durable_truncate_many_finishes_a_truncation_interrupted_between_its_halves(tmp_path):
+    """A crash after the heads moved (durably) and before the chunks behind them were deleted:
+    the same truncation again moves nothing and deletes exactly those chunks; a batch's
+    truncation (not durable) would see no head move and leave them."""
+    (log,) = filled(tmp_path / "a", streams=1)
+    (fresh,) = filled(tmp_path / "b", streams=1)
+    cut = {"0": 150, "1": 90}
+    want = truncate_many([(fresh, cut, None)], durable=True)[0]
+    log.move_heads(cut, {}, durable=True)  # the first half, then the crash
+    left = {s: len(log.segment(s).chunk_bases()) for s in cut}
+    assert truncate_many([(log, cut, None)])[0] == {
+        s: TruncateResult(r.head_after, r.head_after, 0, 0) for s, r in want.items()
+    }  # nothing moved: nothing deleted
+    assert {s: len(log.segment(s).chunk_bases()) for s in cut} == left
+    finished = truncate_many([(log, cut, None)], durable=True)[0]
+    assert {s: r.chunks_deleted for s, r in finished.items()} == {s: r.chunks_deleted for s, r in want.items()}
+    assert all(r.chunks_deleted > 0 for r in finished.values())
+    assert {s: log.segment(s).chunk_bases() for s in cut} == {s: fresh.segment(s).chunk_bases() for s in cut}
+    assert log.head_cut() == cut
 
 
 def test_a_lost_head_file_falls_back_to_the_first_chunk_and_never_past_it(tmp_path):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
-from retention.cycle import run_cycle
+from retention.cycle.running import run_cycle
 from streams import logs, services
 from streams.models import Stream, Subscription
 from streams.reader_groups import do_create_reader_group

@@ -9,7 +9,8 @@ from datetime import datetime
 from django.core.management.base import BaseCommand, CommandError
 
 from domain.errors import FieldError
-from retention.cycle import execute, streams_with_policy
+from retention.cycle.gathering import streams_with_policy
+from retention.cycle.lifecycle import execute
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
 from streams.models import Stream

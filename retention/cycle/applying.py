@@ -1,0 +1,86 @@
+"""Applying a batch's decisions: the truncations through `retention.truncation` (the one
+truncation path), the retention sets stored, the streams marked full or not."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from domain.cuts import moves_head
+from domain.retention import Decision
+from retention import truncation
+from retention.cycle.gathering import Prepared
+from retention.cycle.outcomes import StreamOutcome, Truncation
+from retention.models import TruncationRecord
+from retention.set_store import write_sets
+from streams.models import Stream
+
+
+def apply_batch(
+    items: list[tuple[Prepared, Decision, list[dict]]], now: datetime, trigger: str, user=None
+) -> list[StreamOutcome]:
+    """Truncate the streams whose decision moves their head (`retention.truncation`: recorded,
+    truncated with one sync for the batch, completed, expired checkpoints dropped); store the
+    retention sets (the tails recorded, the records behind the new heads dropped); mark streams
+    full or not (`reject_publish`)."""
+    outcomes: dict[int, StreamOutcome] = {}
+    planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
+    triggered_by = user if user is not None and user.is_authenticated else None
+    decisions = {p.stream.pk: decision for p, decision, _ in items}
+    for p, decision, subscribers in items:
+        target = _target(p, decision.cut)
+        if target is None:
+            outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, None, decision.at_max, p.stream.pk)
+            continue
+        sizes = p.segment_sizes(target)
+        record = TruncationRecord(
+            stream=p.stream,
+            created_at=now,
+            before_cut=p.head,
+            after_cut=target,
+            before_size=sum(p.head_sizes.values()),
+            after_size=sum(sizes.values()),
+            tail_size=sum(p.tail_sizes.values()),
+            rule=decision.rule,
+            subscribers=subscribers,
+            trigger=trigger,
+            triggered_by=triggered_by,
+            completed=False,
+        )
+        planned.append((p, record, sizes))
+    truncation.truncate([(p.stream, p.log, record, sizes) for p, record, sizes in planned])
+    for p, r, _ in planned:  # after truncating, which corrects a record's size to the store's
+        done = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
+        outcomes[p.stream.pk] = StreamOutcome(
+            p.stream.full_name, r.rule, done, decisions[p.stream.pk].at_max, p.stream.pk
+        )
+    truncated_at = {p.stream.pk: r.after_cut for p, r, _ in planned}
+    sets = {}
+    for p, _, _ in items:
+        rows = p.retention_set_after(truncated_at.get(p.stream.pk))
+        if rows is not None:
+            sets[p.stream.pk] = rows
+    write_sets(sets)
+    _mark_full([(p.stream, d.at_max) for p, d, _ in items], now)
+    return [outcomes[p.stream.pk] for p, _, _ in items]
+
+
+def _target(p: Prepared, cut) -> dict[str, int] | None:
+    if cut is None or not moves_head(cut, p.head):
+        return None
+    return {s: min(max(p.head[s], int(cut.get(s, p.head[s]))), p.tail[s]) for s in p.head}
+
+
+def _mark_full(states: list[tuple[Stream, bool]], now: datetime) -> None:
+    """`on_max_limit: reject_publish`: a stream at its max whose slowest subscriber still needs
+    the data refuses publishing (507) until a cycle finds it below the max again."""
+    full = [s.pk for s, at_max in states if at_max and s.full_since is None]
+    freed = [s.pk for s, at_max in states if not at_max and s.full_since is not None]
+    if full:
+        Stream.objects.filter(pk__in=full).update(full_since=now)
+    if freed:
+        Stream.objects.filter(pk__in=freed).update(full_since=None)
+    for stream, at_max in states:
+        if at_max and stream.full_since is None:
+            stream.full_since = now
+        elif not at_max:
+            stream.full_since = None
