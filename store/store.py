@@ -336,8 +336,7 @@ def truncate_many(
         (i, s)
         for i, ((log, _, _), heads) in enumerate(zip(targets, moved))
         for s, (before, after, active_base) in heads.items()
-        if (durable or (before != after and before.offset < active_base))
-        and log.segment(s).has_chunks_before_head()
+        if (durable or (before != after and before.offset < active_base)) and log.segment(s).has_chunks_before_head()
     }
     if deletable and not durable:
         sync_all()
