@@ -4,10 +4,18 @@ a SparkSession) shared across the run."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import factories
 import pytest
+import redis
+from django.core.cache import cache
+
+from cbrweb import embedded_redis
+from cbrweb.celery import app
+from spark_tasks.session import get_spark, stop_spark
+from streams import consuming
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,8 +34,6 @@ def redis_url(tmp_path_factory):
     if url:
         yield url
         return
-    from cbrweb import embedded_redis
-
     proc, url = embedded_redis.start(tmp_path_factory.mktemp("redis"))
     yield url
     proc.terminate()
@@ -40,8 +46,6 @@ def redis_state(redis_url, settings):
     behind. (Not for correctness: the databases roll back between tests and reuse ids, but Redis
     state is named by random keys, never ids, so a new group never meets a stale tracker;
     tests/faults/test_database_rewound.py shows it.)"""
-    import redis
-
     settings.REDIS_URL = redis_url
     yield
     client = redis.Redis.from_url(redis_url)
@@ -57,12 +61,6 @@ def test_broker(redis_url):
     """Celery messages of the tests travel in a Redis database of their own (15, or
     CBR_TEST_BROKER_DB so that two test runs on one server stay apart), emptied first, so no
     other worker on the same server (a `make run`, say) takes them."""
-    import os
-
-    import redis
-
-    from cbrweb.celery import app
-
     broker_db = os.environ.get("CBR_TEST_BROKER_DB", "15")
     base, _, db = redis_url.rpartition("/")
     url = f"{base}/{broker_db}" if db.isdigit() else f"{redis_url.rstrip('/')}/{broker_db}"
@@ -115,8 +113,6 @@ def admin_client(client, admin_user):
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run, built by the project's one builder."""
-    from spark_tasks.session import get_spark, stop_spark
-
     session = get_spark(master="local[2]")
     yield session
     stop_spark()
@@ -127,8 +123,6 @@ class Clock:
     the real clock) forward as a test moves it."""
 
     def __init__(self, start: float | None = None):
-        import time
-
         self.now = time.time() if start is None else start
 
     def __call__(self) -> float:
@@ -138,8 +132,6 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch):
     """The clock of leases, delays and delivery times, moved by the test (`clock.now += 60`)."""
-    from streams import consuming
-
     clock = Clock()
     monkeypatch.setattr(consuming.positions, "clock", clock)
     return clock
@@ -149,6 +141,4 @@ def clock(monkeypatch):
 def _empty_cache():
     """Each test starts with an empty Django cache (the tests' per-process LocMemCache): the
     sign-in failures counted there by one test must not throttle another's sign-in with 429."""
-    from django.core.cache import cache
-
     cache.clear()

@@ -12,7 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
 from cbrweb import embedded_redis
+from cbrweb.celery import app
 from cbrweb.env import env_bool, env_choice, env_int
+from cbrweb.run import celery_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,13 +81,10 @@ def test_the_documented_production_settings_pass_the_deploy_check(settings):
     call_command("check", deploy=True, fail_level="WARNING")
 
 
-def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next():
+def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next(settings):
     """A compaction (a Spark job of minutes) must not take the slots retention, checkpoints and
     delayed maintenance run in (the soak saw retention stall behind two of them); a tick no worker
     started before the next one is dropped rather than queued up."""
-    from django.conf import settings
-
-    from cbrweb.celery import app
 
     def queue(task: str) -> str:
         return app.amqp.router.route({}, task)["queue"].name
@@ -102,8 +101,6 @@ def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next(
     } == {"celery"}
     for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
         assert entry["options"]["expire_seconds"] == max(1, int(entry["schedule"])), name
-    from cbrweb.run import celery_commands
-
     started = celery_commands("info", "schedule")  # what make run and the soak start
     queues = [cmd[cmd.index("-Q") + 1] for cmd in started.values() if "-Q" in cmd]
     assert sorted(queues) == ["celery", "compaction"] and "beat" in started
