@@ -4,13 +4,19 @@ with the test process."""
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.db import connection
+
+from cbrweb.celery import app
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_CHUNK_BYTES = 4096
@@ -31,10 +37,6 @@ class Worker:
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker, test_broker, tmp_path_factory):
-    from django.db import connection
-
-    from cbrweb.celery import app
-
     data_dir = tmp_path_factory.mktemp("worker-data")
     broker = test_broker
     env = {
@@ -116,8 +118,6 @@ class WebServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        import urllib.request
-
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [
@@ -156,8 +156,6 @@ class WebServer:
                 time.sleep(0.1)
 
     def kill(self) -> None:
-        import signal
-
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
@@ -165,8 +163,6 @@ class WebServer:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -174,8 +170,6 @@ def _free_port() -> int:
 
 @pytest.fixture
 def web_server(django_db_setup, django_db_blocker, settings, data_dir, tmp_path):
-    from django.db import connection
-
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "cbrweb.settings",

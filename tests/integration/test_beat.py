@@ -8,6 +8,7 @@ import time
 
 import pytest
 from django.db import connection
+from django_celery_beat.models import PeriodicTask
 
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
@@ -21,8 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_beat_schedules_the_cycle_and_the_worker_truncates(celery_worker, settings, tmp_path):
-    from django_celery_beat.models import PeriodicTask
-
     settings.CBR_DATA_DIR = celery_worker.data_dir
     stream = retention_services.do_create_stream(
         scope="beat",

@@ -11,6 +11,8 @@ import time
 
 import pytest
 import redis as redis_lib
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
 
 from domain.events import EventIn
 from streams import logs, services
@@ -22,8 +24,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def token(django_user_model):
-    from rest_framework.authtoken.models import Token
-
     user = django_user_model.objects.create_user("it", password="pw-it-123", is_staff=True, is_superuser=True)
     return Token.objects.create(user=user).key
 
@@ -172,8 +172,6 @@ def test_redis_flushed_mid_run_redelivers_from_the_persisted_floor_and_loses_not
 
 
 def test_retention_truncates_exactly_at_an_automatic_groups_checkpoint(web_server, token):
-    from django.core.management import call_command
-
     fill("kept", 2, 100)
     cbr = Client(web_server.url, token=token)
     cbr.set_retention_policy("it/kept", limit_type="size", min=0, consumption_based=True)

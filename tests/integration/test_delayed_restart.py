@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from django.db import connection
 
 from integration.conftest import ROOT, _database_url
 from streams import consuming, logs, services
@@ -61,8 +62,6 @@ while True:
 def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothing_early(
     settings, tmp_path, monkeypatch
 ):
-    from django.db import connection
-
     settings.CBR_DELAYED_PUBLISH_STALE_S = 1  # a publish killed before indexing is redone at once
     stream = services.do_create_stream(
         scope="it",

@@ -4,15 +4,16 @@ import random
 
 import pytest
 
-from domain.delayed import BucketIndex, DelayedConfig, Index
+from domain.delayed import BucketIndex, DelayedConfig, Index, cut_segments
+from spark_tasks.delayed_job import cut_frame
 from store.delayed_snapshots import bucket_table
+from streams import services
+from streams.delaying import buckets
 
 pytestmark = pytest.mark.integration
 
 
 def test_spark_and_in_process_sealing_produce_identical_snapshots(spark):
-    from spark_tasks.delayed_job import cut_frame
-
     rng = random.Random(3)
     indexes = [
         Index(rng.randrange(0, 50_000), chunk, rng.randrange(4), offset)
@@ -37,10 +38,6 @@ def test_spark_and_in_process_sealing_produce_identical_snapshots(spark):
 
 @pytest.mark.django_db
 def test_a_large_bucket_is_sealed_by_the_spark_job_into_the_same_segments(spark, settings):
-    from domain.delayed import cut_segments
-    from streams import services
-    from streams.delaying import buckets
-
     settings.CBR_DELAYED_SPARK_MIN_INDEXES = 100  # "large" from 100 indexes up
     stream = services.do_create_stream(
         scope="it", name="big", delayed_index={"max_time_step_per_segment_s": 2, "max_indexes_per_segment": 40}

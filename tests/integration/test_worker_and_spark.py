@@ -1,12 +1,17 @@
 """The sealing task, run by a real Celery worker, gives sealed chunks Parquet copies that a real
 SparkSession reads back event for event."""
 
+import time
+
 import pytest
 
 from domain.events import EventIn
+from domain.policy_spec import parse_policy
 from integration.conftest import WORKER_CHUNK_BYTES
 from retention import services as retention_services
 from streams import logs, services, tasks
+from streams.delaying import stream_index
+from streams.models import DelayedBucket, DelayedOp
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -53,8 +58,6 @@ def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, setting
 
 
 def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(celery_worker, settings, api):
-    from domain.policy_spec import parse_policy
-
     settings.CBR_DATA_DIR = celery_worker.data_dir
     settings.REDIS_URL = celery_worker.broker_url
     stream = retention_services.do_create_stream(
@@ -75,8 +78,6 @@ def test_a_cycle_queued_over_the_api_runs_on_the_worker_and_reports_progress(cel
 
 
 def _wait_done(api, cycle_id, timeout=60):
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = api.get(f"/api/v1/retention/cycles/{cycle_id}/").json()
@@ -88,11 +89,6 @@ def _wait_done(api, cycle_id, timeout=60):
 
 
 def test_a_publish_that_fills_the_mutable_delayed_bucket_has_the_worker_seal_it(celery_worker, settings):
-    import time
-
-    from streams.delaying import stream_index
-    from streams.models import DelayedBucket, DelayedOp
-
     settings.CBR_DATA_DIR = celery_worker.data_dir
     settings.REDIS_URL = celery_worker.broker_url  # the worker's Redis holds the index too
     stream = services.do_create_stream(scope="it", name="later", delayed_index={"min_index_count_per_bucket": 10})
