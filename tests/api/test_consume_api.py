@@ -1,12 +1,17 @@
 """Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
 checkpoints, updates, against the real segment store and Redis."""
 
+from datetime import timedelta
+
 import pytest
+import redis
+from django.utils import timezone
 
 from domain.events import EventIn
 from retention.models import RetentionPolicy
 from streams import consuming, logs, services
-from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
+from streams.consuming.positions import persist_floors
+from streams.models import Checkpoint, ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = pytest.mark.django_db
 
@@ -194,8 +199,6 @@ def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, cloc
 
 def test_a_dead_letter_into_a_full_dead_letter_stream_waits_and_is_never_lost(api, stream, clock):
     # given a dead-letter stream that refuses publishing (at its max under reject_publish)
-    from django.utils import timezone
-
     dlq = services.do_create_stream(scope="shop", name="orders-dlq", on_max_limit="reject_publish")
     Stream.objects.filter(pk=dlq.pk).update(full_since=timezone.now())
     create(api, max_deliveries=1)
@@ -287,8 +290,6 @@ def test_a_fan_out_event_counts_once_every_sink_acknowledged_it(api, stream, clo
 
 
 def test_after_redis_forgets_everything_delivery_resumes_at_the_persisted_floor(api, stream, clock, redis_url):
-    import redis
-
     create(api, streams=["shop/orders"])
     a, _ = segments_of(stream)
     got = [d for d in read(api, 20)["deliveries"] if d["segment"] == a]
@@ -380,8 +381,6 @@ def test_a_stale_sink_never_completes_a_delivery_and_sink_names_are_checked(api,
 
 
 def test_acks_redis_knows_nothing_of_are_refused_not_a_500(api, stream, clock, redis_url):
-    import redis
-
     create(api)
     got = read(api, 2)["deliveries"]
     redis.Redis.from_url(redis_url).flushdb()
@@ -452,12 +451,6 @@ def test_delayed_events_due_together_come_out_by_due_time_then_offset(api, clock
 
 
 def test_beat_checkpoints_automatic_groups_when_due_and_keeps_the_last_three(api, stream, clock):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from streams.models import Checkpoint
-
     create(api, checkpoint_interval_s=60)
     create(api, name="manual", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
     got = [d for d in read(api, 20)["deliveries"] if d["segment"] == "0" and d["offset"] < 3]
@@ -513,8 +506,6 @@ def test_the_hot_path_finds_the_same_group_and_positions_as_the_plain_lookup(api
 
 
 def test_floors_persisted_in_one_statement_only_move_forward_and_missed_adds_up(api, stream, clock):
-    from streams.consuming.positions import persist_floors
-
     create(api)
     first, second = consuming.slots(ReaderGroup.objects.get(name="billing"))
     persist_floors([(first, 7, 2), (second, 3, 0), (first, 5, 1)])

@@ -1,8 +1,11 @@
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from django.core.management import CommandError, call_command
 
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
-from retention.models import RetentionCycle
+from retention.models import RetentionCycle, TruncationRecord
 from streams import services
 
 pytestmark = pytest.mark.django_db
@@ -54,10 +57,6 @@ def test_only_admins_choose_a_cycles_clock(operator_api):
 
 
 def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothing(api, test_broker):
-    from datetime import UTC, datetime, timedelta
-
-    from retention.models import TruncationRecord
-
     stream = retention_services.do_create_stream(
         scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
     )
@@ -87,8 +86,6 @@ def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothi
 
 
 def test_the_command_refuses_a_clock_in_the_future():
-    from django.core.management import CommandError, call_command
-
     retention_services.do_create_stream(
         scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
     )

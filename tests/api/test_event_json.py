@@ -1,8 +1,14 @@
 """An event as every answer carries it (DESIGN.md §10), built from a stored record: the exact
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
+from types import SimpleNamespace
+
+import orjson
+
+from domain.acks import Delivery
 from store.framing import Record
 from store.store import StreamRecord
+from streams.consuming.reading import _deliveries_json
 from streams.wire import event_json, record_json
 
 
@@ -45,13 +51,6 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
     """The read path builds its events itself (streams.consuming.reading._deliveries_json): the
     same JSON, bytes and key order, as `record_json` followed by the delivery's four fields,
     for text and binary payloads, shared and distinct publish times, keys, headers, delays."""
-    from types import SimpleNamespace
-
-    import orjson
-
-    from domain.acks import Delivery
-    from streams.consuming.reading import _deliveries_json
-
     records = [
         Record(
             7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True

@@ -1,4 +1,7 @@
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from domain.events import EventIn
 from retention.models import RetentionPolicy
@@ -130,10 +133,6 @@ def test_a_plain_reader_cannot_publish_a_truncation_cut(api, stream):
 
 
 def test_a_stale_subscriber_is_shown_inactive(api, stream):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     RetentionPolicy.objects.create(stream=stream, limit_type="size", consumption_based=True, subscriber_timeout_s=60)
     create(api)
     Subscription.objects.update(acknowledged_at=timezone.now() - timedelta(seconds=61))

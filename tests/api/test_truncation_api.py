@@ -1,7 +1,10 @@
 import factories
 import pytest
+from django.utils import timezone
 
+from retention import set_store
 from retention.models import TruncationRecord
+from streams.models import Checkpoint, ReaderGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -68,10 +71,6 @@ def test_a_bad_cut_is_a_400_and_truncates_nothing(api, stream, body, field):
 
 
 def test_the_retention_set_is_listed(api, stream):
-    from django.utils import timezone
-
-    from retention import set_store
-
     at = timezone.now()
     set_store.write_sets({stream.pk: [set_store.stored(at, 200, tail(api), None)]})
     body = api.get(BASE + "retention-set/").json()
@@ -92,8 +91,6 @@ def test_metrics_report_held_and_reclaimed_bytes(api, client, stream):
 
 def test_a_manual_truncation_expires_the_checkpoints_behind_it_as_a_cycle_does(api, stream):
     # one truncation path: what a cycle's truncation does to checkpoints, a manual one does too
-    from streams.models import Checkpoint, ReaderGroup
-
     body = {"scope": "shop", "name": "billing", "streams": ["shop/orders"], "retention_type": "NONE"}
     assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
     group = ReaderGroup.objects.get()
