@@ -13,6 +13,7 @@ from access.models import ApiKey
 from access.token_cache import forget_tokens
 from domain.events import parse_batch
 from streams import logs, reader_groups, services
+from streams.client import CBRError, Client
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
@@ -174,8 +175,6 @@ def test_a_bad_key_request_names_the_field_and_makes_no_key(operator_api, shop, 
 
 
 def test_the_client_consumes_with_a_key(live_server, operator_api, shop):
-    from streams.client import CBRError, Client
-
     services.do_publish(shop, _events("one"))
     worker = Client(live_server.url, api_key=make_key(operator_api)["key"])
     group = worker.reader_group("shop/billing")

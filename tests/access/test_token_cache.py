@@ -7,10 +7,12 @@ import factories
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from access.token_cache import forget_tokens
+from access.token_cache import GENERATION, forget_tokens
+from store.redis_connection import get_redis
 
 pytestmark = pytest.mark.django_db
 STREAMS = "/api/v1/streams/"
@@ -88,8 +90,6 @@ def test_with_no_cache_every_request_looks_the_key_up(api, settings):
 
 def test_a_token_deleted_while_its_key_is_looked_up_is_not_remembered(api, admin_user, monkeypatch):
     # given a lookup that finds the token just before another thread of the process deletes it
-    from rest_framework.authentication import TokenAuthentication
-
     looked_up = TokenAuthentication.authenticate_credentials
 
     def racing(self, key):
@@ -131,9 +131,6 @@ def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operat
 
 def test_a_change_made_by_another_process_is_followed_at_once(api):
     # given a token remembered by this process
-    from access.token_cache import GENERATION
-    from store.redis_connection import get_redis
-
     assert api.get(STREAMS).status_code == 200
     # when another process saves a token, key or user (its signal moves the generation)
     get_redis().incr(GENERATION)

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from domain.acks import AckResult
 from domain.errors import FieldError
-from streams.consuming.acking import _parse_each, _parse_plain_ids
+from streams.consuming.acking import AckOutcome, _parse_each, _parse_plain_ids, _tally
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -60,9 +61,6 @@ def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_s
 
 
 def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
-    from domain.acks import AckResult
-    from streams.consuming.acking import AckOutcome, _tally
-
     outcome = AckOutcome()
     _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(True)])
     _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(False, "stale")])

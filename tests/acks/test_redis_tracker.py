@@ -2,6 +2,7 @@
 interleavings of reads, acks, nacks and expiry, run through both, leave the same state."""
 
 import itertools
+import random
 
 import pytest
 import redis as redis_lib
@@ -173,8 +174,6 @@ def test_a_batch_naming_a_delivery_twice_counts_it_once(redis):
 def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases(redis):
     """The processed-offset bitmap is cut below the floor as the floor moves (every 64 Ki
     offsets): the floor and the acknowledged offsets above it stay exact."""
-    import random
-
     tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0")
     model = SegmentAcks()
     try:
