@@ -6,14 +6,19 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from django.db import connection
+from integration.conftest import _database_url
 
 from compaction.models import CompactionRun
-from compaction.runs import compaction_lock, execute, view_dir
+from compaction.runs import compaction_lock, execute, seal_active_chunks, view_dir, warm_up
 from compaction.tasks import compact_due_streams
+from streams import logs
 from streams.models import Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -65,8 +70,6 @@ def test_the_worked_example_through_the_api(api, spark_ready):
     stream = make(api)
     publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None))
     t = datetime.now(UTC)
-    from compaction.runs import seal_active_chunks
-
     seal_active_chunks(stream)
     publish(api, ("D", "1"))  # the active chunk: on the live log only
     first = run(stream, t + timedelta(seconds=10), seal=False)
@@ -130,8 +133,6 @@ def test_a_second_compaction_while_one_runs_is_refused_with_409(api):
 def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_ready):
     stream = make(api)
     publish(api, ("A", "1"), ("A", "2"))
-    from compaction.runs import seal_active_chunks
-
     seal_active_chunks(stream)
     assert compact_due_streams() == 1
     assert as_dict(view(api)) == {"A": "2"}
@@ -142,10 +143,6 @@ def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_read
 def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole_and_the_next_run_goes_at_once(
     api, spark_ready, settings, tmp_path, test_broker
 ):
-    from django.db import connection
-
-    from tests.integration.conftest import _database_url
-
     stream = make(api)
     publish(api, ("A", "1"), ("B", "1"))
     first = run(stream, datetime.now(UTC) + timedelta(seconds=1))
@@ -200,8 +197,6 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
     publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("C", "2"))
     run(stream, datetime.now(UTC) + timedelta(seconds=1))  # view A=2 B=∅ C=2, horizon 6
     publish(api, ("A", "3"), ("D", "1"))  # the live log after the horizon
-    from streams import logs
-
     logs.stream_log(stream).truncate({"0": 4})  # retention trimmed the live log below the horizon
     body = {
         "scope": "shop",
@@ -236,8 +231,6 @@ def test_turning_a_stream_with_keyless_events_compacted_is_allowed_and_says_what
         {"events": [{"payload": "a"}, {"payload": "b", "key": "k"}, {"payload": "c"}]},
         format="json",
     )
-    from compaction.runs import seal_active_chunks
-
     seal_active_chunks(Stream.objects.get(name="mixed"))
     api.post("/api/v1/streams/shop/mixed/events/", {"events": [{"payload": "d"}]}, format="json")  # active chunk
     answer = api.patch("/api/v1/streams/shop/mixed/", {"cleanup_policy": "compact"}, format="json")
@@ -269,11 +262,6 @@ def test_the_view_pages_by_key_across_all_files_of_a_generation(api, spark_ready
 
 
 def test_the_warm_up_compacts_made_up_events_through_a_runs_steps_and_leaves_no_files(spark_ready):
-    import tempfile
-    from pathlib import Path
-
-    from compaction.runs import warm_up
-
     before = set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*"))
     stats = warm_up(events=70)
     # 70 events over 7 keys, every fifth a tombstone: a first generation, one over it (40 more

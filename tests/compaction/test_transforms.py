@@ -4,7 +4,10 @@ keyed logs against a straightforward Python model of the view."""
 import random
 from datetime import UTC, datetime, timedelta
 
+import pyarrow.parquet as pq
 import pytest
+
+from spark_tasks.compaction_job import CompactionSettings, compact, compact_with_stats, in_key_order, retention_marks
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +43,6 @@ def view_of(frame):
 
 
 def test_compact_keeps_the_latest_per_key_and_a_tombstone_through_delete_retention(spark):
-    from spark_tasks.compaction_job import CompactionSettings, compact
-
     settings = CompactionSettings(delete_retention_s=100)
     first = events(
         spark,
@@ -61,8 +62,6 @@ def test_compact_keeps_the_latest_per_key_and_a_tombstone_through_delete_retenti
 
 
 def test_a_tombstone_is_kept_through_at_least_one_run_even_with_no_delete_retention(spark):
-    from spark_tasks.compaction_job import CompactionSettings, compact
-
     settings = CompactionSettings(delete_retention_s=0)
     view = compact(
         None, events(spark, [("0", 0, "A", "1", 0), ("0", 1, "A", None, 1)]), T0 + timedelta(seconds=10), settings
@@ -76,8 +75,6 @@ def test_a_tombstone_is_kept_through_at_least_one_run_even_with_no_delete_retent
     [({"retention_s": 3600}, {"k3"}), ({"retention_bytes": 2048}, {"k3"}), ({"retention_bytes": 3072}, {"k2", "k3"})],
 )
 def test_compacted_retention_marks_by_time_or_by_size_newest_first(spark, rule, expected):
-    from spark_tasks.compaction_job import retention_marks
-
     ten = 10 * 3600
     view = events(
         spark,
@@ -116,8 +113,6 @@ def model(log, now_s, delete_retention_s, retention_s=None, retention_bytes=None
 
 @pytest.mark.parametrize("seed, broadcast", [(seed, True) for seed in range(6)] + [(0, False), (1, False)])
 def test_random_keyed_logs_compact_to_the_models_view(spark, seed, broadcast):
-    from spark_tasks.compaction_job import CompactionSettings, compact
-
     rng = random.Random(seed)
     log, offsets, at = [], {"0": 0, "1": 0, "2": 0}, 0
     for _ in range(rng.randrange(50, 300)):
@@ -149,10 +144,6 @@ def test_random_keyed_logs_compact_to_the_models_view(spark, seed, broadcast):
 
 
 def test_a_runs_counts_are_observed_while_its_view_is_written_in_key_ordered_files(spark, tmp_path):
-    import pyarrow.parquet as pq
-
-    from spark_tasks.compaction_job import CompactionSettings, compact, compact_with_stats, in_key_order
-
     # given a view A=1 B=∅ (the tombstone kept from the run at 10) and new events after it
     settings = CompactionSettings(delete_retention_s=100, retention_s=150)
     first = events(spark, [("0", 0, "A", "1", 0), ("0", 1, "B", "1", 1), ("0", 2, "B", None, 2)])
