@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 from django.db import connections
+from playwright.sync_api import sync_playwright
 
 from retention.models import RetentionPolicy
 from streams import services
@@ -20,8 +21,6 @@ def browser_page():
         if os.environ.get("CBR_REQUIRE_BROWSER") == "1":
             pytest.fail("chromium is not installed (CI installs Debian's package)")
         pytest.skip("chromium is not installed: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
     with sync_playwright() as p:
         browser = p.chromium.launch(

@@ -2,6 +2,7 @@ import pytest
 
 from domain.events import EventIn
 from retention.models import RetentionPolicy
+from retention.services import do_truncate
 from streams import logs, services
 
 pytestmark = pytest.mark.django_db
@@ -55,8 +56,6 @@ def test_the_stream_table_is_sent_alone_to_htmx(admin_client, streams_with_data)
 
 def test_stream_page_shows_segments_policy_and_history(admin_client, streams_with_data):
     stream = streams_with_data[2]
-    from retention.services import do_truncate
-
     do_truncate(stream, {"0": 1, "1": 1}, rule="manual", trigger="console")
     html = admin_client.get("/streams/iot/telemetry/").content.decode()
     assert "Segments" in html and "Truncation history" in html

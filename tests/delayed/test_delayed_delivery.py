@@ -5,9 +5,11 @@ corrupt snapshot. Against the real store, Redis and database; the readers' clock
 
 import random
 import time
+from io import StringIO
 
 import pytest
 import redis as redis_lib
+from django.core.management import call_command
 
 from domain.events import EventIn
 from streams import logs, services
@@ -221,10 +223,6 @@ def test_bad_delayed_index_settings_are_refused_naming_the_field(api, settings_,
 
 
 def test_the_delayed_index_command_recovers_and_replays_a_stream(api, clock, redis):
-    from io import StringIO
-
-    from django.core.management import call_command
-
     stream = make_stream(api)
     publish_delayed(stream, int(clock.now * 1000), 100, 300, seed=6)
     maintenance.maintain(stream, int(clock.now * 1000))

@@ -17,6 +17,8 @@ fails with a message naming the stream, segment and offset.
 
 from __future__ import annotations
 
+import json
+import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -110,9 +112,6 @@ def check_nothing_before_head_over_api(client, name: str) -> None:
 
 
 def _cut_param(cut: dict[str, int]) -> str:
-    import json
-    import urllib.parse
-
     return urllib.parse.quote(json.dumps(cut))
 
 

@@ -9,6 +9,7 @@ import tiny_disk
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
 from streams import logs, services
 from streams.client import CBRError, Client
+from streams.models import Scope, Segment, Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -117,8 +118,6 @@ def test_a_stream_created_on_a_full_disk_leaves_nothing_and_the_retry_succeeds_o
     data_dir, web_server, token
 ):
     # given a full data disk
-    from streams.models import Stream
-
     cbr = Client(web_server.url, token=token)
     fill(data_dir)
     body = {"scope": "faults", "name": "late", "segment_count": 2}
@@ -145,8 +144,6 @@ def test_a_stream_created_on_a_full_disk_leaves_nothing_and_the_retry_succeeds_o
 def test_reading_on_a_full_disk_never_answers_507(data_dir, web_server, token):
     # given a stream with events, and one whose segments were never made (its row committed
     # without them, as a create on a full disk did before), on a full disk
-    from streams.models import Scope, Segment, Stream
-
     cbr = Client(web_server.url, token=token)
     services.do_create_stream(scope="faults", name="kept", segment_count=2)
     cbr.publish("faults/kept", ["a", "b", "c"])

@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from integration.conftest import ROOT, _database_url
 
@@ -144,8 +145,6 @@ def test_kill_9_of_a_retention_cycle_is_finished_by_the_next_and_deletes_nothing
 
 
 def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp_path):
-    from django.core.management import call_command
-
     # given: a recorded cycle (the command records its cycles as beat's are) killed -9 while it
     # applies its truncations
     settings.CBR_CHUNK_BYTES = 1024

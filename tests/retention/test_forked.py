@@ -1,11 +1,13 @@
 """retention.forked: tasks on forked worker processes, without Django."""
 
+import logging
 import os
 import signal
+import threading
 
 import pytest
 
-from retention.forked import WorkerDied, chunks, run_forked
+from retention.forked import Pool, WorkerDied, chunks, run_forked
 
 
 def collect(run, count, workers):
@@ -73,8 +75,6 @@ def test_chunks_cover_the_range_once():
 
 
 def test_a_pool_keeps_each_workers_memory_between_runs_and_sends_tasks_to_the_worker_asked():
-    from retention.forked import Pool
-
     kept = {}
 
     def handle(task):
@@ -96,8 +96,6 @@ def test_a_pool_keeps_each_workers_memory_between_runs_and_sends_tasks_to_the_wo
 
 
 def test_a_pool_with_a_dead_worker_refuses_the_next_run():
-    from retention.forked import Pool
-
     def handle(task):
         if task == "die":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -115,9 +113,6 @@ def test_forked_workers_leave_the_parents_spark_connections_alone(spark, caplog)
     """py4j closes a thread's JVM connection with a socket shutdown when the thread's local
     storage goes, which a forked child's copy of every other thread does at once: the JVM then
     reset the parent's connection (found in the Spark engine's cycle on worker processes)."""
-    import logging
-    import threading
-
     caplog.set_level(logging.INFO, logger="py4j")
     go, done, counts = threading.Event(), threading.Event(), []
 
@@ -140,8 +135,6 @@ def test_forked_workers_leave_the_parents_spark_connections_alone(spark, caplog)
 
 
 def test_each_worker_runs_at_exit_when_the_pool_closes(tmp_path):
-    from retention.forked import Pool
-
     def at_exit():
         (tmp_path / str(os.getpid())).write_text("released")
 
@@ -154,7 +147,6 @@ def test_each_worker_runs_at_exit_when_the_pool_closes(tmp_path):
 def test_a_run_cut_short_here_leaves_the_pool_refusing_more_runs():
     """Answers of the first run may still be on their way: a second run would take them for its
     own (review finding)."""
-    from retention.forked import Pool
 
     def on_answer(i, value):
         raise KeyError("the caller failed on an answer")
@@ -167,7 +159,5 @@ def test_a_run_cut_short_here_leaves_the_pool_refusing_more_runs():
 
 
 def test_an_answer_that_does_not_pickle_is_an_error_naming_why():
-    import threading
-
     with pytest.raises(TypeError, match="cannot pickle"):  # was a bare WorkerDied
         run_forked(lambda i: threading.Lock(), 1, 1, lambda i, v: None)

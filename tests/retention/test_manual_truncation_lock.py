@@ -17,6 +17,8 @@ from retention.cycle.applying import apply_batch
 from retention.cycle.gathering import prepare_batch
 from retention.locks import Locks
 from retention.models import TruncationRecord
+from store import locks as redis_locks
+from store.redis_connection import get_redis
 from streams import logs, services
 
 pytestmark = pytest.mark.django_db
@@ -95,9 +97,6 @@ def test_the_api_answers_409_naming_the_cut_while_a_cycle_holds_the_stream(api, 
 
 
 def test_a_failure_while_taking_over_a_dead_cycles_locks_lets_go_of_the_batch(stream, monkeypatch):
-    from store import locks as redis_locks
-    from store.redis_connection import get_redis
-
     other = services.do_create_stream(scope="shop", name="refunds", segment_count=1)
     key = retention_locks._lock_key(other)
     get_redis().set(key, b"elsewhere|1|dead", ex=60)  # another holder's lock (expires: a failed run leaves nothing)

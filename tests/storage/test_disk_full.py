@@ -10,6 +10,7 @@ import pytest
 import tiny_disk
 
 from domain.events import EventIn
+from store import framing, segment
 from store.segment import Segment, StorageFull, StoreConfig
 
 if not tiny_disk.is_root() and not tiny_disk.can_unshare():
@@ -101,8 +102,6 @@ def test_a_roll_on_a_full_disk_leaves_no_half_made_chunk(tmp_path):
 def large_batches_written_from_their_parts(disk):
     # batches framed larger than JOIN_AT_MOST are written from their parts (pwritev), payloads of
     # COPY_BELOW and more straight from where they are; one of over IOV_MAX parts takes several calls
-    from store import framing, segment
-
     seg = Segment(disk / "seg", StoreConfig(chunk_bytes=64 * 1024 * 1024))
     rng = random.Random(11)
     acked: dict[int, bytes] = {}

@@ -1,4 +1,6 @@
 import os
+import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -10,6 +12,7 @@ import pytest
 
 from domain.events import EventIn
 from store import framing
+from store import segment as segment_module
 from store.segment import Segment, StoreConfig
 
 WRITER = Path(__file__).with_name("writer_process.py")
@@ -126,8 +129,6 @@ def test_a_tail_from_another_boot_triggers_a_scan(tmp_path, monkeypatch):
     seg.append(events(4))
     with open(seg.chunk_path(0), "ab") as f:
         f.write(b"\x07" * 11)  # garbage that a lost page could leave
-    from store import segment as segment_module
-
     monkeypatch.setattr(segment_module, "BOOT_ID", b"another-boot-id!")
     fresh = Segment(seg.path, seg.config)
     assert fresh.append(events(1)).first_offset == 4
@@ -238,8 +239,6 @@ def test_a_reader_never_trusts_index_entries_of_a_write_that_recovery_cut(tmp_pa
 
 
 def test_a_writer_never_writes_through_a_descriptor_of_a_replaced_chunk(tmp_path):
-    import shutil
-
     cfg = StoreConfig(chunk_bytes=1 << 20)
     a = Segment(tmp_path / "seg", cfg)
     a.append(events(3, tag="old"))  # a now holds a descriptor of chunk 0
@@ -255,8 +254,6 @@ def test_reads_sized_by_the_index_agree_with_record_by_record_reads_after_a_head
     """Review of d75a425: with the head truncated to the middle of a sealed chunk, and reads that
     end exactly at, just before or just after an index entry, across sealed chunks into the active
     one, every read returns the records one-at-a-time reads return."""
-    import random
-
     rng = random.Random(7)
     seg = small(tmp_path, chunk_bytes=60_000)
     for b in range(40):
