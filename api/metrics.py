@@ -12,12 +12,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
 from retention.models import RetentionCycle, TruncationRecord
-from retention.subscribers import consumption_states
-from streams.consuming import group_state
-from streams.delaying.state import LATENCY_LES, delayed_state
-from streams.group_states import totals_by_stream
+from retention.projections import consumption_states
 from streams.logs import stream_state
 from streams.models import ReaderGroup, Stream
+from streams.projections.delayed import LATENCY_LES, delayed_state
+from streams.projections.groups import totals_by_stream
+from streams.projections.positions import group_state
 
 
 class StreamCollector:

@@ -15,7 +15,6 @@ from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.retention import Subscriber, is_active
 from retention.models import RetentionPolicy, TruncationRecord
-from streams.consuming import group_state
 from streams.models import (
     CleanupPolicy,
     OnMaxLimit,
@@ -25,6 +24,7 @@ from streams.models import (
     StartPosition,
     Stream,
 )
+from streams.projections.positions import group_state
 
 
 class StrictIntegerField(serializers.IntegerField):

@@ -19,13 +19,13 @@ from console.forms import PolicyForm
 from retention import services as retention_services
 from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
-from retention.subscribers import consumption_states, subscriber_states
+from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
 from streams import logs
 from streams.consuming import checkpoint_interval_s
-from streams.delaying.state import delayed_state
-from streams.group_states import group_overview, group_summaries
 from streams.models import ReaderGroup, Stream
+from streams.projections.delayed import delayed_state
+from streams.projections.groups import group_overview, group_summaries
 
 SORTS = {
     "name": ("scope__name", "name"),

@@ -34,12 +34,10 @@ from streams.consuming.positions import (
     tracker_names,
 )
 from streams.consuming.reading import ReadResult, read
-from streams.consuming.state import PositionState, group_state
 
 __all__ = [
     "AUTO_PREFIX",
     "AckOutcome",
-    "PositionState",
     "ReadResult",
     "Slot",
     "ack",
@@ -51,7 +49,6 @@ __all__ = [
     "do_release_checkpoint",
     "forget_trackers",
     "group_and_slots",
-    "group_state",
     "last_seen",
     "mark_seen",
     "maybe_checkpoint",
