@@ -50,7 +50,7 @@ def check_reader_group(value: object, field: str = "reader_group") -> ReaderGrou
     scope, name = split_stream_name(value, field)
     group = ReaderGroup.objects.select_related("scope").filter(scope__name=scope, name=name).first()
     if group is None:
-        raise FieldError(field, f"no reader group {value}", 404, "reader_group_not_found")
+        raise FieldError(field, f"no reader group {value}", "reader_group_not_found")
     return group
 
 

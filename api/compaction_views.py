@@ -65,7 +65,6 @@ def _compacted(scope: str, name: str):
         raise FieldError(
             "stream",
             f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})",
-            409,
             "not_compacted",
         )
     return stream
@@ -120,6 +119,6 @@ class CompactionListView(GenericAPIView):
             run = queue_run(stream, "api")
         except CompactionBusy:
             raise FieldError(
-                "stream", f"a compaction of {stream.full_name} is already running", 409, "compaction_running"
+                "stream", f"a compaction of {stream.full_name} is already running", "compaction_running"
             ) from None
         return Response(CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -22,6 +22,32 @@ from domain.errors import FieldError, insufficient_storage
 
 logger = logging.getLogger(__name__)
 
+# The HTTP status of each `FieldError.code` the domain and the apps raise; any other code is a 400.
+# tests/api/test_error_codes.py checks that every code raised anywhere is here.
+STATUS_OF_CODE = {
+    "invalid": 400,
+    "unknown_delivery": 400,
+    "stream_cut_not_valid": 400,
+    "stream_cut_behind_previous": 400,
+    "forbidden": 403,
+    "not_found": 404,
+    "stream_not_found": 404,
+    "subscriber_not_found": 404,
+    "reader_group_not_found": 404,
+    "checkpoint_not_found": 404,
+    "duplicate": 409,
+    "compaction_running": 409,
+    "generation_mismatch": 409,
+    "lease_lost": 409,
+    "not_compacted": 409,
+    "not_manual": 409,
+    "not_persisted": 409,
+    "retention_in_progress": 409,
+    "event_too_large": 413,
+    "stream_full": 507,
+    "insufficient_storage": 507,
+}
+
 
 def exception_handler(exc, context):
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -35,7 +61,7 @@ def exception_handler(exc, context):
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
-        return Response(body, status=exc.status)
+        return Response(body, status=STATUS_OF_CODE.get(exc.code, 400))
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)
         if (

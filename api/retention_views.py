@@ -43,11 +43,11 @@ class CycleListView(GenericAPIView):
             scope, name = split_stream_name(body.validated_data["stream"], "stream")
             stream = streams_with_policy().filter(scope__name=scope, name=name).first()
             if stream is None:
-                raise FieldError("stream", f"no stream {scope}/{name} with a retention policy", 404, "not_found")
+                raise FieldError("stream", f"no stream {scope}/{name} with a retention policy", "not_found")
         now = body.validated_data.get("now")
         if now is not None:
             if not can(request, Action.TRUNCATE):  # a clock of one's choosing truncates as a manual truncation does
-                raise FieldError("now", "only admins may run a cycle at a time of their choosing", 403, "forbidden")
+                raise FieldError("now", "only admins may run a cycle at a time of their choosing", "forbidden")
             check_cycle_clock(now, stream)
         cycle = RetentionCycle.objects.create(trigger="api", requested_by=request.user, stream=stream, clock=now)
         try:

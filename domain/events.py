@@ -78,7 +78,6 @@ def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> 
         raise FieldError(
             f"{field}.payload",
             f"is {len(payload)} bytes; the limit is {limits.max_event_bytes}",
-            status=413,
             code="event_too_large",
         )
     key = _key(ev.get("key"), f"{field}.key")

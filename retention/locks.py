@@ -55,7 +55,6 @@ def stream_lock(stream: Stream, wait_s: float):
             raise FieldError(
                 "stream_cut",
                 "a retention cycle is working on this stream; try again in a few seconds",
-                409,
                 "retention_in_progress",
             )
         time.sleep(0.05)

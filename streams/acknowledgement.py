@@ -27,10 +27,10 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
     scope, name = split_stream_name(body.get("stream"), "stream")
     stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope", "retention_policy").first()
     if stream is None:
-        raise FieldError("stream", f"no stream {scope}/{name}", 404, "stream_not_found")
+        raise FieldError("stream", f"no stream {scope}/{name}", "stream_not_found")
     sub = Subscription.objects.filter(reader_group=group, stream=stream).select_related("stream").first()
     if sub is None or group.retention_type == RetentionType.NONE:
-        raise FieldError("stream", f"{group} is not a subscriber of {stream.full_name}", 404, "subscriber_not_found")
+        raise FieldError("stream", f"{group} is not a subscriber of {stream.full_name}", "subscriber_not_found")
     sub.stream = stream
     check_generation(group, body.get("generation"))
     log = stream_log(stream)
@@ -44,14 +44,13 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
             head=log.head_cut(),
         )
     except FieldError as exc:
-        raise FieldError(exc.field, exc.message, 400, "stream_cut_not_valid") from None
+        raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
     previous = sub.acknowledgement_cut or {}
     for seg, offset in cut.items():
         if offset < previous.get(seg, 0):
             raise FieldError(
                 f"stream_cut.{seg}",
                 f"offset {offset} is behind the group's previous cut ({previous[seg]})",
-                400,
                 "stream_cut_behind_previous",
             )
     return sub, cut
@@ -68,7 +67,6 @@ def publish_cut(sub: Subscription, cut: dict[str, int]) -> Subscription:
                 raise FieldError(
                     f"stream_cut.{seg}",
                     f"offset {offset} is behind the group's previous cut ({previous[seg]})",
-                    400,
                     "stream_cut_behind_previous",
                 )
         sub.save(update_fields=set_acknowledgement_cut(sub, cut, timezone.now()))
@@ -98,6 +96,4 @@ def check_generation(group: ReaderGroup, generation: object) -> None:
         # already has right, and 0.0 or true would have passed as 0 or 1
         raise FieldError("generation", "must be an integer")
     if generation is not None and generation != group.generation:
-        raise FieldError(
-            "generation", f"is {generation}; the group is at {group.generation}", 409, "generation_mismatch"
-        )
+        raise FieldError("generation", f"is {generation}; the group is at {group.generation}", "generation_mismatch")

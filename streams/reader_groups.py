@@ -29,7 +29,7 @@ def check_streams(names: list, field: str = "streams") -> list[Stream]:
         scope, name = split_stream_name(full, f"{field}[{i}]")
         stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
         if stream is None:
-            raise FieldError(f"{field}[{i}]", f"no stream {full}", 404, "stream_not_found")
+            raise FieldError(f"{field}[{i}]", f"no stream {full}", "stream_not_found")
         if stream in streams:
             raise FieldError(f"{field}[{i}]", f"{full} is named twice")
         streams.append(stream)
@@ -74,7 +74,7 @@ def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **co
             for stream in streams:
                 _subscribe(group, stream, now)
     except IntegrityError:
-        raise FieldError("name", f"reader group {scope}/{name} exists", 409, "duplicate") from None
+        raise FieldError("name", f"reader group {scope}/{name} exists", "duplicate") from None
     return group
 
 

@@ -49,7 +49,7 @@ def do_create_stream(
             Segment.objects.bulk_create(Segment(stream=stream, segment_id=s) for s in stream.segment_ids)
             _make_segments(stream)
     except IntegrityError:
-        raise FieldError("name", f"stream {scope}/{name} exists", 409, "duplicate") from None
+        raise FieldError("name", f"stream {scope}/{name} exists", "duplicate") from None
     return stream
 
 

@@ -61,16 +61,15 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tupl
                 continue
         m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
         if m is None:
-            raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", 400, "unknown_delivery")
+            raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
         incarnation, sid, seg, offset, epoch = m.groups()
         key = (int(sid), seg)
         if key not in known:
-            raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", 400, "unknown_delivery")
+            raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", "unknown_delivery")
         if "-".join((incarnation, sid, seg)) not in prefixes:  # the stream's, but another subscription's
             raise FieldError(
                 f"delivery_ids[{i}]",
                 "belongs to another reader group, or to this group before it last subscribed to the stream",
-                400,
                 "unknown_delivery",
             )
         by_slot[key].append((i, Delivery(int(offset), int(epoch))))
@@ -128,7 +127,7 @@ def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
         return
     first = outcome.refused[0]
     unknown = [r for r in outcome.refused if r["reason"] != "stale"]
-    status, code = (400, "unknown_delivery") if unknown else (409, "lease_lost")
+    code = "unknown_delivery" if unknown else "lease_lost"
     first = (unknown or outcome.refused)[0]
     detail = {
         "unknown": "is not a live delivery of this group (never handed out, or already given back)",
@@ -143,7 +142,6 @@ def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
     raise FieldError(
         first["field"],
         f"{detail}; {len(outcome.refused)} of {len(ids)} refused, the others were {verb}",
-        status,
         code,
         details,
     )

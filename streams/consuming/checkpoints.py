@@ -69,7 +69,7 @@ def do_checkpoint(group: ReaderGroup, name: str, persist: bool = False) -> Check
             if group.retention_type == RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT:
                 _publish(group, cuts)
     except IntegrityError:
-        raise FieldError("name", f"{group} already has a checkpoint {name}", 409, "duplicate") from None
+        raise FieldError("name", f"{group} already has a checkpoint {name}", "duplicate") from None
     return cp
 
 
@@ -102,17 +102,16 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
     the previous cut)."""
     cp = Checkpoint.objects.filter(reader_group=group, name=name).first()
     if cp is None:
-        raise FieldError("checkpoint", f"{group} has no checkpoint {name}", 404, "checkpoint_not_found")
+        raise FieldError("checkpoint", f"{group} has no checkpoint {name}", "checkpoint_not_found")
     if group.retention_type != RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT:
         raise FieldError(
             "retention_type",
             f"is {group.retention_type}: only MANUAL_RELEASE_AT_USER_STREAMCUT groups release at a checkpoint",
-            409,
             "not_manual",
         )
     if not cp.persist:
         raise FieldError(
-            "checkpoint", f"{name} is not persisted: only persisted checkpoints are released", 409, "not_persisted"
+            "checkpoint", f"{name} is not persisted: only persisted checkpoints are released", "not_persisted"
         )
     checked = [check_truncation_cut(group, {"stream": s, "stream_cut": cut}) for s, cut in cp.cuts.items()]
     with transaction.atomic():

@@ -61,7 +61,7 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
         try:
             do_publish(_dead_letter_stream(slot.stream), events)
         except FieldError as refused:
-            if refused.status != 507:  # the dead-letter stream is full, or its disk: not now
+            if refused.code not in ("stream_full", "insufficient_storage"):  # full, or its disk: not now
                 raise
             return None  # the claims stay, expire, and the events are dead-lettered later
     return slot.tracker.dead_lettered(settled)

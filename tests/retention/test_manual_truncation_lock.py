@@ -48,11 +48,7 @@ def test_a_manual_truncation_waits_for_the_cycle_then_drops_its_records(stream, 
     # when a manual truncation comes meanwhile, it is refused and changes nothing
     with pytest.raises(FieldError) as refused:
         retention_services.do_truncate(stream, {"0": 5}, rule="manual", trigger="api")
-    assert (refused.value.status, refused.value.code, refused.value.field) == (
-        409,
-        "retention_in_progress",
-        "stream_cut",
-    )
+    assert (refused.value.code, refused.value.field) == ("retention_in_progress", "stream_cut")
     assert logs.stream_log(stream).head_cut() == {"0": 0}
     assert not TruncationRecord.objects.exists()
     # then the cycle stores its tail and lets go; the truncation, retried, drops what it passed
