@@ -2,7 +2,8 @@
 test files make, made one way. `import factories` (tests/ is on the import path, pytest.ini).
 
 Two kinds: the `make_*`/`publish` ones go through the services directly (fast, no HTTP), the
-`*_over_api` ones go through the REST API with an authenticated client and check its answer.
+`*_over_api` ones go through the REST API with an authenticated client and check its answer;
+`subscribe` writes a subscriber's acknowledgement cut straight to its rows.
 Defaults are the ones most tests use: scope "shop", stream "orders" of one segment, reader group
 "billing". A test that needs something else passes it."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -18,7 +20,7 @@ from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
 from retention import services as retention_services
 from streams import reader_groups, services
-from streams.models import ReaderGroup, Stream
+from streams.models import ReaderGroup, Stream, Subscription
 
 ROLES = ("viewer", "operator", "admin")
 
@@ -98,6 +100,25 @@ def make_group(
     return reader_groups.do_create_reader_group(
         scope=scope, name=name, streams=list(streams), retention_type=retention_type, **config
     )
+
+
+def subscribe(stream: Stream, group: str, cut: dict[str, int], *, acknowledged_at=None) -> Subscription:
+    """Reader group `group` of the stream's scope (a MANUAL_RELEASE_AT_USER_STREAMCUT one, made if
+    new) subscribed to `stream` with its acknowledgement cut at `cut`, acknowledged at
+    `acknowledged_at` (now unless given): a subscriber holding data back, written straight to
+    the rows as a released cut leaves them (the retention tests; nothing is read or acked).
+    Called again, it moves the cut."""
+    reader_group, _ = ReaderGroup.objects.get_or_create(
+        scope=stream.scope, name=group, defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
+    )
+    return Subscription.objects.update_or_create(
+        reader_group=reader_group,
+        stream=stream,
+        defaults={
+            "acknowledgement_cut": cut,
+            "acknowledged_at": timezone.now() if acknowledged_at is None else acknowledged_at,
+        },
+    )[0]
 
 
 # --- the same through the REST API --------------------------------------------------------------

@@ -1,8 +1,11 @@
 """The shared test factories (tests/factories.py) make what their names say: the tests that use
 them rely on it."""
 
+from datetime import timedelta
+
 import factories
 import pytest
+from django.utils import timezone
 
 from access.principals import role_of
 from access.rules import Role
@@ -47,6 +50,20 @@ def test_publish_appends_count_events_and_a_group_subscribes_to_its_streams():
     group = factories.make_group(orders, refunds)
     assert (group.scope.name, group.name, group.retention_type) == ("shop", "billing", "NONE")
     assert {s.stream_id for s in Subscription.objects.filter(reader_group=group)} == {orders.pk, refunds.pk}
+
+
+def test_subscribe_sets_a_manual_groups_cut_and_called_again_moves_it():
+    stream = factories.make_stream()
+    first = factories.subscribe(stream, "A", {"0": 3})
+    assert (first.reader_group.scope, first.reader_group.retention_type) == (
+        stream.scope,
+        "MANUAL_RELEASE_AT_USER_STREAMCUT",
+    )
+    assert first.acknowledgement_cut == {"0": 3} and first.acknowledged_at is not None
+    at = timezone.now() - timedelta(minutes=10)
+    again = factories.subscribe(stream, "A", {"0": 5}, acknowledged_at=at)
+    assert again.pk == first.pk and (again.acknowledgement_cut, again.acknowledged_at) == ({"0": 5}, at)
+    assert Subscription.objects.filter(stream=stream).count() == 1
 
 
 def test_the_api_factories_make_what_they_are_asked_and_check_the_answer(api):

@@ -1,37 +1,24 @@
 from datetime import timedelta
 
+import factories
 import pytest
 from django.utils import timezone
 
-from domain.events import EventIn
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 from retention.models import RetentionCycle
 from retention.services import do_truncate
-from streams import services
-from streams.models import ReaderGroup, Scope, Subscription
+from streams.models import Subscription
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def stream():
-    stream = retention_services.do_create_stream(
-        scope="shop",
-        name="orders",
-        segment_count=1,
-        policy=parse_policy({"limit_type": "size", "min": 10, "consumption_based": True, "subscriber_timeout_s": 60}),
+    stream = factories.make_stream(
+        policy={"limit_type": "size", "min": 10, "consumption_based": True, "subscriber_timeout_s": 60}
     )
-    services.do_publish(stream, [EventIn(b"x" * 10)] * 30)
-    scope = Scope.objects.get(name="shop")
+    factories.publish(stream, 30, b"x" * 10)
     for name, age in (("billing", 5), ("audit", 600)):
-        group = ReaderGroup.objects.create(scope=scope, name=name, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
-        Subscription.objects.create(
-            reader_group=group,
-            stream=stream,
-            acknowledgement_cut={"0": 12},
-            acknowledged_at=timezone.now() - timedelta(seconds=age),
-        )
+        factories.subscribe(stream, name, {"0": 12}, acknowledged_at=timezone.now() - timedelta(seconds=age))
     return stream
 
 
@@ -44,7 +31,7 @@ def test_the_stream_page_shows_subscribers_with_lag_and_staleness(admin_client, 
 
 def test_the_chart_marks_each_truncation_with_its_rule(admin_client, stream):
     do_truncate(stream, {"0": 5}, rule="cbr:case-i:slb", trigger="beat")
-    services.do_publish(stream, [EventIn(b"x" * 10)] * 5)
+    factories.publish(stream, 5, b"x" * 10)
     do_truncate(stream, {"0": 12}, rule="cbr:case-ii:limit_min", trigger="beat")
     html = admin_client.get("/streams/shop/orders/").content.decode()
     assert "<svg" in html and html.count('<g class="drop">') == 2

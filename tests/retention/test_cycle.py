@@ -13,7 +13,6 @@ import redis
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
@@ -24,14 +23,9 @@ from retention.models import StoredRetentionSet, TruncationRecord
 from retention.truncation import pending_truncations
 from store import locks as redis_locks
 from streams import logs
-from streams.models import Checkpoint, ReaderGroup, Scope, Segment, Subscription
+from streams.models import Checkpoint, ReaderGroup, Segment
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def redis_for_locks(settings, redis_url):
-    settings.REDIS_URL = redis_url
 
 
 @pytest.fixture
@@ -43,18 +37,6 @@ def publish(stream, n):
     factories.publish(stream, n, b"x" * 30)
 
 
-def subscribe(stream, name, offset):
-    scope = Scope.objects.get(name="shop")
-    group, _ = ReaderGroup.objects.get_or_create(
-        scope=scope, name=name, defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"}
-    )
-    Subscription.objects.update_or_create(
-        reader_group=group,
-        stream=stream,
-        defaults={"acknowledgement_cut": {"0": offset}, "acknowledged_at": timezone.now()},
-    )
-
-
 def cycle(at):
     out = StringIO()
     call_command("run_retention_cycle", "--now", at.isoformat(), stdout=out)
@@ -64,12 +46,12 @@ def cycle(at):
 @pytest.mark.django_db
 def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     publish(stream, 7)
-    subscribe(stream, "A", 3)
-    subscribe(stream, "B", 4)
+    factories.subscribe(stream, "A", {"0": 3})
+    factories.subscribe(stream, "B", {"0": 4})
     assert cycle(T0) == "shop/orders: truncated at {'0': 3} (cbr:case-i:slb), reclaimed 90 bytes"
     publish(stream, 4)
-    subscribe(stream, "A", 9)
-    subscribe(stream, "B", 10)
+    factories.subscribe(stream, "A", {"0": 9})
+    factories.subscribe(stream, "B", {"0": 10})
     assert "truncated at {'0': 7} (cbr:case-ii:limit_min)" in cycle(T0 + timedelta(hours=1))
     publish(stream, 5)
     assert "truncated at {'0': 11} (cbr:case-iii:limit_max)" in cycle(T0 + timedelta(hours=2))
@@ -101,7 +83,7 @@ def test_a_cycle_within_the_interval_adds_no_record_and_a_no_op_writes_no_histor
 @pytest.mark.django_db(transaction=True)
 def test_two_cycles_at_once_do_not_double_truncate(stream):
     publish(stream, 7)
-    subscribe(stream, "A", 3)
+    factories.subscribe(stream, "A", {"0": 3})
     results = []
     threads = [threading.Thread(target=lambda: results.append(run_cycle(now=T0))) for _ in range(2)]
     for t in threads:
@@ -145,7 +127,7 @@ def test_bad_command_arguments_are_clear_errors(stream):
 def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
 
     publish(stream, 7)
-    subscribe(stream, "A", 3)
+    factories.subscribe(stream, "A", {"0": 3})
     group = ReaderGroup.objects.get(name="A")
     Checkpoint.objects.create(reader_group=group, name="old", cuts={"shop/orders": {"0": 1}})
     Checkpoint.objects.create(reader_group=group, name="kept", cuts={"shop/orders": {"0": 1}}, persist=True)
@@ -166,7 +148,7 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
     streams = [factories.make_stream(f"s{i}", policy=policy) for i in range(5)]
     for s in streams:
         publish(s, 7)
-        subscribe(s, "A", 3)
+        factories.subscribe(s, "A", {"0": 3})
     held = redis.Redis.from_url(redis_url)
     held.set(f"cbr:retention:{streams[2].storage_key}", "another-cycle", ex=60)
     try:
@@ -198,7 +180,7 @@ def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_on
     streams = [factories.make_stream(f"d{i}", policy=policy) for i in range(3)]
     for s in streams:
         publish(s, 7)
-        subscribe(s, "A", 3)
+        factories.subscribe(s, "A", {"0": 3})
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     here = redis_locks._this_machine()
     holders = {
@@ -228,7 +210,7 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
     streams = [factories.make_stream(f"f{i}", policy=policy) for i in range(4)]
     for s in streams:
         publish(s, 7)
-        subscribe(s, "A", 3)
+        factories.subscribe(s, "A", {"0": 3})
     other = redis.Redis.from_url(redis_url)
     other_key = f"cbr:retention:{streams[3].storage_key}"
     other.set(other_key, f"{redis_locks._this_machine()}|{os.getppid()}|live", ex=60)

@@ -7,22 +7,19 @@ import os
 import signal
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 import redis
 from django.db import connection
-from django.utils import timezone
 
-from domain.events import EventIn
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 from retention import set_store, truncation
 from retention.cycle import gathering, local, spark
 from retention.cycle.local import process_count
 from retention.cycle.running import run_cycle
 from retention.forked import WorkerDied
 from retention.models import TruncationRecord
-from streams import logs, services
-from streams.models import ReaderGroup, Scope, Segment, Subscription
+from streams import logs
+from streams.models import Segment
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 POLICIES = [
@@ -51,26 +48,12 @@ def fleet(scope: str, count: int = 9) -> list:
     varied cuts: a truncation by several different rules, and some streams left alone."""
     streams = []
     for i in range(count):
-        stream = retention_services.do_create_stream(
-            scope=scope, name=f"s{i}", segment_count=2, policy=parse_policy(POLICIES[i % len(POLICIES)])
-        )
+        stream = factories.make_stream(f"s{i}", scope=scope, segment_count=2, policy=POLICIES[i % len(POLICIES)])
         for k in range(11):
-            services.do_publish(stream, [EventIn(b"x" * 30, routing_key=f"k{k}".encode())])
+            factories.publish(stream, 1, b"x" * 30, routing_key=f"k{k}".encode())
         tail = logs.stream_log(stream).tail_cut()
         for g, share in (("A", (i % 3) / 3), ("B", ((i + 1) % 4) / 4)):
-            group, _ = ReaderGroup.objects.get_or_create(
-                scope=Scope.objects.get(name=scope),
-                name=g,
-                defaults={"retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"},
-            )
-            Subscription.objects.update_or_create(
-                reader_group=group,
-                stream=stream,
-                defaults={
-                    "acknowledgement_cut": {s: int(o * share) for s, o in tail.items()},
-                    "acknowledged_at": timezone.now(),
-                },
-            )
+            factories.subscribe(stream, g, {s: int(o * share) for s, o in tail.items()})
         streams.append(stream)
     return streams
 
