@@ -21,8 +21,7 @@ def key_for(segment: int) -> str:
 
 
 @pytest.fixture(autouse=True)
-def redis_and_interval(settings, redis_url):
-    settings.REDIS_URL = redis_url
+def retention_interval(settings):
     settings.CBR_RETENTION_INTERVAL = 5
 
 

@@ -4,15 +4,13 @@ subscriber moving on gets the stream a cycle at once, which lets publishing resu
 
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 
-from domain.events import EventIn
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 from retention.cycle.lifecycle import execute
 from retention.cycle.running import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
-from streams import logs, services
+from streams import logs
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
@@ -22,36 +20,18 @@ EVENTS = "/api/v1/streams/shop/orders/events/"
 CUT = "/api/v1/reader-groups/shop/billing/truncation-cut/"
 
 
-@pytest.fixture(autouse=True)
-def redis_for_locks(settings, redis_url):
-    settings.REDIS_URL = redis_url
-
-
 def make_stream(on_max_limit):
-    return retention_services.do_create_stream(
-        scope="shop",
-        name="orders",
-        on_max_limit=on_max_limit,
-        policy=parse_policy({"limit_type": "size", "min": 30, "max": 90, "consumption_based": True}),
+    return factories.make_stream(
+        on_max_limit=on_max_limit, policy={"limit_type": "size", "min": 30, "max": 90, "consumption_based": True}
     )
 
 
 def fill_past_max(api, stream):
     """A subscriber at the head holds all 10 events (300 bytes) through two cycles."""
-    api.post(
-        "/api/v1/reader-groups/",
-        {
-            "scope": "shop",
-            "name": "billing",
-            "streams": ["shop/orders"],
-            "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT",
-            "start": "head",
-        },
-        format="json",
-    )
-    services.do_publish(stream, [EventIn(b"x" * 30)] * 5)
+    factories.create_group_over_api(api, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT", start="head")
+    factories.publish(stream, 5, b"x" * 30)
     run_cycle(now=T0)
-    services.do_publish(stream, [EventIn(b"x" * 30)] * 5)
+    factories.publish(stream, 5, b"x" * 30)
     return run_cycle(now=T0 + timedelta(hours=1))
 
 
