@@ -13,7 +13,6 @@ from rest_framework import serializers
 from domain.errors import FieldError
 from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
-from domain.retention import Subscriber, is_active
 from retention.models import RetentionPolicy, TruncationRecord
 from streams.models import (
     CleanupPolicy,
@@ -435,20 +434,7 @@ class SubscriptionSerializer(serializers.Serializer):
         return round((timezone.now() - sub.acknowledged_at).total_seconds(), 3)
 
     def get_active(self, sub) -> bool:
-        if not sub.reader_group.is_subscriber:
-            return False
-        policy = getattr(sub.stream, "retention_policy", None)
-        timeout = policy.subscriber_timeout_s if policy else None
-        return is_active(
-            Subscriber(
-                str(sub.reader_group),
-                sub.acknowledgement_cut,
-                acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
-                subscribed_at=sub.created_at.timestamp(),
-            ),
-            timezone.now().timestamp(),
-            timeout,
-        )
+        return sub.reader_group.is_subscriber and sub.is_active(timezone.now())
 
 
 class RemovedStreamSerializer(serializers.Serializer):

@@ -8,7 +8,6 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from domain.retention import Subscriber, is_active
 from streams.logs import stream_log
 from streams.models import ReaderGroup, RetentionType, Stream, Subscription
 
@@ -24,8 +23,6 @@ class SubscriberState:
 
 
 def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | None = None) -> list[SubscriberState]:
-    policy = getattr(stream, "retention_policy", None)
-    timeout = policy.subscriber_timeout_s if policy else None
     now = now or timezone.now()
     subs = (
         Subscription.objects.filter(stream=stream)
@@ -35,12 +32,7 @@ def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | 
     states = []
     for sub in subs:
         cut = sub.acknowledgement_cut
-        subscriber = Subscriber(
-            str(sub.reader_group),
-            cut,
-            acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
-            subscribed_at=sub.created_at.timestamp(),
-        )
+        sub.stream = stream
         states.append(
             SubscriberState(
                 group=sub.reader_group,
@@ -48,7 +40,7 @@ def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | 
                 acknowledged_at=sub.acknowledged_at,
                 lag=None if cut is None else sum(max(0, t - cut.get(s, 0)) for s, t in tail_cut.items()),
                 acknowledged_events=sum(cut.values()) if cut else 0,
-                active=is_active(subscriber, now.timestamp(), timeout),
+                active=sub.is_active(now),
             )
         )
     return states

@@ -4,9 +4,12 @@ store), reader groups with their subscriptions and checkpoints."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import Sum
+
+from domain.retention import Subscriber, is_active
 
 
 class Scope(models.Model):
@@ -234,6 +237,22 @@ class Subscription(models.Model):
         offset-epoch`), from its random `state_key`: an id another subscription handed out, here
         or in a deployment whose database gave out the same ids, names no delivery of this one."""
         return int(self.state_key[:8], 16)
+
+    def as_subscriber(self) -> Subscriber:
+        """This subscription as retention's rules see it (`domain.retention.Subscriber`). A cycle
+        builds the same from raw rows (`retention.cycle.gathering`), for speed."""
+        return Subscriber(
+            str(self.reader_group),
+            self.acknowledgement_cut,
+            acknowledged_at=self.acknowledged_at.timestamp() if self.acknowledged_at else None,
+            subscribed_at=self.created_at.timestamp(),
+        )
+
+    def is_active(self, now: datetime) -> bool:
+        """Whether retention counts this subscriber as active at `now` (`domain.retention.is_active`,
+        with the stream's `subscriber_timeout_s`)."""
+        policy = getattr(self.stream, "retention_policy", None)
+        return is_active(self.as_subscriber(), now.timestamp(), policy.subscriber_timeout_s if policy else None)
 
 
 class ReadPosition(models.Model):

@@ -12,7 +12,6 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from domain.retention import Subscriber, is_active
 from streams.consuming import dead_letter_name
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
@@ -172,14 +171,7 @@ def group_overview(group: ReaderGroup, now: datetime | None = None) -> GroupOver
 def _active(group: ReaderGroup, sub: Subscription, now: datetime) -> bool | None:
     if not group.is_subscriber:
         return None
-    policy = getattr(sub.stream, "retention_policy", None)
-    subscriber = Subscriber(
-        str(group),
-        sub.acknowledgement_cut,
-        acknowledged_at=sub.acknowledged_at.timestamp() if sub.acknowledged_at else None,
-        subscribed_at=sub.created_at.timestamp(),
-    )
-    return is_active(subscriber, now.timestamp(), policy.subscriber_timeout_s if policy else None)
+    return sub.is_active(now)
 
 
 def _with_lag_bytes(stream: Stream, states: list[PositionState]) -> list[SegmentPosition]:
