@@ -3,6 +3,7 @@ checkpoints, updates, against the real segment store and Redis."""
 
 from datetime import timedelta
 
+import factories
 import pytest
 import redis
 from django.utils import timezone
@@ -27,23 +28,15 @@ def key_for(stream, segment: str) -> bytes:
 @pytest.fixture
 def stream():
     """Ten events on each of two segments: e0..e9 on segment 0, f0..f9 on segment 1."""
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    stream = factories.make_stream(segment_count=2)
     services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=key_for(stream, "0")) for i in range(10)])
     services.do_publish(stream, [EventIn(f"f{i}".encode(), routing_key=key_for(stream, "1")) for i in range(10)])
     return stream
 
 
 def create(api, **body):
-    body = {
-        "scope": "shop",
-        "name": "billing",
-        "streams": ["shop/orders"],
-        "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
-        **body,
-    }
-    response = api.post(URL, body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    """shop/billing on shop/orders, released at its last checkpoint unless `body` says otherwise."""
+    return factories.create_group_over_api(api, **{"retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body})
 
 
 def read(api, n, **extra):
@@ -199,7 +192,7 @@ def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, cloc
 
 def test_a_dead_letter_into_a_full_dead_letter_stream_waits_and_is_never_lost(api, stream, clock):
     # given a dead-letter stream that refuses publishing (at its max under reject_publish)
-    dlq = services.do_create_stream(scope="shop", name="orders-dlq", on_max_limit="reject_publish")
+    dlq = factories.make_stream("orders-dlq", on_max_limit="reject_publish")
     Stream.objects.filter(pk=dlq.pk).update(full_since=timezone.now())
     create(api, max_deliveries=1)
     got = read(api, 20)["deliveries"]
@@ -247,7 +240,7 @@ def test_max_ack_pending_holds_back_a_consumer_until_it_acks(api, stream, clock)
 
 
 def test_a_delayed_event_is_handed_out_only_when_due_and_holds_the_floor(api, clock):
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    stream = factories.make_stream()
     due_ms = int((clock.now + 60) * 1000)
     services.do_publish(stream, [EventIn(b"now-0"), EventIn(b"later", deliver_at_ms=due_ms), EventIn(b"now-2")])
     create(api)
@@ -345,7 +338,7 @@ def test_a_manual_group_releases_at_a_persisted_checkpoint(api, stream, clock):
 
 
 def test_updates_check_the_generation_and_move_subscriptions(api, stream, clock):
-    services.do_create_stream(scope="shop", name="refunds", segment_count=1)
+    factories.make_stream("refunds")
     group = create(api)
     stale = api.patch(G, {"max_deliveries": 9, "generation": group["generation"] + 5}, format="json")
     assert stale.status_code == 409 and stale.json()["field"] == "generation"
@@ -399,7 +392,7 @@ def test_huge_timeouts_are_refused_at_create(api, stream):
 
 
 def test_redeliveries_past_a_reads_byte_cap_are_all_handed_out_and_dead_lettered(api, clock):
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    stream = factories.make_stream()
     big = "x" * (1024 * 1024)
     for i in range(12):
         services.do_publish(stream, [EventIn(f"{i:02d}{big}".encode())])
@@ -418,7 +411,7 @@ def test_redeliveries_past_a_reads_byte_cap_are_all_handed_out_and_dead_lettered
 
 
 def test_two_groups_each_receive_every_delayed_event_and_a_slow_one_holds_back_nobody(api, clock):
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    stream = factories.make_stream()
     base_ms = int(clock.now * 1000)
     services.do_publish(stream, [EventIn(f"d{i}".encode(), deliver_at_ms=base_ms + (5 - i) * 10_000) for i in range(5)])
     create(api)
@@ -437,7 +430,7 @@ def test_two_groups_each_receive_every_delayed_event_and_a_slow_one_holds_back_n
 
 
 def test_delayed_events_due_together_come_out_by_due_time_then_offset(api, clock):
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    stream = factories.make_stream()
     base_ms = int(clock.now * 1000)
     due = [30, 10, 20, 10, 40]  # seconds from now, by offset
     services.do_publish(
@@ -482,7 +475,7 @@ def test_reads_acks_and_nacks_of_an_unknown_group_are_the_same_404_as_its_detail
 def test_the_hot_path_finds_the_same_group_and_positions_as_the_plain_lookup(api, stream, clock):
     """`group_and_slots` (one prepared query) against the group and `slots` the ORM gives: every
     field of the group, subscriptions, streams, scopes and positions, in the same order."""
-    other = services.do_create_stream(scope="alpha", name="first", segment_count=3)
+    other = factories.make_stream("first", scope="alpha", segment_count=3)
     create(api, streams=["shop/orders", "alpha/first"], sinks=["a", "b"])
     read(api, 5)
     assert api.post(G + "checkpoints/", {"name": "cp"}, format="json").status_code == 201  # cuts (JSON) published

@@ -1,12 +1,10 @@
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 from django.core.management import CommandError, call_command
 
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 from retention.models import RetentionCycle, TruncationRecord
-from streams import services
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +27,7 @@ def test_only_admins_queue_a_cycle(user_api):
     ],
 )
 def test_a_bad_cycle_request_names_the_field_and_queues_nothing(api, body, status, field):
-    services.do_create_stream(scope="shop", name="no-policy")
+    factories.make_stream("no-policy")
     response = api.post(URL, body, format="json")
     assert response.status_code == status, response.content
     assert response.json()["field"] == field
@@ -37,9 +35,7 @@ def test_a_bad_cycle_request_names_the_field_and_queues_nothing(api, body, statu
 
 
 def test_a_cycle_shows_its_state_and_progress(api, user_api):
-    stream = retention_services.do_create_stream(
-        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
-    )
+    stream = factories.make_stream(policy={"limit_type": "size", "min": 1})
     cycle = RetentionCycle.objects.create(
         trigger="api", stream=stream, state="running", streams_done=1, streams_total=4
     )
@@ -57,9 +53,7 @@ def test_only_admins_choose_a_cycles_clock(operator_api):
 
 
 def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothing(api, test_broker):
-    stream = retention_services.do_create_stream(
-        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
-    )
+    stream = factories.make_stream(policy={"limit_type": "size", "min": 1})
     latest = datetime.now(UTC) - timedelta(days=2)
     TruncationRecord.objects.create(
         stream=stream,
@@ -86,9 +80,7 @@ def test_a_clock_in_the_future_or_behind_the_history_is_refused_and_queues_nothi
 
 
 def test_the_command_refuses_a_clock_in_the_future():
-    retention_services.do_create_stream(
-        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
-    )
+    factories.make_stream(policy={"limit_type": "size", "min": 1})
     with pytest.raises(CommandError, match="in the future"):
         call_command("run_retention_cycle", "--now", "2099-01-01T00:00:00Z")
     assert not RetentionCycle.objects.exists()

@@ -1,10 +1,10 @@
 import base64
 import json
 
+import factories
 import pytest
 
 from streams.logs import stream_log
-from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
 
@@ -13,9 +13,7 @@ EVENTS = "/api/v1/streams/shop/orders/events/"
 
 @pytest.fixture
 def stream(api):
-    response = api.post("/api/v1/streams/", {"scope": "shop", "name": "orders", "segment_count": 3}, format="json")
-    assert response.status_code == 201
-    return Stream.objects.get(name="orders")
+    return factories.create_stream_over_api(api, segment_count=3)
 
 
 def publish(api, events):

@@ -1,5 +1,6 @@
 from datetime import timedelta
 
+import factories
 import pytest
 from django.utils import timezone
 
@@ -16,7 +17,7 @@ CUT = URL + "shop/billing/truncation-cut/"
 
 @pytest.fixture
 def stream():
-    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    stream = factories.make_stream(segment_count=2)
     services.do_publish(stream, [EventIn(b"x", routing_key=f"k{i}".encode()) for i in range(40)])
     return stream
 
@@ -117,7 +118,7 @@ def test_a_subscriber_publishes_its_acknowledgement_cut(api, stream):
     ],
 )
 def test_a_bad_truncation_cut_gets_its_own_code_in_pravegas_order(api, stream, body, status, code, field):
-    services.do_create_stream(scope="shop", name="other")
+    factories.make_stream("other")
     create(api)
     api.post(CUT, {"stream": "shop/orders", "stream_cut": {"0": 2, "1": 1}}, format="json")
     response = api.post(CUT, body, format="json")
@@ -149,7 +150,7 @@ def test_deleting_a_subscriber_releases_its_hold(api, user_api, stream):
 @pytest.mark.parametrize("generation", ["0", True, 0.0, 1e30, [0]])
 def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api, generation):
     # given a MANUAL subscriber at generation 0
-    services.do_create_stream(scope="shop", name="gen", segment_count=1)
+    factories.make_stream("gen")
     api.post(
         "/api/v1/reader-groups/",
         {"scope": "shop", "name": "gen", "streams": ["shop/gen"], "retention_type": "MANUAL_RELEASE_AT_USER_STREAMCUT"},
@@ -168,7 +169,7 @@ def test_a_truncation_cut_with_a_generation_that_is_not_an_integer_is_a_400(api,
 
 def test_a_truncation_cut_with_an_unknown_field_is_refused_naming_it(api):
     # a typo such as `generaton` must not publish the cut without the generation check
-    services.do_create_stream(scope="shop", name="typo", segment_count=1)
+    factories.make_stream("typo")
     api.post(
         "/api/v1/reader-groups/",
         {

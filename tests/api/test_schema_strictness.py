@@ -6,6 +6,7 @@ against the server."""
 
 from __future__ import annotations
 
+import factories
 import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
@@ -13,9 +14,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from domain.events import EventIn
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
-from streams import reader_groups, services
+from streams import services
 
 pytestmark = pytest.mark.django_db
 
@@ -135,13 +134,9 @@ def body_validator(schema: dict, method: str, path: str) -> Draft202012Validator
 def world(plain_user, test_broker):
     """shop/orders (two segments, an event on each, a retention policy) and shop/billing, a
     MANUAL subscriber of it."""
-    stream = retention_services.do_create_stream(
-        scope="shop", name="orders", segment_count=2, policy=parse_policy({"limit_type": "size", "min": 1})
-    )
+    stream = factories.make_stream(segment_count=2, policy={"limit_type": "size", "min": 1})
     services.do_publish(stream, [EventIn(b"a", routing_key=f"k{i}".encode()) for i in range(8)])
-    reader_groups.do_create_reader_group(
-        scope="shop", name="billing", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
-    )
+    factories.make_group(stream, retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
     return stream
 
 
