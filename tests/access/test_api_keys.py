@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import factories
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -12,7 +13,7 @@ from rest_framework.test import APIClient
 from access.models import ApiKey
 from access.token_cache import forget_tokens
 from domain.events import parse_batch
-from streams import logs, reader_groups, services
+from streams import logs, services
 from streams.client import CBRError, Client
 from streams.models import Stream
 
@@ -23,10 +24,10 @@ GROUP = "/api/v1/reader-groups/shop/billing/"
 
 @pytest.fixture
 def shop():
-    orders = services.do_create_stream(scope="shop", name="orders")
-    services.do_create_stream(scope="shop", name="refunds")
-    reader_groups.do_create_reader_group(scope="shop", name="billing", streams=[orders], retention_type="NONE")
-    reader_groups.do_create_reader_group(scope="shop", name="audit", streams=[orders], retention_type="NONE")
+    orders = factories.make_stream()
+    factories.make_stream("refunds")
+    factories.make_group(orders)
+    factories.make_group(orders, name="audit")
     return orders
 
 

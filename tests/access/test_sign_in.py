@@ -3,13 +3,12 @@ CSRF-protected."""
 
 from __future__ import annotations
 
+import factories
 import pytest
 from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 from retention.models import RetentionCycle
 from streams import services
 
@@ -98,11 +97,8 @@ def test_the_token_endpoint_is_limited_the_same_way(plain_user):
 
 
 def test_a_console_write_without_the_csrf_token_is_refused(operator_user, test_broker):
-    stream = retention_services.do_create_stream(
-        scope="shop", name="orders", policy=parse_policy({"limit_type": "size", "min": 1})
-    )
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(operator_user)
+    stream = factories.make_stream(policy={"limit_type": "size", "min": 1})
+    client = factories.console_client(operator_user, Client(enforce_csrf_checks=True))
     url = f"/streams/{stream.full_name}/retention/run/"
     assert client.post(url, HTTP_HX_REQUEST="true").status_code == 403
     assert not RetentionCycle.objects.exists()
@@ -115,8 +111,7 @@ def test_a_console_write_without_the_csrf_token_is_refused(operator_user, test_b
 
 
 def test_the_api_with_a_session_needs_the_csrf_token_too(operator_user):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(operator_user)
+    client = factories.console_client(operator_user, Client(enforce_csrf_checks=True))
     body = {"scope": "shop", "name": "orders"}
     response = client.post("/api/v1/streams/", body, content_type="application/json")
     assert response.status_code == 403
