@@ -9,7 +9,7 @@ from pathlib import Path
 
 import factories
 import pytest
-import redis
+import redis as redis_lib
 from django.core.cache import cache
 
 from cbrweb import embedded_redis
@@ -48,11 +48,19 @@ def redis_state(redis_url, settings):
     tests/faults/test_database_rewound.py shows it.)"""
     settings.REDIS_URL = redis_url
     yield
-    client = redis.Redis.from_url(redis_url)
+    client = redis_lib.Redis.from_url(redis_url)
     for pattern in ("cbr:acks:*", "cbr:rg:*", "cbr:dl:*"):
         keys = list(client.scan_iter(match=pattern, count=1000))
         if keys:
             client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def redis(redis_url):
+    """A client of the run's Redis, one per test module."""
+    client = redis_lib.Redis.from_url(redis_url)
+    yield client
     client.close()
 
 
@@ -64,7 +72,7 @@ def test_broker(redis_url):
     broker_db = os.environ.get("CBR_TEST_BROKER_DB", "15")
     base, _, db = redis_url.rpartition("/")
     url = f"{base}/{broker_db}" if db.isdigit() else f"{redis_url.rstrip('/')}/{broker_db}"
-    redis.Redis.from_url(url).flushdb()
+    redis_lib.Redis.from_url(url).flushdb()
     app.conf.broker_url = url
     app.conf.result_backend = url
     return url

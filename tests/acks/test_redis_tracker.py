@@ -5,7 +5,6 @@ import itertools
 import random
 
 import pytest
-import redis as redis_lib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,13 +29,6 @@ op = st.one_of(
     st.tuples(st.just("wait"), st.integers(1, 15), st.just(0)),
     st.tuples(st.just("sink"), st.integers(0, 60), st.sampled_from(["search", "archive", "nope"])),
 )
-
-
-@pytest.fixture(scope="module")
-def redis(redis_url):
-    client = redis_lib.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def same(model: SegmentAcks, tracker: SegmentTracker) -> None:

@@ -8,20 +8,12 @@ import itertools
 import random
 
 import pytest
-import redis as redis_lib
 
 from domain.acks import Delivery, Poison, SegmentAcks
 from streams.ack_tracker import SegmentTracker
 
 LEASE_S = 10.0
 _ids = itertools.count(10_000)
-
-
-@pytest.fixture(scope="module")
-def redis(redis_url):
-    client = redis_lib.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import random
 import time
 from io import StringIO
 
+import factories
 import pytest
-import redis as redis_lib
 from django.core.management import call_command
 
 from domain.events import EventIn
@@ -22,13 +22,6 @@ URL = "/api/v1/reader-groups/"
 SMALL = {"min_index_count_per_bucket": 20, "max_time_step_per_segment_s": 30, "max_indexes_per_segment": 5}
 
 
-@pytest.fixture
-def redis(redis_url):
-    client = redis_lib.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def make_stream(api, **delayed) -> Stream:
     body = {"scope": "shop", "name": "orders", "segment_count": 2, "delayed_index": {**SMALL, **delayed}}
     answer = api.post("/api/v1/streams/", body, format="json")
@@ -38,14 +31,7 @@ def make_stream(api, **delayed) -> Stream:
 
 
 def make_group(api, name="billing"):
-    body = {
-        "scope": "shop",
-        "name": name,
-        "streams": ["shop/orders"],
-        "retention_type": "NONE",
-        "max_ack_pending": 10_000,
-    }
-    assert api.post(URL, body, format="json").status_code == 201
+    factories.create_group_over_api(api, name, retention_type="NONE", max_ack_pending=10_000)
 
 
 def publish_delayed(stream, base_ms: int, n: int, spread_s: int, seed: int = 1) -> dict[tuple[str, int], int]:
