@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test test-quick lint bench venv check clean
+.PHONY: run test test-quick lint lock bench venv check clean
 
 run: venv check
 	$(PY) -m cbrweb.run
@@ -16,6 +16,13 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# the locks, from pyproject.toml: requirements.txt (everything, what `make venv` installs) and
+# requirements-runtime.txt (the runtime alone, at the same versions); pins already there are kept
+LOCK := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --quiet --custom-compile-command "make lock"
+lock: venv
+	$(LOCK) --group dev -o requirements.txt
+	$(LOCK) -c requirements.txt -o requirements-runtime.txt
 
 test-quick: venv
 	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
