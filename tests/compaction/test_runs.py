@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import factories
 import pytest
 from django.db import connection
 from integration.conftest import _database_url
@@ -33,23 +34,15 @@ def spark_ready(spark):
 
 
 def make(api, **settings):
-    body = {
-        "scope": "shop",
-        "name": "profiles",
-        "segment_count": 1,
-        "cleanup_policy": "compact",
-        "delete_retention_s": 100,
-        **settings,
-    }
-    answer = api.post("/api/v1/streams/", body, format="json")
-    assert answer.status_code == 201, answer.content
-    return Stream.objects.get(name="profiles")
+    """shop/profiles, compacted with a delete retention of 100 s unless `settings` say otherwise."""
+    return factories.create_stream_over_api(
+        api, "profiles", **{"cleanup_policy": "compact", "delete_retention_s": 100, **settings}
+    )
 
 
 def publish(api, *events):
-    body = {"events": [{"key": k, "payload": v or ""} for k, v in events]}
-    answer = api.post(S + "events/", body, format="json")
-    assert answer.status_code == 201, answer.content
+    """(key, value or None for a tombstone) events to shop/profiles."""
+    factories.publish_over_api(api, [{"key": k, "payload": v or ""} for k, v in events], stream="shop/profiles")
 
 
 def view(api, **params):
