@@ -9,10 +9,10 @@ import sys
 import threading
 import time
 
+import factories
 import pytest
 import redis as redis_lib
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from domain.events import EventIn
 from streams import logs, services
@@ -24,12 +24,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def token(django_user_model):
-    user = django_user_model.objects.create_user("it", password="pw-it-123", is_staff=True, is_superuser=True)
-    return Token.objects.create(user=user).key
+    """An admin's API token."""
+    return factories.token_for(factories.make_user("it", "admin"))
 
 
 def fill(name: str, segments: int, per_segment: int):
-    stream = services.do_create_stream(scope="it", name=name, segment_count=segments)
+    stream = factories.make_stream(name, scope="it", segment_count=segments)
     log = logs.stream_log(stream)
     for seg in stream.segment_ids:
         key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
