@@ -6,6 +6,7 @@ are written directly: no Spark here (tests/compaction runs it)."""
 import re
 from datetime import timedelta
 
+import factories
 import pytest
 from django.template.defaultfilters import filesizeformat
 from django.test import Client
@@ -14,8 +15,6 @@ from page_text import rows, text
 
 from compaction.models import CompactedView, CompactionRun
 from console.views import compaction_outruns_retention
-from domain.policy_spec import parse_policy
-from retention import services as retention_services
 
 pytestmark = pytest.mark.django_db
 
@@ -31,13 +30,12 @@ def hourly(settings):
 
 
 def make_stream(policy=None, cleanup_policy="compact"):
-    return retention_services.do_create_stream(
-        scope="shop",
-        name="profiles",
+    return factories.make_stream(
+        "profiles",
         segment_count=2,
         cleanup_policy=cleanup_policy,
         compaction={"delete_retention_s": 100, "min_compaction_lag_s": 60},
-        policy=parse_policy(policy) if policy else None,
+        policy=policy,
     )
 
 
@@ -302,8 +300,7 @@ def test_a_second_click_while_one_is_queued_says_it_is_busy(admin_client, stream
 
 
 def test_compact_now_passes_the_csrf_check_with_htmx_header(admin_user, stream, test_broker):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(admin_user)
+    client = factories.console_client(admin_user, Client(enforce_csrf_checks=True))
     page = client.get(PAGE).content.decode()
     assert f'hx-post="{RUN}"' in page and 'hx-target="#compaction-panel"' in page
     assert client.post(RUN, HTTP_HX_REQUEST="true").status_code == 403  # no token: refused

@@ -1,6 +1,6 @@
+import factories
 import pytest
 
-from domain.events import EventIn
 from retention.models import RetentionPolicy
 from retention.services import do_truncate
 from streams import logs, services
@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db
 def streams_with_data():
     made = []
     for i, (scope, name) in enumerate([("shop", "orders"), ("shop", "returns"), ("iot", "telemetry")]):
-        stream = services.do_create_stream(scope=scope, name=name, segment_count=2)
-        services.do_publish(stream, [EventIn(b"x" * (10 * (i + 1)))] * (5 * (i + 1)))
+        stream = factories.make_stream(name, scope=scope, segment_count=2)
+        factories.publish(stream, 5 * (i + 1), b"x" * (10 * (i + 1)))
         logs.refresh_segments(stream)  # what the refresh-segment-stats beat task does
         made.append(stream)
     return made
