@@ -13,22 +13,20 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from integration.conftest import ROOT, _database_url
 
 from domain.events import EventIn
-from domain.policy_spec import parse_policy
 from faults.invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
-from retention import services as retention_services
 from retention.cycle.running import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from store.redis_connection import get_redis
 from streams import logs, services
 from streams.acknowledgement import publish_cut
 from streams.models import Subscription
-from streams.reader_groups import do_create_reader_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -46,17 +44,13 @@ def make_streams(count=STREAMS):
         policy = {"limit_type": "size", "min": 2000, "consumption_based": True}
         if n == 0:
             policy["max"] = 8000
-        stream = retention_services.do_create_stream(
-            scope="faults", name=f"r{n}", segment_count=2, policy=parse_policy(policy)
-        )
+        stream = factories.make_stream(f"r{n}", scope="faults", segment_count=2, policy=policy)
         log = logs.stream_log(stream)
         for seg in stream.segment_ids:
             key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
             for b in range(PER_SEGMENT // 50):
-                services.do_publish(stream, [EventIn(b"e" * 100, routing_key=key)] * 50)
-        do_create_reader_group(
-            scope="faults", name=f"g{n}", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
-        )
+                factories.publish(stream, 50, b"e" * 100, routing_key=key)
+        factories.make_group(stream, name=f"g{n}", scope="faults", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
         streams.append(stream)
     return streams
 
