@@ -83,8 +83,11 @@ def bounds(rset: RetentionSet, now: float, policy: Policy) -> Bounds:
     by_time = policy.limit_type == "time"
     # delta(rec) = what truncating at rec would keep: bytes (size) or seconds (time); a cycle
     # walks ~50 records a stream here, so the best deltas so far are kept, not recomputed
-    limit_min = limit_max = max_bound = None
-    min_delta = max_delta = 0
+    limit_min: RetentionRecord | None = None
+    limit_max: RetentionRecord | None = None
+    max_bound: RetentionRecord | None = None
+    min_delta: float = 0  # bytes (int) or seconds (float)
+    max_delta: float = 0
     over_max = False
     for rec in rset:  # set order: ties go to the first, as Pravega's comparators do
         d = latest.size - rec.size if by_size else now - rec.time
@@ -114,6 +117,11 @@ def active_subscribers(inputs: Inputs) -> tuple[Subscriber, ...]:
     return tuple(s for s in inputs.subscribers if is_active(s, inputs.now, timeout))
 
 
+def _cuts(active: tuple[Subscriber, ...]) -> list[Mapping[str, int]]:
+    """The active subscribers' cuts (`is_active`: each has one)."""
+    return [s.cut for s in active if s.cut is not None]
+
+
 def decide(inputs: Inputs) -> Decision:
     policy = inputs.policy
     rset = inputs.retention_set
@@ -127,7 +135,7 @@ def decide(inputs: Inputs) -> Decision:
     active = active_subscribers(inputs)
     if not active:
         return _no_active_subscriber(inputs, b)
-    slb = lower_bound(s.cut for s in active)
+    slb = lower_bound(_cuts(active))
     names = tuple(s.name for s in active)
     if policy.limit_type == "size":
         decision = _size_with_consumption(inputs, b, slb, _size_at(active, slb))
@@ -148,7 +156,7 @@ def _consumption_only(inputs: Inputs) -> Decision:
     active = active_subscribers(inputs)
     if not active:
         return Decision(None, "none:no-active-subscriber")
-    slb = lower_bound(s.cut for s in active)
+    slb = lower_bound(_cuts(active))
     return Decision(slb, "consumption:slb", slb, tuple(s.name for s in active))
 
 
@@ -165,6 +173,9 @@ def _no_active_subscriber(inputs: Inputs, b: Bounds) -> Decision:
     if policy.max is not None and b.over_max:
         if policy.on_max_limit == "reject_publish":
             return Decision(None, "none:no-active:max-reached", at_max=True)
+        # a record keeps more than max, and max >= min (domain.policy_spec): limit_min, so
+        # limit_max, is set
+        assert b.limit_max is not None
         return Decision(b.limit_max.cut, "cbr:no-active:limit_max")
     return Decision(None, "none:no-active-subscriber")
 
@@ -175,13 +186,15 @@ def _size_at(active: tuple[Subscriber, ...], slb: Mapping[str, int]) -> int:
     total = 0
     for seg, offset in slb.items():
         for s in active:
+            assert s.cut is not None  # an active subscriber has a cut (`is_active`)
             if s.cut[seg] == offset:
+                assert s.cut_sizes is not None  # a cut is gathered with its sizes
                 total += s.cut_sizes[seg]
                 break
     return total
 
 
-def _size_with_consumption(inputs: Inputs, b: Bounds, slb, slb_size: int) -> Decision:
+def _size_with_consumption(inputs: Inputs, b: Bounds, slb: Mapping[str, int], slb_size: int) -> Decision:
     policy = inputs.policy
     rset = inputs.retention_set
     cur = rset[-1].size
@@ -207,7 +220,7 @@ def _size_with_consumption(inputs: Inputs, b: Bounds, slb, slb_size: int) -> Dec
     return Decision(slb, "cbr:case-iii:slb")
 
 
-def _time_with_consumption(inputs: Inputs, b: Bounds, slb) -> Decision:
+def _time_with_consumption(inputs: Inputs, b: Bounds, slb: Mapping[str, int]) -> Decision:
     reject = inputs.policy.on_max_limit == "reject_publish"
     if b.limit_min is None:  # nothing is old enough yet, even with an SLB
         return Decision(None, "none:time:nothing-old-enough")
@@ -227,5 +240,6 @@ def _time_with_consumption(inputs: Inputs, b: Bounds, slb) -> Decision:
     if reject:
         return Decision(slb, "cbr:case-iii:slb:reject_publish", at_max=True)
     if order is Order.BEFORE:
+        assert b.limit_max is not None  # limit_max falls back on limit_min, set (above)
         return Decision(b.limit_max.cut, "cbr:case-iii:limit_max")
     return Decision(b.max_bound.cut, "cbr:case-v:max_bound")

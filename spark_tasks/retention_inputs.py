@@ -76,7 +76,7 @@ def considered(inputs: Inputs, decision: Decision) -> list[dict]:
     return [
         {"name": s.name, "cut": dict(s.cut), "acknowledged_at": s.acknowledged_at}
         for s in inputs.subscribers
-        if s.name in decision.active
+        if s.name in decision.active and s.cut is not None  # weighed: active, so with a cut
     ]
 
 

@@ -76,8 +76,12 @@ class InputsWriter:
         """`directory`: write there (it is the caller's), with file names starting `prefix`
         (several writers, in several processes, can fill one directory)."""
         self.prefix = prefix
-        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="cbr-retention-")
-        self.path = Path(directory or self._tmp.name)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if directory:
+            self.path = Path(directory)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="cbr-retention-")
+            self.path = Path(self._tmp.name)
         self.files = files or _default_files()
         self._writers: list[pq.ParquetWriter] = []
         self.rows = 0
