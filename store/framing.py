@@ -157,14 +157,14 @@ def frame_batch(
     # The last record closes the batch: set the flag in its head and frame it again.
     payload = events[-1][0]
     whole = len(payload) < COPY_BELOW
-    head = bytearray(parts[-1] if whole else parts[-2])
-    head[0] = FLAG_BATCH_END
+    last = bytearray(parts[-1] if whole else parts[-2])
+    last[0] = FLAG_BATCH_END
     if whole:
-        parts[-1] = bytes(head)
-        parts[-2] = pack_frame(len(head), crc32c(parts[-1]))
+        parts[-1] = bytes(last)
+        parts[-2] = pack_frame(len(last), crc32c(parts[-1]))
     else:
-        parts[-2] = bytes(head)
-        parts[-3] = pack_frame(len(head) + len(payload), crc32c(payload, crc32c(parts[-2])))
+        parts[-2] = bytes(last)
+        parts[-3] = pack_frame(len(last) + len(payload), crc32c(payload, crc32c(parts[-2])))
     return parts, positions, pos, cum_size
 
 

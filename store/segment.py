@@ -934,15 +934,16 @@ def move_heads(
     this boot (recovery may have to scan), is moved by `Segment.move_head`'s own path.
     `segment(id)` gives a segment's object, asked for only where one is needed."""
     wanted = [s for s in segment_ids if s in cut]
-    if not wanted or any(ends_slot(s) is None for s in wanted):
+    slots = {s: slot for s in wanted if (slot := ends_slot(s)) is not None}
+    if not wanted or any(s not in slots for s in wanted):
         return {s: segment(s).move_head(cut[s], durable, sizes.get(s)) for s in wanted}
     out: dict[str, tuple[Head, Head, int]] = {}
     with heads_lock(stream_dir) as fd:
-        top = max(ends_slot(s) for s in wanted)
+        top = max(slots.values())
         data = os.pread(fd, (top + 1) * ENDS_SLOT, 0)
         wrote = False
         for s in wanted:
-            at = ends_slot(s) * ENDS_SLOT
+            at = slots[s] * ENDS_SLOT
             head = unpack_head(data[at + HEAD_AT : at + HEAD_AT + HEAD.size])
             tail = Tail.unpack(data[at : at + TAIL.size])
             if head is None or tail is None or tail.boot_id != BOOT_ID:
@@ -972,7 +973,7 @@ def read_stream_ends(stream_dir: Path, segment_ids: list[str]) -> dict[str, tupl
     data = b""
     if top >= 0:
         data = _read_small(os.path.join(stream_dir, ENDS_FILE), (top + 1) * ENDS_SLOT, 0) or b""
-    out = {}
+    out: dict[str, tuple[Head | None, Tail | None]] = {}
     for seg, slot in slots.items():
         if slot is None:
             out[seg] = (None, None)
@@ -996,7 +997,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_dir(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
