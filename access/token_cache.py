@@ -22,7 +22,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
 from access.models import ApiKey
-from store.redis_connection import get_redis
+from store.redis_connection import as_bytes, get_redis
 
 MAX_KEYS = 1024  # a bound, not a tuning: past it the cache starts again empty
 
@@ -38,7 +38,7 @@ def _generation() -> bytes | None:
     if settings.CBR_TOKEN_CACHE_S <= 0:
         return None
     try:
-        return get_redis().get(GENERATION) or b"0"
+        return as_bytes(get_redis().get(GENERATION) or b"0")
     except redis.RedisError:
         return None
 

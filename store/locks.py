@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from store.redis_connection import get_redis
+from store.redis_connection import as_text, get_redis
 from store.segment import BOOT_ID
 
 _LUA = Path(__file__).with_name("lua")
@@ -106,7 +106,7 @@ def holder(key: str) -> str | None:
     value = get_redis().get(key)
     if value is None:
         return None
-    token = value.decode()
+    token = as_text(value)
     return None if holder_is_dead(token) else token
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from domain.errors import FieldError
 from domain.events import EventIn
-from store.redis_connection import get_redis
+from store.redis_connection import as_text, get_redis
 from streams.consuming.positions import Slot, records_at
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
@@ -51,7 +51,7 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
                 "cbr-dlq-segment": slot.segment,
                 "cbr-dlq-offset": str(offset),
                 "cbr-dlq-reader-group": str(group),
-                "cbr-dlq-deliveries": (epoch or b"1").decode(),
+                "cbr-dlq-deliveries": as_text(epoch or b"1"),
                 "cbr-dlq-at": str(now_ms),
             }
         )
