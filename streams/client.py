@@ -27,17 +27,19 @@ unacknowledged events come again once their leases expire.
 from __future__ import annotations
 
 import base64
+import functools
 import http.client
 import json
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 try:  # optional: where orjson is installed, large reads decode several times faster
     import orjson
 except ImportError:  # pragma: no cover - the standard library does the same, slower
-    orjson = None
+    orjson = None  # type: ignore[assignment]  # the optional-import idiom: None stands for "not installed"
 
 
 class CBRError(Exception):
@@ -75,7 +77,7 @@ class Client:
         self.token = token
         self.api_key = api_key  # a key scoped to one reader group or to publishing (docs/security.md)
         if token is None and api_key is None and username is not None:
-            self.token = self.request("POST", "auth/token/", {"username": username, "password": password})["token"]
+            self.token = self._object("POST", "auth/token/", {"username": username, "password": password})["token"]
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -128,6 +130,11 @@ class Client:
             raise CBRError(response.status, answer if isinstance(answer, dict) else {"message": answer})
         return answer
 
+    def _object(self, method: str, path: str, body: object = None) -> dict:
+        """`request` for an endpoint that answers a JSON object (all but a few, e.g. a stream's
+        compaction runs)."""
+        return cast(dict, self.request(method, path, body))
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -142,12 +149,12 @@ class Client:
     # -- streams -------------------------------------------------------------------------------
 
     def create_stream(self, scope: str, name: str, segment_count: int = 1, **settings) -> dict:
-        return self.request(
+        return self._object(
             "POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings}
         )
 
     def stream(self, stream: str) -> dict:
-        return self.request("GET", f"streams/{stream}/")
+        return self._object("GET", f"streams/{stream}/")
 
     def publish(
         self,
@@ -160,7 +167,7 @@ class Client:
         """Append events (text, bytes, or full event objects); answers their positions. With
         `delay_ms` or `deliver_at` (ISO 8601 or epoch ms), every event of the call is delayed:
         reader groups receive it only from then on (an event object's own setting wins)."""
-        when = {"delay_ms": delay_ms} if delay_ms is not None else {}
+        when: dict[str, str | int] = {"delay_ms": delay_ms} if delay_ms is not None else {}
         if deliver_at is not None:
             when = {"deliver_at": deliver_at}
         body = {
@@ -169,10 +176,10 @@ class Client:
                 for e in events
             ]
         }
-        return self.request("POST", f"streams/{stream}/events/", body)["positions"]
+        return self._object("POST", f"streams/{stream}/events/", body)["positions"]
 
     def set_retention_policy(self, stream: str, **policy) -> dict:
-        return self.request("PUT", f"streams/{stream}/retention-policy/", policy)
+        return self._object("PUT", f"streams/{stream}/retention-policy/", policy)
 
     # -- reader groups -------------------------------------------------------------------------
 
@@ -239,13 +246,13 @@ class ReaderGroup:
         self.refused = 0  # settlements the server refused in consume() (leases lost meanwhile)
 
     def info(self) -> dict:
-        return self.client.request("GET", self._path)
+        return self.client._object("GET", self._path)
 
     def read(self, max_events: int = 100, wait_ms: int = 0, consumer: str | None = None) -> list[Message]:
         body: dict = {"max_events": max_events, "wait_ms": wait_ms}
         if consumer:
             body["consumer"] = consumer
-        answer = self.client.request("POST", self._path + "read/", body)
+        answer = self.client._object("POST", self._path + "read/", body)
         return [Message(self, d) for d in answer["deliveries"]]
 
     def ack(self, messages: Iterable[Message | str], sink: str | None = None) -> dict:
@@ -255,17 +262,17 @@ class ReaderGroup:
             return {"acked": 0, "waiting_for_sinks": 0, "given_back": 0}
         if sink is not None:
             body["sink"] = sink
-        return self.client.request("POST", self._path + "ack/", body)
+        return self.client._object("POST", self._path + "ack/", body)
 
     def nack(self, messages: Iterable[Message | str], delay_ms: int = 0, reason: str = "") -> dict:
         body = {"delivery_ids": [_id(m) for m in messages], "delay_ms": delay_ms, "reason": reason}
-        return self.client.request("POST", self._path + "nack/", body)
+        return self.client._object("POST", self._path + "nack/", body)
 
     def checkpoint(self, name: str, persist: bool = False) -> dict:
-        return self.client.request("POST", self._path + "checkpoints/", {"name": name, "persist": persist})
+        return self.client._object("POST", self._path + "checkpoints/", {"name": name, "persist": persist})
 
     def release(self, checkpoint: str) -> dict:
-        return self.client.request("POST", self._path + f"checkpoints/{checkpoint}/release/")
+        return self.client._object("POST", self._path + f"checkpoints/{checkpoint}/release/")
 
     def consume(
         self,
@@ -302,8 +309,8 @@ class ReaderGroup:
                 reasons.setdefault(m.reason, []).append(m)
         for m in batch:
             m.outcome = "settled" if m.outcome else None
-        calls = [lambda: self.ack(acks, sink)] if acks else []
-        calls += [lambda r=r, ms=ms: self.nack(ms, reason=r) for r, ms in reasons.items()]
+        calls: list[Callable[[], object]] = [lambda: self.ack(acks, sink)] if acks else []
+        calls += [functools.partial(self.nack, ms, reason=r) for r, ms in reasons.items()]
         for call in calls:
             try:
                 call()
@@ -322,7 +329,7 @@ def _dumps(body: object) -> bytes:
     return json.dumps(body).encode()
 
 
-def _loads(raw: bytes) -> object:
+def _loads(raw: bytes) -> Any:  # decoded JSON
     return orjson.loads(raw) if orjson is not None else json.loads(raw)
 
 
