@@ -287,8 +287,8 @@ def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
     """The stats of many trackers in one round trip."""
     pipe = redis.pipeline(transaction=False)
     for t in trackers:
-        state, _, _, _, acked, retry, _, dead, _, leased, _ = t.keys
-        pipe.hgetall(state)
+        state_key, _, _, _, acked, retry, _, dead, _, leased, _ = t.keys
+        pipe.hgetall(state_key)
         pipe.bitcount(leased)
         pipe.zcard(retry)
         pipe.bitcount(acked)

@@ -74,13 +74,13 @@ def insert_rows(model, objs: list) -> None:
         if connection.vendor == "postgresql" and all(type(f) in _AS_JSON for f in fields):
             # the rows as one JSON document: the driver quotes arrays of text (JSON values above
             # all) element by element with a regular expression, slower than the insert itself
-            rows = orjson.dumps([[f.pre_save(obj, True) for f in fields] for obj in objs]).decode()
+            document = orjson.dumps([[f.pre_save(obj, True) for f in fields] for obj in objs]).decode()
             picks = ", ".join(_json_pick(f, i) for i, f in enumerate(fields))
             cur.execute(
                 f"INSERT INTO {table} ({columns}) SELECT {picks} "
                 f"FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(v, n) ORDER BY r.n "
                 f"RETURNING {pk}",
-                [rows],
+                [document],
             )
             ids = [row[0] for row in cur.fetchall()]
         elif connection.vendor == "postgresql":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from binascii import b2a_base64
 from datetime import UTC, datetime, timedelta
+from typing import overload
 
 from store.framing import Record
 from store.store import StreamRecord
@@ -20,11 +21,17 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 
-@functools.lru_cache(maxsize=4096)  # events of one batch share their publication time
+@overload
+def ms_to_iso(ms: int) -> str: ...
+@overload
+def ms_to_iso(ms: None) -> None: ...
 def ms_to_iso(ms: int | None) -> str | None:
     """Milliseconds since the epoch as `2026-11-25T08:00:00.123Z` (always the milliseconds)."""
-    if ms is None:
-        return None
+    return None if ms is None else _iso(ms)
+
+
+@functools.lru_cache(maxsize=4096)  # events of one batch share their publication time
+def _iso(ms: int) -> str:
     # whole seconds, then the milliseconds exactly: `ms / 1000` as a float was a microsecond or
     # more off for times after ~2110 (…59.998993Z for …59.999Z)
     seconds, millis = divmod(ms, 1000)
@@ -34,7 +41,7 @@ def ms_to_iso(ms: int | None) -> str | None:
 
 def seconds_to_iso(ts: float) -> str:
     """A clock reading in seconds (a lease's expiry) in the same form, to the millisecond."""
-    return ms_to_iso(int(ts * 1000))
+    return _iso(int(ts * 1000))
 
 
 def datetime_to_ms(value: datetime) -> int:
