@@ -32,13 +32,18 @@ class AckOutcome:
     refused: list[dict] = field(default_factory=list)
 
 
-def _parse_ids(ids: object, group_slots: list[Slot]) -> dict[tuple, list]:
-    """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
-    before anything is applied."""
+def _id_list(ids: object) -> list:
+    """The request's `delivery_ids`, checked to be a non-empty list, not longer than a read."""
     if not isinstance(ids, list) or not ids:
         raise FieldError("delivery_ids", "must be a non-empty list of delivery ids")
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
         raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
+    return ids
+
+
+def _parse_ids(ids: list, group_slots: list[Slot]) -> dict[tuple, list]:
+    """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
+    before anything is applied."""
     known = {(s.stream.pk, s.segment): s for s in group_slots}
     prefixes = {
         delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
@@ -116,6 +121,7 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
     by_slot: dict[tuple, list] = defaultdict(list)
     at = 0
     for key, run in groupby(keys):
+        assert key is not None  # None in keys: returned above
         n = len(list(run))
         by_slot[key].extend(zip(range(at, at + n), deliveries[at : at + n]))
         at += n
@@ -158,7 +164,8 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
     elif sink is not None:
         raise FieldError("sink", "this group declares no sinks")
     group_slots = slots(group) if group_slots is None else group_slots
-    by_slot = _parse_ids(ids, group_slots)
+    id_list = _id_list(ids)
+    by_slot = _parse_ids(id_list, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     pipe = get_redis().pipeline(transaction=False)
@@ -170,11 +177,11 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
     moves = []
     for (slot, items, reader), answer in zip(readers, pipe.execute()[:-1], strict=True):
         results, floor = reader(answer)
-        _tally(outcome, ids, items, results)
+        _tally(outcome, id_list, items, results)
         moves.append((slot, floor, 0))
     persist_floors(moves)
     maybe_checkpoint(group)
-    _refusal(outcome, ids, "acknowledged")
+    _refusal(outcome, id_list, "acknowledged")
     return outcome
 
 
@@ -187,14 +194,15 @@ def nack(
 ) -> AckOutcome:
     """Give deliveries back: each is handed out again after `delay_ms`."""
     group_slots = slots(group) if group_slots is None else group_slots
-    by_slot = _parse_ids(ids, group_slots)
+    id_list = _id_list(ids)
+    by_slot = _parse_ids(id_list, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     now = positions.clock()
     for key, items in by_slot.items():
         results = slot_of[key].tracker.nack_many([d for _, d in items], now, delay_ms / 1000, reason)
-        _tally(outcome, ids, items, results, nack=True)
-    _refusal(outcome, ids, "given back")
+        _tally(outcome, id_list, items, results, nack=True)
+    _refusal(outcome, id_list, "given back")
     return outcome
 
 

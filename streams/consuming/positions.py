@@ -9,8 +9,11 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, cast
 
 from django.db import connection
+from django.db.models import Field, ForeignObjectRel, Model
+from django.db.models.expressions import Col
 from django.utils import timezone
 
 from store.framing import Record
@@ -58,15 +61,31 @@ _JOINED = (
 )
 
 
+# The models of one row of `group_and_slots`, in `_JOINED`'s order.
+_Row = tuple[ReadPosition, Subscription, Stream, Scope, ReaderGroup, Scope]
+
+# A joined model in a row: the model, its fields' attribute names, its column slice (start, stop),
+# its value converters (index, converter, column) and the index of its primary key.
+_Layout = tuple[type[Model], list[str], int, int, list[tuple[int, Any, Col]], int]
+
+
+def _column(field: Field | ForeignObjectRel) -> str:
+    """A concrete field's column (the stubs allow for a field without one)."""
+    if not isinstance(field, Field) or field.column is None:
+        raise TypeError(f"{field!r} has no column")
+    return field.column
+
+
 @functools.cache
-def _positions_query(vendor: str) -> tuple[str, list[tuple]]:
+def _positions_query(vendor: str) -> tuple[str, list[_Layout]]:
     """The SQL of `group_and_slots` (made once: it is the same for every request), and for each
     joined model its fields' attribute names, column slice and value converters."""
     q = connection.ops.quote_name
-    columns, layout = [], []
+    columns: list[str] = []
+    layout: list[_Layout] = []
     for model, alias, _, _ in _JOINED:
         fields = model._meta.concrete_fields
-        converters = []  # (index, converter, column) as Django's compiler applies them
+        converters: list[tuple[int, Any, Col]] = []  # (index, converter, column) as Django's compiler applies them
         for i, f in enumerate(fields):
             col = f.get_col(alias)
             converters += [
@@ -74,13 +93,13 @@ def _positions_query(vendor: str) -> tuple[str, list[tuple]]:
             ]
         pk = fields.index(model._meta.pk)
         layout.append((model, [f.attname for f in fields], len(columns), len(columns) + len(fields), converters, pk))
-        columns += [f"{alias}.{q(f.column)}" for f in fields]
+        columns += [f"{alias}.{q(_column(f))}" for f in fields]
     joins = []
     for model, alias, parent, fk in _JOINED[1:]:
         parent_model = next(m for m, a, _, _ in _JOINED if a == parent)
-        column = parent_model._meta.get_field(fk).column
+        column = _column(parent_model._meta.get_field(fk))
         joins.append(
-            f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(model._meta.pk.column)} = {parent}.{q(column)}"
+            f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(_column(model._meta.pk))} = {parent}.{q(column)}"
         )
     sql = (
         f"SELECT {', '.join(columns)} FROM {q(ReadPosition._meta.db_table)} p {' '.join(joins)} "
@@ -96,10 +115,10 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [scope, name])
         rows = cursor.fetchall()
-    made: dict[tuple, object] = {}  # (model, pk) -> instance: one object per row of each table
-    out = []
+    made: dict[tuple[type[Model], object], Model] = {}  # (model, pk) -> instance: one object per row of each table
+    out: list[ReadPosition] = []
     for row in rows:
-        objs = []
+        objs: list[Model] = []
         for model, names, start, stop, converters, pk in layout:
             values = list(row[start:stop])
             for i, conv, col in converters:
@@ -109,7 +128,7 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
             if obj is None:
                 obj = made[key] = model.from_db(connection.alias, names, values)
             objs.append(obj)
-        position, sub, stream, stream_scope, group, group_scope = objs
+        position, sub, stream, stream_scope, group, group_scope = cast(_Row, tuple(objs))
         stream.scope = stream_scope
         group.scope = group_scope
         sub.stream = stream
@@ -123,6 +142,7 @@ def group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | N
     """The group `scope/name` and its `slots`, found together in one query when it has positions
     (every read and ack asks for both); None when no such group exists."""
     positions = _load_positions(scope, name)
+    group: ReaderGroup | None
     if positions:
         group = positions[0].subscription.reader_group
     else:  # a group without positions yet (or none): the plain way
@@ -179,8 +199,8 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     # As `.update(floor=Greatest(F("floor"), Case(When(pk=…, then=…))), missed=F("missed") + …)`,
     # in SQL written directly: every ack persists floors, and building the query was most of it.
     q = connection.ops.quote_name
-    pk, floor, missed = q("id"), q("floor"), q("missed")
-    when_floor = " ".join(f"WHEN {pk} = %s AND {floor} < %s THEN %s" for _ in moves)
+    pk, floor_col, missed_col = q("id"), q("floor"), q("missed")
+    when_floor = " ".join(f"WHEN {pk} = %s AND {floor_col} < %s THEN %s" for _ in moves)
     when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in moves)
     table = q(ReadPosition._meta.db_table)
     ids = ", ".join(["%s"] * len(moves))
@@ -192,11 +212,11 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     else:
         which = ids
     sql = (
-        f"UPDATE {table} SET {floor} = CASE {when_floor} ELSE {floor} END, "
-        f"{missed} = {missed} + CASE {when_missed} ELSE 0 END, {q('updated_at')} = %s "
+        f"UPDATE {table} SET {floor_col} = CASE {when_floor} ELSE {floor_col} END, "
+        f"{missed_col} = {missed_col} + CASE {when_missed} ELSE 0 END, {q('updated_at')} = %s "
         f"WHERE {pk} IN ({which})"
     )
-    params = [v for slot, f, _ in moves for v in (slot.position.pk, f, f)]
+    params: list[int | str | None] = [v for slot, f, _ in moves for v in (slot.position.pk, f, f)]
     params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
     params += [connection.ops.adapt_datetimefield_value(timezone.now())]
     params += [slot.position.pk for slot, _, _ in moves]

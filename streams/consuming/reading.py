@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from domain.acks import Delivery, Poison
 from store.framing import Record
 from store.redis_connection import get_redis
+from store.segment import Head, Tail
 from streams.consuming import positions
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, persist_floors, records_at, slots
@@ -76,27 +77,27 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         result.pending_limit_reached = True
         return result
     limit = min(max_events, room)
-    ends = {}
+    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
     for slot in group_slots:
         if slot.stream.pk not in ends:
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
-    work = []
+    work: list[tuple[Slot, int, int, int]] = []  # (slot, start, head offset, tail offset)
     for i, slot in enumerate(group_slots):
         (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i : 4 * i + 4]
-        head, tail = ends[slot.stream.pk][slot.segment]
+        seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
         start = slot.position.floor if nxt is None else int(nxt)
         if (
-            max(start, head.offset) < tail.next_offset
+            max(start, seg_head.offset) < seg_tail.next_offset
             or halted is not None
             or expired
             or retry_due
             or dead_due
-            or head.offset > slot.position.floor
+            or seg_head.offset > slot.position.floor
         ):
-            work.append((slot, start, head.offset, tail.next_offset))
+            work.append((slot, start, seg_head.offset, seg_tail.next_offset))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
-    moves = []
+    moves: list[tuple[Slot, int, int]] = []
     expires = seconds_to_iso(now + lease_s)
     for n, (slot, start, head, tail) in enumerate(work):
         remaining = limit - len(result.deliveries)
@@ -107,9 +108,9 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         got: list[tuple[Record, Delivery]] = []
         view = views.get(slot.stream.pk)
         for _attempt in range(3):  # a competing consumer may take the offsets looked at first
-            in_view = view is not None and start < view.horizon.get(slot.segment, 0)
+            horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
+            in_view = view is not None and start < horizon
             if in_view:  # below the view's horizon a read_compacted group reads the view
-                horizon = view.horizon[slot.segment]
                 rows = _compacted.segment_records(slot.stream, view, slot.segment, start, share - len(got))
                 ahead = {r.offset: r for r in rows}
                 scan_until = max(ahead) + 1 if len(rows) == share - len(got) else horizon
@@ -177,7 +178,20 @@ class CompactedViews(Protocol):
         """The view's records at these offsets (those it has)."""
 
 
-_compacted: CompactedViews | None = None
+class _NoViews:
+    """The views before the compaction app registers its own: none."""
+
+    def current(self, stream_ids: set[int]) -> dict[int, Any]:
+        return {}
+
+    def segment_records(self, stream: Stream, view: Any, segment: str, start: int, limit: int) -> list[Record]:
+        return []
+
+    def records_at(self, stream: Stream, view: Any, segment: str, offsets: list[int]) -> dict[int, Record]:
+        return {}
+
+
+_compacted: CompactedViews = _NoViews()
 
 
 def read_compacted_from(views: CompactedViews) -> None:
@@ -185,10 +199,10 @@ def read_compacted_from(views: CompactedViews) -> None:
     _compacted = views
 
 
-def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict:
+def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict[int, Any]:
     """For a `read_compacted` group, the current compacted view of each of its compacted
-    streams (none for others)."""
-    if not group.read_compacted or _compacted is None:
+    streams (none for others, none before the compaction app registers its views)."""
+    if not group.read_compacted:
         return {}
     ids = {slot.stream.pk for slot in group_slots if slot.stream.is_compacted}
     return _compacted.current(ids) if ids else {}
@@ -203,7 +217,7 @@ def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: st
     stream = slot.stream.full_name
     segment = slot.segment
     times: dict[int, str] = {}
-    out = []
+    out: list[dict] = []
     append = out.append
     for rec, d in got:
         offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
