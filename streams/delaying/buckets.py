@@ -235,8 +235,8 @@ def round_loads(
         segs += s[:cut]
         offs += o[:cut]
         segments = rows[bucket][1]
-        edge = segments[last]["max"] if last + 1 < len(segments) else None
-        loads.append(Load(bucket, first, last + 1, edge, packed(zip(s[cut:], o[cut:], t[cut:]))))
+        next_edge = segments[last]["max"] if last + 1 < len(segments) else None
+        loads.append(Load(bucket, first, last + 1, next_edge, packed(zip(s[cut:], o[cut:], t[cut:]))))
     direct = Direct(packed(zip(segs, offs, times)), max(times)) if times else None
     if loads:
         detail = "; ".join(
@@ -418,8 +418,8 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
     started = time.monotonic()
     directory = snapshot_dir(stream)
     rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
-    infos: list = []
-    for i, row in enumerate(rows):
+    infos: list[DelayedBucket | None] = []
+    for row in rows:
         try:
             snapshots.read_metadata(directory, row.name)
             if not (directory / f"{row.name}.parquet").exists():
@@ -427,8 +427,7 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
             infos.append(row)
         except CorruptSnapshot as exc:
             log.error("delayed index of %s: %s: rebuilt by replay", stream, exc)
-            rows[i] = rebuild(stream, row, now_ms)
-            infos.append(rows[i])
+            infos.append(rebuild(stream, row, now_ms))
     live = [r for r in infos if r is not None]
     for i in sorted(recovery_plan([(r.first_chunk, r.last_chunk, True) for r in live]), reverse=True):
         delete_bucket(stream, live.pop(i), index, "enclosed by another (an interrupted merge)")
@@ -441,9 +440,10 @@ def recover(stream: Stream, now_ms: int, index: DelayIndex | None = None) -> dic
         try:
             entries = snapshots.read_segment(directory, row.name, first)
         except CorruptSnapshot:
-            row = rebuild(stream, row, now_ms)
-            if row is None:
+            rebuilt = rebuild(stream, row, now_ms)
+            if rebuilt is None:
                 continue
+            row = rebuilt
             first, entries = 0, snapshots.read_segment(directory, row.name, 0)
         index.redis.hset(index.keys[5], row.pk, first)
         index.load(row.pk, first, _entries(entries), _edge(row.segments, first))

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections import defaultdict
+from collections.abc import Collection
 
 import orjson
 from django.conf import settings
@@ -15,7 +16,7 @@ from domain.events import EventIn
 from store.redis_connection import get_redis
 from streams.ack_tracker import SegmentTracker, released_packed
 from streams.delaying.buckets import round_loads
-from streams.delaying.index import DelayIndex, state_key, unpacked
+from streams.delaying.index import DelayIndex, Direct, Load, state_key, unpacked
 from streams.delaying.stream_index import config_of, index_of
 from streams.logs import stream_log
 from streams.models import DelayedIndex, Stream, Subscription
@@ -23,47 +24,51 @@ from streams.models import DelayedIndex, Stream, Subscription
 log = logging.getLogger(__name__)
 
 
-def publish_hook(stream: Stream):
+class PublishHook:
     """What `StreamLog.append` calls for each segment's part of a batch once it is committed,
     under the segment's lock: its delayed events go to the index. An event due within
     `CBR_DELAY_CLOCK_SKEW_MS` is indexed as well (it is released at once, harmlessly), so a
     reader whose clock is a little behind the publisher's cannot pass it over unindexed."""
-    skew = settings.CBR_DELAY_CLOCK_SKEW_MS
-    min_count = config_of(stream).min_index_count_per_bucket  # read here: the hook runs in threads
-    index = index_of(stream)
-    sealed: list[int] = []
 
-    def on_commit(segment_id: str, first: int, events: list[EventIn], now_ms: int) -> None:
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self.skew = settings.CBR_DELAY_CLOCK_SKEW_MS
+        self.min_count = config_of(stream).min_index_count_per_bucket  # read here: the hook runs in threads
+        self.index = index_of(stream)
+        self.sealed: list[int] = []  # generations to seal once the publish is done
+        self.not_live: list[bool] = []  # the index is not live: see `ensure_live`, after the append
+        self.token = f"{os.getpid()}:{time.time_ns()}"
+
+    def __call__(self, segment_id: str, first: int, events: list[EventIn], now_ms: int) -> None:
         entries = [
             (int(segment_id), first + i, ev.deliver_at_ms)
             for i, ev in enumerate(events)
-            if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - skew
+            if ev.deliver_at_ms is not None and ev.deliver_at_ms > now_ms - self.skew
         ]
         if not entries:
             return
-        _, _, _, gen, live = index.add(entries, now_ms, min_count)
+        _, _, _, gen, live = self.index.add(entries, now_ms, self.min_count)
         if gen:
-            sealed.append(gen)
+            self.sealed.append(gen)
         if not live:
-            missing.append(True)
+            self.not_live.append(True)
 
-    missing: list[bool] = []
-    token = f"{os.getpid()}:{time.time_ns()}"
-
-    def begin() -> None:
+    def begin(self) -> None:
         """Before the append: note where every segment's tail is. A publisher killed between
         its append and the index taking it leaves this note behind; maintenance re-reads from
         there (`reindex_unfinished`)."""
-        cut = stream_log(stream).tail_cut()
-        index.redis.hset(index.prefix + ":publishing", token, orjson.dumps({"at": time.time(), "cut": cut}))
+        cut = stream_log(self.stream).tail_cut()
+        self.index.redis.hset(
+            self.index.prefix + ":publishing", self.token, orjson.dumps({"at": time.time(), "cut": cut})
+        )
 
-    def done() -> None:
-        index.redis.hdel(index.prefix + ":publishing", token)
+    def done(self) -> None:
+        self.index.redis.hdel(self.index.prefix + ":publishing", self.token)
 
-    on_commit.begin, on_commit.done = begin, done
-    on_commit.sealed = sealed  # generations to seal once the publish is done
-    on_commit.not_live = missing  # the index is not live: see `ensure_live`, after the append
-    return on_commit
+
+def publish_hook(stream: Stream) -> PublishHook:
+    """The hook that indexes one publish's delayed events (`PublishHook`)."""
+    return PublishHook(stream)
 
 
 def ensure_live(stream: Stream, index: DelayIndex) -> bool:
@@ -96,9 +101,9 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
     (from `trackers_of`) spares a query."""
     if trackers is None:
         trackers = trackers_of(stream, set(released))
-    args = {}
+    args: dict[int, list[bytes]] = {}
     for seg, offsets in released.items():
-        pairs = offsets.items()
+        pairs: Collection[tuple[int, int]] = offsets.items()
         if len(offsets) > FAN_OUT_CHUNK:
             # the scripts run one at a time and a group's read may come between two of them: split
             # in delivery-time order, so no chunk holds an event due before one of an earlier chunk
@@ -127,8 +132,14 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
     index = index_of(stream)
     total = 0
     trackers = None
-    due, after, plain = [], None, True  # the first round loads nothing: it learns what is due
+    due: list[tuple[int, int, int]] = []
+    after: int | None = None
+    plain = True  # the first round loads nothing: it learns what is due
     rows: dict = {}  # bucket registrations, read once per hand-out
+    loads: list[Load]
+    direct: Direct | None
+    columns: tuple[list, list, list]
+    bound: int | None
     for _ in range(rounds):
         loads, direct, columns, bound, failed = [], None, ([], [], []), None, False
         if due and not plain:
@@ -143,8 +154,8 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
             for seg, off, at in unpacked(member):
                 released[seg][off] = at
         for item in done.popped:
-            seg, off, at = item.split(":")
-            released[int(seg)][int(off)] = int(at)
+            seg_s, off_s, at_s = item.split(":")
+            released[int(seg_s)][int(off_s)] = int(at_s)
         times, segs, offs = columns
         if direct is not None:
             for seg, off, at in zip(segs, offs, times):
@@ -171,7 +182,7 @@ def reindex_unfinished(stream: Stream, now_ms: int) -> int:
     dead = {t: n for t, n in notes.items() if n["at"] < stale}
     if not dead:
         return 0
-    start = {}
+    start: dict[str, int] = {}
     for note in dead.values():
         for seg, offset in note["cut"].items():
             start[seg] = min(start.get(seg, offset), offset)

@@ -30,6 +30,7 @@ merge, spans generations `[first_chunk, last_chunk]`.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams.delaying.scripts import ADD, DROP_GEN, LOAD, RELEASE
@@ -153,7 +154,7 @@ class DelayIndex:
         claim_ms: int = 30_000,
         bound: int | None = None,
         direct: Direct | None = None,
-        loads: list[Load] = (),
+        loads: Sequence[Load] = (),
     ) -> Round:
         """One hand-out round (the RELEASE script): apply `loads`, then release `direct` and what
         is due by the bound in Redis into the hand-out area as one claimed batch (see the script).
