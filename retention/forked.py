@@ -23,8 +23,12 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 _SIZE = struct.Struct("<Q")
+
+Task = TypeVar("Task")
+Answer = TypeVar("Answer")
 
 
 class WorkerDied(RuntimeError):
@@ -42,12 +46,12 @@ class _Worker:
     alive: bool = True
 
 
-class Pool:
+class Pool(Generic[Task, Answer]):
     """`workers` forked processes, each calling `handle(task)` for the tasks sent to it."""
 
     def __init__(
         self,
-        handle: Callable[[object], object],
+        handle: Callable[[Task], Answer],
         workers: int,
         before_fork: Callable[[], None] = lambda: None,
         at_exit: Callable[[], None] = lambda: None,
@@ -71,8 +75,8 @@ class Pool:
 
     def run(
         self,
-        tasks: Sequence[object],
-        on_answer: Callable[[int, object], None],
+        tasks: Sequence[Task],
+        on_answer: Callable[[int, Answer], None],
         worker_of: Callable[[int], int] | None = None,
     ) -> None:
         """Send each task to a worker (the next free one, or `worker_of(i)`'s in their order) and
@@ -143,7 +147,7 @@ class Pool:
                 pass
         self._workers = []
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Pool[Task, Answer]:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -151,10 +155,10 @@ class Pool:
 
 
 def run_forked(
-    run: Callable[[int], object],
+    run: Callable[[int], Answer],
     count: int,
     workers: int,
-    on_result: Callable[[int, object], None],
+    on_result: Callable[[int, Answer], None],
     before_fork: Callable[[], None] = lambda: None,
     at_exit: Callable[[], None] = lambda: None,
 ) -> None:
@@ -177,18 +181,24 @@ def _keep_py4j_sockets_in_children() -> None:
     for name in ("py4j.java_gateway", "py4j.clientserver"):
         module = sys.modules.get(name)
         original = getattr(module, "quiet_shutdown", None)
-        if original is None or getattr(original, "cbr_parent", None) is not None:
+        if module is None or original is None or getattr(original, "cbr_parent", None) is not None:
             continue
-
-        def quiet_shutdown(sock, _original=original, _parent=os.getpid()):
-            if os.getpid() == _parent:
-                _original(sock)
-
-        quiet_shutdown.cbr_parent = os.getpid()
-        module.quiet_shutdown = quiet_shutdown
+        setattr(module, "quiet_shutdown", _ParentsShutdown(original))  # a module found by name: typed as any module
 
 
-def _fork(index: int, handle: Callable[[object], object], at_exit: Callable[[], None], ours: list[int]) -> _Worker:
+class _ParentsShutdown:
+    """py4j's `quiet_shutdown(sock)` that acts only in the process `cbr_parent`."""
+
+    def __init__(self, original: Callable[[Any], object]):
+        self.original = original
+        self.cbr_parent = os.getpid()
+
+    def __call__(self, sock: Any) -> None:
+        if os.getpid() == self.cbr_parent:
+            self.original(sock)
+
+
+def _fork(index: int, handle: Callable[[Any], object], at_exit: Callable[[], None], ours: list[int]) -> _Worker:
     task_r, task_w = os.pipe()
     answer_r, answer_w = os.pipe()
     _keep_py4j_sockets_in_children()
@@ -214,7 +224,7 @@ def _fork(index: int, handle: Callable[[object], object], at_exit: Callable[[], 
     return _Worker(index, pid, task_w, answer_r)
 
 
-def _serve(handle: Callable[[object], object], tasks: int, answers: int) -> None:
+def _serve(handle: Callable[[Any], object], tasks: int, answers: int) -> None:
     with os.fdopen(tasks, "rb") as source:
         while (size := _read_exactly(source, _SIZE.size)) is not None:
             task = pickle.loads(_read_exactly(source, _SIZE.unpack(size)[0]) or b"")

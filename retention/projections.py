@@ -66,9 +66,9 @@ def consumption_states(now: datetime | None = None) -> list[ConsumptionState]:
     for stream in streams:
         tail = stream_log(stream).tail_cut()
         states = subscriber_states(stream, tail, now)
-        active = [s for s in states if s.active and s.cut is not None]
+        cuts = [s.cut for s in states if s.active and s.cut is not None]  # the active subscribers'
         unconsumed = 0
-        if active:
-            unconsumed = sum(max(0, t - min(s.cut.get(seg, 0) for s in active)) for seg, t in tail.items())
+        if cuts:
+            unconsumed = sum(max(0, t - min(cut.get(seg, 0) for cut in cuts)) for seg, t in tail.items())
         out.append(ConsumptionState(stream, states, unconsumed))
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from celery import shared_task
 from django.db import transaction
 from django.dispatch import receiver
@@ -46,7 +48,7 @@ def recheck_full_streams(streams: list[Stream]) -> None:
     at once, after the change commits, instead of refusing publishes until the next beat."""
     for stream in streams:
         if stream.full_since is not None and hasattr(stream, "retention_policy"):
-            transaction.on_commit(lambda s=stream: queue_stream_cycle(s, "api"))
+            transaction.on_commit(functools.partial(queue_stream_cycle, stream, "api"))
 
 
 @receiver(holds_released)

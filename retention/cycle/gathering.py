@@ -63,6 +63,7 @@ class Prepared:
     def _recorded_size(self, seg: str, offset: int) -> int | None:
         for sub in self.inputs.subscribers:
             if sub.cut and sub.cut.get(seg) == offset:
+                assert sub.cut_sizes is not None  # `_subscriber` gathers a cut with its sizes
                 return sub.cut_sizes[seg]
         for _, _, cut, sizes in reversed(self.rset_rows):
             if sizes and cut.get(seg) == offset and seg in sizes:
@@ -180,7 +181,7 @@ def _epoch_seconds(field: str):
     return Func(F(field), template="EXTRACT(EPOCH FROM %(expressions)s)::float8", output_field=FloatField())
 
 
-def _seconds(value) -> float | None:
+def _seconds(value: datetime | float) -> float:
     return value.timestamp() if isinstance(value, datetime) else value
 
 
@@ -206,7 +207,7 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
         name=f"{scope}/{name}",
         cut=cut,
         cut_sizes=sizes,
-        acknowledged_at=_seconds(acked_at),
+        acknowledged_at=None if acked_at is None else _seconds(acked_at),
         subscribed_at=_seconds(created_at),
     )
 

@@ -114,6 +114,7 @@ def run_in_processes(ids, now, interval, trigger, user, progress, sink: Report, 
 
 def _run_chunk(i: int) -> list[StreamOutcome]:
     """In a worker process: the i-th chunk of the cycle's streams, run locally."""
+    assert _FORKED is not None  # set before the workers were forked
     ids, now, interval, trigger, user, ranges = _FORKED
     start, end = ranges[i]
     return run_locally(load_streams(ids[start:end]), now, interval, trigger, user)

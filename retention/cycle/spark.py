@@ -196,6 +196,7 @@ def _spark_part(task) -> object:
     """In a worker process: gather a part (its inputs written as `part-<start>` files into the
     chunk's directory; kept with its locks), or apply a part with its decisions."""
     op, start, end, arg = task
+    assert _FORKED is not None  # set before the workers were forked
     ids, now, interval, trigger, user, _ = _FORKED
     if op == "gather":
         part = _PARTS[start] = _SparkChunk(arg, [], 0)
