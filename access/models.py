@@ -65,7 +65,8 @@ class ApiKey(models.Model):
     def scope(self) -> KeyScope:
         if self.kind == KeyKind.READER_GROUP:
             group = self.reader_group
-            names = {f"{group.scope.name}/{group.name}"}
+            # made with its group, deleted with it; a key without one (a row edited by hand) grants nothing
+            names = set() if group is None else {f"{group.scope.name}/{group.name}"}
         else:
             names = {s.full_name for s in self.streams.all()}
         return KeyScope(KeyKind(self.kind), frozenset(names))

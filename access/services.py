@@ -4,6 +4,7 @@ field), do_* writes. A key is returned whole once, at creation; only its hash is
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NotRequired, TypedDict
 
 from django.db import transaction
 from django.utils import timezone
@@ -12,10 +13,20 @@ from access.models import ApiKey
 from access.rules import KeyKind
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from streams.models import ReaderGroup
+from streams.models import ReaderGroup, Stream
 from streams.reader_groups import check_streams
 
 MAX_NAME = 100
+
+
+class KeyRequest(TypedDict):
+    """A checked request for a key (`check_key_request`), as `do_create_key` takes it."""
+
+    name: str
+    kind: KeyKind
+    expires_at: datetime | None
+    reader_group: NotRequired[ReaderGroup]  # a reader_group key's
+    streams: NotRequired[list[Stream]]  # a publish key's
 
 
 def check_key_request(
@@ -25,12 +36,12 @@ def check_key_request(
     reader_group: object = None,
     streams: object = None,
     expires_at: datetime | None = None,
-) -> dict:
+) -> KeyRequest:
     if not isinstance(name, str) or not name.strip():
         raise FieldError("name", "is required: say what the key is for")
     if len(name) > MAX_NAME:
         raise FieldError("name", f"must be at most {MAX_NAME} characters")
-    checked = {"name": name.strip(), "kind": KeyKind(kind), "expires_at": expires_at}
+    checked: KeyRequest = {"name": name.strip(), "kind": KeyKind(kind), "expires_at": expires_at}
     if expires_at is not None and expires_at <= timezone.now():
         raise FieldError("expires_at", "must be in the future")
     if kind == KeyKind.READER_GROUP:
@@ -55,7 +66,7 @@ def check_reader_group(value: object, field: str = "reader_group") -> ReaderGrou
 
 
 @transaction.atomic
-def do_create_key(checked: dict, user=None) -> tuple[ApiKey, str]:
+def do_create_key(checked: KeyRequest, user=None) -> tuple[ApiKey, str]:
     streams = checked.pop("streams", [])
     api_key = ApiKey(**checked, created_by=user if user is not None and user.is_authenticated else None)
     key = api_key.assign_secret()

@@ -21,7 +21,7 @@ from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscriptio
 from streams.signals import holds_released
 
 
-def check_streams(names: list, field: str = "streams") -> list[Stream]:
+def check_streams(names: object, field: str = "streams") -> list[Stream]:
     if not isinstance(names, list) or not names:
         raise FieldError(field, "must be a non-empty list of 'scope/name'")
     streams = []
