@@ -126,7 +126,8 @@ def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming
     """The group and its positions in one query (reads and acks are the hot path); 404 as above."""
     found = consuming.group_and_slots(scope, name)
     if found is None:
-        _group_for_consuming(scope, name)  # raises the same 404 as every other view
+        group = _group_for_consuming(scope, name)  # raises the same 404 as every other view
+        return group, consuming.slots(group)  # unless the group was made meanwhile
     return found
 
 

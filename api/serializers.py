@@ -500,10 +500,11 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
         fields = [*ReaderGroupSerializer.Meta.fields, "positions", "checkpoints"]
 
     def get_positions(self, group) -> list[dict]:
-        return PositionStateSerializer(group_state(group), many=True).data
+        # many=True makes a ListSerializer (its data a list); the stubs type it as the child serializer
+        return PositionStateSerializer(group_state(group), many=True).data  # type: ignore[return-value]
 
     def get_checkpoints(self, group) -> list[dict]:
-        return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data
+        return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data  # type: ignore[return-value]
 
 
 class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
