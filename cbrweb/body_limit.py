@@ -64,7 +64,8 @@ class RequestBodyLimit:
 
 def _read_at_most(stream, max_bytes: int) -> bytes | None:
     """The stream's bytes, or None as soon as more than `max_bytes` have arrived."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         data = stream.read(min(READ_SIZE, max_bytes + 1 - size))
         if not data:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -224,8 +225,16 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # them for minutes (the soak saw it). Everything else stays on the default queue ("celery").
 CBR_COMPACTION_QUEUE = "compaction"
 CELERY_TASK_ROUTES = {"compaction.tasks.*": {"queue": CBR_COMPACTION_QUEUE}}
+
+
+class _BeatEntry(TypedDict):
+    task: str
+    schedule: float  # seconds
+    options: NotRequired[dict[str, int]]
+
+
 # Declared here, kept in django-celery-beat's tables, editable in the console and admin.
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
     "seal-due-chunks": {
         "task": "streams.tasks.seal_due_chunks",
         "schedule": float(CBR_SEAL_INTERVAL),
