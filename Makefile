@@ -11,11 +11,12 @@ run: venv check
 test: venv check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# the layers and no circles (pyproject.toml [tool.importlinter]), then ruff's rules and format
+# the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy
 lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # the locks, from pyproject.toml: requirements.txt (everything, what `make venv` installs) and
 # requirements-runtime.txt (the runtime alone, at the same versions); pins already there are kept
