@@ -300,14 +300,13 @@ def _copy_ends(source: Path, target: Path, to_snapshot: bool) -> None:
 
 _PHASES = (
     ("retention.cycle.gathering", "prepare_batch"),
-    ("retention.cycle.local", "decide"),
+    ("retention.cycle.buckets", "decide"),
     ("retention.truncation", "truncate_many"),
     ("retention.truncation", "_complete"),
     ("retention.cycle.applying", "_mark_full"),
     ("retention.cycle.gathering", "read_sets"),
     ("retention.cycle.applying", "write_sets"),
     ("retention.cycle.gathering", "ends_many"),
-    ("spark_tasks.retention_job", "decide_file"),
 )
 _NESTED = {"read_sets", "ends_many"}  # parts of prepare_batch's time, not besides it
 _saved: list = []
@@ -344,15 +343,13 @@ def _untime_phases() -> None:
         setattr(module, name, original)
 
 
-def run(n: int, engine: str, workers: int | None = None) -> dict:
+def run(n: int, engine: str) -> dict:
     from django.db import connection
 
-    from retention.cycle.local import process_count
     from retention.cycle.running import run_cycle_summary
     from retention.models import TruncationRecord
 
     phases = _time_phases()
-    used = process_count(n, workers)
     cpu0 = _cpu()
     t0 = time.perf_counter()
     marks = []
@@ -361,7 +358,7 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
         if done // 10_000 > len(marks):  # seconds at every 10k streams: linear or not
             marks.append(round(time.perf_counter() - t0, 1))
 
-    summary = run_cycle_summary(now=NOW, engine=engine, trigger="command", progress=progress, workers=workers)
+    summary = run_cycle_summary(now=NOW, engine=engine, trigger="command", progress=progress)
     elapsed = time.perf_counter() - t0
     cpu = {k: v - cpu0[k] for k, v in _cpu().items()}
     _untime_phases()
@@ -375,7 +372,6 @@ def run(n: int, engine: str, workers: int | None = None) -> dict:
         "rules": dict(summary.rules),
         "vendor": connection.vendor,
         "cpu": cpu,
-        "workers": used,
         "rss": _peak_rss(),
     }
 
@@ -393,14 +389,25 @@ def _peak_rss() -> dict[str, float]:
 
 
 def _cpu() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by this process with its finished children (a
-    cycle's worker processes), and by PostgreSQL when it runs on this machine: its live processes
-    plus the backends that have exited (their time is added to the postmaster's children's)."""
+    """CPU seconds (user + system) used so far by this process (the cycle's driver), by its
+    descendants (Spark's JVM and its Python workers: the executors of `local[N]`) with its
+    finished children, and by PostgreSQL when it runs on this machine: its live processes plus
+    the backends that have exited (their time is added to the postmaster's children's)."""
     import resource
+
+    import psutil
 
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"cycle": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "postgres": postgres_cpu_seconds()}
+    spark = kids.ru_utime + kids.ru_stime
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        spark += times.user + times.system
+    driver = own.ru_utime + own.ru_stime
+    return {"cycle": driver + spark, "driver": driver, "executors": spark, "postgres": postgres_cpu_seconds()}
 
 
 def main() -> None:
@@ -411,13 +418,6 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes of a cycle, either engine (default CBR_RETENTION_WORKERS: the cores); "
-        "with more than one, the steps run in the workers and are not timed",
-    )
     parser.add_argument("--data-dir", default=str(ROOT / "var" / "bench-cycle"))
     parser.add_argument(
         "--reuse", action="store_true", help="start from the snapshot of an earlier run's fleet of the same size"
@@ -494,11 +494,10 @@ def main() -> None:
                 os.sync()
                 analyze()
             if engine == "spark":  # a worker keeps its session: start it outside the timing
-                from spark_tasks.retention_job import ship_code
                 from spark_tasks.session import get_spark
 
-                ship_code(get_spark())
-            r = run(n, engine, args.workers)
+                get_spark()
+            r = run(n, engine)
             results[(n, engine)] = r["seconds"]
             top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
             print(
@@ -506,8 +505,9 @@ def main() -> None:
                 f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
             )
             print(
-                f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s, PostgreSQL {r['cpu']['postgres']:.1f} s"
-                f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores; {r['workers']} worker process(es))"
+                f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s (driver {r['cpu']['driver']:.1f} s,"
+                f" Spark's executors {r['cpu']['executors']:.1f} s), PostgreSQL {r['cpu']['postgres']:.1f} s"
+                f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores)"
             )
             print(
                 f"    peak RSS since the bench started (run one engine per invocation to see each alone):"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -183,16 +182,6 @@ CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
-# a retention cycle of CBR_RETENTION_PARALLEL_MIN_STREAMS streams or more runs on
-# CBR_RETENTION_WORKERS processes (the local engine's whole work, the Spark engine's gathering and
-# applying; PostgreSQL only); each opens a database connection: by default, the cores this
-# process may run on, at most 8
-CBR_RETENTION_WORKERS = env_int(
-    "CBR_RETENTION_WORKERS",
-    min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1),
-    minimum=1,
-)
-CBR_RETENTION_PARALLEL_MIN_STREAMS = env_int("CBR_RETENTION_PARALLEL_MIN_STREAMS", 4_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -243,3 +243,12 @@ def _time_with_consumption(inputs: Inputs, b: Bounds, slb: Mapping[str, int]) ->
         assert b.limit_max is not None  # limit_max falls back on limit_min, set (above)
         return Decision(b.limit_max.cut, "cbr:case-iii:limit_max")
     return Decision(b.max_bound.cut, "cbr:case-v:max_bound")
+
+
+def considered(inputs: Inputs, decision: Decision) -> list[dict]:
+    """The subscribers a decision weighed, with their cuts, for the truncation record."""
+    return [
+        {"name": s.name, "cut": dict(s.cut), "acknowledged_at": s.acknowledged_at}
+        for s in inputs.subscribers
+        if s.name in decision.active and s.cut is not None  # weighed: active, so with a cut
+    ]

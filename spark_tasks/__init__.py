@@ -17,10 +17,10 @@ def load_compaction_job() -> ModuleType:
     return compaction_job
 
 
-def load_retention_job() -> ModuleType:
-    from spark_tasks import retention_job
+def load_executors() -> ModuleType:
+    from spark_tasks import executors
 
-    return retention_job
+    return executors
 
 
 def load_delayed_job() -> ModuleType:

@@ -1,5 +1,7 @@
 """The one place that builds a SparkSession (STYLE.md). A process keeps its session and reuses
-it: starting one costs seconds. The master comes from SPARK_MASTER (`local[*]` by default)."""
+it: starting one costs seconds. The master comes from SPARK_MASTER (`local[*]` by default). Every
+session ships the project's code to its executors (`shipping`), and runs no speculative task:
+a task that applies truncations must run once at a time (a retry after a failure is safe)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import threading
 
 from django.conf import settings
 from pyspark.sql import SparkSession
+
+from spark_tasks.shipping import ship
 
 # py4j logs each closed connection at INFO, also from __del__ at interpreter exit.
 logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -41,9 +45,11 @@ def get_spark(master: str | None = None):
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.driver.memory", os.environ.get("CBR_SPARK_DRIVER_MEMORY", "1g"))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.speculation", "false")
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("ERROR")
+        ship(_session)
         return _session
 
 

@@ -17,12 +17,12 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from importlib.resources import files
 
 from store.redis_connection import as_text, get_redis
 from store.segment import BOOT_ID
 
-_LUA = Path(__file__).with_name("lua")
+_LUA = files("store") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
 # the scripts (`lua/lock_*.lua`): take a batch (each key set if free, else its holder returned),
 # take over from dead holders (compare-and-set), release (compare-and-delete), renew a lease
 _TAKE, _TAKE_OVER, _RELEASE, _RENEW = (
@@ -40,10 +40,25 @@ def _this_machine() -> str:
     return f"{socket.gethostname()}/{BOOT_ID.hex()}/{pid_ns}"
 
 
-def holder_token() -> str:
+def holder_token(task: str | None = None) -> str:
     """A new holder's name: this machine, this process, and a random part (one process may hold
-    several locks at once, each with its own token)."""
-    return f"{_this_machine()}|{os.getpid()}|{uuid.uuid4().hex}"
+    several locks at once, each with its own token). `task` names a unit of work that may be
+    run again elsewhere when its first attempt fails (a Spark task retried on another executor):
+    a holder with the same task is an earlier attempt of this one, and its locks are taken over."""
+    suffix = f"{uuid.uuid4().hex}@{task}" if task else uuid.uuid4().hex
+    return f"{_this_machine()}|{os.getpid()}|{suffix}"
+
+
+def _task_of(token: str) -> str | None:
+    _, at, task = token.rpartition("|")[2].partition("@")
+    return task if at else None
+
+
+def _succeeds(token: str, held_by: str) -> bool:
+    """Whether `token` may take a lock from its holder: the holder is dead on this machine, or
+    was an earlier attempt of the same task (anywhere)."""
+    task = _task_of(token)
+    return holder_is_dead(held_by) or (task is not None and _task_of(held_by) == task and held_by != token)
 
 
 def holder_is_here(token: str) -> bool:
@@ -72,8 +87,9 @@ def _script(source: str):
 
 
 def take(keys: list[str], token: str, ttl_s: float) -> list[bool]:
-    """Take these locks for `token` where free or held by a dead holder on this machine (one
-    script call, and one more only when some holder is dead); whether each was taken."""
+    """Take these locks for `token` where free, held by a dead holder on this machine, or held by
+    an earlier attempt of the token's task (one script call, and one more only when some holder is
+    such); whether each was taken."""
     if not keys:
         return []
     ttl_ms = max(1, int(ttl_s * 1000))
@@ -83,7 +99,7 @@ def take(keys: list[str], token: str, ttl_s: float) -> list[bool]:
         dead = [
             (i, answer)
             for i, answer in enumerate(answers)
-            if isinstance(answer, bytes) and holder_is_dead(answer.decode())
+            if isinstance(answer, bytes) and _succeeds(token, answer.decode())
         ]
         if dead:
             taken = _script(_TAKE_OVER)(keys=[keys[i] for i, _ in dead], args=[token, ttl_ms, *[h for _, h in dead]])

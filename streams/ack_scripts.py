@@ -13,13 +13,13 @@ The scripts are `.lua` files in `lua/` beside this module: `ack_common.lua` (the
 helpers every script shares), `ack_deliveries.lua` (decoding a batch of deliveries), and one file
 per script, which says what it takes and returns."""
 
-from pathlib import Path
+from importlib.resources import files
 
 # The shape of the keys. A state of another shape (an older release's) is dropped by the next
 # hand-out, as if Redis had lost it: everything above the persisted floor comes again.
 LAYOUT = "2"
 
-_LUA = Path(__file__).with_name("lua")
+_LUA = files("streams") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
 
 
 def _lua(name: str) -> str:

@@ -217,8 +217,8 @@ def batches(items: list, size: int | None = None) -> list[list]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
 
-def lock_and_prepare(batch: list[Stream], now: datetime, interval: float):
-    locks = Locks.take(batch)
+def lock_and_prepare(batch: list[Stream], now: datetime, interval: float, task: str | None = None):
+    locks = Locks.take(batch, task)
     try:
         return batch, locks, prepare_batch(locks.held, now, interval)
     except BaseException:
@@ -226,9 +226,12 @@ def lock_and_prepare(batch: list[Stream], now: datetime, interval: float):
         raise
 
 
-def prepared_batches(targets: list[Stream], now: datetime, interval: float):
+def prepared_batches(
+    targets: list[Stream], now: datetime, interval: float, task: str | None = None, size: int | None = None
+):
     """Yields (batch, locks, prepared) for each batch; the caller releases the locks once it has
-    applied the batch. (Preparing the next batch in a helper thread meanwhile was tried: on two
+    applied the batch. `task` names the unit of work taking the locks (`store.locks.holder_token`).
+    (Preparing the next batch in a helper thread meanwhile was tried: on two
     cores shared with the database it made the cycle slower, not faster.)
 
     The garbage collector's automatic runs are held off during the cycle: a batch makes some
@@ -236,8 +239,8 @@ def prepared_batches(targets: list[Stream], now: datetime, interval: float):
     object of the process again and again (a fifth of the cycle's time). The youngest
     generation is collected after each batch instead."""
     with no_automatic_gc():
-        for batch in batches(targets):
-            yield lock_and_prepare(batch, now, interval)
+        for batch in batches(targets, size):
+            yield lock_and_prepare(batch, now, interval, task)
             gc.collect(0)
 
 

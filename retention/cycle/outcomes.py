@@ -46,6 +46,12 @@ class CycleSummary:
     bytes_reclaimed: int = 0
     rules: Counter = field(default_factory=Counter)
 
+    def merge(self, other: CycleSummary) -> None:
+        self.streams += other.streams
+        self.truncations += other.truncations
+        self.bytes_reclaimed += other.bytes_reclaimed
+        self.rules.update(other.rules)
+
     def add(self, outcomes: list[StreamOutcome]) -> None:
         for o in outcomes:
             self.streams += 1

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from retention.cycle import local, spark
+from retention.cycle.buckets import bucket_tasks
 from retention.cycle.gathering import streams_with_policy
 from retention.cycle.outcomes import CycleSummary, Report, StreamOutcome
-from store.store import sync_all
 from streams.models import Stream
 
 
@@ -37,36 +37,29 @@ def run_cycle_summary(
     user=None,
     engine: str = "local",
     progress: Callable[[int, int], None] | None = None,
-    workers: int | None = None,
     report: Report | None = None,
 ) -> CycleSummary:
     """One cycle over `streams` (default: every stream with a policy, by scope and name; given
-    streams are loaded again, and one without a policy is left out). A large cycle is
-    spread over `workers` processes (`CBR_RETENTION_WORKERS`, see `process_count`): the local
-    engine's whole work (`local.run`), the Spark engine's gathering and applying.
+    streams are loaded again, and one without a policy is left out), in buckets of streams
+    (`buckets`): one after another in this process (`local`), or each a Spark task in an
+    executor (`spark`).
 
-    Memory stays flat whatever the fleet's size: the cycle lists the streams' ids, and loads the
-    streams a chunk at a time where they are gathered; the outcomes go to `report` a chunk at a
-    time, in the streams' order, and are then dropped (at a million streams, the streams and
-    outcomes held at once took 5.2 GB in the cycle's process, and its forked workers copied
-    much of it as they read it)."""
+    Memory stays flat whatever the fleet's size: the cycle lists the streams' ids, and a bucket
+    loads its streams where it runs; the outcomes go to `report` a bucket at a time, in the
+    streams' order, and only when asked for (a fleet's cycle keeps the counts)."""
     now = now or timezone.now()
     ids = _target_ids(streams)
     progress = _once_each(progress)
-    workers = local.process_count(len(ids), workers)
     summary = CycleSummary()
+    buckets = bucket_tasks(ids, now, trigger, user, outcomes=report is not None)
 
-    def sink(outcomes: list[StreamOutcome]) -> None:
-        summary.add(outcomes)
-        if report is not None:
+    def sink(counts: CycleSummary, outcomes: list[StreamOutcome] | None) -> None:
+        summary.merge(counts)
+        if report is not None and outcomes is not None:
             report(outcomes)
 
     engine_module = spark if choose_engine(engine, len(ids)) == "spark" else local
-    engine_module.run(ids, now, trigger, user, progress, sink, workers)
-    if summary.truncations:
-        # batches sync only before deleting chunks; the cycle's other head moves become
-        # durable here, once (see `truncate_many`)
-        sync_all()
+    engine_module.run(buckets, len(ids), progress, sink)
     return summary
 
 

@@ -6,9 +6,9 @@ DELAYED-DELIVERY.md, which domain.delayed states in plain Python.
 The scripts are `.lua` files in `lua/` beside this module: `common.lua`, which every script starts
 with, and one file per script, which says what it takes and returns."""
 
-from pathlib import Path
+from importlib.resources import files
 
-_LUA = Path(__file__).with_name("lua")
+_LUA = files("streams.delaying") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
 
 
 def _lua(name: str) -> str:

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
-from retention.cycle import gathering, local, running, spark
+from retention.cycle import buckets, gathering, running
 from retention.cycle.running import run_cycle
 from retention.models import StoredRetentionSet, TruncationRecord
 from retention.truncation import pending_truncations
@@ -125,7 +125,6 @@ def test_bad_command_arguments_are_clear_errors(stream):
 
 @pytest.mark.django_db
 def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
-
     publish(stream, 7)
     factories.subscribe(stream, "A", {"0": 3})
     group = ReaderGroup.objects.get(name="A")
@@ -136,14 +135,13 @@ def test_checkpoints_behind_the_new_head_expire_unless_persisted(stream):
     assert sorted(Checkpoint.objects.values_list("name", flat=True)) == ["at-head", "kept"]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the Spark engine's executors see what is committed
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.integration)])
 def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, redis_url, request, engine):
-
     if engine == "spark":
         request.getfixturevalue("spark")  # the run's one shared session
     monkeypatch.setattr(gathering, "BATCH", 2)
-    monkeypatch.setattr(spark, "SPARK_CHUNK", 3)  # two Spark jobs, each gathered once
+    monkeypatch.setattr(buckets, "BUCKET", 3)  # two buckets: on Spark, two tasks
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [factories.make_stream(f"s{i}", policy=policy) for i in range(5)]
     for s in streams:
@@ -175,7 +173,6 @@ def test_streams_go_in_batches_and_one_locked_elsewhere_is_skipped(monkeypatch, 
 
 @pytest.mark.django_db
 def test_a_lock_left_by_a_dead_cycle_on_this_machine_is_taken_over_and_a_live_ones_is_not(redis_url):
-
     policy = {"limit_type": "size", "min": 90, "max": 180, "consumption_based": True}
     streams = [factories.make_stream(f"d{i}", policy=policy) for i in range(3)]
     for s in streams:
@@ -220,8 +217,8 @@ def test_a_cycle_that_fails_releases_every_lock_it_took_and_none_it_did_not(redi
 
     module, target = {
         "prepare": (gathering, "finish_truncations"),
-        "decide": (local, "decide"),
-        "apply": (local, "apply_batch"),
+        "decide": (buckets, "decide"),
+        "apply": (buckets, "apply_batch"),
     }[where]
     if where == "prepare":
         TruncationRecord.objects.create(
@@ -301,7 +298,7 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     fleet); the summary counts the same as the truncation history. A stream deleted after the
     listing is simply not there."""
 
-    monkeypatch.setattr(local, "PARALLEL_CHUNK", 2)
+    monkeypatch.setattr(buckets, "BUCKET", 2)
     policy = {"limit_type": "size", "min": 30, "max": 300, "consumption_based": False}
     created = [  # created f4 first: ids and names run in opposite orders
         retention_services.do_create_stream(
@@ -316,8 +313,8 @@ def test_a_fleet_cycle_reports_chunk_by_chunk_in_name_order_and_counts_what_it_d
     for s in streams:
         publish(s, 3)
     loads = []
-    real_load = local.load_streams
-    monkeypatch.setattr(local, "load_streams", lambda ids: loads.append(list(ids)) or real_load(ids))
+    real_load = buckets.load_streams
+    monkeypatch.setattr(buckets, "load_streams", lambda ids: loads.append(list(ids)) or real_load(ids))
     ids = [s.pk for s in streams]
     gone = streams[3]
     chunks, progress = [], []

@@ -1,0 +1,96 @@
+"""The two engines run one implementation (`retention.cycle.buckets.run_bucket`): the Spark
+engine, each bucket a Spark task in an executor, does exactly what the local engine does in this
+process (decisions, heads, history, retention sets, outcomes in the streams' order); a retried
+bucket takes over its earlier attempt's locks and finishes its work; a stream is truncated once."""
+
+from datetime import timedelta
+
+import pytest
+import redis
+from cycle_fleets import T0, fleet, outcome_rows, state
+
+from retention import truncation
+from retention.cycle import buckets, gathering
+from retention.cycle.buckets import bucket_tasks, run_bucket
+from retention.cycle.running import run_cycle
+from retention.locks import _lock_key
+from retention.models import TruncationRecord
+from store import locks as redis_locks
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Buckets of 2 streams in batches of 1: a handful of streams exercise what a fleet does."""
+    monkeypatch.setattr(buckets, "BUCKET", 2)
+    monkeypatch.setattr(gathering, "BATCH", 1)
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)  # executors are other processes: they see what is committed
+def test_the_spark_engine_does_exactly_what_the_local_engine_does(small, spark, redis_url):
+    """Five buckets (one Spark job of five tasks) against the same fleet run in this process."""
+    one, two = fleet("one"), fleet("two")
+    for hours in (0, 1, 2):  # three cycles: records added, dropped, subscribers moved on
+        at = T0 + timedelta(hours=hours)
+        alone = run_cycle(now=at, streams=one, trigger="command", engine="local")
+        progress = []
+        spread = run_cycle(
+            now=at, streams=two, trigger="command", engine="spark", progress=lambda d, t: progress.append((d, t))
+        )
+        assert progress[-1] == (9, 9) and [d for d, _ in progress] == sorted(d for d, _ in progress)
+        assert outcome_rows(spread) == outcome_rows(alone)  # in the streams' order
+        assert state(two) == state(one)
+    rules = {r for (r,) in TruncationRecord.objects.values_list("rule")}
+    assert len(rules) >= 3 and TruncationRecord.objects.filter(completed=False).count() == 0
+    # the executors released every lock they took
+    assert not list(redis.Redis.from_url(redis_url).scan_iter("cbr:retention:*"))
+
+
+@pytest.mark.django_db
+def test_a_retried_bucket_takes_over_its_first_attempts_locks_and_another_cycles_stay(small, redis_url):
+    """A bucket's first attempt died elsewhere holding its locks (a Spark executor lost: its
+    locks name another host, so they would otherwise stay for LOCK_TIMEOUT_S); the retry,
+    carrying the same task name, takes them over at once and finishes the bucket. A lock held for
+    another task is left alone."""
+    one, two = fleet("one", count=2), fleet("two", count=2)
+    expected = outcome_rows(run_cycle(now=T0, streams=one))
+    (bucket,) = bucket_tasks([s.pk for s in two[:1]], T0, "beat", None, outcomes=True)
+    (other,) = bucket_tasks([s.pk for s in two[1:]], T0, "beat", None, outcomes=True)
+    client = redis.Redis.from_url(redis_url)
+    elsewhere = "otherhost/00/pid:[1]|4242|"
+    client.set(_lock_key(two[0]), elsewhere + "aaaa@" + bucket["task"], ex=600)
+    client.set(_lock_key(two[1]), elsewhere + "bbbb@" + bucket["task"] + "x", ex=600)  # another task
+    _, outcomes = run_bucket(bucket)
+    assert outcome_rows(outcomes) == expected[:1]
+    assert client.get(_lock_key(two[0])) is None  # taken over, then released
+    _, outcomes = run_bucket(other)
+    assert [o.rule for o in outcomes] == ["skipped:locked-by-another-cycle"]
+    assert client.get(_lock_key(two[1])).decode().endswith("x")
+    assert redis_locks._task_of(redis_locks.holder_token(bucket["task"])) == bucket["task"]
+
+
+@pytest.mark.django_db
+def test_a_bucket_whose_attempt_died_after_recording_is_finished_once_by_its_retry(small, monkeypatch):
+    """The first attempt recorded a truncation and died before the store was touched: the retry
+    completes it and truncates the rest; every stream is truncated once."""
+    one, two = fleet("one", count=4), fleet("two", count=4)
+    expected = outcome_rows(run_cycle(now=T0, streams=one))
+    (bucket, *rest) = bucket_tasks([s.pk for s in two], T0, "beat", None, outcomes=True)
+    real = truncation.truncate_many
+
+    def dies(targets, **kwargs):
+        raise SystemExit("the executor died")
+
+    monkeypatch.setattr(truncation, "truncate_many", dies)
+    with pytest.raises(SystemExit):
+        run_bucket(bucket)
+    monkeypatch.setattr(truncation, "truncate_many", real)
+    recorded = TruncationRecord.objects.filter(stream__in=two, completed=False).count()
+    assert recorded >= 1
+    got = []
+    for b in (bucket, *rest):
+        got += run_bucket(b)[1]
+    assert outcome_rows(got)[len(two[:2]) :] == expected[2:]
+    assert state(two) == state(one)
+    truncated = {name for name, _, cut in expected if cut is not None}
+    assert TruncationRecord.objects.filter(stream__in=two).count() == len(truncated)
