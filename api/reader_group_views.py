@@ -30,6 +30,7 @@ from api.serializers import (
 from domain.errors import FieldError
 from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription
+from streams.projections.positions import group_state
 
 
 def reader_group_queryset():
@@ -61,7 +62,7 @@ class ReaderGroupListView(GenericAPIView):
         streams = reader_groups.check_streams(args.pop("streams"))
         group = reader_groups.do_create_reader_group(streams=streams, **args)
         group = get_group(group.scope.name, group.name)
-        return Response(ReaderGroupDetailSerializer(group).data, status=status.HTTP_201_CREATED)
+        return Response(_detail(group), status=status.HTTP_201_CREATED)
 
 
 class ReaderGroupDetailView(APIView):
@@ -70,7 +71,7 @@ class ReaderGroupDetailView(APIView):
 
     @extend_schema(responses=ReaderGroupDetailSerializer)
     def get(self, request, scope, name):
-        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
+        return Response(_detail(get_group(scope, name)))
 
     @extend_schema(request=ReaderGroupUpdateSerializer, responses=ReaderGroupDetailSerializer)
     def patch(self, request, scope, name):
@@ -82,7 +83,7 @@ class ReaderGroupDetailView(APIView):
         names = changes.pop("streams", None)
         streams = reader_groups.check_streams(names) if names is not None else None
         reader_groups.do_update_reader_group(group, changes, generation=generation, streams=streams)
-        return Response(ReaderGroupDetailSerializer(get_group(scope, name)).data)
+        return Response(_detail(get_group(scope, name)))
 
     @extend_schema(responses={204: None})
     def delete(self, request, scope, name):
@@ -215,3 +216,8 @@ class CheckpointReleaseView(ConsumingView):
             pk__in=[s.pk for s in subs]
         )
         return Response({"streams": SubscriptionSerializer(subs, many=True).data})
+
+
+def _detail(group: ReaderGroup) -> dict:
+    """A group's detail as answered: its positions read here (Redis and the store), then rendered."""
+    return ReaderGroupDetailSerializer(group, context={"positions": group_state(group)}).data

@@ -23,7 +23,6 @@ from streams.models import (
     StartPosition,
     Stream,
 )
-from streams.projections.positions import group_state
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -491,7 +490,8 @@ class PositionStateSerializer(serializers.Serializer):
 
 
 class ReaderGroupDetailSerializer(ReaderGroupSerializer):
-    """The detail: the group, its positions on every segment, and its latest checkpoints."""
+    """The detail: the group, its positions on every segment (read by the view, given in the
+    context as `positions`: a serializer does no I/O of its own), and its latest checkpoints."""
 
     positions = serializers.SerializerMethodField()
     checkpoints = serializers.SerializerMethodField()
@@ -501,7 +501,7 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
 
     def get_positions(self, group) -> list[dict]:
         # many=True makes a ListSerializer (its data a list); the stubs type it as the child serializer
-        return PositionStateSerializer(group_state(group), many=True).data  # type: ignore[return-value]
+        return PositionStateSerializer(self.context["positions"], many=True).data  # type: ignore[return-value]
 
     def get_checkpoints(self, group) -> list[dict]:
         return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data  # type: ignore[return-value]

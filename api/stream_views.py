@@ -28,7 +28,7 @@ from api.serializers import (
     TruncateSerializer,
     TruncationRecordSerializer,
 )
-from compaction.runs import keyless_events
+from compaction.runs import becoming_compacted_warnings
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
 from domain.events import parse_batch
@@ -128,15 +128,10 @@ class StreamDetailView(APIView):
             changes["delayed_index"] = {**stream.delayed_index, **changes["delayed_index"]}
         was_compacted = stream.is_compacted
         services.do_update_stream(stream, changes)
-        becomes_compacted = stream.is_compacted and not was_compacted
         answer = StreamSerializer(stream, context=stream_answer([stream])).data
-        if becomes_compacted:
-            keyless = keyless_events(stream)
-            if keyless:  # allowed: they stay on the live log, the compacted view leaves them out
-                answer["warnings"] = [
-                    f"{keyless} events without a key are already in the stream: the "
-                    "compacted view will leave them out (new ones are refused)"
-                ]
+        warnings = becoming_compacted_warnings(stream, was_compacted)
+        if warnings:  # allowed: keyless events stay on the live log, the compacted view leaves them out
+            answer["warnings"] = warnings
         return Response(answer)
 
     @extend_schema(responses={204: None})

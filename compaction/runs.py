@@ -138,6 +138,21 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
     return Pending(paths, new)
 
 
+def becoming_compacted_warnings(stream: Stream, was_compacted: bool) -> list[str]:
+    """What a change that made `stream` compacted warns of (none if it was already, or is not
+    now): events without a key already in it stay on the live log, and the compacted view leaves
+    them out (new ones are refused)."""
+    if was_compacted or not stream.is_compacted:
+        return []
+    keyless = keyless_events(stream)
+    if not keyless:
+        return []
+    return [
+        f"{keyless} events without a key are already in the stream: the "
+        "compacted view will leave them out (new ones are refused)"
+    ]
+
+
 def keyless_events(stream: Stream) -> int:
     """Events without a key in the stream (from the Parquet copies' statistics where a chunk has
     one, else by reading the chunk): what a stream turned compacted leaves out of its view."""

@@ -16,6 +16,7 @@ from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
 from console.forms import PolicyForm
+from domain.compaction import outruns_retention
 from retention import services as retention_services
 from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
@@ -129,13 +130,6 @@ def _delayed_context(stream) -> dict:
     return {"stream": stream, "delayed": delayed_state(stream), "delayed_ops": stream.delayed_ops.all()[:20]}
 
 
-def compaction_outruns_retention(interval_s: int, policy) -> bool:
-    """Whether the live log's time retention may drop events before a compaction runs over them
-    (COMPACTION.md "Reading": compaction never extends the live log's retention, so keeping the
-    interval shorter than the time retention is the operator's schedule to keep)."""
-    return policy is not None and policy.limit_type == "time" and interval_s > policy.min_value
-
-
 def _compaction_context(request, stream, notice: str = "", warn: bool = False) -> dict:
     """The compaction panel, for a compacted stream: its current generation, the last 20 runs
     (the newest one first, its phase while it runs) and bytes before/after of the last 20
@@ -155,7 +149,7 @@ def _compaction_context(request, stream, notice: str = "", warn: bool = False) -
             "charted": charted,
             "tallest": max((max(r.bytes_before, r.bytes_after) for r in charted), default=0),
             "interval_s": interval_s,
-            "outruns_retention": compaction_outruns_retention(interval_s, policy),
+            "outruns_retention": outruns_retention(interval_s, policy),
             "retention_s": policy.min_value if policy is not None and policy.limit_type == "time" else None,
             "notice": notice,
             "notice_warns": warn,

@@ -54,8 +54,7 @@ def run_in_namespace(path: Path, size: str, module: str, function: str) -> None:
     namespace of its own (no root needed); its assertion errors fail the caller."""
     path.mkdir(parents=True, exist_ok=True)
     code = (
-        "import sys, subprocess, importlib, pathlib;"
-        f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}];"
+        "import subprocess, importlib, pathlib;"
         f"subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size={size}', 'tmpfs', {str(path)!r}], check=True);"
         f"getattr(importlib.import_module({module!r}), {function!r})(pathlib.Path({str(path)!r}))"
     )
@@ -64,5 +63,6 @@ def run_in_namespace(path: Path, size: str, module: str, function: str) -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},  # the tests' own helper modules
     )
     assert done.returncode == 0, done.stderr[-4000:]

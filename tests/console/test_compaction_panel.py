@@ -14,7 +14,7 @@ from django.utils import timezone
 from page_text import rows, text
 
 from compaction.models import CompactedView, CompactionRun
-from console.views import compaction_outruns_retention
+from domain.compaction import outruns_retention
 
 pytestmark = pytest.mark.django_db
 
@@ -271,9 +271,9 @@ def test_the_warning_follows_the_interval_setting(admin_client, settings, stream
 
 def test_the_rule_compares_the_interval_with_the_time_minimum(stream):
     policy = stream.retention_policy
-    assert not compaction_outruns_retention(7200, policy)
-    assert compaction_outruns_retention(7201, policy)
-    assert not compaction_outruns_retention(10**9, None)
+    assert not outruns_retention(7200, policy)
+    assert outruns_retention(7201, policy)
+    assert not outruns_retention(10**9, None)
 
 
 def test_compact_now_queues_a_console_run_and_answers_with_the_panel(admin_client, stream, test_broker):

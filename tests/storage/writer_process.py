@@ -7,10 +7,8 @@ Prints "ack <first offset> <count>" after each append returns (i.e. after it is 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from domain.events import EventIn
-from store.segment import Segment, StoreConfig  # noqa: E402
+from store.segment import Segment, StoreConfig
 
 
 def main() -> None:
