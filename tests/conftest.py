@@ -49,7 +49,7 @@ def redis_state(redis_url, settings):
     settings.REDIS_URL = redis_url
     yield
     client = redis_lib.Redis.from_url(redis_url)
-    for pattern in ("cbr:acks:*", "cbr:rg:*", "cbr:dl:*"):
+    for pattern in ("cbr:acks:*", "cbr:rg:*", "cbr:dl:*", "cbr:retention:*"):
         keys = list(client.scan_iter(match=pattern, count=1000))
         if keys:
             client.delete(*keys)

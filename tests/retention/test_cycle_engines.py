@@ -65,7 +65,7 @@ def test_a_retried_bucket_takes_over_its_first_attempts_locks_and_another_cycles
     assert client.get(_lock_key(two[0])) is None  # taken over, then released
     _, outcomes = run_bucket(other)
     assert [o.rule for o in outcomes] == ["skipped:locked-by-another-cycle"]
-    assert client.get(_lock_key(two[1])).decode().endswith("x")
+    assert client.getdel(_lock_key(two[1])).decode().endswith("x")
     assert redis_locks._task_of(redis_locks.holder_token(bucket["task"])) == bucket["task"]
 
 

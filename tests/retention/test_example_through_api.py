@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from store.store import key_space_position
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the Spark engine's executors see what is committed
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 BASE = "/api/v1/streams/demo/s/"
 
