@@ -9,7 +9,8 @@ up in the executor. Tasks and answers are plain data for the same reason on the 
 An executor's Python sets Django up once, from the `context` the driver sends with the job
 (`driver_context`): the settings module, the database, Redis, the segment store's directory and
 every `CBR_*` setting of the driver, so executors need no configuration of their own beyond what
-reaches them (the services and the store). Between tasks, an executor closes its database
+reaches them (the services and the store). A task given as a dict also gets `attempt`: 0, or which retry of the Spark task this is.
+Between tasks, an executor closes its database
 connections: a cluster's hundreds of executor cores must not each keep one open (docs/cluster.md
 on pooling)."""
 
@@ -25,6 +26,7 @@ from typing import Any
 import django
 from django.conf import settings
 from django.db import connections
+from pyspark import TaskContext
 
 from spark_tasks.session import get_spark
 
@@ -100,6 +102,9 @@ def _call(function: str, context: dict, task: Any) -> Any:
         _set_up = True
     for name, value in context["settings"].items():
         setattr(settings, name, value)
+    task_context = TaskContext.get()
+    if isinstance(task, dict) and task_context is not None:
+        task = {**task, "attempt": task_context.attemptNumber()}  # a retry may find its work begun
     module, _, name = function.partition(":")
     try:
         return getattr(importlib.import_module(module), name)(task)

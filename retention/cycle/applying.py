@@ -16,12 +16,13 @@ from streams.models import Stream
 
 
 def apply_batch(
-    items: list[tuple[Prepared, Decision, list[dict]]], now: datetime, trigger: str, user=None
+    items: list[tuple[Prepared, Decision, list[dict]]], now: datetime, trigger: str, user=None, retry: bool = False
 ) -> list[StreamOutcome]:
     """Truncate the streams whose decision moves their head (`retention.truncation`: recorded,
     truncated with one sync for the batch, completed, expired checkpoints dropped); store the
     retention sets (the tails recorded, the records behind the new heads dropped); mark streams
-    full or not (`reject_publish`)."""
+    full or not (`reject_publish`). `retry`: an earlier attempt of this bucket may have truncated
+    some of these streams in this cycle (see `_done_before`)."""
     outcomes: dict[int, StreamOutcome] = {}
     planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
     triggered_by = user if user is not None and user.is_authenticated else None
@@ -47,6 +48,8 @@ def apply_batch(
             completed=False,
         )
         planned.append((p, record, sizes))
+    if retry:
+        outcomes.update(_done_before(items, outcomes, now, trigger))
     truncation.truncate([(p.stream, p.log, record, sizes) for p, record, sizes in planned])
     for p, r, _ in planned:  # after truncating, which corrects a record's size to the store's
         done = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
@@ -62,6 +65,20 @@ def apply_batch(
     write_sets(sets)
     _mark_full([(p.stream, d.at_max) for p, d, _ in items], now)
     return [outcomes[p.stream.pk] for p, _, _ in items]
+
+
+def _done_before(items, outcomes: dict[int, StreamOutcome], now: datetime, trigger: str) -> dict[int, StreamOutcome]:
+    """In a retried bucket, the streams this attempt leaves alone that an earlier attempt of the
+    same cycle truncated (its record completed then, or by this attempt's gathering): their
+    outcome is that truncation, as if the bucket had run once."""
+    still = [p.stream.pk for p, _, _ in items if outcomes.get(p.stream.pk) and outcomes[p.stream.pk].truncation is None]
+    found = {}
+    done = TruncationRecord.objects.filter(stream_id__in=still, created_at=now, trigger=trigger, completed=True)
+    for record in done.order_by("id"):
+        was = outcomes[record.stream_id]
+        truncated = Truncation(record.pk, record.after_cut, record.reclaimed_bytes)
+        found[record.stream_id] = StreamOutcome(was.stream, record.rule, truncated, was.at_max, record.stream_id)
+    return found
 
 
 def _target(p: Prepared, cut) -> dict[str, int] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -40,6 +40,7 @@ class Bucket(TypedDict):
     batch: int  # streams locked, gathered and applied at a time (`gathering.BATCH`)
     task: str  # the bucket's name in its cycle, carried by the locks it takes
     outcomes: bool  # send back every stream's outcome, or only the counts
+    attempt: NotRequired[int]  # set by the Spark engine: 0, or which retry of the task this is
 
 
 def bucket_tasks(ids: list[int], now: datetime, trigger: str, user, outcomes: bool) -> list[Bucket]:
@@ -77,6 +78,7 @@ def run_bucket(
         user,
         task=bucket["task"],
         batch=bucket["batch"],
+        retry=bucket.get("attempt", 0) > 0,
         batch_done=batch_done,
     )
     summary = CycleSummary()
@@ -89,7 +91,7 @@ def run_bucket(
 
 
 def run_streams(
-    targets, now, interval, trigger, user, *, task=None, batch=None, batch_done=None
+    targets, now, interval, trigger, user, *, task=None, batch=None, retry=False, batch_done=None
 ) -> list[StreamOutcome]:
     """Lock, gather, decide and apply batch by batch; `batch_done(n)` after each batch, n the
     streams done so far."""
@@ -101,7 +103,7 @@ def run_streams(
             for p in prepared:
                 decision = decide(p.inputs)
                 items.append((p, decision, considered(p.inputs, decision)))
-            outcomes += apply_batch(items, now, trigger, user)
+            outcomes += apply_batch(items, now, trigger, user, retry)
         finally:
             locks.release()
         if batch_done:

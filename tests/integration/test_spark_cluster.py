@@ -9,9 +9,12 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
+import redis as redis_lib
 from cycle_fleets import T0, fleet, outcome_rows, state
 from django.conf import settings
 from django.db import connection
@@ -28,12 +31,42 @@ import json, sys
 from datetime import datetime
 import django
 django.setup()
+from retention.cycle import buckets, gathering
 from retention.cycle.running import run_cycle
 from streams.models import Stream
-streams = list(Stream.objects.filter(scope__name="two").order_by("name"))
+buckets.BUCKET, gathering.BATCH = int(sys.argv[2]), int(sys.argv[3])
+streams = list(Stream.objects.filter(scope__name="two").order_by("id"))  # the fleet's order
 outcomes = run_cycle(now=datetime.fromisoformat(sys.argv[1]), streams=streams, trigger="command", engine="spark")
 print(json.dumps([[o.stream.split("/")[1], o.rule, o.truncation.after_cut if o.truncation else None] for o in outcomes]))
 """
+
+
+def driver(cluster: Cluster, bucket: int = 2000, batch: int = 500) -> subprocess.Popen:
+    """A separate driver process running the Spark engine's cycle over scope "two" on the cluster;
+    it prints the outcomes as JSON."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "cbrweb.settings_test",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        "DJANGO_SECRET_KEY": "cluster-test",
+        "SPARK_MASTER": cluster.master,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, T0.isoformat(), str(bucket), str(batch)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def rows(stdout: str) -> list[tuple]:
+    return [tuple(row) for row in json.loads(stdout.strip().splitlines()[-1])]
 
 
 def _free_port() -> int:
@@ -58,26 +91,55 @@ def cluster(tmp_path_factory):
 def test_a_cycle_on_a_standalone_cluster_does_what_the_local_engine_does(cluster):
     one, two = fleet("one"), fleet("two")
     expected = outcome_rows(run_cycle(now=T0, streams=one, trigger="command", engine="local"))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "cbrweb.settings_test",
-        "DATABASE_URL": _database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
-        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
-        "DJANGO_SECRET_KEY": "cluster-test",
-        "SPARK_MASTER": cluster.master,
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    run = subprocess.run(
-        [sys.executable, "-c", DRIVER, T0.isoformat()], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = [tuple(row) for row in json.loads(run.stdout.strip().splitlines()[-1])]
-    assert got == [tuple(row) for row in expected]
+    run = driver(cluster)
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr[-3000:]
+    assert rows(stdout) == [tuple(row) for row in expected]
     assert any(cut is not None for _, _, cut in expected)  # the fleet had truncations to make
     assert state(two) == state(one)
     assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 0
     # the buckets ran in the cluster's executor, started in its work directory outside the repo
     logs = list(cluster.work.glob("app-*/*/stderr"))
     assert logs and ROOT not in cluster.work.parents
+
+
+def _executors(cluster: Cluster) -> list[psutil.Process]:
+    """The executor JVMs of this cluster's worker (they start in its work directory)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cmdline, cwd = proc.info["cmdline"] or [], proc.info["cwd"] or ""
+        if any("CoarseGrainedExecutorBackend" in part for part in cmdline) and cwd.startswith(str(cluster.work)):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_an_executor_killed_mid_cycle_is_replaced_and_its_buckets_finished_once(cluster, redis_url):
+    """kill -9 of the executor (its JVM and, with it, its Python workers) once the cycle has
+    truncated some streams: Spark starts another executor and runs the lost buckets again; each
+    retry takes over its first attempt's locks and completes what it recorded. The end is what
+    the local engine makes of the same fleet: no stream truncated twice, no lock left behind."""
+    one, two = fleet("one", count=40), fleet("two", count=40)
+    expected = outcome_rows(run_cycle(now=T0, streams=one, trigger="command", engine="local"))
+    truncated = {name for name, _, cut in expected if cut is not None}
+    run = driver(cluster, bucket=1, batch=1)
+    killed = []
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline and not killed:
+        if TruncationRecord.objects.filter(stream__in=two).count() >= 3:
+            for proc in _executors(cluster):
+                proc.kill()
+                killed.append(proc.pid)
+        time.sleep(0.05)
+    stdout, stderr = run.communicate(timeout=600)
+    assert killed, "the cycle ended before the executor could be killed"
+    assert run.returncode == 0, stderr[-3000:]
+    assert rows(stdout) == [tuple(row) for row in expected]
+    assert state(two) == state(one)
+    records = TruncationRecord.objects.filter(stream__in=two)
+    assert records.filter(completed=False).count() == 0
+    assert sorted(r.stream.name for r in records) == sorted(truncated)  # once each
+    assert not list(redis_lib.Redis.from_url(redis_url).scan_iter("cbr:retention:*"))
+    newest = max(cluster.work.glob("app-*"), key=lambda app: app.stat().st_mtime)
+    assert len(list(newest.glob("*/stderr"))) >= 2  # a second executor took over
