@@ -6,7 +6,9 @@ groups with acknowledgement cuts, and a retention set of 48 records (one per pas
 One cycle is then timed as the beat task runs it (`retention.cycle.running.run_cycle`), for each engine
 asked for, each from the same freshly built fleet (restored from a snapshot for the second).
 
-Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark]
+Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark,cluster:1,cluster:2]
+(`cluster:N`: the Spark engine on a standalone cluster of one worker with N cores, started for the
+run from the pyspark package; CPU is reported for the driver and the executors apart)
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench] [--redis-url redis://127.0.0.1:6379/14]
 The database named in the URL is created if missing and emptied before each fleet.
 A 100k fleet takes ~25 minutes to build on 2 cores: build it with `--build-only` (no timing, no
@@ -400,7 +402,13 @@ def _cpu() -> dict[str, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     spark = kids.ru_utime + kids.ru_stime
-    for proc in psutil.Process().children(recursive=True):
+    procs = psutil.Process().children(recursive=True)
+    if _CLUSTER is not None:  # a standalone cluster's executors: the processes in its work directory
+        for proc in psutil.process_iter(["cwd", "cmdline"]):
+            daemon = any("deploy.master" in p or "deploy.worker" in p for p in proc.info["cmdline"] or [])
+            if (proc.info["cwd"] or "").startswith(str(_CLUSTER.work)) and not daemon:  # not the master, worker
+                procs.append(proc)
+    for proc in procs:
         try:
             times = proc.cpu_times()
         except psutil.NoSuchProcess:
@@ -408,6 +416,41 @@ def _cpu() -> dict[str, float]:
         spark += times.user + times.system
     driver = own.ru_utime + own.ru_stime
     return {"cycle": driver + spark, "driver": driver, "executors": spark, "postgres": postgres_cpu_seconds()}
+
+
+_CLUSTER = None  # the standalone cluster an engine `cluster:N` runs on
+
+
+def _on_cluster(cores: int) -> None:
+    """Stop this process's Spark session, start a standalone cluster (one worker of `cores`
+    cores, cbrweb.spark_cluster) and a session on it."""
+    global _CLUSTER
+    import tempfile
+
+    from cbrweb import spark_cluster
+    from spark_tasks.session import get_spark, stop_spark
+
+    _off_cluster()
+    stop_spark()
+    base = Path(tempfile.mkdtemp(prefix="cbr-bench-cluster-"))
+    _CLUSTER = spark_cluster.Cluster(base / "state", base / "work", 17077, 18090, 18091)
+    spark_cluster.start(_CLUSTER, cores=cores, memory="2g")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = get_spark(master=_CLUSTER.master)
+    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x).collect()  # executors up
+
+
+def _off_cluster() -> None:
+    global _CLUSTER
+    if _CLUSTER is not None:
+        from cbrweb import spark_cluster
+        from spark_tasks.session import stop_spark
+
+        stop_spark()
+        spark_cluster.stop(_CLUSTER)
+        shutil.rmtree(_CLUSTER.state.parent, ignore_errors=True)
+        _CLUSTER = None
 
 
 def main() -> None:
@@ -497,7 +540,10 @@ def main() -> None:
                 from spark_tasks.session import get_spark
 
                 get_spark()
-            r = run(n, engine)
+            if engine.startswith("cluster:"):  # a standalone cluster whose worker has N cores
+                _on_cluster(int(engine.partition(":")[2]))
+            r = run(n, "spark" if engine.startswith("cluster:") else engine)
+            _off_cluster()
             results[(n, engine)] = r["seconds"]
             top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
             print(
@@ -509,6 +555,11 @@ def main() -> None:
                 f" Spark's executors {r['cpu']['executors']:.1f} s), PostgreSQL {r['cpu']['postgres']:.1f} s"
                 f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores)"
             )
+            if r["cpu"]["cycle"]:
+                print(
+                    f"    the driver's share of the cycle's CPU {100 * r['cpu']['driver'] / r['cpu']['cycle']:.1f} %;"
+                    f" PostgreSQL {1e4 * r['cpu']['postgres'] / n:.1f} s of CPU per 10k streams"
+                )
             print(
                 f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
                 f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB"
