@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import factories
 import psutil
 import pytest
 import redis as redis_lib
@@ -20,6 +22,8 @@ from django.conf import settings
 from django.db import connection
 
 from cbrweb.spark_cluster import Cluster, start, stop
+from compaction.models import CompactionRun
+from compaction.runs import execute
 from integration.conftest import _database_url
 from retention.cycle.running import run_cycle
 from retention.models import TruncationRecord
@@ -32,6 +36,8 @@ from datetime import datetime
 import django
 django.setup()
 from retention.cycle import buckets, gathering
+from compaction.models import CompactionRun
+from compaction.runs import execute
 from retention.cycle.running import run_cycle
 from streams.models import Stream
 buckets.BUCKET, gathering.BATCH = int(sys.argv[2]), int(sys.argv[3])
@@ -41,9 +47,23 @@ print(json.dumps([[o.stream.split("/")[1], o.rule, o.truncation.after_cut if o.t
 """
 
 
-def driver(cluster: Cluster, bucket: int = 2000, batch: int = 500) -> subprocess.Popen:
-    """A separate driver process running the Spark engine's cycle over scope "two" on the cluster;
-    it prints the outcomes as JSON."""
+COMPACTOR = """
+import sys
+from datetime import datetime
+import django
+django.setup()
+from compaction.models import CompactionRun
+from compaction.runs import execute
+from streams.models import Stream
+stream = Stream.objects.get(scope__name="shop", name=sys.argv[2])
+run = execute(CompactionRun.objects.create(stream=stream, trigger="command"), now=datetime.fromisoformat(sys.argv[1]), seal=True)
+print(run.state, run.generation)
+"""
+
+
+def driver(cluster: Cluster, bucket: int = 2000, batch: int = 500, script: str = DRIVER, args=()) -> subprocess.Popen:
+    """A separate driver process on the cluster: by default the Spark engine's cycle over scope
+    "two", which prints the outcomes as JSON."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "cbrweb.settings_test",
@@ -56,7 +76,7 @@ def driver(cluster: Cluster, bucket: int = 2000, batch: int = 500) -> subprocess
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     return subprocess.Popen(
-        [sys.executable, "-c", DRIVER, T0.isoformat(), str(bucket), str(batch)],
+        [sys.executable, "-c", script, *(args or (T0.isoformat(), str(bucket), str(batch)))],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -143,3 +163,31 @@ def test_an_executor_killed_mid_cycle_is_replaced_and_its_buckets_finished_once(
     assert not list(redis_lib.Redis.from_url(redis_url).scan_iter("cbr:retention:*"))
     newest = max(cluster.work.glob("app-*"), key=lambda app: app.stat().st_mtime)
     assert len(list(newest.glob("*/stderr"))) >= 2  # a second executor took over
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_on_a_standalone_cluster_makes_the_view_a_local_one_makes(cluster, api, spark):
+    """The same events in two compacted streams: one compacted by this process's local session,
+    the other by a driver on the cluster, whose executors read the chunks' Parquet copies."""
+    events = [("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("D", "4")]
+    streams = {}
+    for name in ("here", "there"):
+        streams[name] = factories.create_stream_over_api(api, name, cleanup_policy="compact", delete_retention_s=100)
+        factories.publish_over_api(api, [{"key": k, "payload": v or ""} for k, v in events], stream=f"shop/{name}")
+    at = datetime.now(UTC) + timedelta(seconds=10)
+    here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at, seal=True)
+    run = driver(cluster, script=COMPACTOR, args=(at.isoformat(), "there"))
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr[-3000:]
+    assert stdout.split()[-2:] == ["succeeded", "1"]
+    there = CompactionRun.objects.get(stream=streams["there"], state="succeeded")
+    counts = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
+    assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]
+    assert here.events_out == 4  # A=2, B tombstone, C=1, D=4
+
+    def view(name):
+        page = api.get(f"/api/v1/streams/shop/{name}/compacted/").json()
+        return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
+
+    assert view("there") == view("here") and len(view("here")) == 4
