@@ -172,7 +172,6 @@ CBR_CHECKPOINT_TICK = env_int("CBR_CHECKPOINT_TICK", 5, minimum=1)
 # recover); a bucket this large is sealed by a Spark job; how far a reader's clock may lag
 # the publisher's
 CBR_DELAYED_TICK = env_int("CBR_DELAYED_TICK", 2, minimum=1)
-CBR_DELAYED_SPARK_MIN_INDEXES = env_int("CBR_DELAYED_SPARK_MIN_INDEXES", 500_000, minimum=1)
 CBR_DELAY_CLOCK_SKEW_MS = env_int("CBR_DELAY_CLOCK_SKEW_MS", 2_000, minimum=0)
 # a maintenance round that died holding a stream's lock holds it at most this long
 CBR_DELAYED_LOCK_S = env_int("CBR_DELAYED_LOCK_S", 600, minimum=1)

@@ -23,12 +23,6 @@ def load_executors() -> ModuleType:
     return executors
 
 
-def load_delayed_job() -> ModuleType:
-    from spark_tasks import delayed_job
-
-    return delayed_job
-
-
 def spark_session() -> Any:
     """The process's shared SparkSession (`session.get_spark`), started on first use."""
     from spark_tasks.session import get_spark

@@ -28,7 +28,6 @@ from domain.delayed import (
     recovery_plan,
     round_budget,
 )
-from spark_tasks import load_delayed_job
 from store import delayed_snapshots as snapshots
 from store import locks as redis_locks
 from store.delayed_snapshots import CorruptSnapshot
@@ -89,11 +88,11 @@ def maintenance_lock(stream: Stream, ttl_s: int | None = None) -> Iterator[bool]
 
 
 def cut(stream: Stream, indexes: list[Index]) -> list[SnapshotSegment]:
-    """Sort and cut a bucket's indexes into snapshot segments: in process, or as a Spark job
-    from `CBR_DELAYED_SPARK_MIN_INDEXES` indexes up (the same cutter either way)."""
+    """Sort and cut a bucket's indexes into snapshot segments, in this process: faster than a
+    Spark job at every size measured (bench/delayed_sealing.py: 1M indexes in 4.3 s here, 9.9 s
+    on Spark `local[2]`), since the indexes would travel to executors and back for a cut that is
+    sequential by nature."""
     config = config_of(stream)
-    if len(indexes) >= settings.CBR_DELAYED_SPARK_MIN_INDEXES:
-        return load_delayed_job().cut_indexes(indexes, config.max_time_step_per_segment, config.max_indexes_per_segment)
     return cut_segments(sorted(indexes), config.max_time_step_per_segment, config.max_indexes_per_segment)
 
 
