@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import django
 from django.conf import settings
@@ -33,22 +34,28 @@ from spark_tasks.session import get_spark
 _set_up = False
 
 
+def database_url(db: Mapping[str, Any]) -> str:
+    """A Django database's settings as the URL `DATABASE_URL` takes (user, password and name
+    quoted; `sslmode` kept)."""
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = quote(db.get("USER") or "", safe="")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"], safe="")
+    url = f"postgres://{auth}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{quote(db['NAME'])}"
+    if db.get("OPTIONS", {}).get("sslmode"):
+        url += f"?sslmode={quote(db['OPTIONS']['sslmode'])}"
+    return url
+
+
 def driver_context() -> dict:
     """What an executor needs to set Django up as this process has it: environment for
     `django.setup()`, and the settings to apply before each task (this process's, which tests
     and commands may have changed since start)."""
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        database_url = f"sqlite:///{db['NAME']}"
-    else:
-        auth = db.get("USER") or ""
-        if db.get("PASSWORD"):
-            auth += f":{db['PASSWORD']}"
-        database_url = f"postgres://{auth}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{db['NAME']}"
     env = {
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "cbrweb.settings"),
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-        "DATABASE_URL": database_url,
+        "DATABASE_URL": database_url(settings.DATABASES["default"]),
         "REDIS_URL": settings.REDIS_URL,
         "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
         **{k: v for k, v in os.environ.items() if k.startswith("CBR_") and k not in ("CBR_DATA_DIR",)},
