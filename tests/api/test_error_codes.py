@@ -7,20 +7,9 @@ from pathlib import Path
 
 from api.errors import STATUS_OF_CODE
 from domain.errors import FieldError
+from spark_tasks.shipping import PACKAGES  # the project's first-party packages, listed once
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "access",
-    "api",
-    "cbrweb",
-    "compaction",
-    "console",
-    "domain",
-    "retention",
-    "spark_tasks",
-    "store",
-    "streams",
-)
 
 
 def raised_codes() -> dict[str, list[str]]:
