@@ -24,10 +24,16 @@ The rules this module keeps, and must never break:
 - the tail file is written only after the records it covers are written (and, with fsync on,
   durable), so readers never see a record that a crash could take back, and a publish is
   acknowledged only after the tail moved;
-- anything in the active chunk past the committed tail is a write whose publish was never
-  acknowledged: recovery cuts it. After a reboot (or a missing tail file) recovery instead scans
-  the active chunk and keeps its prefix of whole, CRC-valid batches;
-- truncation moves the head first (logical, at once), then deletes whole chunks before it;
+- the tail names the host boot that wrote it. Past a tail of this boot, anything in the active
+  chunk is a write whose publish was never acknowledged: recovery cuts it. Past a tail of
+  another boot (another host, or this one before a restart, whose last tail write may not have
+  reached the disk), recovery scans and keeps whole, CRC-valid batches; a missing or torn tail
+  costs a scan of the whole active chunk;
+- only writers recover a tail: a head move or a chunk deletion reads the tail as written (an
+  older tail only makes them more careful), so processes on several hosts may move heads
+  without making the writer check its tail again;
+- truncation moves the head first (logical, at once), then deletes whole chunks before it, and
+  only before a head the deleting process made durable itself;
 - an append that fails (a full disk above all) leaves nothing behind: its bytes are cut back to
   the committed tail before the error goes up, so the space is free again and no torn record
   ever lies past the tail (`StorageFull` when the filesystem had no room).
@@ -350,25 +356,87 @@ class Segment:
         return _SegmentLock(self)
 
     def _recovered_tail(self) -> Tail:
-        """The committed tail, after cutting whatever a crashed writer left past it.
+        """The committed tail, after cutting whatever a crashed writer left past it. What a
+        writer calls before it appends.
+
+        The tail names the host boot that wrote it (`boot_id`, the kernel's boot id: one per
+        host and boot, shared by the host's containers). A tail of this boot is trusted: bytes
+        past it are a write whose publish was never answered, and are cut. A tail of any other
+        boot (a writer on another host, or this host before a restart, whose last tail write
+        may not have reached the disk) is trusted up to its committed position, because the
+        records it covers were durable before it was written; what lies past it is scanned, and
+        whole batches there are kept (`_recover_past`). Only a tail that is missing or torn, or
+        that names an older chunk than the newest one, costs a scan of the active chunk.
 
         Called with the segment lock held.
         """
         tail = self._read_tail()
-        if tail is not None and tail.boot_id == BOOT_ID:
-            path = self.chunk_path(tail.active_base)
-            try:
-                size = os.stat(path).st_size
-            except FileNotFoundError:
-                size = -1
-            if size == tail.committed_pos:
-                return tail
+        if tail is None:
+            return self._recover_by_scan()
+        path = self.chunk_path(tail.active_base)
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            size = -1
+        if size < tail.committed_pos:
+            return self._recover_by_scan()  # the tail outlived its records (fsync `never`)
+        if tail.boot_id == BOOT_ID:
             if size > tail.committed_pos:
                 # A writer died between writing and committing: its publish was never answered.
                 os.truncate(path, tail.committed_pos)
                 self._cut_index(tail.active_base, tail.committed_pos)
-                return tail
-        return self._recover_by_scan()
+            return tail
+        if self.config.fsync == "never" or self.chunk_bases()[-1] != tail.active_base:
+            return self._recover_by_scan()
+        return self._recover_past(tail, size)
+
+    def _recover_past(self, tail: Tail, size: int) -> Tail:
+        """Adopt another boot's tail: keep the whole batches past its committed position (durable
+        records a lost tail write did not cover, or an unanswered publish: kept, as a scan
+        would keep them), cut the rest, and check the chunk's index; the tail is written again
+        under this boot. Reads only what lies past the tail."""
+        base = tail.active_base
+        path = self.chunk_path(base)
+        extra = b""
+        if size > tail.committed_pos:
+            with open(path, "rb") as f:
+                f.seek(tail.committed_pos)
+                extra = f.read(size - tail.committed_pos)
+        found = framing.scan(extra, 0, tail.next_offset, tail.cum_size)
+        end = tail.committed_pos + found.valid_len
+        if end != size:
+            with open(path, "r+b") as f:
+                f.truncate(end)
+                os.fsync(f.fileno())
+        self._cut_index(base, tail.committed_pos)
+        if not self._index_is_sound(base, tail):
+            return self._recover_by_scan()  # the index lost pages with its host: rebuilt whole
+        self._index_cache.pop(base, None)
+        positions = [pos for pos, _ in framing.iter_records(extra[: found.valid_len], 0, verify=False)]
+        last_index_pos = self._append_index(tail, tail.committed_pos, positions) if positions else tail.last_index_pos
+        empty = tail.committed_pos == framing.CHUNK_HEADER_SIZE
+        adopted = Tail(
+            base,
+            end,
+            found.next_offset,
+            found.cum_size,
+            int(os.stat(path).st_mtime * 1000) if empty and found.records else tail.created_ms,
+            last_index_pos,
+            BOOT_ID,
+        )
+        self._write_tail(adopted)
+        return adopted
+
+    def _index_is_sound(self, base: int, tail: Tail) -> bool:
+        """Whether the chunk's index, already cut at the tail, is in order and inside the chunk
+        (a page lost with its host reads back as zeros or a short file; a short file is only
+        fewer hints, zeros in the middle would mislead a read)."""
+        offsets, positions = self._load_index(base)
+        if any(b <= a for a, b in zip(positions, positions[1:])) or any(b <= a for a, b in zip(offsets, offsets[1:])):
+            return False
+        return not positions or (
+            positions[0] >= framing.CHUNK_HEADER_SIZE and offsets[0] >= base and offsets[-1] < tail.next_offset
+        )
 
     def _recover_by_scan(self) -> Tail:
         """Rebuild the tail from the chunk files alone (after a reboot or a lost tail file)."""
@@ -748,7 +816,7 @@ class Segment:
     def truncate(self, offset: int) -> TruncateResult:
         """Move the head to `offset` (no-op if it is not ahead) and delete whole chunks before it."""
         before, after, _ = self.move_head(offset)
-        chunks, freed = self.delete_chunks_before_head()
+        chunks, freed = self.delete_chunks_before_head(upto=after.offset)
         return TruncateResult(before, after, chunks, freed)
 
     def move_head(self, offset: int, durable: bool = True, cum_size: int | None = None) -> tuple[Head, Head, int]:
@@ -765,7 +833,7 @@ class Segment:
 
     def _move_head_locked(self, offset: int, durable: bool, cum_size: int | None) -> tuple[Head, Head, int]:
         with self._locked():
-            tail = self._recovered_tail()
+            tail = self._tail_as_written(offset)
             if offset > tail.next_offset:
                 raise ValueError(f"offset {offset} is past the tail {tail.next_offset}")
             before = self.read_head()
@@ -774,7 +842,20 @@ class Segment:
                 size = cum_size if cum_size is not None else self.size_till(offset)
                 after = Head(offset, size)
                 self._write_head(after, durable)
+            elif durable:
+                self._sync_head()  # a head another process moved: durable before anything relies on it
         return before, after, tail.active_base
+
+    def _sync_head(self) -> None:
+        path = self._head_path if self._ends_path is None else self._ends_path
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     def has_chunks_before_head(self) -> bool:
         """Whether some whole chunk lies before the head (a truncation would delete it)."""
@@ -782,11 +863,26 @@ class Segment:
         bases = self.chunk_bases()
         return any(next_base <= head for next_base in bases[1:])
 
-    def delete_chunks_before_head(self) -> tuple[int, int]:
-        """The physical half: delete the whole chunks before the (durable) head."""
+    def delete_chunks_before_head(self, upto: int | None = None) -> tuple[int, int]:
+        """The physical half: delete the whole chunks before the (durable) head, and, with
+        `upto`, before that offset too: a caller passes the head it made durable itself, so that
+        a later head moved by another process, not durable yet, never decides a deletion."""
         with self._locked():
+            tail = self._tail_as_written()
+            head = self.read_head().offset
+            return self._delete_chunks_before(head if upto is None else min(head, upto), tail.active_base)
+
+    def _tail_as_written(self, offset: int = 0) -> Tail:
+        """The tail for a head move or a chunk deletion: as its writer wrote it, whoever that
+        was. These never recover a writer's tail (recovery would stamp it with this boot, and
+        the writer, on another host, would have to check it again): an older tail is safe here,
+        since it only names an older active chunk or an earlier end. Only a tail that is missing
+        or torn, or that ends before `offset` (its writer's host crashed before the tail reached
+        the disk, the records did), is recovered."""
+        tail = self._read_tail()
+        if tail is None or offset > tail.next_offset:
             tail = self._recovered_tail()
-            return self._delete_chunks_before(self.read_head().offset, tail.active_base)
+        return tail
 
     def ends(self) -> tuple[Head, Tail]:
         """Head and committed tail: two small file reads, for callers that need only the ends."""
@@ -930,8 +1026,9 @@ def move_heads(
 ) -> dict[str, tuple[Head, Head, int]]:
     """`Segment.move_head` for the segments of one stream in `cut`, under one heads lock with one
     read of the `ends` file: a stream's truncation costs a few system calls, not a dozen file
-    operations per segment. A segment whose slot is not valid, or whose tail was written before
-    this boot (recovery may have to scan), is moved by `Segment.move_head`'s own path.
+    operations per segment. A segment whose slot is not valid, or whose cut lies past its tail (a
+    tail its writer's crash left behind), is moved by `Segment.move_head`'s own path. Like it,
+    this never recovers a tail it can read: a writer on another host keeps its own.
     `segment(id)` gives a segment's object, asked for only where one is needed."""
     wanted = [s for s in segment_ids if s in cut]
     slots = {s: slot for s in wanted if (slot := ends_slot(s)) is not None}
@@ -941,26 +1038,22 @@ def move_heads(
     with heads_lock(stream_dir) as fd:
         top = max(slots.values())
         data = os.pread(fd, (top + 1) * ENDS_SLOT, 0)
-        wrote = False
         for s in wanted:
             at = slots[s] * ENDS_SLOT
             head = unpack_head(data[at + HEAD_AT : at + HEAD_AT + HEAD.size])
             tail = Tail.unpack(data[at : at + TAIL.size])
-            if head is None or tail is None or tail.boot_id != BOOT_ID:
-                out[s] = segment(s)._move_head_locked(cut[s], durable, sizes.get(s))
-                continue
             offset = cut[s]
-            if offset > tail.next_offset:
-                raise ValueError(f"offset {offset} is past the tail {tail.next_offset}")
+            if head is None or tail is None or offset > tail.next_offset:
+                out[s] = segment(s)._move_head_locked(offset, durable, sizes.get(s))
+                continue
             after = head
             if offset > head.offset:
                 size = sizes.get(s)
                 after = Head(offset, size if size is not None else segment(s).size_till(offset))
                 _pwrite_all(fd, pack_head(after), at + HEAD_AT)
-                wrote = True
             out[s] = (head, after, tail.active_base)
-        if wrote and durable:
-            os.fdatasync(fd)
+        if durable:
+            os.fdatasync(fd)  # what this call wrote, and heads it found moved by another process
     return out
 
 

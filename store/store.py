@@ -10,6 +10,7 @@ No Django, no database: the caller passes a directory key (CBR uses the stream's
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import heapq
 import itertools
@@ -111,9 +112,33 @@ def _evict(count: int) -> None:
         _SEGMENTS[old_path] = old
 
 
-def sync_all() -> None:
-    """Make every write so far durable (the batched truncation's one sync for many heads)."""
-    os.sync()
+def _libc_syncfs():
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None  # not Linux: os.sync
+    syncfs.argtypes = [ctypes.c_int]
+    return syncfs
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def sync_store(path: Path | str) -> None:
+    """Make this host's writes to the filesystem holding `path` durable: the batched
+    truncation's one sync for many heads. `syncfs(2)` reaches only that filesystem (a network
+    filesystem's writes included: the client flushes and commits them), not every disk of the
+    host as `sync(2)` would; where there is no `syncfs`, `os.sync`."""
+    if _SYNCFS is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(path))
+    finally:
+        os.close(fd)
 
 
 def key_space_position(routing_key: bytes) -> float:
@@ -306,6 +331,12 @@ class SegmentStore:
         self.root = Path(root)
         self.config = config or StoreConfig()
 
+    def sync(self) -> None:
+        """Make this host's writes to the store durable (`sync_store`); a store not made yet
+        holds nothing to sync."""
+        if self.root.exists():
+            sync_store(self.root)
+
     def stream(self, key: str, segment_count: int) -> StreamLog:
         if not key or "/" in key or key in (".", ".."):
             raise ValueError(f"bad stream directory key {key!r}")
@@ -320,8 +351,12 @@ def truncate_many(
     head (not yet durable); if any chunk is now wholly behind a head, sync once and delete those
     chunks. No chunk is ever deleted behind a head that is not durable, so a crash can only take
     back head moves (the data comes back into view; nothing is lost). The caller syncs at the
-    end of its work (`sync_all`) to make the remaining head moves durable. Each target may carry
-    the cumulative size at each offset of its cut, as read from the store before.
+    end of its work (`SegmentStore.sync`) to make the remaining head moves durable. Each target
+    may carry the cumulative size at each offset of its cut, as read from the store before.
+
+    The sync is this host's, so chunks are deleted only behind the heads this call wrote (or
+    found and made durable itself): a head that a process on another host moved further since,
+    and has not synced yet, never decides a deletion here.
 
     With `durable` (a truncation of its own, not one of a cycle's batch), each stream's head moves
     are made durable as they are written, nothing is left for the caller to sync, and every chunk
@@ -339,12 +374,15 @@ def truncate_many(
         if (durable or (before != after and before.offset < active_base)) and log.segment(s).has_chunks_before_head()
     }
     if deletable and not durable:
-        sync_all()
+        for root in {targets[i][0].root.parent for i, _ in deletable}:
+            sync_store(root)
     results = []
     for i, ((log, _, _), heads) in enumerate(zip(targets, moved)):
         out = {}
         for s, (before, after, _) in heads.items():
-            chunks, freed = log.segment(s).delete_chunks_before_head() if (i, s) in deletable else (0, 0)
+            chunks, freed = 0, 0
+            if (i, s) in deletable:
+                chunks, freed = log.segment(s).delete_chunks_before_head(upto=after.offset)
             out[s] = TruncateResult(before, after, chunks, freed)
         results.append(out)
     return results

@@ -25,7 +25,7 @@ from retention.cycle import gathering
 from retention.cycle.applying import apply_batch
 from retention.cycle.gathering import load_streams, prepared_batches
 from retention.cycle.outcomes import CycleSummary, StreamOutcome, skipped
-from store.store import sync_all
+from streams.logs import segment_store
 
 BUCKET = 2_000  # streams a bucket holds (4 batches)
 
@@ -86,7 +86,7 @@ def run_bucket(
     if summary.truncations:
         # batches sync only before deleting chunks; this bucket's other head moves become
         # durable here, on the host that made them (see `truncate_many`)
-        sync_all()
+        segment_store().sync()
     return summary, (outcomes if bucket["outcomes"] else None)
 
 
