@@ -67,7 +67,9 @@ class Host:
     def delete_behind(self, moved):
         sync_store(self.dir)
         with on_host(self.boot_id):
-            return {s: self.segments[s].delete_chunks_before_head(upto=after.offset) for s, (_, after, _) in moved.items()}
+            return {
+                s: self.segments[s].delete_chunks_before_head(upto=after.offset) for s, (_, after, _) in moved.items()
+            }
 
     def read_all(self, seg):
         with on_host(self.boot_id):
