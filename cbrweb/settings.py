@@ -149,6 +149,9 @@ CBR_MAX_REQUEST_BYTES = env_int("CBR_MAX_REQUEST_BYTES", 100 * 1024 * 1024, mini
 CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)
+# beat compacts this many streams at once, each in its own Spark scheduler pool (FAIR), so small
+# streams share the executors instead of waiting in line (one at a time on SQLite)
+CBR_COMPACTION_STREAMS_AT_ONCE = env_int("CBR_COMPACTION_STREAMS_AT_ONCE", 4, minimum=1)
 # a compaction's lock is a lease its holder renews while it lives: a holder killed on another
 # machine frees it after this (one on this machine at once); tests pause a run between writing its
 # generation and switching to it (to kill it there)

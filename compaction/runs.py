@@ -19,17 +19,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from compaction.models import CompactedView, CompactionRun
-from spark_tasks import load_compaction_job, spark_session
+from spark_tasks import load_compaction_job, load_executors, spark_session
 from store import locks as redis_locks
 from store.parquet import SCHEMA as PARQUET_SCHEMA
-from store.parquet import write_parquet_copy
+from store.parquet import ChunkCopy, CopyFacts
 from streams.logs import stream_log
 from streams.models import Stream
 
@@ -71,71 +70,77 @@ def fail_dead_runs(stream: Stream) -> int:
 
 
 @dataclass(frozen=True)
-class Pending:
-    paths: list[Path]  # Parquet copies of the sealed chunks to compact, in order
-    horizon: dict[str, int]  # per segment, the next offset after the last chunk taken
+class InputCounts:
+    events: int = 0
+    keyless: int = 0
+    bytes: int = 0  # payload bytes
 
-
-def _newest_ms(path: Path) -> int | None:
-    """The latest publish time of a chunk, from its Parquet copy's statistics."""
-    meta = pq.ParquetFile(path).metadata
-    column = meta.schema.to_arrow_schema().get_field_index("published_at")
-    newest = None
-    for g in range(meta.num_row_groups):
-        stats = meta.row_group(g).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            return None
-        value = stats.max
-        ms = int(value.timestamp() * 1000) if isinstance(value, datetime) else int(value)
-        newest = ms if newest is None else max(newest, ms)
-    return newest
+    def __add__(self, other: InputCounts) -> InputCounts:
+        return InputCounts(self.events + other.events, self.keyless + other.keyless, self.bytes + other.bytes)
 
 
 @dataclass(frozen=True)
-class InputCounts:
-    events: int
-    keyless: int
-    bytes: int  # payload bytes
+class Pending:
+    paths: list[Path]  # Parquet copies of the sealed chunks to compact, in order
+    horizon: dict[str, int]  # per segment, the next offset after the last chunk taken
+    counts: InputCounts  # what the run reads from them
+    copies_made: int  # Parquet copies the run's job made (of these chunks and of younger ones)
 
 
-def input_counts(paths: list[Path]) -> InputCounts:
-    """What a run reads from the sealed chunks, from their Parquet copies' metadata and their
-    `payload_size` column (cheaper than counting every row inside the Spark job)."""
-    events = keyless = size = 0
-    for path in paths:
-        copy = pq.ParquetFile(path)
-        meta = copy.metadata
-        column = meta.schema.to_arrow_schema().get_field_index("key")
-        events += meta.num_rows
-        keyless += sum(meta.row_group(g).column(column).statistics.null_count for g in range(meta.num_row_groups))
-        size += pc.sum(copy.read(columns=["payload_size"]).column(0)).as_py() or 0
-    return InputCounts(events, keyless, size)
+@dataclass(frozen=True)
+class SealedChunk:
+    segment: str
+    base: int
+    path: Path
+    next_base: int  # the base of the chunk after it
 
 
-def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pending:
-    """The sealed chunks after `horizon`, per segment up to the first one still active or
-    younger than the lag (a missing Parquet copy is made now)."""
-    lag_ms = stream.min_compaction_lag_s * 1000
+def sealed_after(stream: Stream, horizon: dict[str, int]) -> list[SealedChunk]:
+    """Per segment, in order, the sealed chunks at or after `horizon` (names only: no file is
+    read)."""
     logs = stream_log(stream)
-    paths, new = [], dict(horizon)
+    chunks = []
     for seg_id in stream.segment_ids:
         seg = logs.segment(seg_id)
         bases = seg.chunk_bases()
         sealed = set(seg.sealed_chunks())
-        for i, base in enumerate(bases):
+        for base, next_base in zip(bases, bases[1:]):
             if base < horizon.get(seg_id, 0):
                 continue
-            if base not in sealed or i + 1 >= len(bases):
+            if base not in sealed:
                 break
-            copy = seg.chunk_path(base, "parquet")
-            if not copy.exists():
-                write_parquet_copy(seg.chunk_path(base), seg_id)
-            newest = _newest_ms(copy)
-            if newest is not None and newest > now_ms - lag_ms:
-                break
-            paths.append(copy)
-            new[seg_id] = bases[i + 1]
-    return Pending(paths, new)
+            chunks.append(SealedChunk(seg_id, base, seg.chunk_path(base), next_base))
+    return chunks
+
+
+def chunk_copies(chunks: list[SealedChunk]) -> list[CopyFacts]:
+    """The chunks' Parquet copies, the missing ones made, and what each holds: one Spark job, a
+    task per chunk (`store.parquet.copy_facts`), so a run's copies are made by every executor
+    core at once and the driver only sums their counts."""
+    if not chunks:
+        return []
+    tasks = [ChunkCopy(chunk=str(c.path), segment=c.segment) for c in chunks]
+    return load_executors().run_in_executors("store.parquet:copy_facts", tasks)
+
+
+def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pending:
+    """The sealed chunks after `horizon`, per segment up to the first one younger than the lag
+    (`min_compaction_lag_s`), with their copies made and their contents counted."""
+    lag_ms = stream.min_compaction_lag_s * 1000
+    chunks = sealed_after(stream, horizon)
+    facts = chunk_copies(chunks)
+    paths, new, counts, young = [], dict(horizon), InputCounts(), set()
+    for chunk, fact in zip(chunks, facts, strict=True):
+        if chunk.segment in young:
+            continue
+        newest = fact["newest_ms"]
+        if newest is not None and newest > now_ms - lag_ms:
+            young.add(chunk.segment)
+            continue
+        paths.append(Path(fact["copy"]))
+        new[chunk.segment] = chunk.next_base
+        counts += InputCounts(fact["events"], fact["keyless"], fact["bytes"])
+    return Pending(paths, new, counts, sum(f["made"] for f in facts))
 
 
 def becoming_compacted_warnings(stream: Stream, was_compacted: bool) -> list[str]:
@@ -219,7 +224,7 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
     compaction_job = load_compaction_job()
 
     stream = run.stream
-    _phase(run, "looking for sealed chunks", state=CompactionRun.State.RUNNING, started_at=timezone.now())
+    _phase(run, "reading the sealed chunks", state=CompactionRun.State.RUNNING, started_at=timezone.now())
     if seal:
         seal_active_chunks(stream)
     current = CompactedView.objects.filter(stream=stream).first()
@@ -237,7 +242,7 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
     engine = spark_session().sparkContext.master
     _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=engine)
     directory = view_dir(stream)
-    incoming = input_counts(pending.paths)
+    incoming = pending.counts
     config = compaction_job.CompactionSettings(
         delete_retention_s=stream.delete_retention_s,
         retention_s=stream.compacted_retention_s if stream.compacted_view_ages else None,

@@ -28,3 +28,10 @@ def spark_session() -> Any:
     from spark_tasks.session import get_spark
 
     return get_spark()
+
+
+def scheduler_pool(name: str | None) -> None:
+    """`session.scheduler_pool`: this thread's Spark jobs go to that pool."""
+    from spark_tasks.session import scheduler_pool as use
+
+    use(name)

@@ -46,11 +46,22 @@ def get_spark(master: str | None = None):
             .config("spark.driver.memory", os.environ.get("CBR_SPARK_DRIVER_MEMORY", "1g"))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.speculation", "false")
+            # jobs of different threads (streams compacted at once) share the executors fairly
+            # instead of queueing behind one another (`scheduler_pool`)
+            .config("spark.scheduler.mode", "FAIR")
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("ERROR")
         ship(_session)
         return _session
+
+
+def scheduler_pool(name: str | None) -> None:
+    """The Spark scheduler pool of the jobs this thread submits from now on (None: the default
+    pool). Under the FAIR mode the session runs in, pools share the executors evenly: threads
+    that each run their own jobs in their own pool (several streams compacted at once) all make
+    progress, and a small job is not stuck behind a big one."""
+    get_spark().sparkContext.setLocalProperty("spark.scheduler.pool", name)
 
 
 def stop_spark() -> None:

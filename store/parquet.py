@@ -1,5 +1,9 @@
 """The columnar copy of a sealed chunk: one Parquet file beside it, which Spark jobs read.
 
+Copies are made where they are needed: a compaction run's Spark job makes the missing ones of
+the chunks it is about to read, one Spark task per chunk (`copy_facts`), so their cost is
+spread over every executor core; nothing else reads them.
+
 The copy is written to a temporary name, fsynced and renamed, so a reader sees either no copy or a
 whole one; a crash in between leaves only a temporary file that the next attempt replaces. The
 chunk file stays the source of truth: the copy can always be made again from it.
@@ -8,9 +12,12 @@ chunk file stays the source of truth: the copy can always be made again from it.
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
+from typing import TypedDict
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from store import framing
@@ -59,3 +66,47 @@ def write_parquet_copy(chunk_path: Path, segment_id: str) -> Path:
         os.fsync(f.fileno())
     os.replace(tmp, target)
     return target
+
+
+class ChunkCopy(TypedDict):
+    chunk: str  # the sealed chunk's path
+    segment: str  # its segment's id
+
+
+class CopyFacts(TypedDict):
+    copy: str  # the Parquet copy's path
+    made: bool  # whether this call made it
+    events: int
+    keyless: int  # events without a key
+    bytes: int  # payload bytes
+    newest_ms: int | None  # the latest publish time (None: statistics missing)
+
+
+def copy_facts(task: ChunkCopy) -> CopyFacts:
+    """A sealed chunk's Parquet copy, made if it is missing, and what it holds: the events, the
+    keyless ones and the payload bytes (what a compaction run reports reading), and its newest
+    publish time (whether the chunk is older than the compaction lag). Counted from the copy's
+    metadata and its `payload_size` column. The unit of work of the Spark job that makes a
+    run's copies; any attempt may run it again (the copy is replaced whole or kept)."""
+    chunk = Path(task["chunk"])
+    copy = chunk.with_suffix(".parquet")
+    made = not copy.exists()
+    if made:
+        write_parquet_copy(chunk, task["segment"])
+    parquet = pq.ParquetFile(copy)
+    meta = parquet.metadata
+    schema = meta.schema.to_arrow_schema()
+    key, published = schema.get_field_index("key"), schema.get_field_index("published_at")
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    keyless = sum(group.column(key).statistics.null_count for group in groups)
+    newest: int | None = None
+    for group in groups:
+        stats = group.column(published).statistics
+        if stats is None or not stats.has_min_max:
+            newest = None
+            break
+        value = stats.max
+        ms = int(value.timestamp() * 1000) if isinstance(value, datetime) else int(value)
+        newest = ms if newest is None else max(newest, ms)
+    size = pc.sum(parquet.read(columns=["payload_size"]).column(0)).as_py() or 0
+    return CopyFacts(copy=str(copy), made=made, events=meta.num_rows, keyless=keyless, bytes=size, newest_ms=newest)

@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 from domain.events import EventIn
 from store.framing import Record
-from store.parquet import write_parquet_copy
 from store.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
 
 StreamCut = dict[str, int]
@@ -201,8 +200,8 @@ class StreamLog:
             for seg_id, ev in zip(seg_of, events):
                 groups.setdefault(seg_id, []).append(ev)
 
-        # The Parquet copy of a chunk an append sealed is made by `seal_due_chunks` (a Celery
-        # beat task), never here: a publish must not wait for it.
+        # The Parquet copy of a chunk an append sealed is made by the compaction run that reads
+        # it (`store.parquet.copy_facts`), never here: a publish must not wait for it.
         def hook(seg_id: str, evs: list[EventIn]):
             if on_commit is None:
                 return None
@@ -303,16 +302,9 @@ class StreamLog:
         return out
 
     def seal_due_chunks(self, now_ms: int | None = None) -> int:
-        """Roll aged active chunks and give every sealed chunk its Parquet copy."""
-        made = 0
-        for seg_id in self.segment_ids:
-            seg = self.segment(seg_id)
-            seg.roll_if_due(now_ms)
-            for base in seg.sealed_chunks():
-                if not seg.chunk_path(base, "parquet").exists():
-                    write_parquet_copy(seg.chunk_path(base), seg_id)
-                    made += 1
-        return made
+        """Roll the active chunks that have reached their age; how many were sealed. (Their
+        Parquet copies are made by the compaction run that reads them, in Spark's executors.)"""
+        return sum(self.segment(seg_id).roll_if_due(now_ms) is not None for seg_id in self.segment_ids)
 
     def parquet_paths(self) -> list[Path]:
         return sorted(self.root.glob("*/*.parquet"))

@@ -17,7 +17,8 @@ logger = logging.getLogger(__name__)
 
 @shared_task
 def seal_due_chunks() -> int:
-    """Roll aged active chunks and give every sealed chunk its Parquet copy."""
+    """Roll aged active chunks (so idle streams seal, and retention can delete whole chunks);
+    how many were sealed."""
     return sum(logs.seal_due_chunks(s) for s in Stream.objects.all())
 
 

@@ -133,6 +133,28 @@ def test_beat_compacts_every_compacted_stream_with_something_new(api, spark_read
     assert CompactionRun.objects.filter(stream=stream).count() == 1
 
 
+def test_beat_compacts_several_streams_at_once_each_to_its_own_view(api, spark_ready, settings):
+    settings.CBR_COMPACTION_STREAMS_AT_ONCE = 3
+    names = [f"p{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        stream = factories.create_stream_over_api(api, name, cleanup_policy="compact", delete_retention_s=100)
+        events = [{"key": f"k{k}", "payload": f"{name}-{k}-{v}"} for v in range(3) for k in range(i + 1)]
+        factories.publish_over_api(api, events, stream=f"shop/{name}")
+        seal_active_chunks(stream)
+
+    assert compact_due_streams() == 5
+
+    for i, name in enumerate(names):
+        answer = api.get(f"/api/v1/streams/shop/{name}/compacted/")
+        assert as_dict(answer.json()) == {f"k{k}": f"{name}-{k}-2" for k in range(i + 1)}
+    runs = list(CompactionRun.objects.filter(stream__name__in=names).order_by("started_at"))
+    assert [r.state for r in runs] == ["succeeded"] * 5
+    if connection.vendor == "sqlite":  # one writer at a time: one stream at a time
+        assert all(a.finished_at <= b.started_at for a, b in zip(runs, runs[1:]))
+    else:
+        assert runs[1].started_at < runs[0].finished_at  # at once, not one after another
+
+
 def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_whole_and_the_next_run_goes_at_once(
     api, spark_ready, settings, tmp_path, test_broker
 ):

@@ -1,10 +1,12 @@
-"""The sealing task, run by a real Celery worker, gives sealed chunks Parquet copies that a real
-SparkSession reads back event for event."""
+"""A compaction run's first Spark job makes the sealed chunks' Parquet copies in the executors,
+which a real SparkSession reads back event for event; a real Celery worker refreshes Segment rows,
+runs queued cycles and delayed-bucket maintenance."""
 
 import time
 
 import pytest
 
+from compaction.runs import chunk_copies, sealed_after
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from integration.conftest import WORKER_CHUNK_BYTES
@@ -16,9 +18,9 @@ from streams.models import DelayedBucket, DelayedOp
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settings, spark):
-    # given a stream whose chunks rolled several times (the same store the worker uses)
-    settings.CBR_DATA_DIR = celery_worker.data_dir
+def test_executors_make_the_sealed_chunks_copies_and_spark_reads_every_event(settings, spark, tmp_path):
+    # given a stream whose chunks rolled several times, none copied yet
+    settings.CBR_DATA_DIR = tmp_path
     settings.CBR_CHUNK_BYTES = WORKER_CHUNK_BYTES
     stream = services.do_create_stream(scope="it", name="sealed", segment_count=2)
     for b in range(20):
@@ -28,24 +30,25 @@ def test_a_worker_seals_chunks_and_spark_reads_every_event(celery_worker, settin
     log = logs.stream_log(stream)
     assert not log.parquet_paths()
 
-    # when the worker runs the beat task
-    made = tasks.seal_due_chunks.delay().get(timeout=120)
+    # when the copies job runs over the sealed chunks (a task per chunk, in the executors)
+    facts = chunk_copies(sealed_after(stream, {}))
 
-    # then every sealed chunk has its copy, and Spark sees exactly the sealed events
+    # then every sealed chunk has its copy, counted right, and Spark sees exactly the sealed events
     sealed = {s: log.segment(s).sealed_chunks() for s in stream.segment_ids}
-    assert made == sum(len(b) for b in sealed.values()) > 0
+    assert [f["made"] for f in facts] == [True] * sum(len(b) for b in sealed.values()) and facts
     frame = spark.read.parquet(*[str(p) for p in log.parquet_paths()])
     rows = frame.select("segment", "offset", "payload_size").collect()
     for seg, bases in sealed.items():
         active = log.segment(seg).committed_tail().active_base
         offsets = sorted(r.offset for r in rows if r.segment == seg)
         assert offsets == list(range(bases[0], active))
-    assert sum(r.payload_size for r in rows) == sum(
-        log.segment(s).size_till(log.segment(s).committed_tail().active_base) for s in stream.segment_ids
-    )
+    sizes = sum(log.segment(s).size_till(log.segment(s).committed_tail().active_base) for s in stream.segment_ids)
+    assert sum(r.payload_size for r in rows) == sizes == sum(f["bytes"] for f in facts)
+    assert sum(f["events"] for f in facts) == len(rows)
 
-    # and a second run finds nothing left to do (the task is idempotent)
-    assert tasks.seal_due_chunks.delay().get(timeout=120) == 0
+    # and a second job makes nothing again and counts the same
+    again = chunk_copies(sealed_after(stream, {}))
+    assert again == [{**f, "made": False} for f in facts]
 
 
 def test_the_worker_refreshes_segment_rows_from_the_store(celery_worker, settings):
