@@ -152,3 +152,59 @@ def postgres_cpu_seconds() -> float:
         except psutil.Error:
             continue
     return total
+
+
+class StandaloneCluster:
+    """A standalone Spark cluster on this machine for a benchmark (`cbrweb.spark_cluster`: one
+    master, one worker of `cores` cores, executors started outside the repository), and this
+    process's Spark session moved onto it; `stop` ends both."""
+
+    def __init__(self, cores: int, memory: str = "2g", executor_memory: str | None = None):
+        from cbrweb import spark_cluster
+        from spark_tasks.session import get_spark, stop_spark
+
+        stop_spark()
+        self.base = Path(tempfile.mkdtemp(prefix="cbr-bench-cluster-"))
+        self.cluster = spark_cluster.Cluster(self.base / "state", self.base / "work", 17077, 18090, 18091)
+        spark_cluster.start(self.cluster, cores=cores, memory=memory)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if executor_memory:  # as an operator would: spark-defaults.conf in SPARK_CONF_DIR
+            conf = self.base / "conf"
+            conf.mkdir()
+            (conf / "spark-defaults.conf").write_text(f"spark.executor.memory {executor_memory}\n")
+            os.environ["SPARK_CONF_DIR"] = str(conf)
+        spark = get_spark(master=self.cluster.master)
+        spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x).collect()  # executors up
+
+    def executor_processes(self) -> list:
+        """The executors' processes (their JVM and Python workers): those whose directory is in
+        the worker's work directory, not the master or the worker themselves."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter(["cwd", "cmdline"]):
+            daemon = any("deploy.master" in p or "deploy.worker" in p for p in proc.info["cmdline"] or [])
+            if (proc.info["cwd"] or "").startswith(str(self.cluster.work)) and not daemon:
+                found.append(proc)
+        return found
+
+    def daemons(self) -> list:
+        """The cluster's master and worker processes."""
+        import psutil
+
+        return [
+            proc
+            for proc in psutil.process_iter(["cmdline"])
+            if any("deploy.master" in p or "deploy.worker" in p for p in proc.info["cmdline"] or [])
+        ]
+
+    def stop(self) -> None:
+        import shutil
+
+        from cbrweb import spark_cluster
+        from spark_tasks.session import stop_spark
+
+        stop_spark()
+        spark_cluster.stop(self.cluster)
+        shutil.rmtree(self.base, ignore_errors=True)

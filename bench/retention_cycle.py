@@ -31,7 +31,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import ROOT, machine, postgres_cpu_seconds
+from _common import ROOT, StandaloneCluster, machine, postgres_cpu_seconds
 
 SEGMENTS = ("0", "1", "2", "3")
 EVENTS = 96  # per segment
@@ -403,11 +403,8 @@ def _cpu() -> dict[str, float]:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     spark = kids.ru_utime + kids.ru_stime
     procs = psutil.Process().children(recursive=True)
-    if _CLUSTER is not None:  # a standalone cluster's executors: the processes in its work directory
-        for proc in psutil.process_iter(["cwd", "cmdline"]):
-            daemon = any("deploy.master" in p or "deploy.worker" in p for p in proc.info["cmdline"] or [])
-            if (proc.info["cwd"] or "").startswith(str(_CLUSTER.work)) and not daemon:  # not the master, worker
-                procs.append(proc)
+    if _CLUSTER is not None:  # a standalone cluster's executors
+        procs += _CLUSTER.executor_processes()
     for proc in procs:
         try:
             times = proc.cpu_times()
@@ -423,33 +420,16 @@ _CLUSTER = None  # the standalone cluster an engine `cluster:N` runs on
 
 def _on_cluster(cores: int) -> None:
     """Stop this process's Spark session, start a standalone cluster (one worker of `cores`
-    cores, cbrweb.spark_cluster) and a session on it."""
+    cores) and a session on it."""
     global _CLUSTER
-    import tempfile
-
-    from cbrweb import spark_cluster
-    from spark_tasks.session import get_spark, stop_spark
-
     _off_cluster()
-    stop_spark()
-    base = Path(tempfile.mkdtemp(prefix="cbr-bench-cluster-"))
-    _CLUSTER = spark_cluster.Cluster(base / "state", base / "work", 17077, 18090, 18091)
-    spark_cluster.start(_CLUSTER, cores=cores, memory="2g")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = get_spark(master=_CLUSTER.master)
-    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x).collect()  # executors up
+    _CLUSTER = StandaloneCluster(cores)
 
 
 def _off_cluster() -> None:
     global _CLUSTER
     if _CLUSTER is not None:
-        from cbrweb import spark_cluster
-        from spark_tasks.session import stop_spark
-
-        stop_spark()
-        spark_cluster.stop(_CLUSTER)
-        shutil.rmtree(_CLUSTER.state.parent, ignore_errors=True)
+        _CLUSTER.stop()
         _CLUSTER = None
 
 

@@ -240,7 +240,8 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         )
         return run
     engine = spark_session().sparkContext.master
-    _phase(run, f"compacting {len(pending.paths)} chunks", chunks=len(pending.paths), engine=engine)
+    made = f" ({pending.copies_made} Parquet copies made)" if pending.copies_made else ""
+    _phase(run, f"compacting {len(pending.paths)} chunks{made}", chunks=len(pending.paths), engine=engine)
     directory = view_dir(stream)
     incoming = pending.counts
     config = compaction_job.CompactionSettings(
