@@ -83,11 +83,14 @@ def ends_slot(segment_id: str) -> int | None:
 
 
 def _boot_id() -> bytes:
+    """This host's boot, as the kernel names it; where it cannot be read (not Linux), a random
+    id of this process: every other process's tail then looks foreign, which costs a check past
+    the tail at each change of writer process but is always safe (two hosts never share an id)."""
     try:
         raw = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
         return bytes.fromhex(raw)[:16].ljust(16, b"\0")
     except (OSError, ValueError):
-        return b"\0" * 16
+        return os.urandom(16)
 
 
 BOOT_ID = _boot_id()
@@ -316,8 +319,8 @@ class Segment:
             _fsync_dir(os.path.dirname(path))  # the file's name must outlive a crash
         return created
 
-    def _write_tail(self, tail: Tail) -> None:
-        self._write_record(self._tail_at, self._tail_path, tail.pack())
+    def _write_tail(self, tail: Tail, durable: bool = False) -> None:
+        self._write_record(self._tail_at, self._tail_path, tail.pack(), durable)
 
     def _has_head(self) -> bool:
         return self._read_record(self._head_at, self._head_path, HEAD.size) is not None
@@ -394,7 +397,9 @@ class Segment:
         """Adopt another boot's tail: keep the whole batches past its committed position (durable
         records a lost tail write did not cover, or an unanswered publish: kept, as a scan
         would keep them), cut the rest, and check the chunk's index; the tail is written again
-        under this boot. Reads only what lies past the tail."""
+        under this boot, durably: once a tail names this boot, no process of the other boot may
+        find its own older tail again after a crash of this host and trust it. Reads only what
+        lies past the tail."""
         base = tail.active_base
         path = self.chunk_path(base)
         extra = b""
@@ -404,27 +409,30 @@ class Segment:
                 extra = f.read(size - tail.committed_pos)
         found = framing.scan(extra, 0, tail.next_offset, tail.cum_size)
         end = tail.committed_pos + found.valid_len
-        if end != size:
+        if size > tail.committed_pos:
             with open(path, "r+b") as f:
-                f.truncate(end)
-                os.fsync(f.fileno())
+                if end != size:
+                    f.truncate(end)
+                os.fsync(f.fileno())  # what is kept may never have been synced by its writer
         self._cut_index(base, tail.committed_pos)
         if not self._index_is_sound(base, tail):
             return self._recover_by_scan()  # the index lost pages with its host: rebuilt whole
         self._index_cache.pop(base, None)
-        positions = [pos for pos, _ in framing.iter_records(extra[: found.valid_len], 0, verify=False)]
-        last_index_pos = self._append_index(tail, tail.committed_pos, positions) if positions else tail.last_index_pos
+        kept = list(framing.iter_records(extra[: found.valid_len], 0, verify=False))
+        last_index_pos = tail.last_index_pos
+        if kept:
+            last_index_pos = self._append_index(tail, tail.committed_pos, [pos for pos, _ in kept])
         empty = tail.committed_pos == framing.CHUNK_HEADER_SIZE
         adopted = Tail(
             base,
             end,
             found.next_offset,
             found.cum_size,
-            int(os.stat(path).st_mtime * 1000) if empty and found.records else tail.created_ms,
+            kept[0][1].published_ms if empty and kept else tail.created_ms,
             last_index_pos,
             BOOT_ID,
         )
-        self._write_tail(adopted)
+        self._write_tail(adopted, durable=self.config.fsync != "never")
         return adopted
 
     def _index_is_sound(self, base: int, tail: Tail) -> bool:
@@ -470,7 +478,7 @@ class Segment:
                 last_index_pos=self._last_index_pos(base),
                 boot_id=BOOT_ID,
             )
-            self._write_tail(tail)
+            self._write_tail(tail, durable=self.config.fsync != "never")  # as in `_recover_past`
             return tail
         head = self.read_head()
         return self._create_chunk(head.offset, head.cum_size)
@@ -666,6 +674,10 @@ class Segment:
         if self._read_tail() is None and not self.chunk_bases():
             return None
         with self._locked():
+            # as written first: a sealing task on another host recovers (and so restamps) the
+            # writer's tail only when it rolls
+            if not self._should_roll(self._tail_as_written(), now_ms):
+                return None
             tail = self._recovered_tail()
             if not self._should_roll(tail, now_ms):
                 return None
@@ -678,7 +690,7 @@ class Segment:
         """Make the segment (directory, head, first chunk) unless it exists; its committed tail.
         A disk that cannot take it raises (`StorageFull`, or the OSError of a file it needed)."""
         with self._locked():
-            return self._recovered_tail()
+            return self._tail_as_written()  # a segment that exists keeps its writer's tail
 
     def committed_tail(self) -> Tail:
         """The tail as readers see it. Creates the segment if it does not exist yet; one that
@@ -753,7 +765,23 @@ class Segment:
     def _read_chunk(self, base: int, start: int, max_events: int, limit: int | None, sealed: bool) -> list[Record]:
         offsets, positions = self._index(base, None if sealed else limit)
         i = bisect.bisect_right(offsets, start) - 1
-        pos = positions[i] if i >= 0 else framing.CHUNK_HEADER_SIZE
+        if i < 0:
+            return self._read_chunk_from(base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, offsets, positions)
+        try:
+            out = self._read_chunk_from(base, start, max_events, limit, positions[i], offsets, positions)
+            if out and out[0].offset == start:
+                return out
+        except CorruptSegment:
+            pass
+        # The entry does not lead to `start` (callers ask only for offsets the chunk holds): an
+        # index that a crash left stale (it is a hint, written without fsync). The chunk itself
+        # is read from its start instead.
+        self._index_cache.pop(base, None)
+        return self._read_chunk_from(base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, array("Q"), array("Q"))
+
+    def _read_chunk_from(
+        self, base: int, start: int, max_events: int, limit: int | None, pos: int, offsets: array, positions: array
+    ) -> list[Record]:
         try:
             f = open(self.chunk_path(base), "rb")
         except FileNotFoundError:

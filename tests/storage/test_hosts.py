@@ -5,17 +5,20 @@ a host's crash is the loss of its writes that were not durable yet (restored byt
 
 import contextlib
 import os
+import struct
 
 import pytest
 
 from domain.events import EventIn
+from store import framing
 from store import segment as segment_module
-from store.segment import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Segment, StoreConfig, move_heads
-from store.store import SegmentStore, sync_store
+from store import store as store_module
+from store.segment import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Segment, StoreConfig, Tail, move_heads
+from store.store import SegmentStore, StreamLog, sync_store, truncate_many
 
 HOST_A = b"host-a-boot-id.."
 HOST_B = b"host-b-boot-id.."
-CONFIG = StoreConfig(chunk_bytes=2048)
+CONFIG = StoreConfig(chunk_bytes=2048, index_interval_bytes=300)  # several index entries a chunk
 IDS = ["0", "1"]
 
 
@@ -133,8 +136,8 @@ def test_a_head_moved_from_another_host_leaves_the_writers_tail_and_recovery_alo
     assert scans == {"whole": 0, "past": 0}
 
 
-def test_the_head_movers_crash_before_its_sync_loses_nothing(stream_dir):
-    writer, mover = Host(HOST_A, stream_dir), Host(HOST_B, stream_dir)
+def test_the_head_movers_crash_before_its_sync_loses_nothing(stream_dir, monkeypatch):
+    writer = Host(HOST_A, stream_dir)
     ends = {s: 0 for s in IDS}
     for _ in range(6):
         for s in IDS:
@@ -142,19 +145,28 @@ def test_the_head_movers_crash_before_its_sync_loses_nothing(stream_dir):
     heads = {s: slot_bytes(stream_dir, s, "head") for s in IDS}
     chunks = {s: writer.segments[s].chunk_bases() for s in IDS}
 
-    mover.move_heads({"0": 33, "1": 47})  # not durable: its sync comes before any deletion
-    for s in IDS:
-        lose(stream_dir, s, "head", heads[s])  # ... and its host went down first
+    def host_down(path):
+        raise SystemExit("the host went down before its sync")
 
-    assert {s: writer.segments[s].chunk_bases() for s in IDS} == chunks
+    monkeypatch.setattr(store_module, "sync_store", host_down)
+    mover = StreamLog(stream_dir, IDS, CONFIG)
+    with on_host(HOST_B), pytest.raises(SystemExit):
+        truncate_many([(mover, {"0": 33, "1": 47}, None)])  # chunks are behind these heads
+    for s in IDS:
+        assert slot_bytes(stream_dir, s, "head") != heads[s]  # moved, not durable
+        lose(stream_dir, s, "head", heads[s])  # ... and lost with the host
+
+    assert {s: writer.segments[s].chunk_bases() for s in IDS} == chunks  # nothing deleted before the sync
     for s in IDS:
         ends[s] = writer.append(s, ends[s], 5)
         assert writer.read_all(s) == [f"{s}:{i}" for i in range(ends[s])]  # back in view, all of it
 
+    monkeypatch.undo()
     rebooted = Host(b"host-b-rebooted.", stream_dir)
     rebooted.delete_behind(rebooted.move_heads({"0": 33, "1": 47}))
     assert writer.read_all("0") == [f"0:{i}" for i in range(33, ends["0"])]
     assert writer.read_all("1") == [f"1:{i}" for i in range(47, ends["1"])]
+    assert writer.segments["0"].chunk_bases()[0] > chunks["0"][0]  # deleted once synced
 
 
 @pytest.mark.parametrize("lost", ["appends in the active chunk", "appends across a roll"])
@@ -220,3 +232,65 @@ def test_chunks_are_deleted_only_behind_the_head_the_deleting_host_made_durable(
     kept = writer.segments["0"].chunk_bases()
     assert kept == [b for b, nxt in zip(bases, bases[1:] + [end + 1]) if nxt > 30]
     assert kept[0] < 100 and kept != [b for b, nxt in zip(bases, bases[1:] + [end + 1]) if nxt > 100]
+
+
+def test_a_tail_another_host_adopts_is_durable_so_its_crash_cannot_bring_back_the_writers_older_one(
+    stream_dir, monkeypatch
+):
+    """Host B seals the writer's active chunk (the sealing task); B's host goes down at once, so
+    only what B wrote durably is left of its tail writes. The writer, still on its boot, must not
+    find its own older tail then (it would append into the sealed chunk, and reuse offsets)."""
+    durable = []
+    write = Segment._write_record
+
+    def recorded(self, at, legacy_path, data, durable_write=False):
+        if durable_write and at % ENDS_SLOT == 0:
+            durable.append(data)
+        return write(self, at, legacy_path, data, durable_write)
+
+    monkeypatch.setattr(Segment, "_write_record", recorded)
+    writer, sealer = Host(HOST_A, stream_dir), Host(HOST_B, stream_dir)
+    end = writer.append("0", 0, 5)
+    writers_tail = slot_bytes(stream_dir, "0", "tail")
+
+    with on_host(HOST_B):
+        sealed = sealer.segments["0"].roll_if_due(10**15)
+    assert sealed is not None and len(writer.segments["0"].chunk_bases()) == 2
+    lose(stream_dir, "0", "tail", durable[-1] if durable else writers_tail)  # B's host went down
+
+    assert Tail.unpack(slot_bytes(stream_dir, "0", "tail")).boot_id == HOST_B
+    end = writer.append("0", end, 3)
+    assert writer.read_all("0") == [f"0:{i}" for i in range(end)]
+    assert writer.segments["0"].committed_tail().active_base == 5  # in the new chunk
+    writer.delete_behind(writer.move_heads({"0": 6}))
+    assert writer.read_all("0") == [f"0:{i}" for i in range(6, end)]
+
+
+def test_a_sealing_task_on_another_host_leaves_a_tail_alone_until_it_rolls(stream_dir):
+    writer, sealer = Host(HOST_A, stream_dir), Host(HOST_B, stream_dir)
+    writer.append("0", 0, 5)
+    tail = slot_bytes(stream_dir, "0", "tail")
+    with on_host(HOST_B):
+        assert sealer.segments["0"].roll_if_due(0) is None  # nothing due
+        assert sealer.segments["0"].create() == Tail.unpack(tail)
+    assert slot_bytes(stream_dir, "0", "tail") == tail
+
+
+@pytest.mark.parametrize("points_at", ["a later record", "the chunk's end"])
+def test_a_stale_index_entry_never_makes_a_read_skip_records(stream_dir, points_at):
+    writer = Host(HOST_A, stream_dir)
+    end = writer.append("0", 0, 30)
+    seg = writer.segments["0"]
+    idx = seg.chunk_path(0, "idx")
+    entries = bytearray(idx.read_bytes())
+    assert len(entries) >= 32
+    offset, _ = struct.unpack_from("<QQ", entries, 16)  # the second entry
+    data = seg.chunk_path(0).read_bytes()
+    at = {rec.offset: pos for pos, rec in framing.iter_records(data, framing.CHUNK_HEADER_SIZE)}
+    stale = at[offset + 2] if points_at == "a later record" else len(data)
+    struct.pack_into("<QQ", entries, 16, offset, stale)
+    idx.write_bytes(bytes(entries))
+
+    fresh = Segment(seg.path, CONFIG)
+    assert [r.offset for r in fresh.read(offset, 5)] == list(range(offset, offset + 5))
+    assert [r.offset for r in fresh.read(0, 100)] == list(range(end))

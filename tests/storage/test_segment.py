@@ -124,7 +124,7 @@ def test_after_a_reboot_recovery_scans_and_cuts_a_torn_tail(tmp_path):
     assert len(fresh.read(0, 100)) == 5
 
 
-def test_a_tail_from_another_boot_triggers_a_scan(tmp_path, monkeypatch):
+def test_a_tail_from_another_boot_is_checked_past_its_end_and_garbage_there_is_cut(tmp_path, monkeypatch):
     seg = small(tmp_path, chunk_bytes=1 << 20)
     seg.append(events(4))
     with open(seg.chunk_path(0), "ab") as f:
