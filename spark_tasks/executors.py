@@ -69,6 +69,12 @@ def driver_context() -> dict:
     return {"env": env, "settings": overrides}
 
 
+def executor_slots(spark=None) -> int:
+    """How many tasks the session's executors run at once: their cores (Spark's default
+    parallelism: the cores of the executors registered, or of `local[N]`)."""
+    return max(1, (spark or get_spark()).sparkContext.defaultParallelism)
+
+
 def run_in_executors(
     function: str, tasks: list, *, progress: Callable[[int], None] | None = None, parallel: bool = True, spark=None
 ) -> list:

@@ -27,7 +27,18 @@ from retention.cycle.gathering import load_streams, prepared_batches
 from retention.cycle.outcomes import CycleSummary, StreamOutcome, skipped
 from streams.logs import segment_store
 
-BUCKET = 2_000  # streams a bucket holds (4 batches)
+BUCKET = 2_000  # streams a bucket holds at most (4 batches)
+TASKS_PER_SLOT = 4  # on Spark, buckets per executor core at least, while a bucket holds a batch
+
+
+def bucket_size(streams: int, slots: int | None) -> int:
+    """Streams per bucket for a cycle over `streams` streams run by `slots` executor cores (None:
+    in this process, one bucket after another). On Spark the buckets are made small enough that
+    every core gets several (a cluster's cores all work, and the last buckets even out between
+    them), but never smaller than one batch (a bucket's fixed costs: its task, its sync)."""
+    if slots is None:
+        return BUCKET
+    return min(BUCKET, max(gathering.BATCH, -(-streams // (slots * TASKS_PER_SLOT))))
 
 
 class Bucket(TypedDict):
@@ -43,14 +54,17 @@ class Bucket(TypedDict):
     attempt: NotRequired[int]  # set by the Spark engine: 0, or which retry of the task this is
 
 
-def bucket_tasks(ids: list[int], now: datetime, trigger: str, user, outcomes: bool) -> list[Bucket]:
-    """The cycle's streams in buckets of BUCKET, in the streams' order."""
+def bucket_tasks(
+    ids: list[int], now: datetime, trigger: str, user, outcomes: bool, slots: int | None = None
+) -> list[Bucket]:
+    """The cycle's streams in buckets (`bucket_size`), in the streams' order."""
     cycle = uuid.uuid4().hex[:12]
     user_id = user.pk if user is not None and user.is_authenticated else None
+    size = bucket_size(len(ids), slots)
     return [
         Bucket(
             index=k,
-            ids=ids[start : start + BUCKET],
+            ids=ids[start : start + size],
             now=now,
             interval=settings.CBR_RETENTION_INTERVAL,
             trigger=trigger,
@@ -59,7 +73,7 @@ def bucket_tasks(ids: list[int], now: datetime, trigger: str, user, outcomes: bo
             task=f"cycle-{cycle}/{k}",
             outcomes=outcomes,
         )
-        for k, start in enumerate(range(0, len(ids), BUCKET))
+        for k, start in enumerate(range(0, len(ids), size))
     ]
 
 

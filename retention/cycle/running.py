@@ -51,15 +51,16 @@ def run_cycle_summary(
     ids = _target_ids(streams)
     progress = _once_each(progress)
     summary = CycleSummary()
-    buckets = bucket_tasks(ids, now, trigger, user, outcomes=report is not None)
+    on_spark = choose_engine(engine, len(ids)) == "spark"
+    slots = spark.slots() if on_spark else None
+    buckets = bucket_tasks(ids, now, trigger, user, outcomes=report is not None, slots=slots)
 
     def sink(counts: CycleSummary, outcomes: list[StreamOutcome] | None) -> None:
         summary.merge(counts)
         if report is not None and outcomes is not None:
             report(outcomes)
 
-    engine_module = spark if choose_engine(engine, len(ids)) == "spark" else local
-    engine_module.run(buckets, len(ids), progress, sink)
+    (spark if on_spark else local).run(buckets, len(ids), progress, sink)
     return summary
 
 

@@ -15,6 +15,14 @@ from retention.cycle.local import Sink
 from spark_tasks import load_executors
 
 
+def slots() -> int:
+    """The executor cores the cycle's buckets are spread over (one on SQLite, which takes one
+    writer at a time, so its buckets run in one task)."""
+    if connection.vendor == "sqlite":
+        return 1
+    return load_executors().executor_slots()
+
+
 def run(buckets: list[Bucket], total: int, progress: Callable[[int, int], None] | None, sink: Sink) -> None:
     """All buckets in one Spark job; `progress(done, total)` while it runs (streams of the buckets
     done so far); the counts and outcomes to `sink` in the buckets' order once it ends."""

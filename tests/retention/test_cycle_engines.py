@@ -95,3 +95,22 @@ def test_a_bucket_whose_attempt_died_after_recording_is_finished_once_by_its_ret
     assert state(two) == state(one)
     truncated = {name for name, _, cut in expected if cut is not None}
     assert TruncationRecord.objects.filter(stream__in=two).count() == len(truncated)
+
+
+@pytest.mark.parametrize(
+    ("streams", "slots", "size"),
+    [
+        (20_000, None, 2_000),  # in process: the largest buckets
+        (20_000, 2, 2_000),  # 10 buckets: 5 a core
+        (20_000, 16, 500),  # 40 buckets, not 10: every core gets work
+        (100_000, 16, 1_563),  # 64 buckets: 4 a core
+        (1_000, 2, 500),  # never under a batch
+        (3, 2, 500),
+    ],
+)
+def test_buckets_are_small_enough_for_every_executor_core_but_never_under_a_batch(streams, slots, size):
+    assert buckets.bucket_size(streams, slots) == size
+    tasks = bucket_tasks(list(range(streams)), T0, "beat", None, outcomes=False, slots=slots)
+    assert [i for b in tasks for i in b["ids"]] == list(range(streams))  # every stream once, in order
+    assert max(len(b["ids"]) for b in tasks) == min(size, streams)
+    assert len({b["task"] for b in tasks}) == len(tasks)
