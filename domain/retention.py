@@ -112,6 +112,16 @@ def is_active(subscriber: Subscriber, now: float, timeout_s: int | None) -> bool
     return timeout_s is None or now - since <= timeout_s
 
 
+def inactive_since(subscriber: Subscriber, timeout_s: int | None) -> float:
+    """When an inactive subscriber stopped being active: `subscriber_timeout_s` after its last
+    acknowledgement (PDP-47's x), or, for one that never had a cut, when it subscribed. PDP-47's
+    y (`fallback_after_s`) counts from the latest such moment among a stream's subscribers."""
+    since = subscriber.acknowledged_at or subscriber.subscribed_at
+    if subscriber.cut is None or timeout_s is None:
+        return since
+    return since + timeout_s
+
+
 def active_subscribers(inputs: Inputs) -> tuple[Subscriber, ...]:
     timeout = inputs.policy.subscriber_timeout_s
     return tuple(s for s in inputs.subscribers if is_active(s, inputs.now, timeout))
@@ -165,8 +175,9 @@ def _no_active_subscriber(inputs: Inputs, b: Bounds) -> Decision:
     max limit win meanwhile (DESIGN.md §6)."""
     policy = inputs.policy
     if policy.fallback_after_s is not None:
-        last_seen = max(s.acknowledged_at or s.subscribed_at for s in inputs.subscribers)
-        if inputs.now - last_seen >= policy.fallback_after_s:
+        timeout = policy.subscriber_timeout_s
+        none_active_since = max(inactive_since(s, timeout) for s in inputs.subscribers)
+        if inputs.now - none_active_since >= policy.fallback_after_s:
             if b.limit_min is None:
                 return Decision(None, "none:fallback:nothing-old-enough")
             return Decision(b.limit_min.cut, "cbr:fallback:limit_min")

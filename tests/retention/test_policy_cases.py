@@ -71,12 +71,42 @@ def test_consumption_with_no_subscriber_registered_uses_the_limits_alone():
     assert decision.rule == "time:limit_min" and decision.cut == {"0": 18, "1": 18}
 
 
-def test_stale_subscribers_hold_everything_until_the_fallback():
-    policy = Policy("time", min=10, consumption_based=True, subscriber_timeout_s=30, fallback_after_s=120)
-    stale = decide_for(policy, {"0": 1, "1": 1}, at=NOW - 31)
-    assert stale.cut is None and stale.rule == "none:no-active-subscriber"
-    fallen = decide_for(policy, {"0": 1, "1": 1}, at=NOW - 121)
-    assert (fallen.cut, fallen.rule) == ({"0": 18, "1": 18}, "cbr:fallback:limit_min")
+FALLBACK = Policy("time", min=10, consumption_based=True, subscriber_timeout_s=30, fallback_after_s=120)
+
+
+@pytest.mark.parametrize(
+    ("acked_ago", "cut", "rule"),
+    [
+        (0, {"0": 1, "1": 1}, "cbr:case-i:slb"),  # active: the subscriber holds at its cut
+        (30, {"0": 1, "1": 1}, "cbr:case-i:slb"),  # still active at exactly x
+        (31, None, "none:no-active-subscriber"),  # stale since x: nothing, while y runs
+        (30 + 119, None, "none:no-active-subscriber"),  # y counts from staleness, not from the ack
+        (30 + 120, {"0": 18, "1": 18}, "cbr:fallback:limit_min"),  # x + y: the limits alone
+        (10_000, {"0": 18, "1": 18}, "cbr:fallback:limit_min"),
+    ],
+)
+def test_the_fallback_clock_starts_when_the_last_subscriber_became_stale(acked_ago, cut, rule):
+    """PDP-47: stale x after the last ack, the limits alone y after that."""
+    decision = decide_for(FALLBACK, {"0": 1, "1": 1}, at=NOW - acked_ago)
+    assert (decision.cut, decision.rule) == (cut, rule)
+
+
+def test_the_fallback_waits_for_the_subscriber_that_became_stale_last():
+    old = Subscriber("old", {"0": 1, "1": 1}, {"0": 1, "1": 1}, acknowledged_at=NOW - 5_000)
+    recent = Subscriber("recent", {"0": 2, "1": 2}, {"0": 2, "1": 2}, acknowledged_at=NOW - 100)  # stale at -70
+    held = decide(Inputs(NOW, FALLBACK, RSET, (old, recent)))
+    assert (held.cut, held.rule) == (None, "none:no-active-subscriber")
+    later = decide(Inputs(NOW + 50, FALLBACK, RSET, (old, recent)))  # 120 s after -70
+    assert later.rule == "cbr:fallback:limit_min"
+    returned = Subscriber("recent", {"0": 2, "1": 2}, {"0": 2, "1": 2}, acknowledged_at=NOW + 50)
+    again = decide(Inputs(NOW + 50, FALLBACK, RSET, (old, returned)))  # a returning subscriber holds
+    assert (again.cut, again.rule, again.active) == ({"0": 2, "1": 2}, "cbr:case-i:slb", ("recent",))
+
+
+def test_a_subscriber_that_never_had_a_cut_starts_the_fallback_clock_when_it_subscribed():
+    never = Subscriber("new", None, None, acknowledged_at=None, subscribed_at=NOW - 119)
+    assert decide(Inputs(NOW, FALLBACK, RSET, (never,))).rule == "none:no-active-subscriber"
+    assert decide(Inputs(NOW + 1, FALLBACK, RSET, (never,))).rule == "cbr:fallback:limit_min"
 
 
 def test_without_fallback_stale_subscribers_hold_data_but_the_max_limit_wins():
