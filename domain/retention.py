@@ -12,6 +12,8 @@ Rule names:
 - `cbr:fallback:limit_min`: subscribers registered, none active for `fallback_after_s`;
 - `cbr:no-active:limit_max`: none active, but the max limit wins;
 - `consumption:slb`: `limit_type` none with consumption: the SLB alone;
+- `cbr:compaction:horizon`: a compacted stream held back at what its compactor has not read yet
+  (Pulsar's compaction cursor); only a max-limit rule passes that horizon;
 - a decision with no cut carries why in `rule` too (`none:…`), for history and the console.
 """
 
@@ -53,6 +55,14 @@ class Inputs:
     policy: Policy
     retention_set: RetentionSet
     subscribers: tuple[Subscriber, ...] = ()
+    # a compacted stream's compactor, as a subscriber whose cut is the view's horizon (the first
+    # offset of each segment it has not folded in): always active, whatever the policy
+    compactor: Subscriber | None = None
+
+
+COMPACTOR = "compaction"  # the compactor's name among the subscribers a decision weighed
+# the rules by which the max limit removes what holds (subscribers, the compactor) still keep
+MAX_FORCED = frozenset({"cbr:case-iii:limit_max", "cbr:case-v:max_bound", "cbr:no-active:limit_max"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +143,35 @@ def _cuts(active: tuple[Subscriber, ...]) -> list[Mapping[str, int]]:
 
 
 def decide(inputs: Inputs) -> Decision:
+    """The truncation cut and the rule that decided (module docstring). A compacted stream's
+    compactor holds truncation back like one more active subscriber: where the policy's own
+    decision would remove events the compactor has not read, the stream is decided again with
+    the compactor's horizon among the subscribers' cuts (and consumption counted, whatever the
+    policy says of it), so only the max limit may pass the horizon."""
+    alone = _decide(inputs)
+    compactor = inputs.compactor
+    if compactor is None or compactor.cut is None or alone.cut is None or alone.rule in MAX_FORCED:
+        return alone
+    if all(offset <= compactor.cut.get(seg, 0) for seg, offset in alone.cut.items()):
+        return alone  # at or before the horizon in every segment: nothing unread goes
+    policy = inputs.policy
+    held_subscribers = (*(active_subscribers(inputs) if policy.consumption_based else ()), compactor)
+    held_policy = Policy(
+        policy.limit_type,
+        policy.min,
+        policy.max,
+        consumption_based=True,
+        on_max_limit=policy.on_max_limit,
+    )
+    held = _decide(Inputs(inputs.now, held_policy, inputs.retention_set, held_subscribers))
+    if held.rule in MAX_FORCED or held.at_max:
+        return held
+    if held.cut is None:
+        return Decision(None, "none:compaction:horizon", held.slb, held.active)
+    return Decision(held.cut, "cbr:compaction:horizon", held.slb, held.active)
+
+
+def _decide(inputs: Inputs) -> Decision:
     policy = inputs.policy
     rset = inputs.retention_set
     if policy.limit_type == "none":
@@ -258,8 +297,9 @@ def _time_with_consumption(inputs: Inputs, b: Bounds, slb: Mapping[str, int]) ->
 
 def considered(inputs: Inputs, decision: Decision) -> list[dict]:
     """The subscribers a decision weighed, with their cuts, for the truncation record."""
+    weighed = (*inputs.subscribers, *((inputs.compactor,) if inputs.compactor is not None else ()))
     return [
         {"name": s.name, "cut": dict(s.cut), "acknowledged_at": s.acknowledged_at}
-        for s in inputs.subscribers
+        for s in weighed
         if s.name in decision.active and s.cut is not None  # weighed: active, so with a cut
     ]

@@ -3,11 +3,11 @@ subscribers, with 1 byte per event so that sizes are sums of offsets."""
 
 from hypothesis import strategies as st
 
-from domain.retention import Inputs, Policy, Subscriber
+from domain.retention import COMPACTOR, MAX_FORCED, Inputs, Policy, Subscriber
 from domain.retention_set import with_tail
 
 SEGMENTS = ("0", "1", "2")
-MAX_FORCED = {"cbr:case-iii:limit_max", "cbr:case-v:max_bound", "cbr:no-active:limit_max"}
+__all__ = ["MAX_FORCED", "SEGMENTS", "scenarios"]
 
 
 @st.composite
@@ -39,4 +39,8 @@ def scenarios(draw):
         )
         for i in range(draw(st.integers(0, 3)))
     )
-    return Inputs(now, policy, rset, subscribers)
+    compactor = None
+    if draw(st.booleans()):  # a compacted stream: its view's horizon holds too
+        horizon = {s: draw(st.integers(0, tail[s])) for s in SEGMENTS}
+        compactor = Subscriber(COMPACTOR, horizon, dict(horizon), acknowledged_at=now)
+    return Inputs(now, policy, rset, subscribers, compactor)

@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 
-from domain.retention import Inputs, Subscriber
+from domain.retention import COMPACTOR, Inputs, Subscriber
 from domain.retention_set import after_truncation, with_tail
 from retention.locks import Locks
 from retention.set_store import as_records, read_sets, stored
@@ -61,7 +61,8 @@ class Prepared:
         return known
 
     def _recorded_size(self, seg: str, offset: int) -> int | None:
-        for sub in self.inputs.subscribers:
+        compactor = self.inputs.compactor
+        for sub in (*self.inputs.subscribers, *((compactor,) if compactor is not None else ())):
             if sub.cut and sub.cut.get(seg) == offset:
                 assert sub.cut_sizes is not None  # `_subscriber` gathers a cut with its sizes
                 return sub.cut_sizes[seg]
@@ -89,6 +90,7 @@ _CYCLE_FIELDS = (
     "segment_count",
     "on_max_limit",
     "full_since",
+    "cleanup_policy",
     "scope__name",
     "retention_policy__id",
     "retention_policy__stream_id",
@@ -141,6 +143,7 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         )
     ):
         subs[row[0]].append(row[1:])
+    horizons = _view_horizons([s.pk for s in streams if s.is_compacted])
     prepared = []
     logs = [stream_log(stream) for stream in streams]
     for stream, log, ends in zip(streams, logs, ends_many(logs)):
@@ -155,12 +158,15 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list
         if len(grown) > len(rset):
             rset_rows = [*rset_rows, stored(now, grown[-1].size, tail, tail_sizes)]
         subscribers = tuple(_subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk])
+        compactor = None
+        if stream.is_compacted:
+            compactor = _compactor(horizons.get(stream.pk, {}), now, log, head, head_sizes, tail, tail_sizes)
         policy = stream.retention_policy.as_policy(stream.on_max_limit)
         prepared.append(
             Prepared(
                 stream,
                 log,
-                Inputs(now.timestamp(), policy, grown, subscribers),
+                Inputs(now.timestamp(), policy, grown, subscribers, compactor),
                 head,
                 head_sizes,
                 tail,
@@ -210,6 +216,32 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
         acknowledged_at=None if acked_at is None else _seconds(acked_at),
         subscribed_at=_seconds(created_at),
     )
+
+
+def _view_horizons(pks: list[int]) -> dict[int, dict]:
+    """The compacted streams' view horizons (per segment, the first offset the view has not
+    folded in), by stream; a stream never compacted has none. Read through the stream's
+    relation: the compaction app is not retention's to import."""
+    if not pks:
+        return {}
+    rows = Stream.objects.filter(pk__in=pks, compacted_view__isnull=False).values_list("pk", "compacted_view__horizon")
+    return {pk: horizon or {} for pk, horizon in rows}
+
+
+def _compactor(horizon: dict, now: datetime, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
+    """A compacted stream's compactor as the subscriber that holds truncation at its view's
+    horizon (`domain.retention.decide`): never behind the head (what a max limit removed is gone
+    for the view too), always active."""
+    cut = {s: min(max(int(horizon.get(s, 0)), head[s]), tail[s]) for s in head}
+    sizes = {}
+    for s, offset in cut.items():
+        if offset == head[s]:
+            sizes[s] = head_sizes[s]
+        elif offset == tail[s]:
+            sizes[s] = tail_sizes[s]
+        else:
+            sizes[s] = log.segment(s).size_till(offset)
+    return Subscriber(COMPACTOR, cut, sizes, acknowledged_at=now.timestamp(), subscribed_at=now.timestamp())
 
 
 def batches(items: list, size: int | None = None) -> list[list]:

@@ -64,3 +64,13 @@ def test_the_head_never_moves_backwards_over_cycles(inputs, moves):
 
 def test_lower_bound_of_no_cut_is_empty():
     assert lower_bound([]) == {}
+
+
+@settings(max_examples=500)
+@given(scenarios())
+def test_a_compacted_stream_is_never_truncated_past_its_views_horizon_unless_the_max_limit_forced_it(inputs):
+    decision = decide(inputs)
+    if inputs.compactor is None or decision.cut is None or decision.rule in MAX_FORCED:
+        return
+    horizon = inputs.compactor.cut
+    assert all(decision.cut[s] <= horizon[s] for s in SEGMENTS), (decision, horizon)
