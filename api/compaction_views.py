@@ -42,6 +42,8 @@ class CompactionRunSerializer(serializers.ModelSerializer):
             "keyless_dropped",
             "tombstones_dropped",
             "marked_by_retention",
+            "missed",
+            "missed_events",
             "bytes_before",
             "bytes_after",
             "error",

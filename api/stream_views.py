@@ -8,7 +8,7 @@ import time
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -230,6 +230,34 @@ class TruncateView(APIView):
                 }
             )
         return Response(TruncationRecordSerializer(record).data)
+
+
+class SealedChunkSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    chunk = serializers.IntegerField(help_text="the sealed chunk's base: the offset of its first event")
+
+
+class SealedSerializer(serializers.Serializer):
+    sealed = SealedChunkSerializer(many=True)
+
+
+class SealView(APIView):
+    access = {"POST": Action.RUN_JOBS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=None, responses=SealedSerializer)
+    def post(self, request, scope, name):
+        """Seal the stream's active chunks now (operators and admins), whatever their size and
+        age, so that a compaction run can fold in everything published so far. Segments whose
+        active chunk is empty are left as they are."""
+        stream = get_stream(scope, name)
+        if request.data and not isinstance(request.data, dict):
+            raise FieldError("body", "must be a JSON object")
+        unknown = sorted(set(request.data or {}))
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of a seal (it takes none)")
+        sealed = logs.seal_active_chunks(stream)
+        return Response({"sealed": [{"segment": seg, "chunk": base} for seg, base in sealed]})
 
 
 class TruncationListView(GenericAPIView):

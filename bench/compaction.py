@@ -125,9 +125,9 @@ def reusable(name: str, events: int):
 def build(name: str, events: int, keys: int):
     """The stream, its events published in batches and every chunk sealed (no Parquet copy: a
     run makes them)."""
-    from compaction.runs import seal_active_chunks
     from domain.events import EventIn
     from streams import logs, services
+    from streams.logs import seal_active_chunks
     from streams.models import Stream
 
     Stream.objects.filter(name=name).delete()

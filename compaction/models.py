@@ -26,7 +26,7 @@ class CompactionRun(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
-        SKIPPED = "skipped"  # nothing new to compact
+        SKIPPED = "skipped"  # nothing new to compact, and nothing in the view due to go
         FAILED = "failed"
 
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="compaction_runs")
@@ -43,6 +43,10 @@ class CompactionRun(models.Model):
     keyless_dropped = models.BigIntegerField(default=0)
     tombstones_dropped = models.BigIntegerField(default=0)
     marked_by_retention = models.BigIntegerField(default=0)
+    # per segment, [from, to): offsets after the previous horizon that retention's max limit
+    # deleted before any run folded them in (the view never saw them)
+    missed = models.JSONField(default=dict, blank=True)
+    missed_events = models.BigIntegerField(default=0)
     bytes_before = models.BigIntegerField(default=0)  # payload bytes in: previous view + new events
     bytes_after = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")

@@ -19,17 +19,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from compaction.models import CompactedView, CompactionRun
+from domain.compaction import missed_ranges, view_due_to_drop
 from spark_tasks import load_compaction_job, load_executors, spark_session
 from store import locks as redis_locks
 from store.parquet import SCHEMA as PARQUET_SCHEMA
 from store.parquet import ChunkCopy, CopyFacts
-from streams.logs import stream_log
+from streams.logs import seal_active_chunks, stream_log
 from streams.models import Stream
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,11 @@ class Pending:
     horizon: dict[str, int]  # per segment, the next offset after the last chunk taken
     counts: InputCounts  # what the run reads from them
     copies_made: int  # Parquet copies the run's job made (of these chunks and of younger ones)
+    missed: dict[str, list[int]]  # per segment, [from, to) deleted before any run read them
+
+    @property
+    def missed_events(self) -> int:
+        return sum(to - at for at, to in self.missed.values())
 
 
 @dataclass(frozen=True)
@@ -127,9 +135,12 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
     """The sealed chunks after `horizon`, per segment up to the first one younger than the lag
     (`min_compaction_lag_s`), with their copies made and their contents counted."""
     lag_ms = stream.min_compaction_lag_s * 1000
+    logs = stream_log(stream)
+    missed = missed_ranges(horizon, {s: logs.segment(s).chunk_bases() for s in stream.segment_ids})
     chunks = sealed_after(stream, horizon)
     facts = chunk_copies(chunks)
-    paths, new, counts, young = [], dict(horizon), InputCounts(), set()
+    paths, counts, young = [], InputCounts(), set()
+    new = {**horizon, **{s: to for s, (_, to) in missed.items()}}  # past what is gone
     for chunk, fact in zip(chunks, facts, strict=True):
         if chunk.segment in young:
             continue
@@ -140,7 +151,32 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
         paths.append(Path(fact["copy"]))
         new[chunk.segment] = chunk.next_base
         counts += InputCounts(fact["events"], fact["keyless"], fact["bytes"])
-    return Pending(paths, new, counts, sum(f["made"] for f in facts))
+    return Pending(paths, new, counts, sum(f["made"] for f in facts), missed)
+
+
+def due_to_drop(stream: Stream, view: CompactedView, now: datetime) -> bool:
+    """Whether the view holds something a run over nothing new would drop
+    (`domain.compaction.view_due_to_drop`): read from the generation's two time columns."""
+    if not (view.tombstones or (stream.compacted_view_ages and stream.compacted_retention_s is not None)):
+        return False
+    dataset = pads.dataset(str(view_dir(stream) / view.directory), format="parquet")
+    times = dataset.to_table(columns=["published_at", "tombstone_since"])
+    oldest_event = pc.min(times["published_at"]).as_py()
+    oldest_tombstone = pc.min(times["tombstone_since"]).as_py()
+    return view_due_to_drop(
+        _utc(oldest_event),
+        _utc(oldest_tombstone),
+        now,
+        stream.compacted_retention_s if stream.compacted_view_ages else None,
+        stream.delete_retention_s,
+    )
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    """A time read from a generation (Spark writes UTC instants, read back naive or aware)."""
+    if at is None or at.tzinfo is not None:
+        return at
+    return at.replace(tzinfo=UTC)
 
 
 def becoming_compacted_warnings(stream: Stream, was_compacted: bool) -> list[str]:
@@ -184,13 +220,6 @@ def keyless_events(stream: Stream) -> int:
     return count
 
 
-def seal_active_chunks(stream: Stream) -> None:
-    """`--seal`: seal every segment's active chunk now (tests and operators)."""
-    far = int(time.time() * 1000) + 10 * 365 * 86_400_000
-    for seg_id in stream.segment_ids:
-        stream_log(stream).segment(seg_id).roll_if_due(far)
-
-
 def execute(run: CompactionRun, now: datetime | None = None, seal: bool = False) -> CompactionRun:
     """Do the run (the task, the command and the tests call this)."""
     stream = run.stream
@@ -229,7 +258,7 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         seal_active_chunks(stream)
     current = CompactedView.objects.filter(stream=stream).first()
     pending = pending_chunks(stream, current.horizon if current else {}, int(now.timestamp() * 1000))
-    if not pending.paths:
+    if not pending.paths and not (current and (pending.missed or due_to_drop(stream, current, now))):
         _phase(
             run,
             "nothing new",
@@ -241,7 +270,8 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
         return run
     engine = spark_session().sparkContext.master
     made = f" ({pending.copies_made} Parquet copies made)" if pending.copies_made else ""
-    _phase(run, f"compacting {len(pending.paths)} chunks{made}", chunks=len(pending.paths), engine=engine)
+    doing = f"compacting {len(pending.paths)} chunks{made}" if pending.paths else "dropping what aged from the view"
+    _phase(run, doing, chunks=len(pending.paths), engine=engine)
     directory = view_dir(stream)
     incoming = pending.counts
     config = compaction_job.CompactionSettings(
@@ -289,6 +319,12 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
             marked_by_retention=stats.marked,
             bytes_before=incoming.bytes + (current.bytes if current else 0),
             bytes_after=written["bytes"],
+            missed=pending.missed,
+            missed_events=pending.missed_events,
+        )
+    if pending.missed:
+        log.warning(
+            "compaction of %s: retention's max limit removed %s before the view read them", stream, pending.missed
         )
     remove_leftovers(stream)
     return run
@@ -312,10 +348,13 @@ def write_generation(paths: list[Path], previous: Path | None, now: datetime, co
     compaction_job = load_compaction_job()
 
     spark = spark_session()
-    events = spark.read.parquet(*[str(p) for p in paths])
-    result = compaction_job.compact_with_stats(
-        spark.read.parquet(str(previous)) if previous else None, events, now, config
-    )
+    before = spark.read.parquet(str(previous)) if previous else None
+    if paths:
+        events = spark.read.parquet(*[str(p) for p in paths])
+    else:  # a run that only drops what aged (a quiet stream): the view over no new event
+        assert before is not None
+        events = compaction_job.no_new_events(before)
+    result = compaction_job.compact_with_stats(before, events, now, config)
     # one Spark job: reads the input once, writes the view, and counts (observations)
     compaction_job.in_key_order(result.view).write.mode("overwrite").parquet(str(target))
     return result.stats()

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from access.permissions import can, console_access
@@ -16,7 +17,7 @@ from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
 from console.forms import PolicyForm
-from domain.compaction import outruns_retention
+from domain.compaction import max_may_outrun_compaction
 from retention import services as retention_services
 from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
@@ -149,8 +150,8 @@ def _compaction_context(request, stream, notice: str = "", warn: bool = False) -
             "charted": charted,
             "tallest": max((max(r.bytes_before, r.bytes_after) for r in charted), default=0),
             "interval_s": interval_s,
-            "outruns_retention": outruns_retention(interval_s, policy),
-            "retention_s": policy.min_value if policy is not None and policy.limit_type == "time" else None,
+            "max_outruns": max_may_outrun_compaction(interval_s, policy),
+            "retention_max_s": policy.max_value if policy is not None and policy.limit_type == "time" else None,
             "notice": notice,
             "notice_warns": warn,
         },
@@ -185,6 +186,10 @@ def compact_now(request, scope, name):
     stream = _stream(scope, name)
     if not stream.is_compacted:
         return HttpResponseBadRequest(f"{stream.full_name} is not compacted (cleanup_policy {stream.cleanup_policy})")
+    sealed = ""
+    if request.POST.get("seal") == "1":  # everything published so far goes into this run
+        chunks = logs.seal_active_chunks(stream)
+        sealed = f"Sealed {len(chunks)} active chunk{pluralize(len(chunks))}. " if chunks else "Nothing to seal. "
     try:
         run = queue_run(stream, "console")
     except CompactionBusy:
@@ -195,7 +200,7 @@ def compact_now(request, scope, name):
             notice=f"A compaction of {stream.full_name} is already queued or running: this one was not queued.",
         )
     else:
-        notice = (
+        notice = sealed + (
             f"Compaction #{run.pk} queued."
             if run.state == CompactionRun.State.QUEUED
             else f"Compaction #{run.pk} could not be queued: {run.error}"

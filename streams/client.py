@@ -181,6 +181,18 @@ class Client:
     def set_retention_policy(self, stream: str, **policy) -> dict:
         return self._object("PUT", f"streams/{stream}/retention-policy/", policy)
 
+    def seal(self, stream: str) -> list[dict]:
+        """Seal the stream's active chunks now (operators): `[{segment, chunk}]` sealed."""
+        return self._object("POST", f"streams/{stream}/seal/", {})["sealed"]
+
+    def compact(self, stream: str) -> dict:
+        """Queue a compaction run of a compacted stream now (operators): the run, as queued."""
+        return self._object("POST", f"streams/{stream}/compactions/", {})
+
+    def compactions(self, stream: str) -> list[dict]:
+        """The stream's compaction runs, newest first (the first page)."""
+        return self._object("GET", f"streams/{stream}/compactions/")["results"]
+
     # -- reader groups -------------------------------------------------------------------------
 
     def create_reader_group(self, scope: str, name: str, streams: list[str], **config) -> ReaderGroup:

@@ -4,6 +4,7 @@ Everything above reaches the store through `stream_log(stream)`."""
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,3 +119,17 @@ def refresh_segments(stream: Stream, state: StreamState | None = None) -> Stream
 
 def seal_due_chunks(stream: Stream) -> int:
     return stream_log(stream).seal_due_chunks()
+
+
+def seal_active_chunks(stream: Stream) -> list[tuple[str, int]]:
+    """Seal every segment's active chunk now, whatever its size and age (operators, before a
+    compaction; the API's `seal`): the (segment, chunk base) of each chunk sealed. An empty
+    active chunk stays as it is (there is nothing to seal)."""
+    log = stream_log(stream)
+    far = int(time.time() * 1000) + 10 * 365 * 86_400_000
+    sealed = []
+    for seg_id in stream.segment_ids:
+        path = log.segment(seg_id).roll_if_due(far)
+        if path is not None:
+            sealed.append((seg_id, int(path.name.split(".", 1)[0])))
+    return sealed

@@ -17,9 +17,10 @@ from django.db import connection
 from integration.conftest import _database_url
 
 from compaction.models import CompactionRun
-from compaction.runs import compaction_lock, execute, seal_active_chunks, view_dir, warm_up
+from compaction.runs import compaction_lock, execute, view_dir, warm_up
 from compaction.tasks import compact_due_streams
 from streams import logs
+from streams.logs import seal_active_chunks
 from streams.models import Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -14,7 +14,9 @@ from django.utils import timezone
 from page_text import rows, text
 
 from compaction.models import CompactedView, CompactionRun
-from domain.compaction import outruns_retention
+from domain.compaction import max_may_outrun_compaction
+from domain.events import EventIn
+from streams import logs, services
 
 pytestmark = pytest.mark.django_db
 
@@ -236,44 +238,62 @@ def test_a_stream_that_is_not_compacted_has_no_panel(admin_client):
     assert not CompactionRun.objects.exists()
 
 
-WARNING = "Compaction runs less often than the live log keeps events."
+WARNING = "The max limit may remove events before compaction reads them."
 
 
-def test_it_warns_when_the_interval_outruns_the_time_retention(admin_client, settings):
-    make_stream({"limit_type": "time", "min": 1800})
+def test_it_warns_when_the_interval_is_longer_than_the_time_retentions_max(admin_client, settings):
+    make_stream({"limit_type": "time", "min": 600, "max": 1800})
     page = text(admin_client.get(PAGE).content.decode())
     assert WARNING in page
-    assert "Beat compacts every 1 h ( CBR_COMPACTION_INTERVAL ) but the time retention keeps events for 30 min" in page
+    assert "not past the time retention's max (30 min), and beat compacts only every 1 h" in page
 
 
 @pytest.mark.parametrize(
     "policy, interval_s",
     [
-        ({"limit_type": "time", "min": 7200}, 3600),  # compacted twice before the data may go
-        ({"limit_type": "time", "min": 3600}, 3600),  # just in time
-        ({"limit_type": "size", "min": 10}, 3600),  # no time retention to outrun
+        ({"limit_type": "time", "min": 60, "max": 7200}, 3600),  # compacted twice before the max
+        ({"limit_type": "time", "min": 60, "max": 3600}, 3600),  # just in time
+        ({"limit_type": "time", "min": 1800}, 3600),  # no max: retention waits for the compactor
+        ({"limit_type": "size", "min": 10, "max": 100}, 3600),  # no time to compare with
         ({"limit_type": "none"}, 3600),
         (None, 3600),
     ],
 )
-def test_it_does_not_warn_when_the_interval_fits(admin_client, settings, policy, interval_s):
+def test_it_does_not_warn_when_retention_waits_for_compaction(admin_client, settings, policy, interval_s):
     settings.CBR_COMPACTION_INTERVAL = interval_s
     make_stream(policy)
     page = text(admin_client.get(PAGE).content.decode())
     assert "Compaction" in page and WARNING not in page
 
 
-def test_the_warning_follows_the_interval_setting(admin_client, settings, stream):
-    settings.CBR_COMPACTION_INTERVAL = 3 * 3600  # now longer than the 2 h retention
+def test_the_warning_follows_the_interval_setting(admin_client, settings):
+    make_stream({"limit_type": "time", "min": 60, "max": 7200})
+    settings.CBR_COMPACTION_INTERVAL = 3 * 3600  # now longer than the 2 h max
     page = text(admin_client.get(PANEL, HTTP_HX_REQUEST="true").content.decode())
-    assert WARNING in page and "every 3 h" in page and "keeps events for 2 h" in page
+    assert WARNING in page and "every 3 h" in page and "max (2 h)" in page
 
 
-def test_the_rule_compares_the_interval_with_the_time_minimum(stream):
-    policy = stream.retention_policy
-    assert not outruns_retention(7200, policy)
-    assert outruns_retention(7201, policy)
-    assert not outruns_retention(10**9, None)
+def test_the_rule_compares_the_interval_with_the_time_maximum():
+    policy = factories.make_stream("p", policy={"limit_type": "time", "min": 60, "max": 7200}).retention_policy
+    assert not max_may_outrun_compaction(7200, policy)
+    assert max_may_outrun_compaction(7201, policy)
+    assert not max_may_outrun_compaction(10**9, None)
+
+
+def test_a_run_that_missed_events_says_which(admin_client, stream):
+    add_run(stream, 1, state="succeeded", generation=4, missed={"1": [40, 55]}, missed_events=15, took=2)
+    page = text(admin_client.get(PANEL, HTTP_HX_REQUEST="true").content.decode())
+    assert "Missed 15 events: retention's max limit removed offsets 40–54 of segment 1 before a run read them." in page
+
+
+def test_seal_and_compact_now_seals_the_active_chunks_then_queues_a_run(admin_client, stream, test_broker):
+    services.do_publish(stream, [EventIn(b"x", key=b"k")])
+    answer = admin_client.post(RUN, {"seal": "1"}, HTTP_HX_REQUEST="true")
+    page = text(answer.content.decode())
+    assert "Sealed 1 active chunk. Compaction #" in page and "queued." in page
+    log = logs.stream_log(stream)
+    assert sum(len(log.segment(s).sealed_chunks()) for s in ("0", "1")) == 1
+    assert CompactionRun.objects.filter(stream=stream, trigger="console", state="queued").count() == 1
 
 
 def test_compact_now_queues_a_console_run_and_answers_with_the_panel(admin_client, stream, test_broker):
