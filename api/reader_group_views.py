@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -99,14 +99,35 @@ class ConsumingView(APIView):
 
 
 class TruncationCutView(ConsumingView):
-    @extend_schema(request=TruncationCutSerializer, responses=SubscriptionSerializer)
+    @extend_schema(
+        request=TruncationCutSerializer,
+        responses=PolymorphicProxySerializer(
+            "TruncationCutAnswer",
+            serializers=[
+                SubscriptionSerializer,
+                inline_serializer("StreamCutsPublished", {"streams": SubscriptionSerializer(many=True)}),
+            ],
+            resource_type_field_name=None,
+        ),
+    )
     def post(self, request, scope, name):
+        """Publish the group's acknowledgement cut of one stream (`stream`, `stream_cut`: answers
+        that stream), or of several at once (`stream_cuts`: every cut checked first, all applied or
+        none; answers `{"streams": [...]}`)."""
         group = get_group(scope, name)
+        if isinstance(request.data, dict) and "stream_cuts" in request.data:
+            subs = reader_groups.do_update_truncation_cuts(group, request.data)
+            return Response({"streams": SubscriptionSerializer(_subscriptions([s.pk for s in subs]), many=True).data})
         sub = reader_groups.do_update_truncation_cut(group, request.data)
-        sub = Subscription.objects.select_related("stream__scope", "stream__retention_policy", "reader_group").get(
-            pk=sub.pk
-        )
-        return Response(SubscriptionSerializer(sub).data)
+        return Response(SubscriptionSerializer(_subscriptions([sub.pk])[0]).data)
+
+
+def _subscriptions(pks: list[int]) -> list[Subscription]:
+    """The subscriptions as answers show them, in the order of `pks`."""
+    found = Subscription.objects.select_related("stream__scope", "stream__retention_policy", "reader_group").in_bulk(
+        pks
+    )
+    return [found[pk] for pk in pks]
 
 
 def _body(request, allowed: set[str]) -> dict:

@@ -583,8 +583,14 @@ class CheckpointSerializer(serializers.Serializer):
 
 
 class TruncationCutSerializer(serializers.Serializer):
-    """For the schema: parsed by streams.reader_groups.do_update_truncation_cut."""
+    """For the schema: parsed by streams.reader_groups.do_update_truncation_cut(s). Either
+    `stream` and `stream_cut`, or `stream_cuts` (several streams at once, all or none)."""
 
-    stream = StreamNameField()
-    stream_cut = StreamCutField()
+    stream = StreamNameField(required=False)
+    stream_cut = StreamCutField(required=False)
+    stream_cuts = serializers.DictField(
+        child=StreamCutField(),
+        required=False,
+        help_text='several streams\' cuts at once: {"scope/name": {"0": 120, …}, …}; all applied or none',
+    )
     generation = serializers.IntegerField(required=False)

@@ -56,6 +56,43 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
     return sub, cut
 
 
+def check_truncation_cuts(group: ReaderGroup, body: dict) -> list[tuple[Subscription, dict[str, int]]]:
+    """Pravega's updateTruncationStreamCut with a map of streams: `{stream_cuts: {"scope/name":
+    cut, …}, generation?}`. Every cut is checked as a single one is (`check_truncation_cut`)
+    before any is applied; a refusal names the first failing stream (`stream_cuts.<scope/name>`)
+    with that stream's code, and its details list every stream's failure by name."""
+    unknown = sorted(set(body) - {"stream_cuts", "generation"})
+    if unknown:
+        raise FieldError(unknown[0], "is not a field of a truncation cut of several streams")
+    cuts = body.get("stream_cuts")
+    if not isinstance(cuts, dict) or not cuts:
+        raise FieldError("stream_cuts", 'must be an object {"scope/name": stream cut, …} naming at least one stream')
+    check_generation(group, body.get("generation"))
+    checked, failures = [], {}
+    for name, cut in cuts.items():
+        try:
+            checked.append(check_truncation_cut(group, {"stream": name, "stream_cut": cut}))
+        except FieldError as exc:
+            failures[str(name)] = {"code": exc.code, "field": exc.field, "message": exc.message}
+    if failures:
+        name, first = next(iter(failures.items()))
+        where = "" if first["field"] == "stream" else f" ({first['field']})"
+        raise FieldError(
+            f"stream_cuts.{name}",
+            f"{first['message']}{where}; nothing was applied",
+            first["code"],
+            {"errors": failures},
+        )
+    return checked
+
+
+def publish_cuts(checked: list[tuple[Subscription, dict[str, int]]]) -> list[Subscription]:
+    """Write several checked cuts at once: all of them, or (a cut found behind under its lock)
+    none."""
+    with transaction.atomic():
+        return [publish_cut(sub, cut) for sub, cut in checked]
+
+
 def publish_cut(sub: Subscription, cut: dict[str, int]) -> Subscription:
     """Write a checked cut (`check_truncation_cut`), the row locked and checked again."""
     with transaction.atomic():

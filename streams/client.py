@@ -286,6 +286,21 @@ class ReaderGroup:
     def release(self, checkpoint: str) -> dict:
         return self.client._object("POST", self._path + f"checkpoints/{checkpoint}/release/")
 
+    def publish_cut(self, stream: str, cut: dict[str, int], generation: int | None = None) -> dict:
+        """A MANUAL subscriber's acknowledgement cut of one stream ("scope/name")."""
+        body: dict = {"stream": stream, "stream_cut": cut}
+        if generation is not None:
+            body["generation"] = generation
+        return self.client._object("POST", self._path + "truncation-cut/", body)
+
+    def publish_cuts(self, cuts: dict[str, dict[str, int]], generation: int | None = None) -> list[dict]:
+        """Cuts of several streams at once (`{"scope/name": cut}`): all applied, or none (the
+        refusal, a `CBRError`, names the first failing stream and lists every failure)."""
+        body: dict = {"stream_cuts": cuts}
+        if generation is not None:
+            body["generation"] = generation
+        return self.client._object("POST", self._path + "truncation-cut/", body)["streams"]
+
     def consume(
         self,
         max_events: int = 100,

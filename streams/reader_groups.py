@@ -14,7 +14,14 @@ from django.utils import timezone
 
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from streams.acknowledgement import check_generation, check_truncation_cut, publish_cut, set_acknowledgement_cut
+from streams.acknowledgement import (
+    check_generation,
+    check_truncation_cut,
+    check_truncation_cuts,
+    publish_cut,
+    publish_cuts,
+    set_acknowledgement_cut,
+)
 from streams.consuming import current_floors, forget_trackers, tracker_names
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
@@ -174,3 +181,8 @@ def do_update_reader_group(
 
 def do_update_truncation_cut(group: ReaderGroup, body: object) -> Subscription:
     return publish_cut(*check_truncation_cut(group, body))
+
+
+def do_update_truncation_cuts(group: ReaderGroup, body: dict) -> list[Subscription]:
+    """Several streams' cuts at once (`stream_cuts`): all applied, or none."""
+    return publish_cuts(check_truncation_cuts(group, body))

@@ -20,6 +20,7 @@ from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
 from retention import services as retention_services
 from streams import reader_groups, services
+from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
 
 ROLES = ("viewer", "operator", "admin")
@@ -90,6 +91,12 @@ def publish(stream: Stream, count: int, payload: bytes = b"x", *, routing_key: b
     """`count` events of the same payload (`publish(stream, 7, b"x" * 30)`: seven of 30 bytes) in
     one batch; returns their positions."""
     return services.do_publish(stream, [EventIn(payload, routing_key=routing_key)] * count)
+
+
+def routing_key_for(stream: Stream, segment: str) -> bytes:
+    """A routing key the stream routes to `segment`."""
+    log = stream_log(stream)
+    return next(k for k in (f"k{i}".encode() for i in range(10_000)) if log.route(k) == segment)
 
 
 def make_group(

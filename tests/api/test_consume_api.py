@@ -20,9 +20,7 @@ URL = "/api/v1/reader-groups/"
 G = URL + "shop/billing/"
 
 
-def key_for(stream, segment: str) -> bytes:
-    log = logs.stream_log(stream)
-    return next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == segment)
+key_for = factories.routing_key_for
 
 
 @pytest.fixture

@@ -1,0 +1,49 @@
+"""The Python client's operations beyond consuming, against a live server: several streams' cuts
+at once (and the refusal it raises), sealing, queueing a compaction."""
+
+import factories
+import pytest
+
+from streams.client import CBRError, Client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def client(live_server, admin_user):
+    with Client(live_server.url, token=factories.token_for(admin_user)) as c:
+        yield c
+
+
+def test_a_group_publishes_several_streams_cuts_at_once_or_none(client):
+    for name in ("a", "b"):
+        client.create_stream("shop", name)
+        client.publish(f"shop/{name}", ["x"] * 5)
+    group = client.create_reader_group(
+        "shop", "billing", ["shop/a", "shop/b"], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+    )
+
+    published = group.publish_cuts({"shop/a": {"0": 2}, "shop/b": {"0": 5}})
+
+    assert [(s["stream"], s["acknowledgement_cut"]) for s in published] == [("shop/a", {"0": 2}), ("shop/b", {"0": 5})]
+    with pytest.raises(CBRError) as refused:
+        group.publish_cuts({"shop/a": {"0": 3}, "shop/b": {"0": 9}})
+    assert (refused.value.status, refused.value.code, refused.value.field) == (
+        400,
+        "stream_cut_not_valid",
+        "stream_cuts.shop/b",
+    )
+    assert [s["acknowledgement_cut"] for s in group.info()["streams"]] == [{"0": 2}, {"0": 5}]  # none applied
+    assert group.publish_cut("shop/a", {"0": 3}, generation=0)["acknowledgement_cut"] == {"0": 3}
+
+
+def test_an_operator_seals_and_queues_a_compaction(client, test_broker):
+    client.create_stream("shop", "profiles", cleanup_policy="compact")
+    client.publish("shop/profiles", [{"key": "A", "payload": "1"}])
+
+    assert client.seal("shop/profiles") == [{"segment": "0", "chunk": 0}]
+    assert client.seal("shop/profiles") == []  # the new active chunk is empty
+    run = client.compact("shop/profiles")
+
+    assert (run["state"], run["trigger"]) == ("queued", "api")
+    assert [r["id"] for r in client.compactions("shop/profiles")] == [run["id"]]
