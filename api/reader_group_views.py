@@ -226,6 +226,25 @@ class CheckpointListView(ConsumingView):
         return Response(CheckpointSerializer(cp).data, status=status.HTTP_201_CREATED)
 
 
+class CheckpointDetailView(APIView):
+    """One checkpoint: read it, or delete it (people who may consume, or the group's own key)."""
+
+    access = {"GET": Action.VIEW, "DELETE": Action.CONSUME}
+    access_target = TargetKind.READER_GROUP
+
+    @extend_schema(responses=CheckpointSerializer)
+    def get(self, request, scope, name, checkpoint):
+        group = _group_for_consuming(scope, name)
+        return Response(CheckpointSerializer(consuming.get_checkpoint(group, checkpoint)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, scope, name, checkpoint):
+        """Delete the checkpoint. An acknowledgement cut released at it stays where it is."""
+        group = _group_for_consuming(scope, name)
+        consuming.do_delete_checkpoint(group, checkpoint)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 class CheckpointReleaseView(ConsumingView):
     @extend_schema(
         request=None, responses=inline_serializer("CheckpointReleased", {"streams": SubscriptionSerializer(many=True)})

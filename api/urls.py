@@ -35,7 +35,12 @@ urlpatterns = [
     path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),
     path(RG + "checkpoints/", reader_group_views.CheckpointListView.as_view(), name="api-checkpoints"),
     path(
-        RG + "checkpoints/<name:checkpoint>/release/",
+        RG + "checkpoints/<checkpoint:checkpoint>/",
+        reader_group_views.CheckpointDetailView.as_view(),
+        name="api-checkpoint",
+    ),
+    path(
+        RG + "checkpoints/<checkpoint:checkpoint>/release/",
         reader_group_views.CheckpointReleaseView.as_view(),
         name="api-checkpoint-release",
     ),

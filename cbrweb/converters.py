@@ -1,4 +1,4 @@
-"""The path converters both edges route with (`<name:…>`, `<key_prefix:…>`), registered by
+"""The path converters both edges route with (`<name:…>`, `<checkpoint:…>`, `<key_prefix:…>`), registered by
 cbrweb/urls.py before it includes the API's and the console's routes."""
 
 from django.urls import register_converter
@@ -25,3 +25,13 @@ class KeyPrefixConverter(NameConverter):
 
 
 register_converter(KeyPrefixConverter, "key_prefix")
+
+
+class CheckpointNameConverter(NameConverter):
+    """A checkpoint's name: a name, or also with ':' (`streams.consuming.check_checkpoint_name`
+    allows it, so a checkpoint named `v2:batch-7` must be addressable)."""
+
+    regex = r"[A-Za-z0-9_.:-]{1,128}"
+
+
+register_converter(CheckpointNameConverter, "checkpoint")

@@ -16,6 +16,11 @@ urlpatterns = [
     path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
     path("reader-groups/", views.reader_group_list, name="reader-groups"),
     path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
+    path(
+        "reader-groups/<name:scope>/<name:name>/checkpoints/<checkpoint:checkpoint>/delete/",
+        views.delete_checkpoint,
+        name="checkpoint-delete",
+    ),
     path("api-keys/", access_views.api_keys, name="api-keys"),
     path("api-keys/<key_prefix:prefix>/revoke/", access_views.revoke_api_key, name="api-key-revoke"),
 ]

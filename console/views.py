@@ -18,12 +18,13 @@ from compaction.tasks import queue_run
 from console import charts
 from console.forms import PolicyForm
 from domain.compaction import max_may_outrun_compaction
+from domain.errors import FieldError
 from retention import services as retention_services
 from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
-from streams import logs
+from streams import consuming, logs
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Stream
 from streams.projections.delayed import delayed_state
@@ -273,6 +274,32 @@ def reader_group_detail(request, scope, name):
     context = {"group": group, "overview": group_overview(group)}
     if htmx_partial(request):
         return render(request, "streams/reader_group.html#group-positions", context)
-    context["checkpoints"] = group.checkpoints.all()[:10]
+    context.update(_checkpoints_context(request, group))
     context["checkpoint_interval_s"] = checkpoint_interval_s(group)
     return render(request, "streams/reader_group.html", context)
+
+
+def _checkpoints_context(request, group: ReaderGroup, notice: str = "") -> dict:
+    return {
+        "group": group,
+        "checkpoints": group.checkpoints.all()[:10],
+        "can_consume": can(request, Action.CONSUME),
+        "checkpoint_notice": notice,
+    }
+
+
+@console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
+def delete_checkpoint(request, scope, name, checkpoint):
+    """Delete one of the group's checkpoints; answer with the checkpoints panel (htmx) or go back
+    to the group's page."""
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    try:
+        consuming.do_delete_checkpoint(group, checkpoint)
+        notice = f"Checkpoint {checkpoint} deleted."
+    except FieldError:
+        notice = f"There is no checkpoint {checkpoint} (already deleted?)."
+    if htmx_partial(request):
+        return render(
+            request, "streams/reader_group.html#checkpoints-panel", _checkpoints_context(request, group, notice)
+        )
+    return redirect("console:reader-group", scope=scope, name=name)

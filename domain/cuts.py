@@ -105,3 +105,13 @@ def moves_head(target: Cut, head: Cut) -> bool:
     """A truncation at `target` happens only when it is strictly ahead of the head on some
     segment and behind it on none; anything else is a silent no-op."""
     return compare(target, head) is Order.EQUAL_OR_AFTER and any(target[s] > head[s] for s in target)
+
+
+def checkpoint_expired(cuts: Mapping[str, Cut], heads: Mapping[str, Cut]) -> bool:
+    """PDP-47: a persisted checkpoint has expired once it lies wholly before the streams' heads:
+    on every stream it names that still exists (`heads`, by name), every segment's offset is
+    behind that segment's head, so it records no position that is still readable. One that
+    names no stream that still exists has expired too. (A checkpoint behind the head on some
+    segments only is still worth keeping: released, those offsets count as at the head.)"""
+    known = [(cut, heads[name]) for name, cut in cuts.items() if name in heads]
+    return all(all(int(cut.get(s, 0)) < h for s, h in head.items()) for cut, head in known)

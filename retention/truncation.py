@@ -20,9 +20,10 @@ from retention.models import TruncationRecord
 from retention.set_store import as_records, read_sets, write_sets
 from store.segment import TruncateResult
 from store.store import StreamLog, truncate_many
+from streams.consuming import drop_expired_persisted
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
-from streams.models import Checkpoint, Segment, Stream
+from streams.models import Checkpoint, ReaderGroup, Segment, Stream
 
 # (the stream, its log, its record, the cumulative size at each offset of the cut where known)
 Planned = tuple[Stream, StreamLog, TruncationRecord, dict[str, int] | None]
@@ -77,10 +78,12 @@ def pending_truncations(pks: list[int]) -> list[TruncationRecord]:
 def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> None:
     """After truncations (stream id → (its name, its new head)): a checkpoint that is not
     persisted expires once its cut of a stream lies behind that stream's head on some segment,
-    since a reader group could no longer restart from it. Persisted checkpoints are the user's to
-    release or delete."""
+    since a reader group could no longer restart from it. A persisted one expires once it lies
+    wholly before the heads of every stream it names (PDP-47; `domain.cuts.checkpoint_expired`):
+    until then it can still be released (the offsets behind a head count as at it)."""
+    truncated = list(heads)
     candidates = Checkpoint.objects.filter(
-        persist=False, reader_group__subscription__stream_id__in=list(heads)
+        persist=False, reader_group__subscription__stream_id__in=truncated
     ).distinct()
     names = {name: head for name, head in heads.values()}
     expired = []
@@ -92,6 +95,9 @@ def drop_expired_checkpoints(heads: dict[int, tuple[str, dict[str, int]]]) -> No
                 break
     if expired:
         Checkpoint.objects.filter(pk__in=expired).delete()
+    keeping = ReaderGroup.objects.filter(checkpoints__persist=True, subscription__stream_id__in=truncated).distinct()
+    for group in keeping.select_related("scope"):
+        drop_expired_persisted(group, names)
 
 
 def _apply(planned: list[Planned], own: bool) -> None:

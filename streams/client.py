@@ -283,6 +283,14 @@ class ReaderGroup:
     def checkpoint(self, name: str, persist: bool = False) -> dict:
         return self.client._object("POST", self._path + "checkpoints/", {"name": name, "persist": persist})
 
+    def checkpoints(self) -> list[dict]:
+        """The group's latest checkpoints (the last 100), newest first."""
+        return self.client._object("GET", self._path + "checkpoints/")["results"]
+
+    def delete_checkpoint(self, name: str) -> None:
+        """Delete a checkpoint (a cut released at it stays)."""
+        self.client.request("DELETE", self._path + f"checkpoints/{name}/")
+
     def release(self, checkpoint: str) -> dict:
         return self.client._object("POST", self._path + f"checkpoints/{checkpoint}/release/")
 

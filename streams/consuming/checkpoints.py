@@ -8,12 +8,13 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from domain.cuts import checkpoint_expired
 from domain.errors import FieldError
 from store.redis_connection import get_redis
 from streams.acknowledgement import check_truncation_cut, publish_cut, set_acknowledgement_cut
 from streams.consuming.positions import Slot, last_seen, persist_floors, slots
 from streams.logs import stream_log
-from streams.models import Checkpoint, ReaderGroup, RetentionType, Subscription
+from streams.models import Checkpoint, ReaderGroup, RetentionType, Stream, Subscription
 from streams.signals import holds_released
 
 AUTO_PREFIX = "auto-"
@@ -70,6 +71,7 @@ def do_checkpoint(group: ReaderGroup, name: str, persist: bool = False) -> Check
                 _publish(group, cuts)
     except IntegrityError:
         raise FieldError("name", f"{group} already has a checkpoint {name}", "duplicate") from None
+    drop_expired_persisted(group)
     return cp
 
 
@@ -100,9 +102,7 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
     """A MANUAL subscriber releases at a persisted checkpoint: its cuts become the group's
     acknowledgement cuts, validated as any published cut is (within [head, tail], not behind
     the previous cut)."""
-    cp = Checkpoint.objects.filter(reader_group=group, name=name).first()
-    if cp is None:
-        raise FieldError("checkpoint", f"{group} has no checkpoint {name}", "checkpoint_not_found")
+    cp = get_checkpoint(group, name)
     if group.retention_type != RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT:
         raise FieldError(
             "retention_type",
@@ -113,9 +113,59 @@ def do_release_checkpoint(group: ReaderGroup, name: str) -> list[Subscription]:
         raise FieldError(
             "checkpoint", f"{name} is not persisted: only persisted checkpoints are released", "not_persisted"
         )
-    checked = [check_truncation_cut(group, {"stream": s, "stream_cut": cut}) for s, cut in cp.cuts.items()]
+    checked = [
+        check_truncation_cut(group, {"stream": s, "stream_cut": _raised_to_head(s, cut)}) for s, cut in cp.cuts.items()
+    ]
     with transaction.atomic():
-        return [publish_cut(*c) for c in checked]
+        published = [publish_cut(*c) for c in checked]
+    drop_expired_persisted(group)
+    return published
+
+
+def _raised_to_head(stream_name: str, cut: dict[str, int]) -> dict[str, int]:
+    """A checkpoint's cut of a stream with every offset behind the segment's head raised to it:
+    what lies before the head is gone, so "processed up to here" there means "up to the head"
+    (a checkpoint a truncation overtook on some segment can still be released). A stream that
+    no longer exists is left to the cut's own checks."""
+    scope, _, name = stream_name.partition("/")
+    stream = Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
+    if stream is None:
+        return cut
+    head = stream_log(stream).head_cut()
+    return {s: max(int(o), head[s]) if s in head and isinstance(o, int) else o for s, o in cut.items()}
+
+
+def get_checkpoint(group: ReaderGroup, name: str) -> Checkpoint:
+    cp = Checkpoint.objects.filter(reader_group=group, name=name).first()
+    if cp is None:
+        raise FieldError("checkpoint", f"{group} has no checkpoint {name}", "checkpoint_not_found")
+    return cp
+
+
+def do_delete_checkpoint(group: ReaderGroup, name: str) -> None:
+    """Delete one of the group's checkpoints (persisted or not). An acknowledgement cut released
+    at it stays: the cut is the group's, the checkpoint only recorded where it was."""
+    get_checkpoint(group, name).delete()
+
+
+def drop_expired_persisted(group: ReaderGroup, heads: dict[str, dict[str, int]] | None = None) -> int:
+    """PDP-47: at every checkpoint update, the persisted checkpoints that have expired, those that
+    lie wholly before the streams' heads (`domain.cuts.lies_before_head`), are deleted, so the
+    list does not grow for ever. `heads`: the heads by stream name where the caller knows them.
+    How many were deleted."""
+    persisted = list(Checkpoint.objects.filter(reader_group=group, persist=True).only("pk", "cuts"))
+    if not persisted:
+        return 0
+    heads = dict(heads or {})
+    for name in {n for cp in persisted for n in (cp.cuts or {})} - set(heads):
+        scope, _, stream_name = name.partition("/")
+        stream = Stream.objects.filter(scope__name=scope, name=stream_name).select_related("scope").first()
+        if stream is not None:
+            heads[name] = stream_log(stream).head_cut()
+    expired = [cp.pk for cp in persisted if checkpoint_expired(cp.cuts or {}, heads)]
+    if expired:
+        Checkpoint.objects.filter(pk__in=expired).delete()
+    return len(expired)
 
 
 def _publish(group: ReaderGroup, cuts: dict[str, dict[str, int]]) -> None:

@@ -47,3 +47,18 @@ def test_an_operator_seals_and_queues_a_compaction(client, test_broker):
 
     assert (run["state"], run["trigger"]) == ("queued", "api")
     assert [r["id"] for r in client.compactions("shop/profiles")] == [run["id"]]
+
+
+def test_a_group_lists_and_deletes_its_checkpoints(client):
+    client.create_stream("shop", "orders")
+    group = client.create_reader_group(
+        "shop", "billing", ["shop/orders"], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+    )
+    group.checkpoint("a", persist=True)
+    group.checkpoint("b")
+    assert [c["name"] for c in group.checkpoints()] == ["b", "a"]
+    group.delete_checkpoint("a")
+    assert [c["name"] for c in group.checkpoints()] == ["b"]
+    with pytest.raises(CBRError) as missing:
+        group.delete_checkpoint("a")
+    assert (missing.value.status, missing.value.code) == (404, "checkpoint_not_found")

@@ -281,3 +281,31 @@ def test_metrics_sum_a_groups_segments_per_stream(client, api):
     labels = 'reader_group="shop/wide",stream="shop/clicks"'
     assert f"cbr_reader_group_pending{{{labels}}} 6.0" in text_
     assert f"cbr_reader_group_floor_lag_events{{{labels}}} 40.0" in text_
+
+
+def test_a_checkpoint_is_deleted_from_the_group_page_after_a_confirmation(admin_client, api, stream):
+    create(api)
+    for name in ("keep", "drop"):
+        api.post(G + "checkpoints/", {"name": name, "persist": True}, format="json")
+    page = admin_client.get(PAGE).content.decode()
+    assert 'hx-confirm="Delete checkpoint drop?' in page
+
+    answer = admin_client.post(PAGE + "checkpoints/drop/delete/", HTTP_HX_REQUEST="true")
+
+    fragment = text(answer.content.decode())
+    assert answer.status_code == 200 and "Checkpoint drop deleted." in fragment
+    assert "keep" in fragment and "drop persisted" not in fragment
+    assert [c["name"] for c in api.get(G + "checkpoints/").json()["results"]] == ["keep"]
+    # without JavaScript: back to the page
+    assert admin_client.post(PAGE + "checkpoints/keep/delete/").status_code == 302
+    assert api.get(G + "checkpoints/").json()["results"] == []
+
+
+def test_a_viewer_sees_checkpoints_without_a_delete_button(client, plain_user, api, stream):
+    create(api)
+    api.post(G + "checkpoints/", {"name": "keep", "persist": True}, format="json")
+    client.force_login(plain_user)
+    page = client.get(PAGE).content.decode()
+    assert "keep" in page and "Delete checkpoint" not in page
+    assert client.post(PAGE + "checkpoints/keep/delete/").status_code == 403
+    assert [c["name"] for c in api.get(G + "checkpoints/").json()["results"]] == ["keep"]
