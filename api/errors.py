@@ -35,6 +35,7 @@ STATUS_OF_CODE = {
     "subscriber_not_found": 404,
     "reader_group_not_found": 404,
     "checkpoint_not_found": 404,
+    "ack_policy_none": 409,
     "duplicate": 409,
     "compaction_running": 409,
     "generation_mismatch": 409,

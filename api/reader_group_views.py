@@ -198,7 +198,11 @@ class NackView(ConsumingView):
         body = NackRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data
-        return _ack_answer(consuming.nack(group, args["delivery_ids"], args["delay_ms"], args["reason"], group_slots))
+        return _ack_answer(
+            consuming.nack(
+                group, args["delivery_ids"], args["delay_ms"], args["reason"], group_slots, sink=args["sink"]
+            )
+        )
 
 
 class CheckpointListView(ConsumingView):

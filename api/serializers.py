@@ -15,6 +15,7 @@ from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from retention.models import RetentionPolicy, TruncationRecord
 from streams.models import (
+    AckPolicyChoice,
     CleanupPolicy,
     OnMaxLimit,
     OnPoison,
@@ -393,6 +394,20 @@ class RetentionSetRecordSerializer(serializers.Serializer):
     cut = serializers.JSONField()
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0, "maximum": 7 * 86400},
+        "minItems": 1,
+        "nullable": True,
+        "description": "seconds before the n-th redelivery (the last repeats); at most max_deliveries values",
+        "example": [1, 5, 30],
+    }
+)
+class BackoffField(serializers.JSONField):
+    """For the schema: a list of seconds, checked by domain.acks.check_backoff."""
+
+
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group"
 
@@ -409,6 +424,8 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     read_compacted = StrictBooleanField(default=False)
+    backoff_s = BackoffField(required=False, allow_null=True)
+    ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, default="explicit")
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -464,6 +481,8 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "max_ack_pending",
             "checkpoint_interval_s",
             "read_compacted",
+            "backoff_s",
+            "ack_policy",
             "last_checkpoint_at",
             "generation",
             "streams",
@@ -520,6 +539,8 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
     checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     read_compacted = StrictBooleanField(required=False)
+    backoff_s = BackoffField(required=False, allow_null=True)
+    ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, required=False)
 
     def validate_sinks(self, value):
         return valid_sinks(value)
@@ -536,8 +557,15 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
 class DeliverySerializer(EventOutSerializer):
     delivery_id = serializers.CharField()
     delivery_count = serializers.IntegerField()
-    lease_expires_at = serializers.DateTimeField()
+    lease_expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="null for a group with ack_policy none: nothing is leased"
+    )
     stream = serializers.CharField()
+    sinks_pending = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="fan-out groups only: the sinks that have not acknowledged this event (a redelivery is for them)",
+    )
 
 
 class ReadAnswerSerializer(serializers.Serializer):
@@ -558,8 +586,18 @@ class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a nack"
 
     delivery_ids = DeliveryIdsField(help_text="the delivery ids to give back")
-    delay_ms = StrictIntegerField(min_value=0, max_value=7 * 86400 * 1000, default=0)
+    delay_ms = StrictIntegerField(
+        min_value=0,
+        max_value=7 * 86400 * 1000,
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="wait this long before the redelivery; absent: the group's backoff_s (none: at once)",
+    )
     reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+    sink = StrictCharField(
+        max_length=64, required=False, default=None, help_text="fan-out groups: the sink giving it back"
+    )
 
 
 class AckAnswerSerializer(serializers.Serializer):

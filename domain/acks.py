@@ -16,6 +16,14 @@ State per (group, segment):
 - `dead`: offsets out of deliveries under `dead_letter`, each with the time its append to the
   dead-letter stream was claimed. They count as processed only once that append is done
   (`dead_lettered`); a claim older than a lease is handed out again (the appender crashed).
+- `sinks_acked`: for fan-out groups, the sinks that acknowledged an offset not yet processed,
+  kept across its redeliveries (the RFC's "done when every exporter acked": a redelivery is for
+  the sinks that have not).
+
+Redelivery waits: an expired lease, or a nack without a delay of its own, is due again after the
+group's backoff (`redelivery_delay`, JetStream's `BackOff`); none, at once. A group whose
+`ack_policy` is `none` (at-most-once, the RFC's opt-out, JetStream's `AckNone`) counts a delivery
+as processed when it is handed out: nothing is leased, nothing comes again.
 
 A delivery id names (offset, epoch): an acknowledgement of an older epoch (the lease expired and
 was handed to another consumer) is refused, so the new holder's work is never lost.
@@ -23,10 +31,12 @@ was handed to another consumer) is refused, so the new holder's work is never lo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
+
+from domain.errors import FieldError
 
 
 class Poison(str, Enum):
@@ -35,12 +45,49 @@ class Poison(str, Enum):
     HALT = "halt"
 
 
+class AckPolicy(str, Enum):
+    EXPLICIT = "explicit"  # at-least-once: processed once acknowledged (the default)
+    NONE = "none"  # at-most-once: processed when handed out
+
+
+MAX_BACKOFF_S = 7 * 86_400  # a redelivery waits a week at most, as a nack's delay
+
+
+def check_backoff(value: object, max_deliveries: int, field: str = "backoff_s") -> tuple[float, ...]:
+    """A group's backoff as sent: a non-empty list of seconds (numbers from 0 to a week), at most
+    `max_deliveries` long (a delivery is redelivered fewer times than that); `None` clears it."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise FieldError(field, "must be a non-empty list of seconds, e.g. [1, 5, 30] (null: no backoff)")
+    if len(value) > max_deliveries:
+        raise FieldError(
+            field, f"holds {len(value)} waits; at most max_deliveries ({max_deliveries}), one per redelivery"
+        )
+    out = []
+    for i, wait in enumerate(value):
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait != wait:
+            raise FieldError(f"{field}[{i}]", "must be a number of seconds")
+        if not 0 <= wait <= MAX_BACKOFF_S:
+            raise FieldError(f"{field}[{i}]", f"must be from 0 to {MAX_BACKOFF_S} seconds")
+        out.append(float(wait))
+    return tuple(out)
+
+
+def redelivery_delay(backoff: Sequence[float], epoch: int) -> float:
+    """Seconds before the redelivery of a delivery in its `epoch`-th hand-out (its lease expired,
+    or it was given back without a delay of its own): the `epoch`-th value of the group's backoff,
+    the last one repeating (JetStream's `BackOff`); no backoff, none."""
+    if not backoff:
+        return 0.0
+    return float(backoff[min(epoch, len(backoff)) - 1])
+
+
 @dataclass
 class Lease:
     consumer: str
     expires_at: float
     epoch: int  # 1 for the first delivery, then one more per redelivery
-    sinks_acked: set[str] = field(default_factory=set)
 
 
 class Delivery(NamedTuple):
@@ -63,6 +110,8 @@ class HandOut:
     missed: int  # events truncated away before this group processed them
     floor: int
     next: int  # the next offset never handed out, after this hand-out
+    # redelivered offsets some of whose sinks acknowledged them already (fan-out groups)
+    sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,6 +130,7 @@ class SegmentAcks:
     epochs: dict[int, int] = field(default_factory=dict)  # deliveries so far, above the floor
     poisoned: dict[int, str] = field(default_factory=dict)  # offset -> what on_poison did
     dead: dict[int, float] = field(default_factory=dict)  # offset -> when its append was claimed
+    sinks_acked: dict[int, set[str]] = field(default_factory=dict)  # offset -> sinks that acked it
     halted_at: int | None = None
     started: bool = False
 
@@ -103,6 +153,8 @@ class SegmentAcks:
         released: float = 0.0,
         index_live: bool = True,
         present: Collection[int] | None = None,
+        backoff: Sequence[float] = (),
+        ack_policy: AckPolicy = AckPolicy.EXPLICIT,
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -120,7 +172,9 @@ class SegmentAcks:
         the first delayed event instead: recovery skips what is due by then, so nothing it
         skips may be passed over before. `present`, for a group reading a compacted view, holds
         the offsets the view has (within `scan_until`): the others were compacted away and
-        count as processed without a delivery.
+        count as processed without a delivery. `backoff`: how long an expired lease waits before
+        it is handed out again (`redelivery_delay`). Under `ack_policy` none every delivery handed
+        out counts as processed at once (at-most-once).
         An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
         a halted segment resumes once `max_deliveries` is raised above the halted offset's
         deliveries (it is delivered again) or `on_poison` is no longer `halt` (it is poisoned
@@ -131,7 +185,7 @@ class SegmentAcks:
         elif floor > self.floor:
             self._drop_below(floor)
         missed = self.skip_to(head)
-        self.expire(now)
+        self.expire(now, backoff)
         dead = [o for o, claimed in self.dead.items() if claimed + lease_s <= now]
         for offset in dead:
             self.dead[offset] = now
@@ -169,7 +223,12 @@ class SegmentAcks:
             if due is not None and due > now and due > released:
                 continue  # the shared index hands it back when due
             out.append(self._lease(offset, consumer, now, lease_s))
-        return HandOut(out, sorted(dead), missed, self.floor, self.next)
+        done = {d.offset: tuple(sorted(self.sinks_acked[d.offset])) for d in out if self.sinks_acked.get(d.offset)}
+        if ack_policy is AckPolicy.NONE:
+            for delivery in out:  # processed when handed out: no lease to wait for
+                del self.leases[delivery.offset]
+                self._processed(delivery.offset)
+        return HandOut(out, sorted(dead), missed, self.floor, self.next, done)
 
     def fan_out(self, due: Mapping[int, float]) -> list[int]:
         """Delayed events the stream's index released (offset -> delivery time): each one this
@@ -198,12 +257,14 @@ class SegmentAcks:
         self.leases[offset] = Lease(consumer, now + lease_s, epoch)
         return Delivery(offset, epoch)
 
-    def expire(self, now: float) -> list[int]:
-        """Leases past their expiry become due for redelivery at once."""
+    def expire(self, now: float, backoff: Sequence[float] = ()) -> list[int]:
+        """Leases past their expiry become due for redelivery: at once, or with a backoff, that
+        long after the lease expired (not before now)."""
         gone = [o for o, lease in self.leases.items() if lease.expires_at <= now]
         for offset in gone:
-            del self.leases[offset]
-            self.retry[offset] = now
+            lease = self.leases.pop(offset)
+            due = lease.expires_at + redelivery_delay(backoff, lease.epoch) if backoff else now
+            self.retry[offset] = max(now, due)
         return gone
 
     # -- acknowledging -------------------------------------------------------------------------
@@ -222,23 +283,41 @@ class SegmentAcks:
         if required:
             if sink not in required:
                 return AckResult(False, "unknown-sink")
-            lease.sinks_acked.add(sink)
-            if not required <= lease.sinks_acked:  # a sink no longer declared counts for nothing
+            acked = self.sinks_acked.setdefault(delivery.offset, set())
+            acked.add(sink)
+            if not required <= acked:  # a sink no longer declared counts for nothing
                 return AckResult(False, "waiting-for-sinks")
         del self.leases[delivery.offset]
         self._processed(delivery.offset)
         return AckResult(True)
 
-    def nack(self, delivery: Delivery, now: float, delay_s: float = 0.0) -> AckResult:
-        """Give a delivery back: it is handed out again once `delay_s` has passed."""
+    def nack(
+        self,
+        delivery: Delivery,
+        now: float,
+        delay_s: float | None = 0.0,
+        backoff: Sequence[float] = (),
+        sink: str | None = None,
+    ) -> AckResult:
+        """Give a delivery back: it is handed out again once `delay_s` has passed (None: the
+        group's backoff). The sinks that acknowledged it stay acknowledged; a sink that gives it
+        back (`sink`) is one that has not."""
         lease = self.leases.get(delivery.offset)
         if lease is None:
             return AckResult(False, "unknown")
         if lease.epoch != delivery.epoch:
             return AckResult(False, "stale")
         del self.leases[delivery.offset]
-        self.retry[delivery.offset] = now + delay_s
+        if sink is not None and delivery.offset in self.sinks_acked:
+            self.sinks_acked[delivery.offset].discard(sink)
+        delay = redelivery_delay(backoff, lease.epoch) if delay_s is None else delay_s
+        self.retry[delivery.offset] = now + delay
         return AckResult(True)
+
+    def sinks_pending(self, offset: int, sinks: Iterable[str]) -> list[str]:
+        """The declared sinks that have not acknowledged the offset yet, in order."""
+        acked = self.sinks_acked.get(offset, set())
+        return [s for s in sorted(sinks) if s not in acked]
 
     def poison(self, offset: int, on_poison: Poison, now: float) -> bool:
         """An offset out of deliveries: skipped, it counts as processed; halted, the floor stops
@@ -261,6 +340,7 @@ class SegmentAcks:
                 self._processed(offset)
 
     def _processed(self, offset: int) -> None:
+        self.sinks_acked.pop(offset, None)
         self.acked.add(offset)
         while self.floor in self.acked:
             self.acked.remove(self.floor)
@@ -287,6 +367,7 @@ class SegmentAcks:
         self.retry = {o: due for o, due in self.retry.items() if o >= offset}
         self.epochs = {o: e for o, e in self.epochs.items() if o >= offset}
         self.dead = {o: t for o, t in self.dead.items() if o >= offset}
+        self.sinks_acked = {o: s for o, s in self.sinks_acked.items() if o >= offset}
         if self.halted_at is not None and self.halted_at < offset:
             self.halted_at = None
         while self.floor in self.acked:  # acks above the new floor may close the gap

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import struct
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
 
-from domain.acks import AckResult, Delivery, HandOut, Poison
+from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
 from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 
 _PREFIX = "cbr:acks:"
@@ -66,6 +67,7 @@ class TrackerState:
     poisoned: dict[int, str]  # above the floor
     dead: dict[int, float]
     halted_at: int | None
+    sinks_acked: dict[int, set[str]]  # offsets not processed yet, by the sinks that acked them
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class SegmentTracker:
         delayed: dict[int, float] | None = None,
         scan_until: int | None = None,
         present: list[int] | None = None,
+        backoff: Sequence[float] = (),
+        ack_policy: AckPolicy = AckPolicy.EXPLICIT,
     ) -> HandOut:
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
         args = [
@@ -144,8 +148,12 @@ class SegmentTracker:
             ",".join(f"{o}:{due!r}" for o, due in (delayed or {}).items()),
             "" if present is None else ",".join(map(str, present)),
             "0" if present is None else "1",
+            ",".join(map(repr, map(float, backoff))),
+            AckPolicy(ack_policy).value,
         ]
-        again, first, dead, missed, new_floor, nxt = self._hand_out(keys=[*self.keys, self.index_key], args=args)
+        again, first, dead, missed, new_floor, nxt, sinks_done = self._hand_out(
+            keys=[*self.keys, self.index_key], args=args
+        )
         deliveries = []
         if again:
             for item in _text(again).split(","):
@@ -155,7 +163,12 @@ class SegmentTracker:
             for run in _text(first).split(","):
                 a, _, b = run.partition("-")
                 deliveries += map(tuple.__new__, repeat(Delivery), zip(range(int(a), int(b)), repeat(1)))
-        return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt))
+        done = {}
+        if sinks_done:
+            for item in _text(sinks_done).split(";"):
+                offset, _, names = item.partition("=")
+                done[int(offset)] = tuple(names.split(","))
+        return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done)
 
     def fan_out(self, due: dict[int, float] | bytes, pipe=None) -> list[int] | None:
         """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built
@@ -188,13 +201,29 @@ class SegmentTracker:
         return self.ack_many([delivery], sink, sinks)[0][0]
 
     def nack_many(
-        self, deliveries: list[Delivery], now: float, delay_s: float = 0.0, reason: str = ""
+        self,
+        deliveries: list[Delivery],
+        now: float,
+        delay_s: float | None = 0.0,
+        reason: str = "",
+        backoff: Sequence[float] = (),
+        sink: str | None = None,
     ) -> list[AckResult]:
-        args = [now + delay_s, reason, _packed(deliveries)]
+        """As `SegmentAcks.nack`, for a batch (`delay_s` None: the group's backoff)."""
+        delay = "" if delay_s is None else repr(float(delay_s))
+        args = [now, delay, reason, ",".join(map(repr, map(float, backoff))), sink or "", _packed(deliveries)]
         return _results(len(deliveries), self._nack(keys=self.keys, args=args))
 
-    def nack(self, delivery: Delivery, now: float, delay_s: float = 0.0, reason: str = "") -> AckResult:
-        return self.nack_many([delivery], now, delay_s, reason)[0]
+    def nack(
+        self,
+        delivery: Delivery,
+        now: float,
+        delay_s: float | None = 0.0,
+        reason: str = "",
+        backoff: Sequence[float] = (),
+        sink: str | None = None,
+    ) -> AckResult:
+        return self.nack_many([delivery], now, delay_s, reason, backoff, sink)[0]
 
     def dead_lettered(self, offsets: list[int]) -> int:
         """The appends of these offsets to the dead-letter stream are durable; returns the floor."""
@@ -222,15 +251,22 @@ class SegmentTracker:
         epochs = {int(k): int(v) for k, v in r.hgetall(self.keys[3]).items()}
         base, floor = int(state.get("abase", 0)), int(state.get("floor", 0))
         leased = _bits_from(r.get(self.keys[9]) or b"", base, base)  # all: one below the floor is a fault
+        acked = _bits_from(r.get(self.keys[4]) or b"", base, floor)
+        sinks = {
+            int(o): set(_text(names).split(","))
+            for o, names in r.hgetall(self.keys[2]).items()
+            if int(o) >= floor and int(o) not in acked
+        }
         return TrackerState(
             floor=int(state.get("floor", 0)),
             next=nxt,
             leases={o: epochs.get(o, 1 if o < nxt else 0) for o in leased},
-            acked=_bits_from(r.get(self.keys[4]) or b"", base, floor),
+            acked=acked,
             retry={int(m): s for m, s in r.zrange(self.keys[5], 0, -1, withscores=True)},
             poisoned={int(k): _text(v) for k, v in r.hgetall(self.keys[6]).items()},
             dead={int(m): s for m, s in r.zrange(self.keys[7], 0, -1, withscores=True)},
             halted_at=int(state["halted"]) if "halted" in state else None,
+            sinks_acked=sinks,
         )
 
     def forget(self) -> None:

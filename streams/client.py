@@ -230,6 +230,12 @@ class Message:
     def delivery_count(self) -> int:
         return self.data["delivery_count"]
 
+    @property
+    def sinks_pending(self) -> list[str] | None:
+        """A fan-out group's sinks that have not acknowledged this event (a redelivery is for
+        them alone); None for a group without sinks."""
+        return self.data.get("sinks_pending")
+
     def ack(self) -> None:
         self.outcome = "ack"
 
@@ -276,8 +282,17 @@ class ReaderGroup:
             body["sink"] = sink
         return self.client._object("POST", self._path + "ack/", body)
 
-    def nack(self, messages: Iterable[Message | str], delay_ms: int = 0, reason: str = "") -> dict:
-        body = {"delivery_ids": [_id(m) for m in messages], "delay_ms": delay_ms, "reason": reason}
+    def nack(
+        self, messages: Iterable[Message | str], delay_ms: int | None = None, reason: str = "", sink: str | None = None
+    ) -> dict:
+        """Give deliveries back: handed out again after `delay_ms` (None: after the group's
+        `backoff_s`, at once without one). A fan-out group's `sink` gives them back for itself
+        alone (the sinks that acknowledged them stay acknowledged)."""
+        body: dict = {"delivery_ids": [_id(m) for m in messages], "reason": reason}
+        if delay_ms is not None:
+            body["delay_ms"] = delay_ms
+        if sink is not None:
+            body["sink"] = sink
         return self.client._object("POST", self._path + "nack/", body)
 
     def checkpoint(self, name: str, persist: bool = False) -> dict:
@@ -319,7 +334,9 @@ class ReaderGroup:
     ) -> Iterator[Message]:
         """Messages, read `max_events` at a time (long-polling `wait_ms`), settled in batches:
         those acknowledged in one request, those given back in another (one per reason).
-        `idle_stop` ends the loop at the first read that finds nothing."""
+        `idle_stop` ends the loop at the first read that finds nothing. With `sink` (a fan-out
+        group's exporter), a redelivery this sink acknowledged already is not yielded again: it
+        is for the other sinks."""
         batch: list[Message] = []
         try:
             while True:
@@ -327,6 +344,9 @@ class ReaderGroup:
                 if not batch and idle_stop:
                     return
                 for message in batch:
+                    if sink is not None and sink not in message.data.get("sinks_pending", (sink,)):
+                        message.ack()  # done for this sink already: acknowledged again, harmless
+                        continue
                     yield message
                 self._settle(batch, sink)
                 batch = []
@@ -345,7 +365,7 @@ class ReaderGroup:
         for m in batch:
             m.outcome = "settled" if m.outcome else None
         calls: list[Callable[[], object]] = [lambda: self.ack(acks, sink)] if acks else []
-        calls += [functools.partial(self.nack, ms, reason=r) for r, ms in reasons.items()]
+        calls += [functools.partial(self.nack, ms, reason=r, sink=sink) for r, ms in reasons.items()]
         for call in calls:
             try:
                 call()

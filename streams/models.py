@@ -167,6 +167,11 @@ class OnPoison(models.TextChoices):
     HALT = "halt"
 
 
+class AckPolicyChoice(models.TextChoices):
+    EXPLICIT = "explicit"  # at-least-once: processed once acknowledged
+    NONE = "none"  # at-most-once: processed when handed out
+
+
 class ReaderGroup(models.Model):
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="reader_groups")
     name = models.CharField(max_length=128)
@@ -184,6 +189,9 @@ class ReaderGroup(models.Model):
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
     # on compacted streams, read the compacted view first, then the live log after its horizon
     read_compacted = models.BooleanField(default=False)
+    # seconds before the n-th redelivery (JetStream's BackOff; domain.acks.redelivery_delay)
+    backoff_s = models.JSONField(default=list, blank=True)
+    ack_policy = models.CharField(max_length=16, choices=AckPolicyChoice.choices, default="explicit")
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from domain.acks import check_backoff
 from domain.errors import FieldError
 from domain.names import split_stream_name
 from streams.acknowledgement import (
@@ -72,7 +73,23 @@ def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
     return sub
 
 
+def check_group_config(config: dict, group: ReaderGroup | None = None) -> dict:
+    """Rules across a group's settings: the backoff (`domain.acks.check_backoff`) against the
+    group's max_deliveries, as sent or as it stands. Returns the settings to store."""
+    config = dict(config)
+    max_deliveries = config.get("max_deliveries", group.max_deliveries if group is not None else 5)
+    if "backoff_s" in config:
+        config["backoff_s"] = list(check_backoff(config["backoff_s"], max_deliveries))
+    elif group is not None and len(group.backoff_s) > max_deliveries:
+        raise FieldError(
+            "max_deliveries",
+            f"is below the number of waits in the group's backoff_s ({len(group.backoff_s)}): shorten backoff_s too",
+        )
+    return config
+
+
 def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:
+    config = check_group_config(config)
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -133,6 +150,7 @@ def do_update_reader_group(
     subscriber subscribes it at its floors (what it has processed); a stream dropped from the list
     is unsubscribed and its positions forgotten; a stream added starts at the group's start."""
     check_generation(group, generation)
+    changes = check_group_config(changes, group)
     was_subscriber = group.is_subscriber
     with transaction.atomic():
         bumped = ReaderGroup.objects.filter(pk=group.pk, generation=group.generation).update(

@@ -9,7 +9,7 @@ from itertools import groupby, repeat
 
 from django.conf import settings
 
-from domain.acks import AckResult, Delivery
+from domain.acks import AckPolicy, AckResult, Delivery
 from domain.errors import FieldError
 from store.redis_connection import get_redis
 from streams.consuming import positions
@@ -188,19 +188,36 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
 def nack(
     group: ReaderGroup,
     ids: object,
-    delay_ms: int = 0,
+    delay_ms: int | None = 0,
     reason: str = "",
     group_slots: list[Slot] | None = None,
+    sink: str | None = None,
 ) -> AckOutcome:
-    """Give deliveries back: each is handed out again after `delay_ms`."""
+    """Give deliveries back: each is handed out again after `delay_ms` (None: after the group's
+    backoff, at once without one). For a fan-out group, `sink` says which sink gives it back: the
+    others that acknowledged it stay acknowledged."""
+    if group.ack_policy == AckPolicy.NONE.value:
+        raise FieldError(
+            "delivery_ids",
+            "the group's ack_policy is none (at-most-once): a delivery is processed when handed out "
+            "and cannot be given back",
+            "ack_policy_none",
+        )
+    if sink is not None and sink not in group.sink_names:
+        names = ", ".join(group.sink_names)
+        raise FieldError(
+            "sink", f"must be one of {names} (the group's sinks)" if names else "this group declares no sinks"
+        )
     group_slots = slots(group) if group_slots is None else group_slots
     id_list = _id_list(ids)
     by_slot = _parse_ids(id_list, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     now = positions.clock()
+    delay_s = None if delay_ms is None else delay_ms / 1000
+    backoff = tuple(group.backoff_s or ())
     for key, items in by_slot.items():
-        results = slot_of[key].tracker.nack_many([d for _, d in items], now, delay_ms / 1000, reason)
+        results = slot_of[key].tracker.nack_many([d for _, d in items], now, delay_s, reason, backoff, sink)
         _tally(outcome, id_list, items, results, nack=True)
     _refusal(outcome, id_list, "given back")
     return outcome

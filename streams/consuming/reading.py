@@ -9,7 +9,7 @@ from binascii import b2a_base64
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domain.acks import Delivery, Poison
+from domain.acks import AckPolicy, Delivery, Poison
 from store.framing import Record
 from store.redis_connection import get_redis
 from store.segment import Head, Tail
@@ -57,6 +57,9 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     now_ms = int(now * 1000)
     lease_s = float(group.ack_timeout_s)
     on_poison = Poison(group.on_poison)
+    ack_policy = AckPolicy(group.ack_policy)
+    backoff = tuple(group.backoff_s or ())
+    sink_names = group.sink_names
     redis = get_redis()
     for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
         release_due(stream, now_ms)  # due delayed events: to every group of the stream
@@ -98,7 +101,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
     moves: list[tuple[Slot, int, int]] = []
-    expires = seconds_to_iso(now + lease_s)
+    expires = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
     for n, (slot, start, head, tail) in enumerate(work):
         remaining = limit - len(result.deliveries)
         if remaining <= 0:
@@ -106,6 +109,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         share = math.ceil(remaining / (len(work) - n))
         seg = stream_log(slot.stream).segment(slot.segment)
         got: list[tuple[Record, Delivery]] = []
+        sinks_acked: dict[int, tuple[str, ...]] = {}
         view = views.get(slot.stream.pk)
         for _attempt in range(3):  # a competing consumer may take the offsets looked at first
             horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
@@ -138,7 +142,10 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
                 delayed=delayed,
                 scan_until=scan_until,
                 present=list(ahead) if in_view else None,
+                backoff=backoff,
+                ack_policy=ack_policy,
             )
+            sinks_acked.update(out.sinks_acked)
             floor = out.floor
             if out.dead_letter:
                 floor = dead_letter(group, slot, out.dead_letter, now_ms) or floor
@@ -158,7 +165,12 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             if not out.deliveries and out.next <= max(start, head):
                 break  # no progress at all (a halted segment): a second look would not help
             start = out.next
-        result.deliveries += _deliveries_json(slot, got, expires)
+        answers = _deliveries_json(slot, got, expires)
+        if sink_names:  # a redelivery is for the sinks that have not acknowledged it
+            for answer, (_, d) in zip(answers, got, strict=True):
+                done = sinks_acked.get(d.offset, ())
+                answer["sinks_pending"] = [s for s in sink_names if s not in done]
+        result.deliveries += answers
     persist_floors(moves)
     return result
 
@@ -208,7 +220,7 @@ def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict[int, An
     return _compacted.current(ids) if ids else {}
 
 
-def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str) -> list[dict]:
+def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str | None) -> list[dict]:
     """Each event as every answer carries it (`record_json`: the same keys in the same order),
     plus the delivery's fields. Built here in one dict per event rather than by `record_json`
     and four more assignments: a read answers thousands. Events published in one batch share

@@ -12,6 +12,8 @@ local view_mode, present = ARGV[12] == '1', {}
 if view_mode then
   for o in string.gmatch(ARGV[11], '%d+') do present[tonumber(o)] = true end
 end
+-- the group's backoff for expired leases, and its ack policy ('none': processed when handed out)
+local backoff, ack_none = parse_backoff(ARGV[13]), ARGV[14] == 'none'
 
 local known = redis.call('HMGET', state, 'floor', 'layout')
 if known[1] and known[2] ~= LAYOUT then
@@ -37,9 +39,17 @@ if head > floor then
   drop_below(head)
 end
 -- expired leases are due again at once
-local expired, members = expired_leases(now)
+local expired, members, expired_eps, expired_at = expired_leases(now)
 if #members > 0 then redis.call('ZREMRANGEBYSCORE', leases, '-inf', now) end
-if #expired > 0 then give_back(expired, now, 'lease expired') end
+if #expired > 0 then
+  local at = now
+  if #backoff > 0 then
+    -- the backoff counts from the lease's expiry (never earlier than now)
+    at = {}
+    for k, e in ipairs(expired_eps) do at[k] = math.max(now, expired_at[k] + backoff_of(backoff, e)) end
+  end
+  give_back(expired, at, 'lease expired')
+end
 -- dead-letter appends claimed a lease ago and never confirmed: claim them again
 local dead_out = {}
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', now - lease_s)) do
@@ -123,9 +133,33 @@ if not is_halted() then
   end
 end
 redis.call('HSET', state, 'next', nxt)
+-- the sinks that acknowledged a redelivered offset already (a fan-out group's redelivery is for
+-- the others): "o=sink,sink;…"
+local sinks_done = {}
+if #again_offs > 0 and redis.call('HLEN', sinks) > 0 then
+  local got = many('HMGET', sinks, again_offs)
+  for k, o in ipairs(again_offs) do
+    if got[k] then sinks_done[#sinks_done + 1] = o .. '=' .. got[k] end
+  end
+end
 -- this hand-out's leases: their bits, and one member for their expiry
 local first_runs = {}  -- the first deliveries as runs "a-b" (offsets a to b - 1), as answered
-if #again_offs > 0 or #first > 0 then
+if ack_none and (#again_offs > 0 or #first > 0) then
+  -- at-most-once: processed as they are handed out, no lease
+  local i = 1
+  while i <= #first do
+    local j = i
+    while j < #first and first[j + 1] == first[j] + 1 do j = j + 1 end
+    first_runs[#first_runs + 1] = first[i] .. '-' .. (first[j] + 1)
+    i = j + 1
+  end
+  local all = {}
+  for _, o in ipairs(again_offs) do all[#all + 1] = o end
+  for _, o in ipairs(first) do all[#all + 1] = o end
+  table.sort(all)
+  mark(all)
+  advance()
+elseif #again_offs > 0 or #first > 0 then
   set_many(leased, again_offs, true)
   set_many(leased, first, true)
   local items, hi = {}, -1
@@ -154,4 +188,4 @@ if #compacted_away > 0 then
 end
 table.sort(dead_out)
 return {table.concat(again, ','), table.concat(first_runs, ','), dead_out, missed,
-        tonumber(redis.call('HGET', state, 'floor')), nxt}
+        tonumber(redis.call('HGET', state, 'floor')), nxt, table.concat(sinks_done, ';')}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.acks import Delivery, Poison, SegmentAcks
+from domain.acks import AckPolicy, Delivery, Poison, SegmentAcks
 from streams.ack_tracker import SegmentTracker
 
 TAIL = 30
@@ -25,7 +25,8 @@ op = st.one_of(
     st.tuples(st.just("dead"), st.just(0), st.just(0)),
     st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
     st.tuples(st.just("ack"), st.integers(0, 60), st.booleans()),
-    st.tuples(st.just("nack"), st.integers(0, 60), st.integers(0, 3)),
+    st.tuples(st.just("nack"), st.integers(0, 60), st.integers(0, 4)),  # 4: no delay, the backoff
+    st.tuples(st.just("sink-nack"), st.integers(0, 60), st.sampled_from(["search", "archive"])),
     st.tuples(st.just("wait"), st.integers(1, 15), st.just(0)),
     st.tuples(st.just("sink"), st.integers(0, 60), st.sampled_from(["search", "archive", "nope"])),
 )
@@ -39,12 +40,24 @@ def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
     assert got.retry == pytest.approx(model.retry)
     assert got.poisoned == {o: what for o, what in model.poisoned.items() if o >= model.floor}
     assert got.dead == pytest.approx(model.dead) and got.halted_at == model.halted_at
+    assert got.sinks_acked == {o: sinks for o, sinks in model.sinks_acked.items() if sinks}
+
+
+backoffs = st.just(()) | st.lists(st.integers(0, 20).map(float), min_size=1, max_size=3).map(tuple)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(op, max_size=80), st.sampled_from(list(Poison)), st.integers(1, 3), st.booleans())
-def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out):
+@given(
+    st.lists(op, max_size=80),
+    st.sampled_from(list(Poison)),
+    st.integers(1, 3),
+    st.booleans(),
+    backoffs,
+    st.sampled_from([AckPolicy.EXPLICIT, AckPolicy.EXPLICIT, AckPolicy.NONE]),
+)
+def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max_deliveries, fan_out, backoff, policy):
     sinks = ("archive", "search") if fan_out else ()
+    rules = {"backoff": backoff, "ack_policy": policy}
     model = SegmentAcks()
     tracker = SegmentTracker(redis, f"test-{next(_ids)}", "0", index_key=f"cbr:test:index:{next(_ids)}")
     redis.hset(tracker.index_key, mapping={"released": 0, "recovered": 1})
@@ -61,8 +74,8 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 delayed = {a: now + b} if kind == "delayed" else None
                 passed.update(delayed or {})
                 args = (now, consumer, limit, TAIL, LEASE_S, max_deliveries, on_poison)
-                want = model.hand_out(*args, head=head, delayed=delayed, released=released, index_live=live)
-                got = tracker.hand_out(*args, head=head, delayed=delayed)
+                want = model.hand_out(*args, head=head, delayed=delayed, released=released, index_live=live, **rules)
+                got = tracker.hand_out(*args, head=head, delayed=delayed, **rules)
                 assert got == want
                 handed += got.deliveries
                 dead = got.dead_letter
@@ -71,9 +84,15 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 present = [start + i for i in range(a) if b >> i & 1]
                 args = (now, "a", 100, TAIL, LEASE_S, max_deliveries, on_poison)
                 want = model.hand_out(
-                    *args, head=head, scan_until=start + a, present=present, released=released, index_live=live
+                    *args,
+                    head=head,
+                    scan_until=start + a,
+                    present=present,
+                    released=released,
+                    index_live=live,
+                    **rules,
                 )
-                got = tracker.hand_out(*args, head=head, scan_until=start + a, present=present)
+                got = tracker.hand_out(*args, head=head, scan_until=start + a, present=present, **rules)
                 assert got == want
                 handed += got.deliveries
             elif kind == "fanout":  # the index releases what is due (all it holds, when b)
@@ -101,7 +120,13 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 assert tracker.ack(d, sink, sinks) == model.ack(d, sink, sinks)
             elif kind == "nack" and handed:
                 d = handed[a % len(handed)]
-                assert tracker.nack(d, now, float(b)) == model.nack(d, now, float(b))
+                delay = None if b == 4 else float(b)
+                want = model.nack(d, now, delay, backoff)
+                assert tracker.nack(d, now, delay, backoff=backoff) == want
+            elif kind == "sink-nack" and handed and sinks:
+                d = handed[a % len(handed)]
+                want = model.nack(d, now, None, backoff, sink=b)
+                assert tracker.nack(d, now, None, backoff=backoff, sink=b) == want
             elif kind == "wait":
                 now += a
             same(model, tracker)

@@ -95,8 +95,10 @@ def test_a_manual_truncation_expires_the_checkpoints_behind_it_as_a_cycle_does(a
     assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
     group = ReaderGroup.objects.get()
     Checkpoint.objects.create(reader_group=group, name="old", cuts={"shop/orders": {"0": 1, "1": 1}})
-    Checkpoint.objects.create(reader_group=group, name="kept", cuts={"shop/orders": {"0": 1, "1": 1}}, persist=True)
+    Checkpoint.objects.create(reader_group=group, name="kept", cuts={"shop/orders": {"0": 1, "1": 4}}, persist=True)
+    Checkpoint.objects.create(reader_group=group, name="gone", cuts={"shop/orders": {"0": 1, "1": 2}}, persist=True)
     Checkpoint.objects.create(reader_group=group, name="at-head", cuts={"shop/orders": {"0": 3, "1": 3}})
     response = api.post(BASE + "truncate/", {"stream_cut": {"0": 3, "1": 3}}, format="json")
     assert response.status_code == 200, response.content
+    # persisted: dropped only once wholly before the head (PDP-47)
     assert sorted(Checkpoint.objects.values_list("name", flat=True)) == ["at-head", "kept"]

@@ -62,3 +62,31 @@ def test_a_group_lists_and_deletes_its_checkpoints(client):
     with pytest.raises(CBRError) as missing:
         group.delete_checkpoint("a")
     assert (missing.value.status, missing.value.code) == (404, "checkpoint_not_found")
+
+
+def test_a_fan_out_redelivery_names_the_sinks_still_to_export_it(client):
+    client.create_stream("shop", "orders")
+    client.publish("shop/orders", ["x"])
+    group = client.create_reader_group("shop", "billing", ["shop/orders"], sinks=["archive", "search"])
+    (message,) = group.read(1)
+    assert message.sinks_pending == ["archive", "search"]
+    assert group.ack([message], sink="archive")["waiting_for_sinks"] == 1
+    assert group.nack([message], sink="search", reason="search is down")["given_back"] == 1
+    (again,) = group.read(1)
+    assert (again.delivery_count, again.sinks_pending) == (2, ["search"])
+    assert group.ack([again], sink="search")["acked"] == 1
+
+
+def test_a_group_with_a_backoff_or_at_most_once_is_made_from_the_client(client):
+    client.create_stream("shop", "orders")
+    client.publish("shop/orders", ["x", "y"])
+    slow = client.create_reader_group("shop", "slow", ["shop/orders"], backoff_s=[30])
+    (first, _) = slow.read(2)
+    slow.nack([first])  # no delay of its own: the backoff's 30 s
+    assert slow.read(2) == []
+    once = client.create_reader_group("shop", "once", ["shop/orders"], ack_policy="none")
+    assert [m.text for m in once.consume(wait_ms=0, idle_stop=True)] == ["x", "y"]
+    assert once.read(2) == []
+    with pytest.raises(CBRError) as refused:
+        client.create_reader_group("shop", "bad", ["shop/orders"], backoff_s=[-1])
+    assert (refused.value.status, refused.value.field) == (400, "backoff_s[0]")

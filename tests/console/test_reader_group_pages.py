@@ -146,14 +146,15 @@ def test_the_group_page_shows_the_settings_and_the_latest_checkpoints(admin_clie
         max_ack_pending=50,
         checkpoint_interval_s=600,
         sinks=["search", "audit"],
+        backoff_s=[1, 2.5, 60],
     )
     response = api.post(G + "checkpoints/", {"name": "before-deploy", "persist": True}, format="json")
     assert response.status_code == 201, response.content
     page = text(admin_client.get(PAGE).content.decode())
     assert (
         "Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Generation 0 Start head Sinks audit search "
-        "Checkpoint interval 10 min Last checkpoint now Ack timeout 1 min 30 s Max deliveries 3 "
-        "On poison skip Max ack pending 50"
+        "Checkpoint interval 10 min Last checkpoint now Ack policy explicit (at-least-once) Ack timeout 1 min 30 s "
+        "Backoff 1 s → 2.5 s → 60 s Max deliveries 3 On poison skip Max ack pending 50"
     ) in page
     assert "before-deploy persisted now shop/orders 0:0" in page
 
@@ -299,6 +300,12 @@ def test_a_checkpoint_is_deleted_from_the_group_page_after_a_confirmation(admin_
     # without JavaScript: back to the page
     assert admin_client.post(PAGE + "checkpoints/keep/delete/").status_code == 302
     assert api.get(G + "checkpoints/").json()["results"] == []
+
+
+def test_an_at_most_once_group_says_so(admin_client, api, stream):
+    create(api, retention_type="NONE", ack_policy="none")
+    page = text(admin_client.get(PAGE).content.decode())
+    assert "Ack policy none: at-most-once" in page and "Backoff none: redelivered at once" in page
 
 
 def test_a_viewer_sees_checkpoints_without_a_delete_button(client, plain_user, api, stream):
