@@ -53,7 +53,16 @@ def _consumption_metrics():
         labels=["stream"],
     )
     without = GaugeMetricFamily(
-        "cbr_streams_without_active_subscriber", "Consumption-based streams with no active subscriber"
+        "cbr_streams_without_active_subscriber",
+        "Consumption-based streams with no active subscriber (the two gauges below, summed)",
+    )
+    zero = GaugeMetricFamily(
+        "cbr_streams_with_zero_subscribers",
+        "Consumption-based streams with no subscriber registered (PDP-47): the limits alone decide",
+    )
+    all_inactive = GaugeMetricFamily(
+        "cbr_streams_with_all_subscribers_inactive",
+        "Consumption-based streams whose subscribers are all stale: nothing is truncated until the fallback",
     )
     acked = CounterMetricFamily(
         "cbr_subscriber_acknowledged_events",
@@ -70,11 +79,13 @@ def _consumption_metrics():
         "1 while a subscriber is active, 0 when stale",
         labels=["stream", "reader_group"],
     )
-    count = 0
+    count = none_registered = none_active = 0
     for state in consumption_states():
         name = state.stream.full_name
         unconsumed.add_metric([name], state.unconsumed_events)
         count += not state.has_active_subscriber
+        none_registered += not state.subscribers
+        none_active += bool(state.subscribers) and not state.has_active_subscriber
         for sub in state.subscribers:
             group = str(sub.group)
             acked.add_metric([name, group], sub.acknowledged_events)
@@ -82,7 +93,9 @@ def _consumption_metrics():
                 lag.add_metric([name, group], sub.lag)
             stale.add_metric([name, group], 1 if sub.active else 0)
     without.add_metric([], count)
-    yield from (unconsumed, without, acked, lag, stale)
+    zero.add_metric([], none_registered)
+    all_inactive.add_metric([], none_active)
+    yield from (unconsumed, without, zero, all_inactive, acked, lag, stale)
 
 
 def _reader_group_metrics():
@@ -166,6 +179,7 @@ def _delayed_metrics():
         for kind, figures in state.ops.items():
             ops.add_metric([name, kind, "succeed"], figures.succeed)
             ops.add_metric([name, kind, "failed"], figures.failed)
+            ops.add_metric([name, kind, "all"], figures.succeed + figures.failed)  # PIP-195's total
             latency.add_metric([name, kind], _cumulative(figures.latency), figures.latency_ms_sum)
     yield from (buckets, loaded, snapshot, pending, ops, latency)
 

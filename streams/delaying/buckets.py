@@ -68,7 +68,8 @@ def record(stream: Stream, kind: str, ok: bool, started: float, detail: str = ""
         DelayedOp.objects.filter(stream=stream).exclude(pk__in=list(keep)).delete()
 
 
-LATENCY_BOUNDS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000, 30000)
+# PIP-195's thresholds (50 ms … 60 s, then overflow), with finer ones below 50 ms
+LATENCY_BOUNDS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000, 30000, 60000)
 
 
 def _latency_bucket(ms: float) -> str:

@@ -170,13 +170,15 @@ def test_metrics_carry_the_delayed_index_of_each_stream(client, stream):
     op = "cbr_delayed_message_index_bucket_op_count_total"
     assert sample(figures, op, type="create", state="succeed") == 4
     assert sample(figures, op, type="create", state="failed") == 0
+    assert sample(figures, op, type="create", state="all") == 4  # PIP-195's total of both states
     assert sample(figures, op, type="merge", state="succeed") == 0
+    assert sample(figures, op, type="merge", state="all") == 0
 
 
 def test_the_operations_latency_is_a_cumulative_histogram(client, stream):
     figures = metrics(client)
     name = "cbr_delayed_message_index_bucket_op_latency_ms"
-    les = ["1.0", "5.0", "10.0", "50.0", "100.0", "500.0", "1000.0", "5000.0", "30000.0", "+Inf"]
+    les = ["1.0", "5.0", "10.0", "50.0", "100.0", "500.0", "1000.0", "5000.0", "30000.0", "60000.0", "+Inf"]
     counts = [sample(figures, name + "_bucket", type="create", le=le) for le in les]
     assert counts == sorted(counts) and counts[-1] == 4  # cumulative: +Inf holds every seal
     assert sample(figures, name + "_count", type="create") == 4

@@ -81,6 +81,17 @@ def test_metrics_report_consumption_per_subscriber(client, stream):
     assert 'cbr_subscriber_acknowledged_events_total{reader_group="shop/billing",stream="shop/orders"} 12.0' in text
     assert 'cbr_subscriber_active{reader_group="shop/audit",stream="shop/orders"} 0.0' in text
     assert "cbr_streams_without_active_subscriber 0.0" in text
+    assert "cbr_streams_with_zero_subscribers 0.0" in text
+    assert "cbr_streams_with_all_subscribers_inactive 0.0" in text
+
+
+def test_metrics_tell_streams_with_no_subscriber_from_streams_whose_subscribers_are_all_stale(client, stream):
+    factories.make_stream("lonely", policy={"limit_type": "time", "min": 60, "consumption_based": True})
+    Subscription.objects.filter(stream=stream).update(acknowledged_at=timezone.now() - timedelta(days=1))
+    text = client.get("/metrics").content.decode()
+    assert "cbr_streams_with_zero_subscribers 1.0" in text  # shop/lonely
+    assert "cbr_streams_with_all_subscribers_inactive 1.0" in text  # shop/orders
+    assert "cbr_streams_without_active_subscriber 2.0" in text
 
 
 def test_a_full_stream_says_it_refuses_publishing_and_why(admin_client, stream):
