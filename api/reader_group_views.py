@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -24,6 +24,7 @@ from api.serializers import (
     ReaderGroupSerializer,
     ReaderGroupUpdateSerializer,
     ReadRequestSerializer,
+    SeekRequestSerializer,
     SubscriptionSerializer,
     TruncationCutSerializer,
 )
@@ -128,6 +129,31 @@ def _subscriptions(pks: list[int]) -> list[Subscription]:
         pks
     )
     return [found[pk] for pk in pks]
+
+
+class SeekView(ConsumingView):
+    access = {"POST": Action.MANAGE_READER_GROUPS}
+
+    @extend_schema(
+        request=SeekRequestSerializer,
+        responses=ReaderGroupDetailSerializer,
+        examples=[
+            OpenApiExample("to the head", value={"position": "head"}, request_only=True),
+            OpenApiExample(
+                "by publish time", value={"time": "2026-11-26T09:00:00Z", "generation": 3}, request_only=True
+            ),
+            OpenApiExample(
+                "to stream cuts", value={"stream_cuts": {"shop/orders": {"0": 120, "1": 97}}}, request_only=True
+            ),
+        ],
+    )
+    def post(self, request, scope, name):
+        """Move the group (resetReaderGroup, seek): to the head or tail, to the first events
+        published at or after a time, or to given cuts. The generation moves on by one, live
+        leases are dropped, and a subscriber's acknowledgement cut moves to the target (backwards
+        too: it then holds what still exists from there)."""
+        group = reader_groups.do_seek(get_group(scope, name), request.data)
+        return Response(_detail(get_group(group.scope.name, group.name)))
 
 
 def _body(request, allowed: set[str]) -> dict:
@@ -236,7 +262,7 @@ class CheckpointDetailView(APIView):
     access = {"GET": Action.VIEW, "DELETE": Action.CONSUME}
     access_target = TargetKind.READER_GROUP
 
-    @extend_schema(responses=CheckpointSerializer)
+    @extend_schema(responses=CheckpointSerializer, operation_id="reader_groups_checkpoint_retrieve")
     def get(self, request, scope, name, checkpoint):
         group = _group_for_consuming(scope, name)
         return Response(CheckpointSerializer(consuming.get_checkpoint(group, checkpoint)).data)

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from domain.errors import FieldError
 from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
+from domain.positions import finished
 from retention.models import RetentionPolicy, TruncationRecord
 from streams.models import (
     AckPolicyChoice,
@@ -21,7 +22,6 @@ from streams.models import (
     OnPoison,
     ReaderGroup,
     RetentionType,
-    StartPosition,
     Stream,
 )
 
@@ -408,6 +408,43 @@ class BackoffField(serializers.JSONField):
     """For the schema: a list of seconds, checked by domain.acks.check_backoff."""
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "enum": ["head", "tail"]},
+            {
+                "type": "object",
+                "properties": {"time": {"type": "string", "format": "date-time"}},
+                "required": ["time"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"stream_cuts": {"type": "object", "additionalProperties": {"type": "object"}}},
+                "required": ["stream_cuts"],
+                "additionalProperties": False,
+            },
+        ],
+        "description": 'where the group starts: "head", "tail", {"time": ISO 8601} or {"stream_cuts": {"scope/name": cut}}',
+        "example": {"time": "2026-11-26T09:00:00Z"},
+    }
+)
+class StartField(serializers.JSONField):
+    """For the schema: a start position, checked by domain.positions.parse_position."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "description": '{"scope/name": {"<segment>": offset, …}, …}',
+        "example": {"shop/orders": {"0": 120, "1": 97}},
+    }
+)
+class StreamCutsField(serializers.JSONField):
+    """For the schema: cuts of several streams, checked by the service that takes them."""
+
+
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group"
 
@@ -416,7 +453,8 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     # min_length: the schema's minItems (allow_empty refuses first, with its own message)
     streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
-    start = serializers.ChoiceField(choices=StartPosition.choices, default="head")
+    start = StartField(required=False)
+    end_stream_cuts = StreamCutsField(required=False, default=None, allow_null=True)
     sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
     ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, default=30)
     max_deliveries = StrictIntegerField(min_value=1, max_value=1000, default=5)
@@ -462,6 +500,8 @@ class RemovedStreamSerializer(serializers.Serializer):
 
 class ReaderGroupSerializer(serializers.ModelSerializer):
     scope = serializers.CharField(source="scope.name")
+    start = StartField(source="start_position", read_only=True)
+    end_stream_cuts = StreamCutsField(read_only=True)
     streams = SubscriptionSerializer(source="subscription_set", many=True)
     removed_streams = RemovedStreamSerializer(
         many=True, read_only=True, help_text="streams deleted under the group, newest last"
@@ -474,6 +514,7 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "name",
             "retention_type",
             "start",
+            "end_stream_cuts",
             "sinks",
             "ack_timeout_s",
             "max_deliveries",
@@ -514,9 +555,23 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
 
     positions = serializers.SerializerMethodField()
     checkpoints = serializers.SerializerMethodField()
+    finished = serializers.SerializerMethodField(
+        help_text="a bounded group (end_stream_cuts): true once everything up to its end cuts is processed"
+    )
 
     class Meta(ReaderGroupSerializer.Meta):
-        fields = [*ReaderGroupSerializer.Meta.fields, "positions", "checkpoints"]
+        fields = [*ReaderGroupSerializer.Meta.fields, "finished", "positions", "checkpoints"]
+
+    def get_finished(self, group) -> bool:
+        ends = group.end_stream_cuts or {}
+        if not ends:
+            return False
+        floors: dict[str, dict[str, int]] = {}
+        for p in self.context["positions"]:
+            floors.setdefault(p.stream, {})[p.segment] = max(p.floor, p.head)
+        return all(
+            name in floors and finished(floors[name], {s: int(o) for s, o in cut.items()}) for name, cut in ends.items()
+        )
 
     def get_positions(self, group) -> list[dict]:
         # many=True makes a ListSerializer (its data a list); the stubs type it as the child serializer
@@ -524,6 +579,17 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
 
     def get_checkpoints(self, group) -> list[dict]:
         return CheckpointSerializer(group.checkpoints.all()[:20], many=True).data  # type: ignore[return-value]
+
+
+class SeekRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    """For the schema: parsed by domain.positions.parse_seek (exactly one of the three targets)."""
+
+    what = "a seek"
+
+    position = serializers.ChoiceField(choices=["head", "tail"], required=False)
+    time = serializers.DateTimeField(required=False, help_text="the first events published at or after it")
+    stream_cuts = StreamCutsField(required=False, help_text="streams left out stay where they are")
+    generation = serializers.IntegerField(required=False)
 
 
 class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):

@@ -30,6 +30,7 @@ urlpatterns = [
     path("reader-groups/", reader_group_views.ReaderGroupListView.as_view(), name="api-reader-groups"),
     path(RG, reader_group_views.ReaderGroupDetailView.as_view(), name="api-reader-group"),
     path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),
+    path(RG + "seek/", reader_group_views.SeekView.as_view(), name="api-seek"),
     path(RG + "read/", reader_group_views.ReadView.as_view(), name="api-read"),
     path(RG + "ack/", reader_group_views.AckView.as_view(), name="api-ack"),
     path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),

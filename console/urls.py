@@ -16,6 +16,7 @@ urlpatterns = [
     path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
     path("reader-groups/", views.reader_group_list, name="reader-groups"),
     path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
+    path("reader-groups/<name:scope>/<name:name>/seek/", views.seek_reader_group, name="reader-group-seek"),
     path(
         "reader-groups/<name:scope>/<name:name>/checkpoints/<checkpoint:checkpoint>/delete/",
         views.delete_checkpoint,

@@ -19,16 +19,18 @@ from console import charts
 from console.forms import PolicyForm
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
+from domain.positions import finished
 from retention import services as retention_services
 from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
-from streams import consuming, logs
+from streams import consuming, logs, reader_groups
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Stream
 from streams.projections.delayed import delayed_state
 from streams.projections.groups import group_overview, group_summaries
+from streams.projections.positions import group_state
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -275,8 +277,47 @@ def reader_group_detail(request, scope, name):
     if htmx_partial(request):
         return render(request, "streams/reader_group.html#group-positions", context)
     context.update(_checkpoints_context(request, group))
+    context.update(_seek_context(request, group))
     context["checkpoint_interval_s"] = checkpoint_interval_s(group)
     return render(request, "streams/reader_group.html", context)
+
+
+def _seek_context(request, group: ReaderGroup, notice: str = "", warn: bool = False) -> dict:
+    ends = group.end_stream_cuts or {}
+    done = bool(ends) and all(
+        finished({p.segment: max(p.floor, p.head) for p in group_state(group) if p.stream == name}, cut)
+        for name, cut in ends.items()
+    )
+    return {
+        "group": group,
+        "can_manage": can(request, Action.MANAGE_READER_GROUPS),
+        "seek_notice": notice,
+        "seek_warns": warn,
+        "finished": done,
+    }
+
+
+@console_access({"POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)
+def seek_reader_group(request, scope, name):
+    """The group page's Seek: to the head, the tail or a publish time (the form's UTC time)."""
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    body: dict = {}
+    to = request.POST.get("to", "")
+    if to == "time":
+        body["time"] = request.POST.get("time", "") + ("Z" if request.POST.get("time") else "")
+    else:
+        body["position"] = to
+    if request.POST.get("generation", "").isdigit():
+        body["generation"] = int(request.POST["generation"])
+    try:
+        group = reader_groups.do_seek(group, body)
+        notice, warn = f"{group} moved to {body.get('position') or body['time']}: generation {group.generation}.", False
+    except FieldError as exc:
+        notice, warn = f"Not moved: {exc.field} {exc.message}.", True
+    if htmx_partial(request):
+        context = _seek_context(request, group, notice, warn)
+        return render(request, "streams/reader_group.html#seek-panel", context)
+    return redirect("console:reader-group", scope=scope, name=name)
 
 
 def _checkpoints_context(request, group: ReaderGroup, notice: str = "") -> dict:

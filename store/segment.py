@@ -828,6 +828,23 @@ class Segment:
             raise ValueError(f"offset {offset} lies in a deleted chunk")
         return recs.cum_size
 
+    def offset_at_time(self, ms: int) -> int:
+        """The offset of the first event published at or after `ms` (epoch milliseconds), from
+        the head; the tail when every event held is older. Publish times never go back within a
+        segment (the writer stamps them under the segment's lock), so a binary search over the
+        offsets finds it: a few reads of one record, each found through the sparse index."""
+        lo, hi = self.read_head().offset, self.committed_tail().next_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rec = self._read_chunk_at(mid)
+            if rec is None:  # truncated away under us: what is left starts later
+                lo = max(mid + 1, self.read_head().offset)
+            elif rec.published_ms < ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def _read_chunk_at(self, offset: int) -> Record | None:
         tail = self.committed_tail()
         bases = self.chunk_bases()

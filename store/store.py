@@ -243,6 +243,10 @@ class StreamLog:
     def head_cut(self) -> StreamCut:
         return {s: self.segment(s).read_head().offset for s in self.segment_ids}
 
+    def cut_at_time(self, ms: int) -> StreamCut:
+        """Per segment, the first event published at or after `ms` (the tail where none is)."""
+        return {seg_id: self.segment(seg_id).offset_at_time(ms) for seg_id in self.segment_ids}
+
     def tail_cut(self) -> StreamCut:
         return {s: self.segment(s).committed_tail().next_offset for s in self.segment_ids}
 

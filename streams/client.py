@@ -298,6 +298,29 @@ class ReaderGroup:
     def checkpoint(self, name: str, persist: bool = False) -> dict:
         return self.client._object("POST", self._path + "checkpoints/", {"name": name, "persist": persist})
 
+    def seek(
+        self,
+        position: str | None = None,
+        *,
+        time: str | None = None,
+        stream_cuts: dict[str, dict[str, int]] | None = None,
+        generation: int | None = None,
+    ) -> dict:
+        """Move the group: to `position` "head" or "tail", to the first events published at or
+        after `time` (ISO 8601), or to `stream_cuts` (`{"scope/name": cut}`; streams left out stay
+        where they are). Exactly one of them. Live leases are dropped (deliveries in hand can no
+        longer be acknowledged) and the generation moves on; answers the group's detail."""
+        body: dict = {}
+        if position is not None:
+            body["position"] = position
+        if time is not None:
+            body["time"] = time
+        if stream_cuts is not None:
+            body["stream_cuts"] = stream_cuts
+        if generation is not None:
+            body["generation"] = generation
+        return self.client._object("POST", self._path + "seek/", body)
+
     def checkpoints(self) -> list[dict]:
         """The group's latest checkpoints (the last 100), newest first."""
         return self.client._object("GET", self._path + "checkpoints/")["results"]

@@ -159,6 +159,8 @@ class RetentionType(models.TextChoices):
 class StartPosition(models.TextChoices):
     HEAD = "head"
     TAIL = "tail"
+    TIME = "time"  # the first event published at or after `ReaderGroup.start_at` (ISO 8601)
+    STREAM_CUTS = "stream_cuts"  # `ReaderGroup.start_at`: {"scope/name": cut}
 
 
 class OnPoison(models.TextChoices):
@@ -180,7 +182,10 @@ class ReaderGroup(models.Model):
     # group's state.
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     retention_type = models.CharField(max_length=40, choices=RetentionType.choices, default=RetentionType.NONE)
-    start = models.CharField(max_length=8, choices=StartPosition.choices, default="head")
+    start = models.CharField(max_length=16, choices=StartPosition.choices, default="head")
+    start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.positions)
+    # a bounded group: {"scope/name": cut}; reads stop there (DESIGN.md §10a)
+    end_stream_cuts = models.JSONField(default=dict, blank=True)
     sinks = models.JSONField(default=list, blank=True)
     ack_timeout_s = models.PositiveIntegerField(default=30)
     max_deliveries = models.PositiveIntegerField(default=5)
@@ -216,6 +221,15 @@ class ReaderGroup(models.Model):
     def sink_names(self) -> tuple[str, ...]:
         return tuple(sorted(self.sinks or ()))
 
+    @property
+    def start_position(self) -> str | dict:
+        """`start` as a request gives it and an answer shows it (domain.positions)."""
+        if self.start == StartPosition.TIME:
+            return {"time": self.start_at}
+        if self.start == StartPosition.STREAM_CUTS:
+            return {"stream_cuts": self.start_at}
+        return self.start
+
 
 class Subscription(models.Model):
     """A reader group's registration on one stream; with a retention type other than NONE it is a
@@ -231,6 +245,8 @@ class Subscription(models.Model):
     # read for it); absent for cuts written before this field existed
     acknowledgement_sizes = models.JSONField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
+    # a bounded group's end on this stream ({segment: offset}): nothing at or past it is handed out
+    end_cut = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

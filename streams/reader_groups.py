@@ -8,13 +8,17 @@ Pravega, which leaves it empty until the first publish).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from domain.acks import check_backoff
+from domain.cuts import check_cut
 from domain.errors import FieldError
 from domain.names import split_stream_name
+from domain.positions import Position, behind, check_stream_cuts, parse_position, parse_seek
 from streams.acknowledgement import (
     check_generation,
     check_truncation_cut,
@@ -25,7 +29,7 @@ from streams.acknowledgement import (
 )
 from streams.consuming import current_floors, forget_trackers, tracker_names
 from streams.logs import stream_log
-from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
+from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
 from streams.signals import holds_released
 
 
@@ -44,31 +48,107 @@ def check_streams(names: object, field: str = "streams") -> list[Stream]:
     return streams
 
 
-def _start_cut(stream: Stream, start: str) -> tuple[dict[str, int], dict[str, int]]:
-    """The cut at the head or the tail, with each segment's cumulative size there."""
-    ends = stream_log(stream).ends()
-    if start == "head":
-        at = {s: (head.offset, head.cum_size) for s, (head, _) in ends.items()}
-    else:
-        at = {s: (tail.next_offset, tail.cum_size) for s, (_, tail) in ends.items()}
-    return {s: o for s, (o, _) in at.items()}, {s: size for s, (_, size) in at.items()}
+def position_cut(stream: Stream, position: Position, field: str) -> dict[str, int] | None:
+    """Where `position` lies on `stream`, checked: the head, the tail, the first event published
+    at or after a time, or a given cut (covering every segment, within [head, tail]: what no
+    longer exists cannot be read, and what does not exist yet cannot be skipped to). None: the
+    position names cuts of other streams only."""
+    log = stream_log(stream)
+    if position.kind == "head":
+        return log.head_cut()
+    if position.kind == "tail":
+        return log.tail_cut()
+    if position.kind == "time":
+        assert position.time is not None
+        return log.cut_at_time(int(position.time.timestamp() * 1000))
+    if stream.full_name not in position.cuts:
+        return None
+    try:
+        return check_cut(
+            position.cuts[stream.full_name],
+            f"{field}.{stream.full_name}",
+            stream.segment_ids,
+            complete=True,
+            tail=log.tail_cut(),
+            head=log.head_cut(),
+        )
+    except FieldError as exc:
+        raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
+
+
+def _check_cut_streams(position: Position, streams: list[Stream], field: str) -> None:
+    """A position's cuts name only the group's streams."""
+    names = {s.full_name for s in streams}
+    for name in position.cuts:
+        if name not in names:
+            raise FieldError(f"{field}.{name}", f"the group does not read {name}", "subscriber_not_found")
+
+
+def check_start_and_end(
+    start: object, end: object, streams: list[Stream], now: datetime
+) -> tuple[Position, dict[str, dict[str, int]]]:
+    """A new group's `start` and `end_stream_cuts`: the start parsed and its cuts checked against
+    the streams; each end cut covering its stream's segments within [head, tail] and not behind
+    where the group starts there (a bounded group would end before it began)."""
+    position = parse_position(start, "start", now)
+    _check_cut_streams(position, streams, "start.stream_cuts")
+    starts = {s.full_name: position_cut(s, position, "start.stream_cuts") for s in streams}
+    if end is None or end == {}:
+        return position, {}
+    ends = Position("stream_cuts", cuts=check_stream_cuts(end, "end_stream_cuts"))
+    _check_cut_streams(ends, streams, "end_stream_cuts")
+    checked = {}
+    for stream in streams:
+        cut = position_cut(stream, ends, "end_stream_cuts")
+        if cut is None:
+            continue
+        begin = starts[stream.full_name] or stream_log(stream).head_cut()
+        seg = behind(cut, begin)
+        if seg is not None:
+            raise FieldError(
+                f"end_stream_cuts.{stream.full_name}.{seg}",
+                f"offset {cut[seg]} is behind the group's start there ({begin[seg]})",
+            )
+        checked[stream.full_name] = cut
+    return position, checked
+
+
+def _start_of(group: ReaderGroup) -> Position:
+    if group.start == "time":
+        return Position("time", time=datetime.fromisoformat(str(group.start_at).replace("Z", "+00:00")))
+    if group.start == "stream_cuts":
+        return Position("stream_cuts", cuts=group.start_at or {})
+    return Position(group.start)
+
+
+def _sizes_at(stream: Stream, cut: dict[str, int]) -> dict[str, int]:
+    log = stream_log(stream)
+    return {s: log.segment(s).size_till(o) for s, o in cut.items()}
+
+
+def _floors(group: ReaderGroup, stream: Stream, position: Position, cut: dict[str, int]) -> dict[str, int]:
+    """The read positions at `cut`; a group reading a compacted view from the head starts at the
+    view's beginning: below its horizon it reads the view (offsets compacted away count as
+    processed), then the live log."""
+    from_view = group.read_compacted and stream.is_compacted and position.kind == "head"
+    return {s: 0 if from_view else o for s, o in cut.items()}
 
 
 def _subscribe(group: ReaderGroup, stream: Stream, now) -> Subscription:
-    """The group's registration on a stream, with its positions, both at its start position."""
-    cut, sizes = _start_cut(stream, group.start)
+    """The group's registration on a stream, with its positions, both at its start position (a
+    stream its start cuts do not name: the head), and its end cut for a bounded group."""
+    start = _start_of(group)
+    cut = position_cut(stream, start, "start.stream_cuts") or stream_log(stream).head_cut()
     sub = Subscription.objects.create(
         reader_group=group,
         stream=stream,
         acknowledgement_cut=cut,
-        acknowledgement_sizes=sizes,
+        acknowledgement_sizes=_sizes_at(stream, cut),
         acknowledged_at=now,
+        end_cut=(group.end_stream_cuts or {}).get(stream.full_name),
     )
-    # a group reading a compacted view from the head starts at the view's beginning: below its
-    # horizon it reads the view (offsets compacted away count as processed), then the live log
-    from_view = group.read_compacted and stream.is_compacted and group.start == "head"
     ReadPosition.objects.bulk_create(
-        ReadPosition(subscription=sub, segment_id=s, floor=0 if from_view else o) for s, o in cut.items()
+        ReadPosition(subscription=sub, segment_id=s, floor=o) for s, o in _floors(group, stream, start, cut).items()
     )
     return sub
 
@@ -88,9 +168,16 @@ def check_group_config(config: dict, group: ReaderGroup | None = None) -> dict:
     return config
 
 
-def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **config) -> ReaderGroup:
+def do_create_reader_group(
+    *, scope: str, name: str, streams: list[Stream], start: object = "head", end_stream_cuts: object = None, **config
+) -> ReaderGroup:
     config = check_group_config(config)
     now = timezone.now()
+    position, ends = check_start_and_end(start, end_stream_cuts, streams, now)
+    as_json = position.as_json()
+    config["start"] = position.kind
+    config["start_at"] = None if isinstance(as_json, str) else next(iter(as_json.values()))
+    config["end_stream_cuts"] = ends
     try:
         with transaction.atomic():
             scope_row, _ = Scope.objects.get_or_create(name=scope)
@@ -99,6 +186,50 @@ def do_create_reader_group(*, scope: str, name: str, streams: list[Stream], **co
                 _subscribe(group, stream, now)
     except IntegrityError:
         raise FieldError("name", f"reader group {scope}/{name} exists", "duplicate") from None
+    return group
+
+
+def do_seek(group: ReaderGroup, body: object) -> ReaderGroup:
+    """Move the group (Pravega's resetReaderGroup, Pulsar's seek, JetStream's deliver policies)
+    to `position` (head or tail), `time` or `stream_cuts` (streams left out stay where they are).
+    Every target is checked before anything moves; then, in one transaction, the generation
+    moves on by one, each moved stream's read positions start afresh at the target (its Redis
+    state gets a new name: live leases are dropped, deliveries handed out before are refused),
+    and a subscriber's acknowledgement cut moves there too, backwards as well as forwards. A
+    seek backwards makes the subscriber hold data again from the target, which lies at or after
+    the head: it can only hold what still exists."""
+    now = timezone.now()
+    position, generation = parse_seek(body, now)
+    check_generation(group, generation)
+    subs = list(
+        Subscription.objects.filter(reader_group=group).select_related("stream__scope", "stream__retention_policy")
+    )
+    _check_cut_streams(position, [s.stream for s in subs], "stream_cuts")
+    targets = [(sub, cut) for sub in subs if (cut := position_cut(sub.stream, position, "stream_cuts")) is not None]
+    old_state = tracker_names([sub for sub, _ in targets])
+    with transaction.atomic():
+        locked = ReaderGroup.objects.select_for_update().get(pk=group.pk)
+        if generation is not None:
+            check_generation(locked, generation)  # an update that came first makes it stale
+        ReaderGroup.objects.filter(pk=group.pk).update(generation=F("generation") + 1, updated_at=now)
+        moved = []
+        for sub, cut in targets:
+            sub.state_key = new_storage_key()
+            fields = ["state_key"]
+            if group.is_subscriber:
+                if cut != (sub.acknowledgement_cut or {}):
+                    moved.append(sub.stream)
+                fields += set_acknowledgement_cut(sub, cut, now)
+            sub.save(update_fields=fields)
+            ReadPosition.objects.filter(subscription=sub).delete()  # a read in flight persists nothing here
+            ReadPosition.objects.bulk_create(
+                ReadPosition(subscription=sub, segment_id=s, floor=o)
+                for s, o in _floors(group, sub.stream, position, cut).items()
+            )
+        if moved:
+            holds_released.send(sender=ReaderGroup, streams=moved)
+        transaction.on_commit(lambda: forget_trackers(old_state))
+    group.refresh_from_db()
     return group
 
 

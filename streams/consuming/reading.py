@@ -88,16 +88,20 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     for i, slot in enumerate(group_slots):
         (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i : 4 * i + 4]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
+        stop = seg_tail.next_offset
+        end_cut = slot.subscription.end_cut
+        if end_cut is not None and slot.segment in end_cut:  # a bounded group reads up to its end
+            stop = min(stop, max(int(end_cut[slot.segment]), seg_head.offset))
         start = slot.position.floor if nxt is None else int(nxt)
         if (
-            max(start, seg_head.offset) < seg_tail.next_offset
+            max(start, seg_head.offset) < stop
             or halted is not None
             or expired
             or retry_due
             or dead_due
             or seg_head.offset > slot.position.floor
         ):
-            work.append((slot, start, seg_head.offset, seg_tail.next_offset))
+            work.append((slot, start, seg_head.offset, stop))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
     moves: list[tuple[Slot, int, int]] = []

@@ -90,3 +90,32 @@ def test_a_group_with_a_backoff_or_at_most_once_is_made_from_the_client(client):
     with pytest.raises(CBRError) as refused:
         client.create_reader_group("shop", "bad", ["shop/orders"], backoff_s=[-1])
     assert (refused.value.status, refused.value.field) == (400, "backoff_s[0]")
+
+
+def test_a_bounded_group_is_read_to_its_end_then_sought_back(client):
+    client.create_stream("shop", "orders")
+    client.publish("shop/orders", [f"e{i}" for i in range(6)])
+    group = client.create_reader_group(
+        "shop",
+        "billing",
+        ["shop/orders"],
+        start={"stream_cuts": {"shop/orders": {"0": 1}}},
+        end_stream_cuts={"shop/orders": {"0": 4}},
+    )
+    assert consumed(group) == ["e1", "e2", "e3"]
+    assert group.info()["finished"] is True
+    detail = group.seek("head", generation=0)
+    assert detail["generation"] == 1 and detail["finished"] is False
+    assert consumed(group) == ["e0", "e1", "e2", "e3"]
+    with pytest.raises(CBRError) as refused:
+        group.seek("head", time="2026-01-01T00:00:00Z")
+    assert (refused.value.status, refused.value.field) == (400, "time")
+
+
+def consumed(group) -> list[str]:
+    """Every message the group has to give, each acknowledged."""
+    out = []
+    for message in group.consume(wait_ms=0, idle_stop=True):
+        with message:
+            out.append(message.text)
+    return out

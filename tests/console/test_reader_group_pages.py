@@ -316,3 +316,29 @@ def test_a_viewer_sees_checkpoints_without_a_delete_button(client, plain_user, a
     assert "keep" in page and "Delete checkpoint" not in page
     assert client.post(PAGE + "checkpoints/keep/delete/").status_code == 403
     assert [c["name"] for c in api.get(G + "checkpoints/").json()["results"]] == ["keep"]
+
+
+def test_an_operator_seeks_a_group_from_its_page(admin_client, api, stream):
+    create(api, retention_type="NONE")
+    read(api, 4)
+    page = admin_client.get(PAGE).content.decode()
+    assert 'hx-confirm="Seek shop/billing?' in page and "Start head" in text(page)
+
+    answer = admin_client.post(PAGE + "seek/", {"to": "tail", "generation": "0"}, HTTP_HX_REQUEST="true")
+
+    assert "shop/billing moved to tail: generation 1." in text(answer.content.decode())
+    assert read(api, 100) == [] and api.get(G).json()["positions"][0]["pending"] == 0
+    stale = admin_client.post(PAGE + "seek/", {"to": "head", "generation": "0"}, HTTP_HX_REQUEST="true")
+    assert "Not moved: generation is 0; the group is at 1." in text(stale.content.decode())
+    future = admin_client.post(PAGE + "seek/", {"to": "time", "time": "2999-01-01T00:00"}, HTTP_HX_REQUEST="true")
+    assert "Not moved: time" in text(future.content.decode()) and "in the future" in text(future.content.decode())
+    assert admin_client.post(PAGE + "seek/", {"to": "head"}).status_code == 302
+    assert len(read(api, 100)) == 10
+
+
+def test_a_viewer_cannot_seek(client, plain_user, api, stream):
+    create(api)
+    client.force_login(plain_user)
+    assert 'hx-confirm="Seek' not in client.get(PAGE).content.decode()
+    assert client.post(PAGE + "seek/", {"to": "tail"}).status_code == 403
+    assert api.get(G).json()["generation"] == 0
