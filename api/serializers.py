@@ -194,7 +194,9 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     scope = NameField()
     name = NameField()
     segment_count = StrictIntegerField(min_value=1, default=1)
-    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, default="delete")
+    cleanup_policy = serializers.ChoiceField(
+        choices=CleanupPolicy.choices, required=False, help_text="absent: the scope's default, else delete"
+    )
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
@@ -259,6 +261,9 @@ class StreamSerializer(serializers.ModelSerializer):
     event_count = serializers.SerializerMethodField()
     physical_bytes = serializers.SerializerMethodField()
     retention_policy = serializers.SerializerMethodField()
+    inherited_from_scope = serializers.SerializerMethodField(
+        help_text="the settings this stream takes from its scope's defaults (GET /scopes/{scope}/defaults/)"
+    )
 
     class Meta:
         model = Stream
@@ -282,6 +287,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "event_count",
             "physical_bytes",
             "retention_policy",
+            "inherited_from_scope",
             "created_at",
             "updated_at",
         ]
@@ -306,7 +312,15 @@ class StreamSerializer(serializers.ModelSerializer):
 
     def get_retention_policy(self, stream) -> dict | None:
         policy = getattr(stream, "retention_policy", None)
-        return RetentionPolicySerializer(policy).data if policy else None
+        if not policy:
+            return None
+        data = dict(RetentionPolicySerializer(policy).data)
+        if "retention_policy" in self.get_inherited_from_scope(stream):
+            data["inherited_from"] = "scope"
+        return data
+
+    def get_inherited_from_scope(self, stream) -> list[str]:
+        return stream.settings_from_scope
 
 
 class EventInSerializer(serializers.Serializer):

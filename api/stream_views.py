@@ -49,7 +49,9 @@ COMPACTION_SETTINGS = (
 
 
 def get_stream(scope: str, name: str) -> Stream:
-    return get_object_or_404(Stream.objects.select_related("scope", "retention_policy"), scope__name=scope, name=name)
+    return get_object_or_404(
+        Stream.objects.select_related("scope__defaults", "retention_policy"), scope__name=scope, name=name
+    )
 
 
 def stream_answer(streams: list[Stream]) -> dict:
@@ -67,7 +69,7 @@ def query_text(request, field: str, default: str = "") -> str:
 class StreamListView(GenericAPIView):
     access = {"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}
     serializer_class = StreamSerializer
-    queryset = Stream.objects.select_related("scope", "retention_policy")
+    queryset = Stream.objects.select_related("scope__defaults", "retention_policy")
 
     @extend_schema(
         parameters=[
@@ -94,7 +96,7 @@ class StreamListView(GenericAPIView):
             scope=args["scope"],
             name=args["name"],
             segment_count=args["segment_count"],
-            cleanup_policy=args["cleanup_policy"],
+            cleanup_policy=args.get("cleanup_policy"),
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
             delayed_index=dict(args.get("delayed_index") or {}),

@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from access.login import json_refusal, rate_limited_login
-from api import access_views, compaction_views, reader_group_views
+from api import access_views, compaction_views, reader_group_views, scope_views
 from api import stream_views as views
 from api.schema import SchemaView
 
@@ -27,6 +27,7 @@ urlpatterns = [
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),
     path(S + "compacted/", compaction_views.CompactedViewView.as_view(), name="api-compacted"),
     path(S + "compactions/", compaction_views.CompactionListView.as_view(), name="api-compactions"),
+    path("scopes/<name:scope>/defaults/", scope_views.ScopeDefaultsView.as_view(), name="api-scope-defaults"),
     path("reader-groups/", reader_group_views.ReaderGroupListView.as_view(), name="api-reader-groups"),
     path(RG, reader_group_views.ReaderGroupDetailView.as_view(), name="api-reader-group"),
     path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),

@@ -410,12 +410,16 @@ def _cpu() -> dict[str, float]:
             times = proc.cpu_times()
         except psutil.NoSuchProcess:
             continue
-        spark += times.user + times.system
+        _DESCENDANTS[proc.pid] = times.user + times.system
+    # a descendant that ended (Spark ends idle Python workers) keeps the CPU it was last seen with:
+    # its time goes to its parent (the JVM), not to this process, so it would vanish from the sum
+    spark += sum(_DESCENDANTS.values())
     driver = own.ru_utime + own.ru_stime
     return {"cycle": driver + spark, "driver": driver, "executors": spark, "postgres": postgres_cpu_seconds()}
 
 
 _CLUSTER = None  # the standalone cluster an engine `cluster:N` runs on
+_DESCENDANTS: dict[int, float] = {}  # CPU seconds of every descendant process seen, by pid
 
 
 def _on_cluster(cores: int) -> None:

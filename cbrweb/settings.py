@@ -183,7 +183,7 @@ CBR_DELAYED_LOCK_S = env_int("CBR_DELAYED_LOCK_S", 600, minimum=1)
 CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum=1)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
-CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 20_000, minimum=1)
+CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 10_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -92,7 +92,7 @@ def stream_list(request):
 
 def _stream(scope: str, name: str) -> Stream:
     return get_object_or_404(
-        Stream.objects.select_related("scope", "retention_policy", "delayed", "compacted_view"),
+        Stream.objects.select_related("scope__defaults", "retention_policy", "delayed", "compacted_view"),
         scope__name=scope,
         name=name,
     )

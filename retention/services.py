@@ -11,9 +11,11 @@ from django.utils import timezone
 from domain.cycle_clock import clock_problem
 from domain.errors import FieldError
 from domain.policy_spec import PolicySpec
+from domain.scope_defaults import COMPACTION_DEFAULTS, RETENTION_POLICY, SETTINGS
 from retention import truncation
 from retention.locks import stream_lock
 from retention.models import RetentionPolicy, TruncationRecord
+from retention.scope_defaults import apply_inherited_policy, defaults_of
 from streams import services as stream_services
 from streams.logs import stream_log
 from streams.models import Stream
@@ -82,7 +84,11 @@ def check_cycle_clock(now, stream: Stream | None = None) -> None:
 
 
 def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPolicy:
+    """The stream's own policy: from now on it no longer follows its scope's default."""
     with transaction.atomic():
+        if RETENTION_POLICY in stream.inherited:
+            stream.inherited = [n for n in stream.inherited if n != RETENTION_POLICY]
+            stream.save(update_fields=["inherited", "updated_at"])
         return _save_policy(stream, policy, user)
 
 
@@ -104,13 +110,31 @@ def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
 
 def do_create_stream(*, policy: PolicySpec | None = None, user=None, **fields) -> Stream:
     """A stream (`streams.services.do_create_stream` takes `fields`) with its retention policy:
-    both or neither."""
+    both or neither. What it does not set itself (no `policy`, `cleanup_policy` None, a
+    compaction setting left out) it inherits from its scope's defaults (`domain.scope_defaults`),
+    now and as they change; without a default, the built-in one."""
+    defaults = defaults_of(fields["scope"])
+    compaction = dict(fields.pop("compaction", None) or {})
+    own = set(compaction) | {n for n in ("cleanup_policy",) if fields.get(n) is not None}
+    if policy is not None:
+        own.add(RETENTION_POLICY)
+    inherited = [n for n in SETTINGS if n not in own]
+    for name in COMPACTION_DEFAULTS:
+        if name in inherited and name in defaults:
+            if name == "cleanup_policy":
+                fields[name] = defaults[name]
+            else:
+                compaction[name] = defaults[name]
+    if fields.get("cleanup_policy") is None:
+        fields["cleanup_policy"] = COMPACTION_DEFAULTS["cleanup_policy"]
     with transaction.atomic():
-        stream = stream_services.do_create_stream(**fields)
-        if policy is not None:
-            try:
+        stream = stream_services.do_create_stream(compaction=compaction, inherited=inherited, **fields)
+        try:
+            if policy is not None:
                 _save_policy(stream, policy, user)
-            except BaseException:
-                stream_log(stream).delete()  # its segments were made before the rows commit
-                raise
+            elif defaults.get(RETENTION_POLICY) is not None:
+                apply_inherited_policy(stream, defaults[RETENTION_POLICY], user)
+        except BaseException:
+            stream_log(stream).delete()  # its segments were made before the rows commit
+            raise
     return stream

@@ -181,6 +181,18 @@ class Client:
     def set_retention_policy(self, stream: str, **policy) -> dict:
         return self._object("PUT", f"streams/{stream}/retention-policy/", policy)
 
+    def scope_defaults(self, scope: str) -> dict:
+        """The settings a scope gives its streams that set none of their own (null: none)."""
+        return self._object("GET", f"scopes/{scope}/defaults/")
+
+    def set_scope_defaults(self, scope: str, **settings) -> dict:
+        """Replace a scope's defaults (`retention_policy`, `cleanup_policy`, compaction settings):
+        a setting left out has none. Inheriting streams follow at once."""
+        return self._object("PUT", f"scopes/{scope}/defaults/", settings)
+
+    def clear_scope_defaults(self, scope: str) -> None:
+        self.request("DELETE", f"scopes/{scope}/defaults/")
+
     def seal(self, stream: str) -> list[dict]:
         """Seal the stream's active chunks now (operators): `[{segment, chunk}]` sealed."""
         return self._object("POST", f"streams/{stream}/seal/", {})["sealed"]

@@ -23,6 +23,21 @@ class Scope(models.Model):
         return self.name
 
 
+class ScopeDefaults(models.Model):
+    """A scope's defaults for its streams (Pulsar's namespace policies, Pravega's scope-wide
+    settings): a stream that sets none of its own takes them, and follows them as they change
+    (`domain.scope_defaults`). A setting left null is not defaulted."""
+
+    scope = models.OneToOneField(Scope, on_delete=models.CASCADE, related_name="defaults")
+    retention_policy = models.JSONField(null=True, blank=True)  # as the API takes one
+    cleanup_policy = models.CharField(max_length=16, null=True, blank=True)
+    min_compaction_lag_s = models.PositiveIntegerField(null=True, blank=True)
+    delete_retention_s = models.PositiveIntegerField(null=True, blank=True)
+    compacted_retention_s = models.PositiveIntegerField(null=True, blank=True)
+    compacted_retention_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
 class CleanupPolicy(models.TextChoices):
     DELETE = "delete"
     COMPACT = "compact"
@@ -86,6 +101,9 @@ class Stream(models.Model):
     # subscriber still needs the data: publishing is refused (507) until a cycle clears it.
     full_since = models.DateTimeField(null=True, blank=True)
     description = models.CharField(max_length=500, blank=True, default="")
+    # the settings this stream takes from its scope's defaults (`ScopeDefaults`) rather than
+    # setting them itself: "retention_policy", "cleanup_policy", the compaction settings
+    inherited = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -97,6 +115,15 @@ class Stream(models.Model):
 
     def __str__(self) -> str:
         return self.full_name
+
+    @property
+    def settings_from_scope(self) -> list[str]:
+        """The settings this stream takes from its scope's defaults now: those it inherits that
+        the scope sets (`domain.scope_defaults`)."""
+        defaults = getattr(self.scope, "defaults", None)  # the reverse one-to-one: None without a row
+        if defaults is None:
+            return []
+        return [n for n in self.inherited if getattr(defaults, n, None) is not None]
 
     @property
     def full_name(self) -> str:

@@ -31,7 +31,10 @@ def do_create_stream(
     delayed_index: dict | None = None,
     compaction: dict | None = None,
     description: str = "",
+    inherited: list[str] | None = None,
 ) -> Stream:
+    """`inherited`: the settings the stream takes from its scope's defaults (`domain.scope_defaults`;
+    `retention.services.do_create_stream` works them out)."""
     try:
         with transaction.atomic():
             scope_row, _ = Scope.objects.get_or_create(name=scope)
@@ -45,6 +48,7 @@ def do_create_stream(
                 delayed_index=delayed_index or {},
                 **(compaction or {}),
                 description=description,
+                inherited=inherited or [],
             )
             Segment.objects.bulk_create(Segment(stream=stream, segment_id=s) for s in stream.segment_ids)
             _make_segments(stream)
@@ -68,9 +72,14 @@ def _make_segments(stream: Stream) -> None:
 
 
 def do_update_stream(stream: Stream, changes: dict) -> Stream:
+    """Change the stream's settings; one it set itself no longer follows its scope's default."""
     for field, value in changes.items():
         setattr(stream, field, value)
-    stream.save(update_fields=[*changes, "updated_at"])
+    fields = [*changes, "updated_at"]
+    if set(changes) & set(stream.inherited):
+        stream.inherited = [n for n in stream.inherited if n not in changes]
+        fields.append("inherited")
+    stream.save(update_fields=fields)
     return stream
 
 

@@ -119,3 +119,13 @@ def consumed(group) -> list[str]:
         with message:
             out.append(message.text)
     return out
+
+
+def test_scope_defaults_from_the_client(client):
+    policy = {"limit_type": "size", "min": 100}
+    assert client.set_scope_defaults("shop", retention_policy=policy)["retention_policy"] == policy
+    client.create_stream("shop", "orders")
+    assert client.stream("shop/orders")["inherited_from_scope"] == ["retention_policy"]
+    client.clear_scope_defaults("shop")
+    assert client.scope_defaults("shop")["retention_policy"] is None
+    assert client.stream("shop/orders")["retention_policy"] is None
