@@ -62,6 +62,13 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-checkpoints", "GET"): PEOPLE | {"group_key"},
     ("api-checkpoints", "POST"): OPERATORS | {"group_key"},
     ("api-checkpoint-release", "POST"): OPERATORS | {"group_key"},
+    ("api-checkpoint", "GET"): PEOPLE | {"group_key"},
+    ("api-checkpoint", "DELETE"): OPERATORS | {"group_key"},
+    ("api-seek", "POST"): OPERATORS,
+    ("api-seal", "POST"): OPERATORS,
+    ("api-scope-defaults", "GET"): PEOPLE,
+    ("api-scope-defaults", "PUT"): OPERATORS,
+    ("api-scope-defaults", "DELETE"): OPERATORS,
     ("api-keys", "GET"): OPERATORS,
     ("api-keys", "POST"): OPERATORS,
     ("api-key", "GET"): OPERATORS,
@@ -85,6 +92,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:cycle", "GET"): PEOPLE,
     ("console:reader-groups", "GET"): PEOPLE,
     ("console:reader-group", "GET"): PEOPLE,
+    ("console:reader-group-seek", "POST"): OPERATORS,
+    ("console:checkpoint-delete", "POST"): OPERATORS,
     ("console:api-keys", "GET"): OPERATORS,
     ("console:api-keys", "POST"): OPERATORS,
     ("console:api-key-revoke", "POST"): OPERATORS,
@@ -164,7 +173,9 @@ GROUP_ROUTES = {
     "api-ack",
     "api-nack",
     "api-checkpoints",
+    "api-seek",
     "console:reader-group",
+    "console:reader-group-seek",
 }
 
 
@@ -172,6 +183,9 @@ def url_of(name: str, world) -> str:
     prefix = ApiKey.objects.get(name="other_group_key").prefix
     kwargs = {
         "api-checkpoint-release": {"scope": "m", "name": "g", "checkpoint": "cp1"},
+        "api-checkpoint": {"scope": "m", "name": "g", "checkpoint": "cp1"},
+        "console:checkpoint-delete": {"scope": "m", "name": "g", "checkpoint": "cp1"},
+        "api-scope-defaults": {"scope": "m"},
         "api-cycle": {"pk": world["cycle"].pk},
         "console:cycle": {"pk": world["cycle"].pk},
         "api-key": {"prefix": prefix},
