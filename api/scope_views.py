@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 
 from access.rules import Action
 from api.serializers import PolicyField, RefusesUnknownFields
-from streams.models import CleanupPolicy
 from retention import scope_defaults
+from streams.models import CleanupPolicy
 
 
 class ScopeDefaultsSerializer(RefusesUnknownFields, serializers.Serializer):

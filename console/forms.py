@@ -49,3 +49,72 @@ class PolicyForm(forms.Form):
             "subscriber_timeout_s": policy.subscriber_timeout_s,
             "fallback_after_s": policy.fallback_after_s,
         }
+
+
+CLEANUP_CHOICES = [
+    ("", "no default"),
+    ("delete", "delete"),
+    ("compact", "compact"),
+    ("compact,delete", "compact,delete"),
+]
+POLICY_CHOICES = [("", "no default policy"), *LIMIT_CHOICES]
+
+
+class ScopeDefaultsForm(forms.Form):
+    """A scope's defaults (`domain.scope_defaults`): a blank field has no default. Checked by the
+    domain when saved (`retention.scope_defaults.do_set_scope_defaults`), its error shown beside
+    the field it names."""
+
+    limit_type = forms.ChoiceField(choices=POLICY_CHOICES, required=False, label="limits")
+    min = forms.IntegerField(required=False, label="min")
+    max = forms.IntegerField(required=False, label="max")
+    consumption_based = forms.BooleanField(required=False)
+    subscriber_timeout_s = forms.IntegerField(required=False, label="subscriber timeout (s)")
+    fallback_after_s = forms.IntegerField(required=False, label="fall back after (s)")
+    cleanup_policy = forms.ChoiceField(choices=CLEANUP_CHOICES, required=False)
+    min_compaction_lag_s = forms.IntegerField(required=False, label="min compaction lag (s)")
+    delete_retention_s = forms.IntegerField(required=False, label="tombstones kept (s)")
+    compacted_retention_s = forms.IntegerField(required=False, label="view retention (s)")
+    compacted_retention_bytes = forms.IntegerField(required=False, label="view retention (bytes)")
+
+    POLICY_FIELDS = ("min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s")
+    COMPACTION_FIELDS = (
+        "min_compaction_lag_s",
+        "delete_retention_s",
+        "compacted_retention_s",
+        "compacted_retention_bytes",
+    )
+
+    def body(self) -> dict:
+        """The defaults as `PUT /scopes/{scope}/defaults/` takes them."""
+        data = self.cleaned_data
+        body: dict = {}
+        if data.get("limit_type"):
+            body["retention_policy"] = {
+                "limit_type": data["limit_type"],
+                "min": data.get("min") or 0,
+                "max": data.get("max"),
+                "consumption_based": bool(data.get("consumption_based")),
+                "subscriber_timeout_s": data.get("subscriber_timeout_s"),
+                "fallback_after_s": data.get("fallback_after_s"),
+            }
+        if data.get("cleanup_policy"):
+            body["cleanup_policy"] = data["cleanup_policy"]
+        for name in self.COMPACTION_FIELDS:
+            if data.get(name) is not None:
+                body[name] = data[name]
+        return body
+
+    def show(self, exc: FieldError) -> None:
+        """A refusal of the domain beside the field it names (`retention_policy.min` → `min`)."""
+        name = exc.field.removeprefix("retention_policy.")
+        self.add_error(name if name in self.fields else None, exc.message)
+
+    @classmethod
+    def initial_for(cls, defaults: dict) -> dict:
+        policy = defaults.get("retention_policy") or {}
+        initial = {name: policy.get(name) for name in cls.POLICY_FIELDS}
+        initial["limit_type"] = policy.get("limit_type", "")
+        initial["cleanup_policy"] = defaults.get("cleanup_policy") or ""
+        initial.update({name: defaults.get(name) for name in cls.COMPACTION_FIELDS})
+        return initial

@@ -16,18 +16,18 @@ from compaction.models import CompactionRun
 from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
-from console.forms import PolicyForm
+from console.forms import PolicyForm, ScopeDefaultsForm
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
 from domain.positions import finished
+from retention import scope_defaults, set_store
 from retention import services as retention_services
-from retention import set_store
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
 from streams import consuming, logs, reader_groups
 from streams.consuming import checkpoint_interval_s
-from streams.models import ReaderGroup, Stream
+from streams.models import ReaderGroup, Scope, Stream
 from streams.projections.delayed import delayed_state
 from streams.projections.groups import group_overview, group_summaries
 from streams.projections.positions import group_state
@@ -344,3 +344,56 @@ def delete_checkpoint(request, scope, name, checkpoint):
             request, "streams/reader_group.html#checkpoints-panel", _checkpoints_context(request, group, notice)
         )
     return redirect("console:reader-group", scope=scope, name=name)
+
+
+def _scope_context(request, scope: Scope, form: ScopeDefaultsForm | None = None, notice: str = "", warns=False) -> dict:
+    defaults = scope_defaults.scope_defaults(scope)
+    return {
+        "scope": scope,
+        "defaults": defaults,
+        "has_defaults": any(v is not None for v in defaults.values()),
+        "form": form or ScopeDefaultsForm(initial=ScopeDefaultsForm.initial_for(defaults)),
+        "policy_fields": ("limit_type", *ScopeDefaultsForm.POLICY_FIELDS),
+        "compaction_fields": ("cleanup_policy", *ScopeDefaultsForm.COMPACTION_FIELDS),
+        "can_edit": can(request, Action.MANAGE_STREAMS),
+        "streams": Stream.objects.filter(scope=scope).select_related("scope__defaults"),
+        "notice": notice,
+        "warns": warns,
+    }
+
+
+def _scope_answer(request, context: dict):
+    if htmx_partial(request):
+        return render(request, "streams/scope_defaults.html#defaults-panel", context)
+    return render(request, "streams/scope_defaults.html", context)
+
+
+@console_access({"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS})
+def scope_defaults_page(request, scope):
+    """A scope's defaults for its streams: shown, and edited by operators (a blank field has no
+    default); the streams of the scope with what each takes from it."""
+    found = get_object_or_404(Scope, name=scope)
+    if request.method == "GET":
+        return render(request, "streams/scope_defaults.html", _scope_context(request, found))
+    form = ScopeDefaultsForm(request.POST)
+    if not form.is_valid():
+        return _scope_answer(request, _scope_context(request, found, form, "Not saved: see the fields.", True))
+    try:
+        scope_defaults.do_set_scope_defaults(found.name, form.body(), request.user)
+    except FieldError as exc:
+        form.show(exc)
+        return _scope_answer(request, _scope_context(request, found, form, "Not saved: see the fields.", True))
+    if not htmx_partial(request):
+        return redirect("console:scope-defaults", scope=scope)
+    return _scope_answer(
+        request, _scope_context(request, found, notice="Defaults saved: the streams that take them follow now.")
+    )
+
+
+@console_access({"POST": Action.MANAGE_STREAMS})
+def clear_scope_defaults(request, scope):
+    found = get_object_or_404(Scope, name=scope)
+    scope_defaults.do_clear_scope_defaults(found, request.user)
+    if not htmx_partial(request):
+        return redirect("console:scope-defaults", scope=scope)
+    return _scope_answer(request, _scope_context(request, found, notice="Defaults removed."))
