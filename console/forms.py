@@ -11,6 +11,18 @@ from domain.policy_spec import parse_policy
 LIMIT_CHOICES = [("none", "none"), ("time", "time (seconds)"), ("size", "size (bytes)")]
 
 
+def policy_body(data: dict) -> dict:
+    """A policy form's cleaned fields as the API takes a policy (a blank min is 0)."""
+    return {
+        "limit_type": data["limit_type"],
+        "min": data.get("min") or 0,
+        "max": data.get("max"),
+        "consumption_based": bool(data.get("consumption_based")),
+        "subscriber_timeout_s": data.get("subscriber_timeout_s"),
+        "fallback_after_s": data.get("fallback_after_s"),
+    }
+
+
 class PolicyForm(forms.Form):
     limit_type = forms.ChoiceField(choices=LIMIT_CHOICES)
     min = forms.IntegerField(required=False, label="min")
@@ -23,16 +35,8 @@ class PolicyForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
-        raw = {
-            "limit_type": data["limit_type"],
-            "min": data.get("min") or 0,
-            "max": data.get("max"),
-            "consumption_based": bool(data.get("consumption_based")),
-            "subscriber_timeout_s": data.get("subscriber_timeout_s"),
-            "fallback_after_s": data.get("fallback_after_s"),
-        }
         try:
-            data["spec"] = parse_policy(raw)
+            data["spec"] = parse_policy(policy_body(data))
         except FieldError as exc:
             self.add_error(exc.field if exc.field in self.fields else None, exc.message)
         return data
@@ -90,14 +94,7 @@ class ScopeDefaultsForm(forms.Form):
         data = self.cleaned_data
         body: dict = {}
         if data.get("limit_type"):
-            body["retention_policy"] = {
-                "limit_type": data["limit_type"],
-                "min": data.get("min") or 0,
-                "max": data.get("max"),
-                "consumption_based": bool(data.get("consumption_based")),
-                "subscriber_timeout_s": data.get("subscriber_timeout_s"),
-                "fallback_after_s": data.get("fallback_after_s"),
-            }
+            body["retention_policy"] = policy_body(data)
         if data.get("cleanup_policy"):
             body["cleanup_policy"] = data["cleanup_policy"]
         for name in self.COMPACTION_FIELDS:

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from domain.policy_spec import PolicySpec
 from domain.retention import Policy
 from streams.models import Stream
 
@@ -33,6 +34,23 @@ class RetentionPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream}: {self.limit_type} min={self.min_value} max={self.max_value}"
+
+    @classmethod
+    def save_for(cls, stream: Stream, spec: PolicySpec, user=None) -> RetentionPolicy:
+        """The stream's policy row, made or changed to `spec` (its own, or its scope's default)."""
+        row, _ = cls.objects.update_or_create(
+            stream=stream,
+            defaults=dict(
+                limit_type=spec.limit_type,
+                min_value=spec.min,
+                max_value=spec.max,
+                consumption_based=spec.consumption_based,
+                subscriber_timeout_s=spec.subscriber_timeout_s,
+                fallback_after_s=spec.fallback_after_s,
+                updated_by=user if user is not None and user.is_authenticated else None,
+            ),
+        )
+        return row
 
     def as_policy(self, on_max_limit: str) -> Policy:
         """The plain value `domain.retention.decide` takes."""

@@ -72,16 +72,4 @@ def apply_inherited_policy(stream: Stream, policy: object, user=None) -> None:
     if policy is None:
         RetentionPolicy.objects.filter(stream=stream).delete()
         return
-    spec = parse_policy(policy, prefix=f"{RETENTION_POLICY}.")
-    RetentionPolicy.objects.update_or_create(
-        stream=stream,
-        defaults=dict(
-            limit_type=spec.limit_type,
-            min_value=spec.min,
-            max_value=spec.max,
-            consumption_based=spec.consumption_based,
-            subscriber_timeout_s=spec.subscriber_timeout_s,
-            fallback_after_s=spec.fallback_after_s,
-            updated_by=user if user is not None and user.is_authenticated else None,
-        ),
-    )
+    RetentionPolicy.save_for(stream, parse_policy(policy, prefix=f"{RETENTION_POLICY}."), user)

@@ -93,19 +93,7 @@ def do_set_policy(stream: Stream, policy: PolicySpec, user=None) -> RetentionPol
 
 
 def _save_policy(stream: Stream, policy: PolicySpec, user) -> RetentionPolicy:
-    row, _ = RetentionPolicy.objects.update_or_create(
-        stream=stream,
-        defaults=dict(
-            limit_type=policy.limit_type,
-            min_value=policy.min,
-            max_value=policy.max,
-            consumption_based=policy.consumption_based,
-            subscriber_timeout_s=policy.subscriber_timeout_s,
-            fallback_after_s=policy.fallback_after_s,
-            updated_by=user if user is not None and user.is_authenticated else None,
-        ),
-    )
-    return row
+    return RetentionPolicy.save_for(stream, policy, user)
 
 
 def do_create_stream(*, policy: PolicySpec | None = None, user=None, **fields) -> Stream:

@@ -33,18 +33,7 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
         raise FieldError("stream", f"{group} is not a subscriber of {stream.full_name}", "subscriber_not_found")
     sub.stream = stream
     check_generation(group, body.get("generation"))
-    log = stream_log(stream)
-    try:
-        cut = check_cut(
-            body.get("stream_cut"),
-            "stream_cut",
-            stream.segment_ids,
-            complete=True,
-            tail=log.tail_cut(),
-            head=log.head_cut(),
-        )
-    except FieldError as exc:
-        raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
+    cut = check_stream_cut(stream, body.get("stream_cut"), "stream_cut")
     previous = sub.acknowledgement_cut or {}
     for seg, offset in cut.items():
         if offset < previous.get(seg, 0):
@@ -54,6 +43,17 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
                 "stream_cut_behind_previous",
             )
     return sub, cut
+
+
+def check_stream_cut(stream: Stream, value: object, field: str) -> dict[str, int]:
+    """A cut of `stream` a group may stand at: covering every segment, within [head, tail] (what
+    no longer exists cannot be read, what does not exist yet cannot be acknowledged or skipped
+    to); refused as `stream_cut_not_valid`, naming the segment."""
+    log = stream_log(stream)
+    try:
+        return check_cut(value, field, stream.segment_ids, complete=True, tail=log.tail_cut(), head=log.head_cut())
+    except FieldError as exc:
+        raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
 
 
 def check_truncation_cuts(group: ReaderGroup, body: dict) -> list[tuple[Subscription, dict[str, int]]]:

@@ -15,12 +15,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from domain.acks import check_backoff
-from domain.cuts import check_cut
 from domain.errors import FieldError
 from domain.names import split_stream_name
 from domain.positions import Position, behind, check_stream_cuts, parse_position, parse_seek
 from streams.acknowledgement import (
     check_generation,
+    check_stream_cut,
     check_truncation_cut,
     check_truncation_cuts,
     publish_cut,
@@ -63,17 +63,7 @@ def position_cut(stream: Stream, position: Position, field: str) -> dict[str, in
         return log.cut_at_time(int(position.time.timestamp() * 1000))
     if stream.full_name not in position.cuts:
         return None
-    try:
-        return check_cut(
-            position.cuts[stream.full_name],
-            f"{field}.{stream.full_name}",
-            stream.segment_ids,
-            complete=True,
-            tail=log.tail_cut(),
-            head=log.head_cut(),
-        )
-    except FieldError as exc:
-        raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
+    return check_stream_cut(stream, position.cuts[stream.full_name], f"{field}.{stream.full_name}")
 
 
 def _check_cut_streams(position: Position, streams: list[Stream], field: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -198,17 +199,14 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
     ack_sizes = None if ack_sizes is None else orjson.loads(ack_sizes)
     if ack is not None:
         # a cut behind the head (data a max limit removed) counts as at the head
+
+        def recorded(s: str, offset: int) -> int | None:  # with the cut: no store read
+            if ack_sizes and ack_sizes.get(s) is not None and int(ack[s]) == offset:
+                return int(ack_sizes[s])
+            return None
+
         cut = {s: max(int(ack.get(s, 0)), head[s]) for s in head}
-        sizes = {}
-        for s, offset in cut.items():
-            if offset == head[s]:
-                sizes[s] = head_sizes[s]
-            elif offset == tail[s]:
-                sizes[s] = tail_sizes[s]
-            elif ack_sizes and ack_sizes.get(s) is not None and int(ack[s]) == offset:
-                sizes[s] = int(ack_sizes[s])  # recorded with the cut: no store read
-            else:
-                sizes[s] = log.segment(s).size_till(offset)
+        sizes = _sizes_at(cut, log, head, head_sizes, tail, tail_sizes, recorded)
     return Subscriber(
         name=f"{scope}/{name}",
         cut=cut,
@@ -233,15 +231,24 @@ def _compactor(horizon: dict, now: datetime, log, head, head_sizes, tail, tail_s
     horizon (`domain.retention.decide`): never behind the head (what a max limit removed is gone
     for the view too), always active."""
     cut = {s: min(max(int(horizon.get(s, 0)), head[s]), tail[s]) for s in head}
+    sizes = _sizes_at(cut, log, head, head_sizes, tail, tail_sizes)
+    return Subscriber(COMPACTOR, cut, sizes, acknowledged_at=now.timestamp(), subscribed_at=now.timestamp())
+
+
+def _sizes_at(cut, log, head, head_sizes, tail, tail_sizes, recorded: Callable[[str, int], int | None] | None = None):
+    """size_till of each segment's offset in `cut`: known at the head and the tail, else
+    `recorded(segment, offset)` (sizes stored with the cut), else read from the store."""
     sizes = {}
     for s, offset in cut.items():
         if offset == head[s]:
             sizes[s] = head_sizes[s]
         elif offset == tail[s]:
             sizes[s] = tail_sizes[s]
+        elif recorded is not None and (size := recorded(s, offset)) is not None:
+            sizes[s] = size
         else:
             sizes[s] = log.segment(s).size_till(offset)
-    return Subscriber(COMPACTOR, cut, sizes, acknowledged_at=now.timestamp(), subscribed_at=now.timestamp())
+    return sizes
 
 
 def batches(items: list, size: int | None = None) -> list[list]:
