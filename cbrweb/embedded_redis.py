@@ -41,6 +41,9 @@ def start(workdir: Path, port: int | None = None) -> tuple[subprocess.Popen, str
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # a session of its own: Ctrl-C in the terminal must not stop it before the workers that
+        # use it (whoever started it stops it, last)
+        start_new_session=True,
     )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)

@@ -36,8 +36,10 @@ def main() -> int:
     var.mkdir(parents=True, exist_ok=True)
     children: list[tuple[str, subprocess.Popen]] = []
 
+    url_file = var / "redis.url"  # settings.EMBEDDED_REDIS_URL_FILE
+    url_file.unlink(missing_ok=True)  # a run that was killed left it behind
     if not os.environ.get("REDIS_URL"):
-        proc, url = embedded_redis.start(var / "redis")
+        proc, url = start_embedded_redis(var)
         os.environ["REDIS_URL"] = url
         children.append(("redis", proc))
         say(f"embedded Redis at {url} (set REDIS_URL to use your own)")
@@ -88,6 +90,15 @@ def main() -> int:
         return 1
     finally:
         _stop(children)
+        url_file.unlink(missing_ok=True)
+
+
+def start_embedded_redis(var: Path) -> tuple[subprocess.Popen, str]:
+    """The embedded Redis under `var/`, its URL written to `var/redis.url` while it runs, so that
+    a command run beside `make run` (its settings read the file) uses the same Redis."""
+    proc, url = embedded_redis.start(var / "redis")
+    (var / "redis.url").write_text(url + "\n")
+    return proc, url
 
 
 def celery_commands(log_level: str, beat_schedule: str) -> dict[str, list[str]]:

@@ -186,7 +186,20 @@ SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 10_000, minimum=1)
 
 # --- Redis and Celery -----------------------------------------------------------------------
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+EMBEDDED_REDIS_URL_FILE = VAR_DIR / "redis.url"  # written by `make run` while its embedded Redis runs
+
+
+def _embedded_redis_url() -> str | None:
+    """The embedded Redis a `make run` on this var/ started (`cbrweb.run` writes its URL), so that
+    a command run beside it (`manage.py run_retention_cycle`, `compact_stream`) uses the same
+    Redis, the same locks and the same queue as its workers."""
+    try:
+        return EMBEDDED_REDIS_URL_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+REDIS_URL = env_str("REDIS_URL", _embedded_redis_url() or "redis://127.0.0.1:6379/0")
 # The cache counts failed sign-ins (access.login), shared by every web process.
 CACHES = {
     "default": {

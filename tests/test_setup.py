@@ -14,7 +14,7 @@ from django.core.management import call_command
 from cbrweb import embedded_redis
 from cbrweb.celery import app
 from cbrweb.env import env_bool, env_choice, env_int
-from cbrweb.run import celery_commands
+from cbrweb.run import celery_commands, start_embedded_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,6 +68,50 @@ def test_the_embedded_redis_starts_and_answers(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_embedded_redis_has_a_session_of_its_own_so_ctrl_c_stops_the_workers_first(tmp_path):
+    proc, _ = embedded_redis.start(tmp_path / "redis")
+    try:
+        assert os.getsid(proc.pid) == proc.pid != os.getsid(0)  # the terminal's SIGINT does not reach it
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def settings_value(name: str, env: dict) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; from django.conf import settings; print(settings.{name})"],
+        env={
+            **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+            "DJANGO_SETTINGS_MODULE": "cbrweb.settings",
+            **env,
+        },
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_a_command_beside_make_run_finds_its_embedded_redis(tmp_path):
+    # given `make run`'s var/ with the Redis it started
+    proc, url = start_embedded_redis(tmp_path)
+    try:
+        assert (tmp_path / "redis.url").read_text() == url + "\n"
+        # then settings in any other process on that var/ use it
+        assert settings_value("REDIS_URL", {"CBR_VAR_DIR": str(tmp_path)}) == url
+        assert settings_value("CELERY_BROKER_URL", {"CBR_VAR_DIR": str(tmp_path)}) == url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    # and REDIS_URL still wins
+    mine = {"CBR_VAR_DIR": str(tmp_path), "REDIS_URL": "redis://10.0.0.9:6379/2"}
+    assert settings_value("REDIS_URL", mine) == "redis://10.0.0.9:6379/2"
+    # and without `make run` the machine's Redis
+    (tmp_path / "redis.url").unlink()
+    assert settings_value("REDIS_URL", {"CBR_VAR_DIR": str(tmp_path)}) == "redis://127.0.0.1:6379/0"
 
 
 def test_the_documented_production_settings_pass_the_deploy_check(settings):
