@@ -3,7 +3,9 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_init
+from celery.signals import celeryd_init, worker_ready, worker_shutdown
+
+from store.health import WorkerHeartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
 
@@ -13,8 +15,24 @@ app.autodiscover_tasks()
 
 
 @celeryd_init.connect
-def _note_queues(options=None, **_):
+def _note_queues(sender=None, options=None, **_):
     """The queues this worker consumes (`-Q`), kept in the app's configuration for its pool's
     processes (forked after), where `compaction.tasks` warms the compactor up."""
     queues = (options or {}).get("queues") or []
     app.conf.cbr_worker_queues = queues.split(",") if isinstance(queues, str) else list(queues)
+    app.conf.cbr_worker_name = sender
+
+
+@worker_ready.connect
+def _start_heartbeat(**_):
+    """The worker's heartbeat for /readyz (cbrweb.health), from its main process."""
+    queues = app.conf.get("cbr_worker_queues") or [app.conf.task_default_queue]
+    app.conf.cbr_heartbeat = WorkerHeartbeat(app.conf.get("cbr_worker_name") or "worker", queues)
+    app.conf.cbr_heartbeat.start()
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_):
+    heartbeat = app.conf.get("cbr_heartbeat")
+    if heartbeat is not None:
+        heartbeat.stop()

@@ -114,7 +114,7 @@ def celery_commands(log_level: str, beat_schedule: str) -> dict[str, list[str]]:
             "-l",
             log_level,
             "--scheduler",
-            "django_celery_beat.schedulers:DatabaseScheduler",
+            "cbrweb.beat:Scheduler",
             "-s",
             beat_schedule,
         ],

@@ -223,7 +223,13 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "cbrweb.beat:Scheduler"  # django-celery-beat's, recording its ticks (/readyz)
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+# /readyz and the console's health panel: a worker's or beat's heartbeat older than this is a
+# process that is gone (they beat every third of it); below this free space in CBR_DATA_DIR the
+# service is not ready (a full disk refuses every publish).
+CBR_HEALTH_STALE_S = env_int("CBR_HEALTH_STALE_S", 30, minimum=1)
+CBR_MIN_FREE_BYTES = env_int("CBR_MIN_FREE_BYTES", 256 * 1024 * 1024, minimum=0)
 # Compactions (Spark jobs of minutes) have a queue and a worker of their own: on the default queue
 # they took every worker slot, and retention, checkpoints and delayed maintenance waited behind
 # them for minutes (the soak saw it). Everything else stays on the default queue ("celery").

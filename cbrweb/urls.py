@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from access.login import rate_limited_login
+from api import health_views as health
 from api.errors import unavailable_as_503
 from api.metrics import metrics_view
 from cbrweb import converters  # noqa: F401  (registers <name:…> and <key_prefix:…> before the includes below)
@@ -14,6 +15,11 @@ urlpatterns = [
     path("login/", rate_limited_login(auth_views.LoginView.as_view(template_name="login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", unavailable_as_503(metrics_view), name="metrics"),
+    # for load balancers and Kubernetes: at the root, and under the API's prefix (DESIGN §10a)
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("api/v1/healthz", health.healthz),
+    path("api/v1/readyz", health.readyz),
     path("", include("console.urls")),
 ]
 

@@ -25,6 +25,7 @@ from retention import services as retention_services
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
+from store.health import readiness
 from streams import consuming, logs, reader_groups
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Scope, Stream
@@ -72,6 +73,7 @@ def dashboard(request):
         "truncation_count": TruncationRecord.objects.count(),
         "recent": recent,
         "largest": streams.order_by("-held_bytes").select_related("scope")[:5],
+        "health": readiness(),
     }
     return render(request, "streams/dashboard.html", context)
 

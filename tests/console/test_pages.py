@@ -1,8 +1,10 @@
 import factories
 import pytest
+from page_text import text
 
 from retention.models import RetentionPolicy
 from retention.services import do_truncate
+from store import health
 from streams import logs, services
 
 pytestmark = pytest.mark.django_db
@@ -95,3 +97,15 @@ def test_a_viewer_cannot_edit_the_policy(client, plain_user, streams_with_data):
     assert "?edit=1" not in html
     response = client.post("/streams/shop/orders/policy/", {"limit_type": "size", "min": "1"})
     assert response.status_code == 403 and not RetentionPolicy.objects.exists()
+
+
+def test_dashboard_shows_health_from_the_heartbeats(admin_client):
+    health.record_worker("console-test@h", ["celery"])
+    try:
+        page = text(admin_client.get("/").content.decode())
+        assert "Health" in page and "Database answers" in page and "Redis answers" in page
+        assert "console-test@h celery, seen" in page
+        assert "free" in page.split("Data directory", 1)[1]
+    finally:
+        health.forget_worker("console-test@h")
+    assert "console-test@h" not in text(admin_client.get("/").content.decode())
