@@ -34,12 +34,13 @@ bench: venv check
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml client/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cbr: Python 3.11 or newer is needed; $(PYTHON) is " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e client
 	@touch $@
 
 check:

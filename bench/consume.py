@@ -3,7 +3,7 @@
 What it measures, all on this machine and in one run:
   cbr        the real server (gunicorn, gthread; PostgreSQL; Redis; CBR_FSYNC=batch): N events
              published first (untimed), then C consumer processes, each with its own
-             `streams.client.Client`, loop `read(max_events=1000)` → `ack(those ids)` until every
+             `cbr_client.Client`, loop `read(max_events=1000)` → `ack(those ids)` until every
              event is acked: events/s end to end, p50/p99 of the read and of the ack requests,
              the consumers' time in each, and the Redis time in the tracker's scripts. Once for
              a NONE group and once for an AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT group (which
@@ -73,7 +73,7 @@ from consume_common import (  # noqa: E402
 )
 from consume_peers import JetStream, RedisStreams  # noqa: E402
 
-from streams.client import Client
+from cbr_client import Client
 
 
 def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -> dict:

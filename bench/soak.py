@@ -66,8 +66,8 @@ from _common import ROOT, machine, manage, wait_http
 from consume import free_port
 from consume_common import pct
 
+from cbr_client import CBRError, Client
 from cbrweb.run import celery_commands
-from streams.client import CBRError, Client
 
 STREAMS = 20
 SEGMENTS = 2

@@ -7,7 +7,7 @@ every connection it accepted, so two busy consumers whose connections both lande
 share that worker's interpreter while the other worker idles, for as long as they run. The last
 answer on a connection says `Connection: close`; the client opens a new connection for its next
 request, which a worker that is not busy tends to accept (a busy one holds its interpreter lock),
-and the load spreads again. Clients that keep connections (`streams.client`, `http.client`,
+and the load spreads again. Clients that keep connections (`cbr_client`, `http.client`,
 requests, browsers) reconnect by themselves. Measured with two consumers (bench/RESULTS.md,
 2026-11-24): with 100 the workers' shares stayed 23 %/77 % for whole rounds and the group
 consumed 55-65k events/s; with 10, 42-58 % and 81-91k; with 1 (a connection per request),

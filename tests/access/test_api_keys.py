@@ -12,9 +12,9 @@ from rest_framework.test import APIClient
 
 from access.models import ApiKey
 from access.token_cache import forget_tokens
+from cbr_client import CBRError, Client
 from domain.events import parse_batch
 from streams import logs, services
-from streams.client import CBRError, Client
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from streams.client import Client
+from cbr_client import Client
 
 
 class CutOffServer:

@@ -4,7 +4,7 @@ at once (and the refusal it raises), sealing, queueing a compaction."""
 import factories
 import pytest
 
-from streams.client import CBRError, Client
+from cbr_client import CBRError, Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

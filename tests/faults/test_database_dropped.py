@@ -19,10 +19,10 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from cbr_client import CBRError, Client
 from domain.events import EventIn
 from faults.invariants import PublishLedger, check_floors_never_regress, check_published_intact, floors
 from streams import logs, services
-from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

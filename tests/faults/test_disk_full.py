@@ -6,9 +6,9 @@ lets publishing go on at the next offset."""
 import pytest
 import tiny_disk
 
+from cbr_client import CBRError, Client
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
 from streams import logs, services
-from streams.client import CBRError, Client
 from streams.models import Scope, Segment, Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -12,9 +12,9 @@ import urllib.request
 import pytest
 from django.db import connection
 
+from cbr_client import Client
 from faults.test_redis_restarted import own_redis  # noqa: F401
 from streams import services
-from streams.client import Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,11 +15,11 @@ import time
 
 import pytest
 
+from cbr_client import CBRError, Client
 from cbrweb import embedded_redis
 from domain.events import EventIn
 from faults.invariants import check_floors_never_regress, floors
 from streams import logs, services
-from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

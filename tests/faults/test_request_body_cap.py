@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cbr_client import Client
 from streams import services
-from streams.client import Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import pytest
 
+from cbr_client import CBRError, Client
 from faults.invariants import PublishLedger, check_nothing_before_head_over_api, check_published_intact, stream_named
 from streams import logs, services
-from streams.client import CBRError, Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

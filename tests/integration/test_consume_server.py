@@ -14,9 +14,9 @@ import pytest
 import redis as redis_lib
 from django.core.management import call_command
 
+from cbr_client import CBRError, Client
 from domain.events import EventIn
 from streams import logs, services
-from streams.client import CBRError, Client
 from streams.models import ReadPosition
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -76,7 +76,7 @@ def test_two_consumers_of_one_group_never_share_a_live_delivery(web_server, toke
 
 CONSUMER = """
 import sys, time
-from streams.client import Client
+from cbr_client import Client
 group = Client(sys.argv[1], token=sys.argv[2]).reader_group("it/dies")
 got = group.read(max_events=5)
 print(",".join(f"{m.data['segment']}:{m.data['offset']}" for m in got), flush=True)

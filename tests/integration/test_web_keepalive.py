@@ -6,7 +6,7 @@ import http.client
 import factories
 import pytest
 
-from streams.client import Client
+from cbr_client import Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -4,7 +4,7 @@ Standard library only (orjson is used when installed: large reads decode faster)
 nothing from Django or from the rest of CBR: copy this one file into a program, or import
 `streams.client` from a checkout.
 
-    from streams.client import Client
+    from cbr_client import Client
 
     cbr = Client("http://127.0.0.1:8000", username="admin", password="…")
     cbr.create_stream("shop", "orders", segment_count=4)
@@ -32,7 +32,7 @@ import http.client
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -156,6 +156,54 @@ class Client:
     def stream(self, stream: str) -> dict:
         return self._object("GET", f"streams/{stream}/")
 
+    def streams(self, search: str = "", scope: str = "") -> Iterator[dict]:
+        """Every stream (a scope's, or those whose scope or name contains `search`), page by page."""
+        return self._pages("streams/", {"search": search, "scope": scope})
+
+    def delete_stream(self, stream: str) -> None:
+        """Delete a stream and its data (admins)."""
+        self.request("DELETE", f"streams/{stream}/")
+
+    def retention_policy(self, stream: str) -> dict:
+        return self._object("GET", f"streams/{stream}/retention-policy/")
+
+    def events(self, stream: str, start: dict[str, int] | None = None, limit: int = 100) -> dict:
+        """A plain read from `start` (a stream cut; None: the head): `{events, next_cut}`, no
+        delivery and no acknowledgement. Pass `next_cut` as the next `start`."""
+        query = {"limit": str(limit)}
+        if start is not None:
+            query["from"] = json.dumps(start)
+        return self._object("GET", f"streams/{stream}/events/?" + urllib.parse.urlencode(query))
+
+    def run_cycle(self, stream: str | None = None) -> dict:
+        """Queue a retention cycle (of every stream with a policy, or of one): the cycle's record;
+        follow it with `cycle(id)`."""
+        return self._object("POST", "retention/cycles/", {"stream": stream} if stream else {})
+
+    def cycle(self, cycle_id: int) -> dict:
+        return self._object("GET", f"retention/cycles/{cycle_id}/")
+
+    def readiness(self) -> dict:
+        """What `/readyz` answers (`ready`, `down` and each part), whether ready or not."""
+        try:
+            return self._object("GET", "readyz")
+        except CBRError as exc:
+            if exc.status == 503 and "ready" in exc.body:
+                return exc.body
+            raise
+
+    def _pages(self, path: str, query: dict[str, str]) -> Iterator[dict]:
+        params = {k: v for k, v in query.items() if v}
+        offset, limit = 0, 200
+        while True:
+            page = self._object(
+                "GET", path + "?" + urllib.parse.urlencode({**params, "limit": limit, "offset": offset})
+            )
+            yield from page["results"]
+            if not page.get("next"):
+                return
+            offset += limit
+
     def publish(
         self,
         stream: str,
@@ -210,6 +258,14 @@ class Client:
     def create_reader_group(self, scope: str, name: str, streams: list[str], **config) -> ReaderGroup:
         self.request("POST", "reader-groups/", {"scope": scope, "name": name, "streams": streams, **config})
         return ReaderGroup(self, f"{scope}/{name}")
+
+    def reader_groups(self) -> Iterator[dict]:
+        """Every reader group, page by page."""
+        return self._pages("reader-groups/", {})
+
+    def delete_reader_group(self, group: str) -> None:
+        """Delete a reader group ("scope/name"), releasing its hold on retention."""
+        self.request("DELETE", f"reader-groups/{group}/")
 
     def reader_group(self, group: str) -> ReaderGroup:
         """A handle on an existing group ("scope/name")."""
@@ -366,7 +422,7 @@ class ReaderGroup:
         consumer: str | None = None,
         idle_stop: bool = False,
         sink: str | None = None,
-    ) -> Iterator[Message]:
+    ) -> Generator[Message, None, None]:
         """Messages, read `max_events` at a time (long-polling `wait_ms`), settled in batches:
         those acknowledged in one request, those given back in another (one per reason).
         `idle_stop` ends the loop at the first read that finds nothing. With `sink` (a fan-out

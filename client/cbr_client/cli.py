@@ -1,0 +1,479 @@
+"""`cbr`: CBR from the command line, in the spirit of `pulsar-admin` and `nats`.
+
+    cbr streams list|create|describe|policy|seal|compact|delete
+    cbr publish STREAM [--file F]          one event per line of stdin (or the file)
+    cbr tail STREAM [--from head|tail|CUT] [--follow]   browse, no acknowledgement
+    cbr consume GROUP [--count N]          read, print, acknowledge (at least once)
+    cbr groups list|create|describe|seek|checkpoint|delete
+    cbr cycle [--stream S] [--wait]        run a retention cycle
+    cbr health                             what /readyz answers (exit 1 when not ready)
+
+The server and the credentials come from flags or the environment: `--server`/`CBR_SERVER`
+(default http://127.0.0.1:8000), `--token`/`CBR_TOKEN`, `--api-key`/`CBR_API_KEY`, or
+`--user`/`CBR_USER` with `--password`/`CBR_PASSWORD`. `--json` prints what the API answered, one
+JSON document (or one per line for events), for scripts. Exit status: 0 done, 1 the server refused
+(its error on stderr: status, code, field, message), 2 the server could not be reached or the
+command line was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from cbr_client import CBRError, Client, Message
+
+POLICY_FLAGS = ("limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        client = Client(
+            args.server,
+            token=args.token or None,
+            api_key=args.api_key or None,
+            username=args.user or None,
+            password=args.password or None,
+        )
+        with client:
+            return args.run(client, args) or 0
+    except CBRError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"cbr: {exc.status} {exc.code}{where}: {exc.body.get('message', '')}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"cbr: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def _out(args, answer: Any, human: str | None = None) -> None:
+    if args.json:
+        print(json.dumps(answer, indent=2 if not isinstance(answer, list) or len(answer) < 1000 else None))
+    else:
+        print(human if human is not None else _fields(answer))
+
+
+def _fields(answer: dict) -> str:
+    """An object as `name: value` lines (nested values as compact JSON)."""
+    width = max((len(k) for k in answer), default=0)
+    return "\n".join(
+        f"{k.ljust(width)}  {v if isinstance(v, str | int | float) or v is None else json.dumps(v)}"
+        for k, v in answer.items()
+    )
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header, *[["" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _payload(event: dict, form: str) -> str:
+    raw = base64.b64decode(event["payload_b64"])
+    if form == "hex":
+        return raw.hex(" ")
+    text = event.get("payload")
+    if text is None:
+        return "base64:" + event["payload_b64"]
+    if form == "pretty":
+        try:
+            return json.dumps(json.loads(text), indent=2)
+        except ValueError:
+            return text
+    return text
+
+
+def _event_line(args, event: dict) -> str:
+    if args.json:
+        return json.dumps(event)
+    where = f"{event.get('stream', args.stream if 'stream' in args else '')} {event['segment']}:{event['offset']}"
+    extra = "".join(f" {k}={event[k]}" for k in ("routing_key", "key") if event.get(k))
+    return f"[{where}{extra}] {_payload(event, args.format)}"
+
+
+# -- streams -----------------------------------------------------------------------------------
+
+
+def _policy(args) -> dict:
+    return {k: getattr(args, k) for k in POLICY_FLAGS if getattr(args, k) is not None}
+
+
+def streams_list(client: Client, args) -> None:
+    found = list(client.streams(search=args.search, scope=args.scope))
+    rows = [
+        [f"{s['scope']}/{s['name']}", s["segment_count"], s["event_count"], s["size_bytes"], _policy_text(s)]
+        for s in found
+    ]
+    _out(args, found, _table(rows, ["STREAM", "SEGMENTS", "EVENTS", "BYTES", "POLICY"]))
+
+
+def _policy_text(stream: dict) -> str:
+    p = stream.get("retention_policy")
+    if not p:
+        return "-"
+    text = f"{p['limit_type']} min={p['min']}" + (f" max={p['max']}" if p.get("max") is not None else "")
+    return text + (" consumption-based" if p.get("consumption_based") else "")
+
+
+def streams_create(client: Client, args) -> None:
+    scope, name = _split(args.stream)
+    settings: dict[str, Any] = {}
+    if args.cleanup_policy:
+        settings["cleanup_policy"] = args.cleanup_policy
+    if args.description:
+        settings["description"] = args.description
+    if policy := _policy(args):
+        settings["retention_policy"] = policy
+    _out(args, client.create_stream(scope, name, segment_count=args.segments, **settings))
+
+
+def streams_describe(client: Client, args) -> None:
+    _out(args, client.stream(args.stream))
+
+
+def streams_policy(client: Client, args) -> None:
+    policy = _policy(args)
+    _out(args, client.set_retention_policy(args.stream, **policy) if policy else client.retention_policy(args.stream))
+
+
+def streams_seal(client: Client, args) -> None:
+    sealed = client.seal(args.stream)
+    _out(args, sealed, _table([[s["segment"], s["chunk"]] for s in sealed], ["SEGMENT", "CHUNK SEALED"]))
+
+
+def streams_compact(client: Client, args) -> None:
+    run = client.compact(args.stream)
+    if args.wait:
+        while run.get("state") in ("queued", "running"):
+            time.sleep(0.5)
+            run = next((r for r in client.compactions(args.stream) if r["id"] == run["id"]), run)
+    _out(args, run)
+
+
+def streams_delete(client: Client, args) -> int:
+    if not args.yes:
+        print(f"cbr: deleting {args.stream} deletes its events; add --yes to do it", file=sys.stderr)
+        return 2
+    client.delete_stream(args.stream)
+    if not args.json:
+        print(f"deleted {args.stream}")
+    return 0
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def _lines(source: IO[bytes]) -> Iterator[bytes]:
+    for line in source:
+        yield line.rstrip(b"\n").rstrip(b"\r")
+
+
+def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def publish(client: Client, args) -> None:
+    source = open(args.file, "rb") if args.file else sys.stdin.buffer
+    with source:
+        payloads = [source.read()] if args.whole else _lines(source)
+        fields: dict[str, Any] = {k: getattr(args, k) for k in ("routing_key", "key") if getattr(args, k)}
+        if args.header:
+            fields["headers"] = dict(h.split("=", 1) for h in args.header)
+        events = ({**_encoded(p), **fields} for p in payloads)
+        positions: list[dict] = []
+        for batch in _batches(events, args.batch):
+            positions += client.publish(args.stream, batch, delay_ms=args.delay_ms)
+    _out(args, positions, f"published {len(positions)} event{'s' * (len(positions) != 1)} to {args.stream}")
+
+
+def _encoded(payload: bytes) -> dict:
+    try:
+        return {"payload": payload.decode()}
+    except UnicodeDecodeError:
+        return {"payload_b64": base64.b64encode(payload).decode()}
+
+
+def tail(client: Client, args) -> None:
+    """A plain read from the head, the tail or a cut; with --follow, new events as they come."""
+    if args.start == "head":
+        cut = None
+    elif args.start == "tail":
+        cut = client.stream(args.stream)["tail_cut"]
+    else:
+        cut = json.loads(args.start)
+    shown = 0
+    while args.limit is None or shown < args.limit:
+        want = 1000 if args.limit is None else min(1000, args.limit - shown)
+        page = client.events(args.stream, cut, want)
+        for event in page["events"]:
+            print(_event_line(args, event), flush=True)
+        shown += len(page["events"])
+        cut = page["next_cut"]
+        if not page["events"]:
+            if not args.follow:
+                return
+            time.sleep(args.poll_s)
+
+
+def consume(client: Client, args) -> None:
+    """Read, print, acknowledge: a message is acknowledged once its line is written (at least
+    once: a consumer stopped before that gets it again after its lease)."""
+    group = client.reader_group(args.group)
+    done = 0
+    stream = group.consume(
+        max_events=args.max if args.count is None else min(args.max, args.count),
+        wait_ms=args.wait_ms,
+        consumer=args.consumer,
+        idle_stop=args.idle_stop,
+    )
+    message: Message
+    for message in stream:
+        print(_event_line(args, message.data), flush=True)
+        message.ack()
+        done += 1
+        if args.count is not None and done >= args.count:
+            stream.close()  # settles this read's acknowledgements; the rest of it comes again later
+            break
+
+
+# -- reader groups -----------------------------------------------------------------------------
+
+
+def groups_list(client: Client, args) -> None:
+    found = list(client.reader_groups())
+    rows = [
+        [f"{g['scope']}/{g['name']}", g["retention_type"], ",".join(s["stream"] for s in g["streams"])] for g in found
+    ]
+    _out(args, found, _table(rows, ["GROUP", "RETENTION TYPE", "STREAMS"]))
+
+
+def _start(value: str) -> str | dict:
+    if value in ("head", "tail"):
+        return value
+    if value.startswith("{"):
+        return {"stream_cuts": json.loads(value)}
+    return {"time": value}
+
+
+def groups_create(client: Client, args) -> None:
+    scope, name = _split(args.group)
+    config: dict[str, Any] = {"retention_type": args.retention_type, "start": _start(args.start)}
+    for flag in ("ack_timeout_s", "max_deliveries", "on_poison", "ack_policy", "checkpoint_interval_s"):
+        if getattr(args, flag) is not None:
+            config[flag] = getattr(args, flag)
+    if args.backoff_s:
+        config["backoff_s"] = [int(v) for v in args.backoff_s.split(",")]
+    client.create_reader_group(scope, name, args.streams, **config)
+    _out(args, client.reader_group(args.group).info())
+
+
+def groups_describe(client: Client, args) -> None:
+    info = client.reader_group(args.group).info()
+    if args.json:
+        _out(args, info)
+        return
+    head = {k: info[k] for k in ("retention_type", "generation", "ack_policy", "finished") if k in info}
+    rows = [
+        [p.get("stream", ""), p["segment"], p["floor"], p["head"], p["tail"], p["lag_events"], p["pending"]]
+        for p in info.get("positions", [])
+    ]
+    print(
+        f"{args.group}\n{_fields(head)}\n\n{_table(rows, ['STREAM', 'SEGMENT', 'FLOOR', 'HEAD', 'TAIL', 'LAG', 'PENDING'])}"
+    )
+
+
+def groups_seek(client: Client, args) -> None:
+    group = client.reader_group(args.group)
+    if args.to in ("head", "tail"):
+        info = group.seek(args.to)
+    elif args.to.startswith("{"):
+        info = group.seek(stream_cuts=json.loads(args.to))
+    else:
+        info = group.seek(time=args.to)
+    _out(args, info, f"{args.group} moved to {args.to} (generation {info['generation']})")
+
+
+def groups_checkpoint(client: Client, args) -> None:
+    _out(args, client.reader_group(args.group).checkpoint(args.name, persist=args.persist))
+
+
+def groups_delete(client: Client, args) -> int:
+    if not args.yes:
+        print(f"cbr: deleting {args.group} releases its hold on retention; add --yes to do it", file=sys.stderr)
+        return 2
+    client.delete_reader_group(args.group)
+    if not args.json:
+        print(f"deleted {args.group}")
+    return 0
+
+
+# -- jobs and health ---------------------------------------------------------------------------
+
+
+def cycle(client: Client, args) -> int:
+    run = client.run_cycle(args.stream)
+    if args.wait:
+        while run["state"] in ("queued", "running"):
+            time.sleep(0.5)
+            run = client.cycle(run["id"])
+    _out(args, run)
+    return 1 if run["state"] == "failed" else 0
+
+
+def health(client: Client, args) -> int:
+    answer = client.readiness()
+    human = "ready" if answer["ready"] else "not ready: " + ", ".join(answer["down"])
+    _out(args, answer, human)
+    return 0 if answer["ready"] else 1
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def _split(name: str) -> tuple[str, str]:
+    scope, _, rest = name.partition("/")
+    if not scope or not rest or "/" in rest:
+        raise ValueError(f"{name!r} is not scope/name")
+    return scope, rest
+
+
+def _parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    top = argparse.ArgumentParser(prog="cbr", description=__doc__.split("\n\n")[0])
+    top.add_argument("--server", default=env("CBR_SERVER", "http://127.0.0.1:8000"), help="$CBR_SERVER")
+    top.add_argument("--token", default=env("CBR_TOKEN"), help="an API token ($CBR_TOKEN)")
+    top.add_argument("--api-key", default=env("CBR_API_KEY"), help="a scoped API key ($CBR_API_KEY)")
+    top.add_argument("--user", default=env("CBR_USER"), help="sign in with a user ($CBR_USER)")
+    top.add_argument("--password", default=env("CBR_PASSWORD"), help="$CBR_PASSWORD")
+    top.add_argument("--json", action="store_true", help="print the API's answers as JSON")
+    commands = top.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(parent, name: str, run, help: str) -> argparse.ArgumentParser:
+        parser = parent.add_parser(name, help=help, description=help)
+        parser.set_defaults(run=run)
+        return parser
+
+    def policy_flags(parser) -> None:
+        parser.add_argument("--limit-type", dest="limit_type", choices=["time", "size", "none"])
+        parser.add_argument("--min", type=int, help="seconds (time) or bytes (size)")
+        parser.add_argument("--max", type=int)
+        parser.add_argument(
+            "--consumption-based", dest="consumption_based", action=argparse.BooleanOptionalAction, default=None
+        )
+        parser.add_argument("--subscriber-timeout-s", dest="subscriber_timeout_s", type=int)
+        parser.add_argument("--fallback-after-s", dest="fallback_after_s", type=int)
+
+    def formats(parser) -> None:
+        parser.add_argument("--format", choices=["text", "pretty", "hex"], default="text", help="how payloads print")
+
+    streams = commands.add_parser("streams", help="list, create, describe, change and delete streams")
+    sub = streams.add_subparsers(required=True, metavar="ACTION")
+    p = command(sub, "list", streams_list, "the streams")
+    p.add_argument("--search", default="")
+    p.add_argument("--scope", default="")
+    p = command(sub, "create", streams_create, "create a stream, with its retention policy")
+    p.add_argument("stream", help="scope/name")
+    p.add_argument("--segments", type=int, default=1)
+    p.add_argument("--cleanup-policy", choices=["delete", "compact", "compact,delete"])
+    p.add_argument("--description", default="")
+    policy_flags(p)
+    p = command(sub, "describe", streams_describe, "a stream: cuts, sizes, policy")
+    p.add_argument("stream")
+    p = command(sub, "policy", streams_policy, "show a stream's retention policy, or set it with the flags")
+    p.add_argument("stream")
+    policy_flags(p)
+    p = command(sub, "seal", streams_seal, "seal the active chunks now (operators)")
+    p.add_argument("stream")
+    p = command(sub, "compact", streams_compact, "compact a compacted stream now")
+    p.add_argument("stream")
+    p.add_argument("--wait", action="store_true", help="until the run is done")
+    p = command(sub, "delete", streams_delete, "delete a stream and its events (admins)")
+    p.add_argument("stream")
+    p.add_argument("--yes", action="store_true", help="really")
+
+    p = command(commands, "publish", publish, "publish one event per line of stdin or of a file")
+    p.add_argument("stream")
+    p.add_argument("--file", help="read this file instead of stdin")
+    p.add_argument("--whole", action="store_true", help="the whole input is one event (bytes as they are)")
+    p.add_argument("--routing-key", dest="routing_key")
+    p.add_argument("--key", help="the compaction key")
+    p.add_argument("--header", action="append", metavar="NAME=VALUE")
+    p.add_argument("--delay-ms", dest="delay_ms", type=int)
+    p.add_argument("--batch", type=int, default=1000, help="events per request")
+
+    p = command(commands, "tail", tail, "print a stream's events (a plain read: nothing acknowledged)")
+    p.add_argument("stream")
+    p.add_argument("--from", dest="start", default="head", help="head, tail, or a cut as JSON: '{\"0\": 120}'")
+    p.add_argument("--limit", type=int, help="stop after this many")
+    p.add_argument("--follow", "-f", action="store_true", help="wait for new events")
+    p.add_argument("--poll-s", dest="poll_s", type=float, default=1.0)
+    formats(p)
+
+    p = command(commands, "consume", consume, "read a reader group's events, print and acknowledge each")
+    p.add_argument("group", help="scope/name")
+    p.add_argument("--count", type=int, help="stop after this many")
+    p.add_argument("--idle-stop", dest="idle_stop", action="store_true", help="stop when a read finds nothing")
+    p.add_argument("--max", type=int, default=100, help="events per read")
+    p.add_argument("--wait-ms", dest="wait_ms", type=int, default=5000)
+    p.add_argument("--consumer", help="this consumer's name (the console shows it)")
+    formats(p)
+
+    groups = commands.add_parser("groups", help="reader groups: list, create, describe, seek, checkpoint, delete")
+    sub = groups.add_subparsers(required=True, metavar="ACTION")
+    command(sub, "list", groups_list, "the reader groups")
+    p = command(sub, "create", groups_create, "create a reader group")
+    p.add_argument("group", help="scope/name")
+    p.add_argument("--stream", dest="streams", action="append", required=True, help="scope/name (repeatable)")
+    p.add_argument(
+        "--retention-type",
+        default="NONE",
+        choices=["NONE", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", "MANUAL_RELEASE_AT_USER_STREAMCUT"],
+    )
+    p.add_argument("--start", default="head", help="head, tail, an ISO 8601 time, or stream cuts as JSON")
+    p.add_argument("--ack-timeout-s", dest="ack_timeout_s", type=int)
+    p.add_argument("--max-deliveries", dest="max_deliveries", type=int)
+    p.add_argument("--on-poison", dest="on_poison", choices=["dead_letter", "skip", "halt"])
+    p.add_argument("--ack-policy", dest="ack_policy", choices=["explicit", "none"])
+    p.add_argument("--checkpoint-interval-s", dest="checkpoint_interval_s", type=int)
+    p.add_argument("--backoff-s", dest="backoff_s", help="seconds per redelivery, e.g. 1,5,30")
+    p = command(sub, "describe", groups_describe, "a group: settings, and per segment floor, head, tail, lag")
+    p.add_argument("group")
+    p = command(sub, "seek", groups_seek, "move a group (operators): head, tail, a time or stream cuts")
+    p.add_argument("group")
+    p.add_argument("to", help='head, tail, an ISO 8601 time, or stream cuts as JSON: \'{"shop/orders": {"0": 5}}\'')
+    p = command(sub, "checkpoint", groups_checkpoint, "record a checkpoint of the group's floors now")
+    p.add_argument("group")
+    p.add_argument("name")
+    p.add_argument("--persist", action="store_true", help="kept until deleted (or wholly before the heads)")
+    p = command(sub, "delete", groups_delete, "delete a group, releasing its hold on retention")
+    p.add_argument("group")
+    p.add_argument("--yes", action="store_true", help="really")
+
+    p = command(commands, "cycle", cycle, "run a retention cycle (of one stream with --stream)")
+    p.add_argument("--stream")
+    p.add_argument("--wait", action="store_true", help="until it is done (exit 1 if it failed)")
+    command(commands, "health", health, "whether the service can do its work (exit 1 when not)")
+    return top
+
+
+if __name__ == "__main__":
+    sys.exit(main())

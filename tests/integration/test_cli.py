@@ -1,0 +1,100 @@
+"""The `cbr` command line, installed with the project, driven end to end against the real web
+server and a real Celery worker: streams, publish from stdin and from a file, tail, consume with
+acknowledgements, reader groups with seek and checkpoints, a retention cycle, health."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import factories
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+CBR = Path(sys.executable).parent / "cbr"  # the console script `make venv` installs
+
+
+@pytest.fixture
+def cbr(web_server, celery_worker, django_user_model):
+    """`cbr …` against the web server, whose cycles the session's worker runs (same broker, same
+    store)."""
+    web_server.kill()
+    web_server.env["CELERY_BROKER_URL"] = celery_worker.broker_url
+    web_server.env["CBR_DATA_DIR"] = str(celery_worker.data_dir)
+    web_server.start()
+    token = factories.token_for(factories.make_user("cli", "admin"))
+    env = {"PATH": "/usr/bin:/bin", "CBR_SERVER": web_server.url, "CBR_TOKEN": token}
+
+    def run(*args: str, stdin: bytes = b"", expect: int = 0) -> str:
+        done = subprocess.run([str(CBR), *args], input=stdin, capture_output=True, env=env, cwd="/", timeout=120)
+        assert done.returncode == expect, (args, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+        return (done.stdout + done.stderr).decode()
+
+    return run
+
+
+def lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_the_cli_end_to_end(cbr, tmp_path):
+    created = json.loads(
+        cbr("--json", "streams", "create", "cli/orders", "--segments", "2", "--limit-type", "size", "--min", "0")
+    )
+    assert created["segment_count"] == 2 and created["retention_policy"]["limit_type"] == "size"
+    assert "cli/orders" in cbr("streams", "list", "--scope", "cli")
+    listed = json.loads(cbr("--json", "streams", "list", "--search", "orders"))
+    assert [f"{s['scope']}/{s['name']}" for s in listed] == ["cli/orders"]
+
+    assert cbr("publish", "cli/orders", "--routing-key", "k", stdin=b"one\ntwo\nthree\n") == (
+        "published 3 events to cli/orders\n"
+    )
+    (tmp_path / "more.txt").write_bytes(b'{"n": 4}\n\xff\xfe\n')
+    positions = json.loads(
+        cbr("--json", "publish", "cli/orders", "--routing-key", "k", "--file", str(tmp_path / "more.txt"))
+    )
+    segment = positions[0]["segment"]
+    assert [p["offset"] for p in positions] == [3, 4] and {p["segment"] for p in positions} == {segment}
+
+    events = lines(cbr("--json", "tail", "cli/orders"))
+    assert [e.get("payload") for e in events] == ["one", "two", "three", '{"n": 4}', None]
+    assert events[4]["payload_b64"] == "//4="
+    text = cbr("tail", "cli/orders", "--from", json.dumps({segment: 3}), "--format", "hex")
+    assert text.splitlines()[-1].endswith("] ff fe") and f"cli/orders {segment}:3 routing_key=k" in text
+    assert cbr("tail", "cli/orders", "--from", "tail") == ""
+
+    cbr("groups", "create", "cli/billing", "--stream", "cli/orders", "--retention-type",
+        "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", "--backoff-s", "1,5")  # fmt: skip
+    assert [e["payload_b64"] for e in lines(cbr("--json", "consume", "cli/billing", "--count", "2"))] == [
+        "b25l",
+        "dHdv",
+    ]
+    floors = {
+        p["segment"]: p["floor"] for p in json.loads(cbr("--json", "groups", "describe", "cli/billing"))["positions"]
+    }
+    assert floors[segment] == 2  # the two printed were acknowledged, nothing more
+    rest = cbr("consume", "cli/billing", "--idle-stop", "--wait-ms", "0")
+    assert [line.split("] ", 1)[1] for line in rest.splitlines()] == ["three", '{"n": 4}', "base64://4="]
+    assert "LAG" in cbr("groups", "describe", "cli/billing")
+
+    cp = json.loads(cbr("--json", "groups", "checkpoint", "cli/billing", "after-all", "--persist"))
+    assert cp["name"] == "after-all" and cp["cuts"]["cli/orders"][segment] == 5
+    before = json.loads(cbr("--json", "groups", "describe", "cli/billing"))["generation"]
+    moved = json.loads(cbr("--json", "groups", "seek", "cli/billing", "head"))
+    assert moved["generation"] == before + 1
+    again = lines(cbr("--json", "consume", "cli/billing", "--idle-stop", "--wait-ms", "0"))
+    assert len(again) == 5  # a seek to the head hands everything out again
+
+    run = json.loads(cbr("--json", "cycle", "--stream", "cli/orders", "--wait"))
+    assert run["state"] == "done" and run["streams_total"] == 1
+
+    refused = cbr("streams", "create", "cli/orders", expect=1)
+    assert refused.startswith("cbr: 409 ") or refused.startswith("cbr: 400 "), refused
+    assert "add --yes" in cbr("groups", "delete", "cli/billing", expect=2)
+    assert cbr("groups", "delete", "cli/billing", "--yes") == "deleted cli/billing\n"
+    assert "cbr: 404 " in cbr("groups", "describe", "cli/billing", expect=1)
+    assert cbr("streams", "delete", "cli/orders", "--yes") == "deleted cli/orders\n"
+
+    health = cbr("health", expect=1)  # no beat runs here
+    assert health.startswith("not ready: ") and "beat" in health
