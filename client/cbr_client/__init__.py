@@ -1,8 +1,9 @@
 """A small Python client of CBR's REST API: publish, consume at least once, checkpoint.
 
 Standard library only (orjson is used when installed: large reads decode faster), and it imports
-nothing from Django or from the rest of CBR: copy this one file into a program, or import
-`streams.client` from a checkout.
+nothing of the server: install it alone (`pip install ./client` from a checkout, anywhere Python
+3.11+ runs; `make venv` installs it with the project), or copy this one file into a program.
+The `cbr` command line (`cbr_client.cli`) is built on it.
 
     from cbr_client import Client
 
