@@ -293,7 +293,11 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CBR API",
-    "DESCRIPTION": "Streams with consumption-based retention (see docs/api.md).",
+    "DESCRIPTION": "Event streams that delete their data at exactly the right time: consumption-based "
+    "retention with time and size limits, reader groups that acknowledge at least once, delayed delivery and "
+    "compacted streams. Authenticate with `Authorization: Token …` (POST /api/v1/auth/token/) or a scoped "
+    "`Authorization: Api-Key …`. Errors are JSON `{code, message, field?}`; `field` names what was wrong. "
+    "Health: `/healthz`, `/readyz`; metrics: `/metrics` (docs/api.md, docs/monitoring.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -304,6 +308,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_error_responses",
+        # every operation's summary, description and tag, and examples of the bodies that matter
+        "api.operations.describe_operations",
     ],
     "ENUM_NAME_OVERRIDES": {
         "CleanupPolicyEnum": "streams.models.CleanupPolicy",
