@@ -69,9 +69,14 @@ def _consumption_metrics():
         "Offsets acknowledged by a subscriber (rate() of it is the consumption rate)",
         labels=["stream", "reader_group"],
     )
-    lag = GaugeMetricFamily(
+    held_back = GaugeMetricFamily(
+        "cbr_subscriber_held_back_events",
+        "Events a subscriber holds back from retention: from its acknowledgement cut (or the head) to the tail",
+        labels=["stream", "reader_group"],
+    )
+    lag = GaugeMetricFamily(  # the name it had before "lag" meant only the floor's (docs/api.md)
         "cbr_subscriber_lag_events",
-        "Events between a subscriber's cut and the tail",
+        "Deprecated: cbr_subscriber_held_back_events, under its former name",
         labels=["stream", "reader_group"],
     )
     stale = GaugeMetricFamily(
@@ -89,13 +94,14 @@ def _consumption_metrics():
         for sub in state.subscribers:
             group = str(sub.group)
             acked.add_metric([name, group], sub.acknowledged_events)
-            if sub.lag is not None:
-                lag.add_metric([name, group], sub.lag)
+            if sub.held_back is not None:
+                held_back.add_metric([name, group], sub.held_back)
+                lag.add_metric([name, group], sub.held_back)
             stale.add_metric([name, group], 1 if sub.active else 0)
     without.add_metric([], count)
     zero.add_metric([], none_registered)
     all_inactive.add_metric([], none_active)
-    yield from (unconsumed, without, zero, all_inactive, acked, lag, stale)
+    yield from (unconsumed, without, zero, all_inactive, acked, held_back, lag, stale)
 
 
 def _reader_group_metrics():

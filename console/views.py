@@ -30,7 +30,7 @@ from streams import consuming, logs, reader_groups
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Scope, Stream
 from streams.projections.delayed import delayed_state
-from streams.projections.groups import group_overview, group_summaries
+from streams.projections.groups import group_overview, group_summaries, totals_by_stream
 from streams.projections.positions import group_state
 
 SORTS = {
@@ -119,13 +119,19 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "state": state,
         "segments": stream.segments.all(),
         "truncations": truncations,
-        "subscribers": subscriber_states(stream, state.tail_cut),
+        "subscribers": _with_lag(stream, subscriber_states(stream, state.head_cut, state.tail_cut)),
         "retention_set": set_store.entries(stream),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
         **_delayed_context(stream),
         **_compaction_context(request, stream),
     }
+
+
+def _with_lag(stream, subscribers) -> list[tuple]:
+    """Each subscriber with its group's lag on this stream (from its floors: what the reader-group
+    pages show), beside what its acknowledgement cut holds back."""
+    return [(s, totals_by_stream(group_state(s.group)).get(stream.full_name)) for s in subscribers]
 
 
 def _delayed_context(stream) -> dict:

@@ -1,5 +1,13 @@
-"""Each subscriber of a stream as the console and /metrics show it: cut, lag, active or stale.
-Reads only; the activity rule is `domain.retention.is_active`."""
+"""Each subscriber of a stream as the console and /metrics show it: its acknowledgement cut, what it
+holds back from retention, active or stale. Reads only; the activity rule is
+`domain.retention.is_active`.
+
+Two counts, named apart everywhere (docs/consuming.md, "Lag and held back"): a group's **lag** is
+the events from its floor to the tail, what it has not processed (`streams.projections`); a
+subscriber **holds back** the events from its acknowledgement cut to the tail, what retention may
+not release for it. Both start at the head when truncation has passed the floor or the cut: an
+event no longer held is neither lag nor held back.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +25,20 @@ class SubscriberState:
     group: ReaderGroup
     cut: dict[str, int] | None
     acknowledged_at: datetime | None
-    lag: int | None  # events between the cut and the tail
+    held_back: int | None  # events from the cut (or the head, if truncation passed it) to the tail
     acknowledged_events: int  # sum of the cut's offsets: its rate is the consumption rate
     active: bool
 
 
-def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | None = None) -> list[SubscriberState]:
+def events_after(cut: dict[str, int], head_cut: dict[str, int], tail_cut: dict[str, int]) -> int:
+    """The events held from `cut` on: per segment from the cut, or the head if it lies before it,
+    to the tail."""
+    return sum(max(0, t - max(cut.get(s, 0), head_cut.get(s, 0))) for s, t in tail_cut.items())
+
+
+def subscriber_states(
+    stream: Stream, head_cut: dict[str, int], tail_cut: dict[str, int], now: datetime | None = None
+) -> list[SubscriberState]:
     now = now or timezone.now()
     subs = (
         Subscription.objects.filter(stream=stream)
@@ -38,7 +54,7 @@ def subscriber_states(stream: Stream, tail_cut: dict[str, int], now: datetime | 
                 group=sub.reader_group,
                 cut=cut,
                 acknowledged_at=sub.acknowledged_at,
-                lag=None if cut is None else sum(max(0, t - cut.get(s, 0)) for s, t in tail_cut.items()),
+                held_back=None if cut is None else events_after(cut, head_cut, tail_cut),
                 acknowledged_events=sum(cut.values()) if cut else 0,
                 active=sub.is_active(now),
             )
@@ -64,11 +80,13 @@ def consumption_states(now: datetime | None = None) -> list[ConsumptionState]:
         "scope", "retention_policy"
     )
     for stream in streams:
-        tail = stream_log(stream).tail_cut()
-        states = subscriber_states(stream, tail, now)
+        log = stream_log(stream)
+        head, tail = log.head_cut(), log.tail_cut()
+        states = subscriber_states(stream, head, tail, now)
         cuts = [s.cut for s in states if s.active and s.cut is not None]  # the active subscribers'
         unconsumed = 0
         if cuts:
-            unconsumed = sum(max(0, t - min(cut.get(seg, 0) for cut in cuts)) for seg, t in tail.items())
+            slowest = {seg: min(cut.get(seg, 0) for cut in cuts) for seg in tail}
+            unconsumed = events_after(slowest, head, tail)
         out.append(ConsumptionState(stream, states, unconsumed))
     return out

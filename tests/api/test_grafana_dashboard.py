@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "cbr-dashboard.json"
+DEPRECATED = {"cbr_subscriber_lag_events"}  # served under its former name; the dashboard shows the new one
 SUFFIXES = {
     "counter": ("",),
     "gauge": ("",),
@@ -35,7 +36,8 @@ def test_every_query_names_a_served_series_and_every_family_is_shown(client):
     samples = {f + suffix: f for f, kind in families.items() for suffix in SUFFIXES[kind]}
     asked = {name for expr in queries(dashboard) for name in re.findall(r"\bcbr_\w+", expr)}
     assert asked - samples.keys() == set()
-    assert set(families) - {samples[name] for name in asked} == set()
+    assert set(families) - DEPRECATED - {samples[name] for name in asked} == set()
+    assert DEPRECATED <= set(families)
 
 
 def test_the_dashboard_is_well_formed(client):

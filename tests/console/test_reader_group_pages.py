@@ -342,3 +342,30 @@ def test_a_viewer_cannot_seek(client, plain_user, api, stream):
     assert 'hx-confirm="Seek' not in client.get(PAGE).content.decode()
     assert client.post(PAGE + "seek/", {"to": "tail"}).status_code == 403
     assert api.get(G).json()["generation"] == 0
+
+
+def test_lag_and_held_back_agree_across_pages_and_never_exceed_what_is_held(admin_client, api, stream, client):
+    """Lag (from the floor) is the same number on the group list, the group's page and the stream
+    page; held back (from the acknowledgement cut) trails it until a checkpoint; after a
+    truncation passed the cut, both start at the head."""
+    policy = {"limit_type": "size", "min": 0, "consumption_based": True}
+    assert api.put("/api/v1/streams/shop/orders/retention-policy/", policy, format="json").status_code == 200
+    create(api)
+    ack(api, read(api, 6))
+    assert api.post(G + "checkpoints/", {"name": "six"}, format="json").status_code == 201  # cut at 6
+    ack(api, read(api, 2))  # floor 8, cut still 6
+
+    def subscriber_row():
+        return row_of(admin_client.get("/streams/shop/orders/").content.decode(), "shop/billing")
+
+    assert row_of(admin_client.get("/reader-groups/").content.decode(), "shop/billing")[3] == "2"
+    assert "Lag (events) 2 from the floor" in text(admin_client.get(PAGE).content.decode())
+    row = subscriber_row()
+    assert (row[2], row[3], row[4]) == ("2", "0:6", "4")  # lag, acknowledgement cut, held back
+    metrics = client.get("/metrics").content.decode()
+    assert 'cbr_subscriber_held_back_events{reader_group="shop/billing",stream="shop/orders"} 4.0' in metrics
+
+    do_truncate(stream, {"0": 9}, rule="manual", trigger="api")  # past the cut and the floor: 1 event held
+    row = subscriber_row()
+    assert (row[2], row[4]) == ("1", "1")
+    assert row_of(admin_client.get("/reader-groups/").content.decode(), "shop/billing")[3] == "1"
