@@ -1,5 +1,8 @@
-"""`manage.py seed_demo`: a few streams with events, policies and a truncation, so a new console
-shows something real. Safe to run twice: existing demo streams are left as they are."""
+"""`manage.py seed_demo`: a few streams with events, policies, reader groups and truncations, so a
+new console shows something real. Everything goes through the paths a deployment's producers,
+consumers and cycles take (publish, read, ack, checkpoints, truncation cuts, retention cycles),
+so every number on every page agrees. Safe to run twice: existing demo streams are left as they
+are."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention.cycle.running import run_cycle
-from streams import logs, services
-from streams.models import Stream, Subscription
+from streams import consuming, logs, services
+from streams.acknowledgement import check_truncation_cut, publish_cut
+from streams.models import Stream
 from streams.reader_groups import do_create_reader_group
 
 DEMO = [
@@ -40,29 +44,43 @@ DEMO = [
 ]
 
 
+def _consume(group, count: int) -> None:
+    """A consumer of `group` reads and acknowledges `count` events (fewer if there are not as
+    many), through the same functions the read and ack endpoints call."""
+    left = count
+    while left > 0:
+        deliveries = consuming.read(group, min(left, 1000), consumer="demo-consumer").deliveries
+        if not deliveries:
+            return
+        consuming.ack(group, [d["delivery_id"] for d in deliveries])
+        left -= len(deliveries)
+
+
 class Command(BaseCommand):
     help = "Create demo streams with events and retention policies."
 
     def _replay_cycles(self, stream, rng):
-        """Two subscribers consume at their own pace while six past retention cycles run, so the
-        stream page shows a history with its rules, a retention set and a size chart."""
-        groups = [
-            do_create_reader_group(
-                scope="payments", name=n, streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
-            )
-            for n in ("billing", "ledger")
-        ]
+        """Two subscribers consume at their own pace, as consumers over REST would (read, ack,
+        then a checkpoint or a published truncation cut), while seven past retention cycles run
+        and producers keep publishing, so the stream page shows a history whose every number
+        follows from what happened: its rules, a retention set and a size chart."""
+        billing = do_create_reader_group(
+            scope="payments", name="billing", streams=[stream], retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+        )
+        ledger = do_create_reader_group(
+            scope="payments", name="ledger", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
+        )
         log = logs.stream_log(stream)
         step = timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
         start = timezone.now() - 7 * step
         for k in range(7):
-            tail = log.tail_cut()
-            for group, pace in zip(groups, (0.9, 0.6)):
-                head = log.head_cut()
-                cut = {s: max(head[s], int(o * pace)) for s, o in tail.items()}
-                Subscription.objects.filter(reader_group=group, stream=stream).update(
-                    acknowledgement_cut=cut, acknowledged_at=timezone.now()
-                )
+            _consume(billing, 1400)
+            consuming.do_checkpoint(billing, f"demo-{k}")  # publishes billing's cut: its floors
+            _consume(ledger, 900)
+            head = log.head_cut()
+            floors = consuming.current_floors(ledger)[stream.full_name]
+            cut = {seg: max(offset, head[seg]) for seg, offset in floors.items()}  # what a manual consumer sends
+            publish_cut(*check_truncation_cut(ledger, {"stream": stream.full_name, "stream_cut": cut}))
             for outcome in run_cycle(now=start + k * step, streams=[stream], trigger="command", engine="local"):
                 if outcome.truncation is not None:
                     self.stdout.write(f"  {outcome.line()}")
@@ -102,5 +120,8 @@ class Command(BaseCommand):
                 services.do_publish(stream, batch)
             if name == "transactions":
                 self._replay_cycles(stream, rng)
+            if name == "clickstream":  # a plain reader (no hold on retention) part of the way through
+                analytics = do_create_reader_group(scope="web", name="analytics", streams=[stream])
+                _consume(analytics, 1800)
             logs.refresh_segments(stream)
             self.stdout.write(f"created {scope}/{name}: {count} events on {segments} segments")
