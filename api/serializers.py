@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from domain.errors import FieldError
+from domain.group_settings import BOUNDS, DEFAULTS
 from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.positions import finished
@@ -470,11 +471,24 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     start = StartField(required=False)
     end_stream_cuts = StreamCutsField(required=False, default=None, allow_null=True)
     sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
-    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, default=30)
-    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, default=5)
+    ack_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["ack_timeout_s"][0], max_value=BOUNDS["ack_timeout_s"][1], default=DEFAULTS["ack_timeout_s"]
+    )
+    max_deliveries = StrictIntegerField(
+        min_value=BOUNDS["max_deliveries"][0], max_value=BOUNDS["max_deliveries"][1], default=DEFAULTS["max_deliveries"]
+    )
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, default="dead_letter")
-    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, default=1000)
-    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    max_ack_pending = StrictIntegerField(
+        min_value=BOUNDS["max_ack_pending"][0],
+        max_value=BOUNDS["max_ack_pending"][1],
+        default=DEFAULTS["max_ack_pending"],
+    )
+    checkpoint_interval_s = StrictIntegerField(
+        min_value=BOUNDS["checkpoint_interval_s"][0],
+        max_value=BOUNDS["checkpoint_interval_s"][1],
+        required=False,
+        allow_null=True,
+    )
     read_compacted = StrictBooleanField(default=False)
     backoff_s = BackoffField(required=False, allow_null=True)
     ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, default="explicit")
@@ -613,11 +627,22 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1, required=False)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
     sinks = serializers.ListField(child=StrictCharField(max_length=64), max_length=16, required=False)
-    ack_timeout_s = StrictIntegerField(min_value=1, max_value=86400, required=False)
-    max_deliveries = StrictIntegerField(min_value=1, max_value=1000, required=False)
+    ack_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["ack_timeout_s"][0], max_value=BOUNDS["ack_timeout_s"][1], required=False
+    )
+    max_deliveries = StrictIntegerField(
+        min_value=BOUNDS["max_deliveries"][0], max_value=BOUNDS["max_deliveries"][1], required=False
+    )
     on_poison = serializers.ChoiceField(choices=OnPoison.choices, required=False)
-    max_ack_pending = StrictIntegerField(min_value=1, max_value=1_000_000, required=False)
-    checkpoint_interval_s = StrictIntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    max_ack_pending = StrictIntegerField(
+        min_value=BOUNDS["max_ack_pending"][0], max_value=BOUNDS["max_ack_pending"][1], required=False
+    )
+    checkpoint_interval_s = StrictIntegerField(
+        min_value=BOUNDS["checkpoint_interval_s"][0],
+        max_value=BOUNDS["checkpoint_interval_s"][1],
+        required=False,
+        allow_null=True,
+    )
     read_compacted = StrictBooleanField(required=False)
     backoff_s = BackoffField(required=False, allow_null=True)
     ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, required=False)

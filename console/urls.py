@@ -1,24 +1,30 @@
 from django.urls import path
 
-from console import access_views, views
+from console import access_views, manage_views, views
 
 app_name = "console"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("streams/", views.stream_list, name="streams"),
+    path("streams/new/", manage_views.create_stream, name="stream-new"),
     path("scopes/<name:scope>/defaults/", views.scope_defaults_page, name="scope-defaults"),
     path("scopes/<name:scope>/defaults/clear/", views.clear_scope_defaults, name="scope-defaults-clear"),
     path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
     path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+    path("streams/<name:scope>/<name:name>/settings/", manage_views.stream_settings, name="stream-settings"),
+    path("streams/<name:scope>/<name:name>/delete/", manage_views.delete_stream, name="stream-delete"),
     path("streams/<name:scope>/<name:name>/delayed/", views.delayed_panel, name="delayed"),
     path("streams/<name:scope>/<name:name>/compaction/", views.compaction_panel, name="compaction"),
     path("streams/<name:scope>/<name:name>/compaction/run/", views.compact_now, name="compact-now"),
     path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
     path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
     path("reader-groups/", views.reader_group_list, name="reader-groups"),
+    path("reader-groups/new/", manage_views.create_group, name="reader-group-new"),
     path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),
     path("reader-groups/<name:scope>/<name:name>/seek/", views.seek_reader_group, name="reader-group-seek"),
+    path("reader-groups/<name:scope>/<name:name>/settings/", manage_views.group_settings, name="reader-group-settings"),
+    path("reader-groups/<name:scope>/<name:name>/delete/", manage_views.delete_group, name="reader-group-delete"),
     path(
         "reader-groups/<name:scope>/<name:name>/checkpoints/<checkpoint:checkpoint>/delete/",
         views.delete_checkpoint,

@@ -1,0 +1,204 @@
+"""The console's forms to create and change streams and reader groups. Each turns what a person
+typed into what the services take; the services and the domain check it (names, policies,
+backoff, start positions, duplicates), and a refusal is shown beside the field it names."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from console.forms import LIMIT_CHOICES, policy_body
+from domain.errors import FieldError
+from domain.group_settings import BOUNDS, DEFAULTS
+from domain.names import check_name
+from domain.policy_spec import parse_policy
+from streams.models import AckPolicyChoice, CleanupPolicy, OnMaxLimit, OnPoison, RetentionType
+
+
+class ShowsRefusals:
+    """A form that shows a domain refusal (`FieldError`) beside the field it names."""
+
+    FIELD_NAMES: dict[str, str] = {}  # the domain's field name -> this form's
+
+    def show(self, exc: FieldError) -> None:
+        name = exc.field.removeprefix("retention_policy.")
+        name = self.FIELD_NAMES.get(name.split("[")[0].split(".")[0], name)
+        self.add_error(name if name in self.fields else None, exc.message)  # type: ignore[attr-defined]
+
+
+def _name(value: str, field: str) -> str:
+    try:
+        return check_name(value, field)
+    except FieldError as exc:
+        raise forms.ValidationError(exc.message) from None
+
+
+class StreamForm(ShowsRefusals, forms.Form):
+    scope = forms.CharField(max_length=128, help_text="letters, digits, _ . -")
+    name = forms.CharField(max_length=128)
+    segment_count = forms.IntegerField(
+        min_value=1,
+        max_value=settings.CBR_MAX_SEGMENTS,
+        initial=1,
+        label="segments",
+        help_text="events with one routing key stay in one segment, in order",
+    )
+    description = forms.CharField(max_length=500, required=False)
+    cleanup_policy = forms.ChoiceField(
+        choices=[("", "the scope's default"), *CleanupPolicy.choices], required=False, label="cleanup"
+    )
+    on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, initial="truncate", label="at the max limit")
+    limit_type = forms.ChoiceField(
+        choices=[("", "the scope's default (if any)"), *LIMIT_CHOICES], required=False, label="retention limits"
+    )
+    min = forms.IntegerField(required=False, min_value=0, help_text="seconds or bytes always kept")
+    max = forms.IntegerField(required=False, min_value=0, help_text="never held beyond")
+    consumption_based = forms.BooleanField(required=False, help_text="release only what subscribers processed")
+    subscriber_timeout_s = forms.IntegerField(required=False, min_value=1, label="subscriber timeout (s)")
+    fallback_after_s = forms.IntegerField(required=False, min_value=0, label="fall back after (s)")
+
+    def clean_scope(self):
+        return _name(self.cleaned_data["scope"], "scope")
+
+    def clean_name(self):
+        return _name(self.cleaned_data["name"], "name")
+
+    def clean(self):
+        data = super().clean()
+        data["spec"] = None
+        if not self.errors and data.get("limit_type"):
+            try:
+                data["spec"] = parse_policy(policy_body(data))
+            except FieldError as exc:
+                self.show(exc)
+        return data
+
+    def create_args(self) -> dict:
+        """What `retention.services.do_create_stream` takes."""
+        data = self.cleaned_data
+        return {
+            "scope": data["scope"],
+            "name": data["name"],
+            "segment_count": data["segment_count"],
+            "description": data["description"],
+            "cleanup_policy": data["cleanup_policy"] or None,
+            "on_max_limit": data["on_max_limit"],
+            "policy": data["spec"],
+        }
+
+
+class StreamSettingsForm(ShowsRefusals, forms.Form):
+    """What a stream's settings page changes (the policy has its own panel)."""
+
+    description = forms.CharField(max_length=500, required=False)
+    cleanup_policy = forms.ChoiceField(choices=CleanupPolicy.choices, label="cleanup")
+    on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, label="at the max limit")
+    max_delay_s = forms.IntegerField(
+        required=False, min_value=0, label="longest delay (s)", help_text="blank: no limit"
+    )
+
+    @classmethod
+    def initial_for(cls, stream) -> dict:
+        return {name: getattr(stream, name) for name in cls.base_fields}
+
+    def changes(self, stream) -> dict:
+        """Only what the person changed: an untouched inherited setting stays inherited."""
+        return {k: v for k, v in self.cleaned_data.items() if getattr(stream, k) != v}
+
+
+START_CHOICES = [("head", "the head (every event held)"), ("tail", "the tail (only new events)"), ("time", "a time")]
+
+
+class GroupForm(ShowsRefusals, forms.Form):
+    """A reader group: created (every field) or changed (`editing`: no scope, name or start)."""
+
+    FIELD_NAMES = {"start": "start"}
+
+    scope = forms.CharField(max_length=128)
+    name = forms.CharField(max_length=128)
+    streams = forms.MultipleChoiceField(choices=[], help_text="the streams it consumes")
+    retention_type = forms.ChoiceField(
+        choices=[
+            (RetentionType.NONE, "NONE: a plain reader, no hold on retention"),
+            (RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT, "AUTOMATIC: releases at its last checkpoint"),
+            (RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT, "MANUAL: releases at the cuts it publishes"),
+        ],
+        label="retention",
+    )
+    start = forms.ChoiceField(choices=START_CHOICES, initial="head")
+    start_time = forms.DateTimeField(required=False, label="start time (UTC)", help_text="with start: a time")
+    ack_timeout_s = forms.IntegerField(
+        min_value=BOUNDS["ack_timeout_s"][0],
+        max_value=BOUNDS["ack_timeout_s"][1],
+        initial=DEFAULTS["ack_timeout_s"],
+        label="lease (s)",
+    )
+    max_deliveries = forms.IntegerField(
+        min_value=BOUNDS["max_deliveries"][0], max_value=BOUNDS["max_deliveries"][1], initial=DEFAULTS["max_deliveries"]
+    )
+    on_poison = forms.ChoiceField(choices=OnPoison.choices, label="poison events")
+    backoff_s = forms.CharField(required=False, label="backoff (s)", help_text="waits before each redelivery: 1, 5, 30")
+    ack_policy = forms.ChoiceField(
+        choices=[(AckPolicyChoice.EXPLICIT, "explicit (at least once)"), (AckPolicyChoice.NONE, "none (at most once)")],
+        label="acknowledgement",
+    )
+    checkpoint_interval_s = forms.IntegerField(
+        required=False,
+        min_value=BOUNDS["checkpoint_interval_s"][0],
+        max_value=BOUNDS["checkpoint_interval_s"][1],
+        label="checkpoint every (s)",
+        help_text="AUTOMATIC groups: blank for the default",
+    )
+
+    SETTINGS = ("retention_type", "ack_timeout_s", "max_deliveries", "on_poison", "ack_policy", "checkpoint_interval_s")
+
+    def __init__(self, *args, stream_names: list[str], editing: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        streams = self.fields["streams"]
+        assert isinstance(streams, forms.MultipleChoiceField)
+        streams.choices = [(n, n) for n in stream_names]
+        self.editing = editing
+        if editing:
+            for name in ("scope", "name", "start", "start_time"):
+                del self.fields[name]
+
+    def clean_scope(self):
+        return _name(self.cleaned_data["scope"], "scope")
+
+    def clean_name(self):
+        return _name(self.cleaned_data["name"], "name")
+
+    def clean_backoff_s(self):
+        raw = self.cleaned_data["backoff_s"].replace(",", " ").split()
+        try:
+            return [int(v) for v in raw] if raw else None
+        except ValueError:
+            raise forms.ValidationError("whole seconds, separated by commas: 1, 5, 30") from None
+
+    def clean(self):
+        data = super().clean()
+        if not self.editing and data.get("start") == "time" and not data.get("start_time"):
+            self.add_error("start_time", "give the time to start from")
+        return data
+
+    def settings(self) -> dict:
+        data = self.cleaned_data
+        config = {name: data[name] for name in self.SETTINGS}
+        if data.get("backoff_s") is not None:
+            config["backoff_s"] = data["backoff_s"]
+        elif self.editing:
+            config["backoff_s"] = None  # cleared: no backoff
+        return config
+
+    def start_position(self) -> object:
+        data = self.cleaned_data
+        if data["start"] == "time":
+            return {"time": data["start_time"].isoformat()}
+        return data["start"]
+
+    @classmethod
+    def initial_for(cls, group) -> dict:
+        initial = {name: getattr(group, name) for name in cls.SETTINGS}
+        initial["streams"] = [sub.stream.full_name for sub in group.subscription_set.select_related("stream__scope")]
+        initial["backoff_s"] = ", ".join(str(v) for v in group.backoff_s)
+        return initial

@@ -1,0 +1,146 @@
+"""The console's pages that create, change and delete streams and reader groups, as the roles
+allow (the same rules as the API: `access.rules`). Deleting asks for a confirmation page first.
+Thin: the forms turn input into arguments, the services do the work (the same the API calls)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+
+from access.permissions import console_access
+from access.rules import Action, TargetKind
+from console.manage_forms import GroupForm, StreamForm, StreamSettingsForm
+from domain.errors import FieldError
+from retention import services as retention_services
+from streams import deletion, reader_groups, services
+from streams.models import ReaderGroup, Stream
+
+
+def _stream_names() -> list[str]:
+    return [s.full_name for s in Stream.objects.select_related("scope").order_by("scope__name", "name")]
+
+
+@console_access({"GET": Action.MANAGE_STREAMS, "POST": Action.MANAGE_STREAMS})
+def create_stream(request):
+    form = StreamForm(request.POST or None, initial={"scope": request.GET.get("scope", "")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            stream = retention_services.do_create_stream(**form.create_args(), user=request.user)
+        except FieldError as exc:
+            form.show(exc)
+        else:
+            messages.success(request, f"Stream {stream.full_name} created.")
+            return redirect("console:stream", scope=stream.scope.name, name=stream.name)
+    return render(request, "streams/stream_form.html", {"form": form})
+
+
+@console_access({"GET": Action.MANAGE_STREAMS, "POST": Action.MANAGE_STREAMS}, TargetKind.STREAM)
+def stream_settings(request, scope, name):
+    stream = get_object_or_404(Stream.objects.select_related("scope"), scope__name=scope, name=name)
+    form = StreamSettingsForm(request.POST or None, initial=StreamSettingsForm.initial_for(stream))
+    if request.method == "POST" and form.is_valid():
+        changes = form.changes(stream)
+        if changes:
+            services.do_update_stream(stream, changes)
+            messages.success(request, f"Saved: {', '.join(sorted(changes))}.")
+        return redirect("console:stream", scope=scope, name=name)
+    return render(request, "streams/stream_settings.html", {"form": form, "stream": stream})
+
+
+@console_access({"GET": Action.DELETE_STREAM, "POST": Action.DELETE_STREAM}, TargetKind.STREAM)
+def delete_stream(request, scope, name):
+    stream = get_object_or_404(Stream.objects.select_related("scope"), scope__name=scope, name=name)
+    refused = ""
+    if request.method == "POST":
+        if request.POST.get("confirm") == stream.full_name:
+            deletion.do_delete_stream(stream)
+            messages.success(request, f"Stream {scope}/{name} deleted, with its events.")
+            return redirect("console:streams")
+        refused = f"Type {stream.full_name} to confirm."
+    groups = ReaderGroup.objects.filter(subscription__stream=stream).select_related("scope").distinct()
+    return render(
+        request,
+        "streams/confirm_delete.html",
+        {
+            "what": f"stream {stream.full_name}",
+            "name": stream.full_name,
+            "refused": refused,
+            "consequences": [
+                f"its {stream.segment_count} segment{'s' * (stream.segment_count != 1)} and every event in them are deleted",
+                *[f"reader group {g} stops reading it (its other streams go on)" for g in groups],
+            ],
+            "cancel": stream.get_absolute_url() if hasattr(stream, "get_absolute_url") else f"/streams/{scope}/{name}/",
+        },
+    )
+
+
+@console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS})
+def create_group(request):
+    initial = {"streams": request.GET.getlist("stream"), "scope": request.GET.get("scope", "")}
+    form = GroupForm(request.POST or None, stream_names=_stream_names(), initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            streams = reader_groups.check_streams(data["streams"])
+            group = reader_groups.do_create_reader_group(
+                scope=data["scope"], name=data["name"], streams=streams, start=form.start_position(), **form.settings()
+            )
+        except FieldError as exc:
+            form.show(exc)
+        else:
+            messages.success(request, f"Reader group {group} created.")
+            return redirect("console:reader-group", scope=group.scope.name, name=group.name)
+    return render(request, "streams/group_form.html", {"form": form})
+
+
+def _group(scope: str, name: str) -> ReaderGroup:
+    return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+
+
+@console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)
+def group_settings(request, scope, name):
+    group = _group(scope, name)
+    form = GroupForm(
+        request.POST or None, stream_names=_stream_names(), editing=True, initial=GroupForm.initial_for(group)
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            streams = reader_groups.check_streams(form.cleaned_data["streams"])
+            reader_groups.do_update_reader_group(group, form.settings(), streams=streams)
+        except FieldError as exc:
+            form.show(exc)
+        else:
+            messages.success(request, f"Reader group {group} saved (generation {group.generation}).")
+            return redirect("console:reader-group", scope=scope, name=name)
+    return render(request, "streams/group_form.html", {"form": form, "group": group})
+
+
+@console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)
+def delete_group(request, scope, name):
+    group = _group(scope, name)
+    refused = ""
+    if request.method == "POST":
+        if request.POST.get("confirm") == str(group):
+            reader_groups.do_delete_reader_group(group)
+            messages.success(request, f"Reader group {scope}/{name} deleted.")
+            return redirect("console:reader-groups")
+        refused = f"Type {group} to confirm."
+    holds = group.retention_type != "NONE"
+    return render(
+        request,
+        "streams/confirm_delete.html",
+        {
+            "what": f"reader group {group}",
+            "name": str(group),
+            "refused": refused,
+            "consequences": [
+                "its consumers' deliveries in hand can no longer be acknowledged; its positions and checkpoints go",
+                *(
+                    ["its hold on retention ends: the next cycle may release what it had not acknowledged"]
+                    if holds
+                    else []
+                ),
+            ],
+            "cancel": f"/reader-groups/{scope}/{name}/",
+        },
+    )

@@ -1,0 +1,147 @@
+"""Creating, changing and deleting streams and reader groups in the console, as the roles allow:
+a refusal of the domain beside the field it names, nothing made by a refused form, deletion only
+after the name is typed."""
+
+import re
+
+import factories
+import pytest
+from page_text import text
+
+from streams.models import ReaderGroup, Stream
+
+pytestmark = pytest.mark.django_db
+
+POLICY = {"limit_type": "size", "min": "1000", "max": "50000", "consumption_based": "on"}
+
+
+@pytest.fixture
+def operator(operator_user):
+    return factories.console_client(operator_user)  # a client of its own: admin_client shares `client`
+
+
+def new_stream(console, **fields):
+    body = {"scope": "shop", "name": "orders", "segment_count": "2", "on_max_limit": "truncate", **POLICY, **fields}
+    return console.post("/streams/new/", body)
+
+
+def errors_beside(html: str) -> list[str]:
+    return [text(e) for e in re.findall(r'<ul class="errorlist">(.*?)</ul>', html, re.S)]
+
+
+def test_an_operator_creates_a_stream_with_its_policy(operator, data_dir):
+    answer = new_stream(operator)
+    assert answer.status_code == 302 and answer["Location"] == "/streams/shop/orders/"
+    stream = Stream.objects.get(scope__name="shop", name="orders")
+    assert stream.segment_count == 2
+    policy = stream.retention_policy
+    assert (policy.limit_type, policy.min_value, policy.max_value, policy.consumption_based) == (
+        "size",
+        1000,
+        50000,
+        True,
+    )
+    page = text(operator.get(answer["Location"]).content.decode())
+    assert "Stream shop/orders created." in page
+
+
+def test_refusals_show_beside_their_field_and_make_nothing(operator, data_dir):
+    answer = new_stream(operator, name="bad name!")
+    assert answer.status_code == 200 and "must be 1 to 128 characters" in " ".join(
+        errors_beside(answer.content.decode())
+    )
+    answer = new_stream(operator, min="60000")  # min above max: parse_policy's refusal
+    assert answer.status_code == 200 and errors_beside(answer.content.decode()) == ["must be at least min (60000)"]
+    assert not Stream.objects.exists()
+    assert new_stream(operator).status_code == 302
+    again = new_stream(operator)
+    assert again.status_code == 200 and any("exists" in e for e in errors_beside(again.content.decode()))
+    assert Stream.objects.count() == 1
+
+
+def test_a_viewer_may_not_create_change_or_delete(client, plain_user, data_dir):
+    viewer = factories.console_client(plain_user, client)
+    factories.make_stream("orders")
+    for url in (
+        "/streams/new/",
+        "/streams/shop/orders/settings/",
+        "/streams/shop/orders/delete/",
+        "/reader-groups/new/",
+    ):
+        assert viewer.get(url).status_code == 403, url
+    assert new_stream(viewer, name="other").status_code == 403
+    page = viewer.get("/streams/").content.decode()
+    assert "New stream" not in page
+
+
+def test_settings_change_only_what_was_changed(operator, data_dir):
+    assert new_stream(operator, cleanup_policy="").status_code == 302
+    stream = Stream.objects.get(name="orders")
+    answer = operator.post(
+        "/streams/shop/orders/settings/",
+        {
+            "description": "orders of the shop",
+            "cleanup_policy": stream.cleanup_policy,
+            "on_max_limit": "reject_publish",
+        },
+    )
+    assert answer.status_code == 302
+    stream.refresh_from_db()
+    assert (stream.description, stream.on_max_limit) == ("orders of the shop", "reject_publish")
+    assert "cleanup_policy" in stream.inherited  # untouched: still the scope's
+
+
+def test_only_an_admin_deletes_a_stream_and_only_once_its_name_is_typed(operator, admin_client, data_dir):
+    factories.make_stream("orders")
+    assert operator.post("/streams/shop/orders/delete/", {"confirm": "shop/orders"}).status_code == 403
+    page = text(admin_client.get("/streams/shop/orders/delete/").content.decode())
+    assert "Delete stream shop/orders?" in page and "This cannot be undone" in page
+    refused = admin_client.post("/streams/shop/orders/delete/", {"confirm": "orders"})
+    assert refused.status_code == 200 and Stream.objects.filter(name="orders").exists()
+    done = admin_client.post("/streams/shop/orders/delete/", {"confirm": "shop/orders"})
+    assert done.status_code == 302 and not Stream.objects.filter(name="orders").exists()
+
+
+def group_body(**fields):
+    return {
+        "scope": "shop",
+        "name": "billing",
+        "streams": ["shop/orders"],
+        "retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT",
+        "start": "head",
+        "ack_timeout_s": "45",
+        "max_deliveries": "3",
+        "on_poison": "dead_letter",
+        "ack_policy": "explicit",
+        "backoff_s": "1, 5",
+        **fields,
+    }
+
+
+def test_an_operator_creates_changes_and_deletes_a_reader_group(operator, data_dir):
+    factories.make_stream("orders")
+    refused = operator.post("/reader-groups/new/", group_body(max_deliveries="1"))  # two waits, one redelivery
+    assert refused.status_code == 200 and errors_beside(refused.content.decode())
+    refused = operator.post("/reader-groups/new/", group_body(start="time"))
+    assert refused.status_code == 200 and "give the time to start from" in errors_beside(refused.content.decode())
+    assert not ReaderGroup.objects.exists()
+
+    made = operator.post("/reader-groups/new/", group_body())
+    assert made.status_code == 302, (
+        errors_beside(made.content.decode()) and made["Location"] == "/reader-groups/shop/billing/"
+    )
+    group = ReaderGroup.objects.get(name="billing")
+    assert (group.ack_timeout_s, group.max_deliveries, group.backoff_s) == (45, 3, [1, 5])
+    assert [s.stream.full_name for s in group.subscription_set.all()] == ["shop/orders"]
+
+    changed = operator.post(
+        "/reader-groups/shop/billing/settings/",
+        {k: v for k, v in group_body(ack_timeout_s="60", backoff_s="").items() if k not in ("scope", "name", "start")},
+    )
+    assert changed.status_code == 302, errors_beside(changed.content.decode())
+    group.refresh_from_db()
+    assert (group.ack_timeout_s, group.backoff_s, group.generation) == (60, [], 1)
+
+    assert "Its hold on retention ends" in text(operator.get("/reader-groups/shop/billing/delete/").content.decode())
+    assert operator.post("/reader-groups/shop/billing/delete/", {"confirm": "shop/billing"}).status_code == 302
+    assert not ReaderGroup.objects.exists()
