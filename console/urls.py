@@ -1,6 +1,6 @@
 from django.urls import path
 
-from console import access_views, manage_views, views
+from console import access_views, browse_views, manage_views, views
 
 app_name = "console"
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("scopes/<name:scope>/defaults/clear/", views.clear_scope_defaults, name="scope-defaults-clear"),
     path("streams/<name:scope>/<name:name>/", views.stream_detail, name="stream"),
     path("streams/<name:scope>/<name:name>/policy/", views.policy_panel, name="policy"),
+    path("streams/<name:scope>/<name:name>/events/", browse_views.events_page, name="stream-events"),
+    path("streams/<name:scope>/<name:name>/events/publish/", browse_views.publish, name="stream-publish"),
     path("streams/<name:scope>/<name:name>/settings/", manage_views.stream_settings, name="stream-settings"),
     path("streams/<name:scope>/<name:name>/delete/", manage_views.delete_stream, name="stream-delete"),
     path("streams/<name:scope>/<name:name>/delayed/", views.delayed_panel, name="delayed"),

@@ -99,6 +99,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:scope-defaults", "GET"): PEOPLE,
     ("console:scope-defaults", "POST"): OPERATORS,
     ("console:scope-defaults-clear", "POST"): OPERATORS,
+    ("console:stream-events", "GET"): PEOPLE,
+    ("console:stream-publish", "POST"): OPERATORS,
     ("console:stream-new", "GET"): OPERATORS,
     ("console:stream-new", "POST"): OPERATORS,
     ("console:stream-settings", "GET"): OPERATORS,
