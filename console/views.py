@@ -22,6 +22,7 @@ from domain.errors import FieldError
 from domain.positions import finished
 from retention import scope_defaults, set_store
 from retention import services as retention_services
+from retention.explain import explain
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
@@ -123,6 +124,7 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "retention_set": set_store.entries(stream),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
+        "why": explain(stream),
         **_delayed_context(stream),
         **_compaction_context(request, stream),
     }

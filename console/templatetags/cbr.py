@@ -60,3 +60,47 @@ def from_iso(value):
         return datetime.fromisoformat(value)
     except (TypeError, ValueError):
         return value
+
+
+RULES = {
+    "size:limit_min": "no subscriber decides: the size limit keeps the newest min bytes",
+    "time:limit_min": "no subscriber decides: the time limit keeps the newest min seconds",
+    "cbr:case-i:slb": "truncate at the slowest active subscriber's cut, which keeps between min and max",
+    "cbr:case-ii:limit_min": "subscribers consumed past the min limit: truncate at the min limit",
+    "cbr:case-iii:limit_max": "the slowest subscriber would keep more than max: the max limit wins",
+    "cbr:case-iii:slb": "beyond the max, truncating at the subscribers' cut purges as much as the max limit",
+    "cbr:case-iii:slb:reject_publish": "at the max, unconsumed data is kept and publishing is refused (reject_publish)",
+    "cbr:case-iv:retention_set": "the newest recorded cut at or before the subscribers' cut",
+    "cbr:case-v:max_bound": "data older than the max goes, whatever the subscribers",
+    "cbr:no-active:limit_max": "no subscriber is active and the max limit is exceeded",
+    "cbr:fallback:limit_min": "no subscriber has been active for fallback_after_s: the min limit decides",
+    "consumption:slb": "no limits: the slowest active subscriber's cut decides",
+    "cbr:compaction:horizon": "held at what the compactor has read (the compacted view's horizon)",
+    "none:empty-retention-set": "no retention-set record yet: this cycle records the tail, later ones can truncate",
+    "none:size:nothing-old-enough": "nothing lies beyond the min limit yet",
+    "none:time:nothing-old-enough": "nothing is older than the min limit yet",
+    "none:no-limits": "limit type none without consumption: retention keeps everything",
+    "none:no-active-subscriber": "subscribers are registered but none is active: nothing goes until the fallback or the max limit",
+    "none:fallback:nothing-old-enough": "falling back to the limits, but nothing lies beyond the min yet",
+    "none:no-active:max-reached": "at the max with no active subscriber: publishing is refused (reject_publish)",
+    "none:case-iv:no-record-before-slb": "no recorded cut lies at or before the subscribers' cut yet",
+    "none:compaction:horizon": "the compactor has not read what the policy would remove",
+}
+
+
+@register.filter
+def rule_text(rule: str) -> str:
+    """A retention rule (`cbr:case-i:slb`) as a sentence (docs/retention.md has the table)."""
+    return RULES.get(rule, "")
+
+
+@register.filter
+def split_first(value: str) -> str:
+    """`shop/billing` → `shop`."""
+    return value.split("/", 1)[0]
+
+
+@register.filter
+def split_last(value: str) -> str:
+    """`shop/billing` → `billing`."""
+    return value.split("/", 1)[-1]

@@ -115,12 +115,14 @@ def load_streams(ids: list[int]) -> list[Stream]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-def prepare_batch(streams: list[Stream], now: datetime, interval: float) -> list[Prepared]:
+def prepare_batch(streams: list[Stream], now: datetime, interval: float, recover: bool = True) -> list[Prepared]:
     """Finish truncations a crash left half done, record each stream's tail in its retention set
     (when the newest record is older than the interval: stored when the batch is applied), and
-    read everything `decide` needs: three queries for the batch, one small file read per stream."""
+    read everything `decide` needs: three queries for the batch, one small file read per stream.
+    `recover=False` reads only (`retention.explain`: what the next cycle would decide)."""
     pks = [s.pk for s in streams]
-    finish_truncations(pending_truncations(pks))
+    if recover:
+        finish_truncations(pending_truncations(pks))
     sets = read_sets(pks)
     subs: dict[int, list] = defaultdict(list)
     for row in (
