@@ -1,6 +1,6 @@
 from django.urls import path
 
-from console import access_views, browse_views, manage_views, views
+from console import access_views, browse_views, jobs_views, manage_views, schedules_views, views
 
 app_name = "console"
 
@@ -20,7 +20,10 @@ urlpatterns = [
     path("streams/<name:scope>/<name:name>/compaction/", views.compaction_panel, name="compaction"),
     path("streams/<name:scope>/<name:name>/compaction/run/", views.compact_now, name="compact-now"),
     path("streams/<name:scope>/<name:name>/retention/run/", views.run_retention_now, name="run-retention"),
-    path("cycles/<int:pk>/", views.cycle_status, name="cycle"),
+    path("jobs/", jobs_views.jobs, name="jobs"),
+    path("schedules/", schedules_views.schedules, name="schedules"),
+    path("schedules/<int:pk>/", schedules_views.edit_schedule, name="schedule-edit"),
+    path("cycles/<int:pk>/", jobs_views.cycle, name="cycle"),
     path("reader-groups/", views.reader_group_list, name="reader-groups"),
     path("reader-groups/new/", manage_views.create_group, name="reader-group-new"),
     path("reader-groups/<name:scope>/<name:name>/", views.reader_group_detail, name="reader-group"),

@@ -261,12 +261,6 @@ def run_retention_now(request, scope, name):
     return redirect("console:stream", scope=scope, name=name)
 
 
-@console_access(VIEW)
-def cycle_status(request, pk):
-    cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope"), pk=pk)
-    return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": cycle.stream})
-
-
 # -- reader groups -------------------------------------------------------------------------
 
 

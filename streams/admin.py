@@ -1,6 +1,24 @@
+"""The Django admin of streams and reader groups. Segments, subscriptions and checkpoints are
+shown, never edited here: their rows follow the segment store and the acknowledgement state in
+Redis, which only the services move (an acknowledgement cut typed in here would hold or release
+data behind the services' checks). The console and the API change them."""
+
 from django.contrib import admin
 
 from streams.models import Checkpoint, ReaderGroup, Scope, Segment, Stream, Subscription
+
+
+class ReadOnly:
+    """An admin (or inline) that shows rows and changes none."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Scope)
@@ -9,7 +27,7 @@ class ScopeAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
-class SegmentInline(admin.TabularInline):
+class SegmentInline(ReadOnly, admin.TabularInline):
     model = Segment
     extra = 0
     readonly_fields = [f.name for f in Segment._meta.fields if f.name != "id"]
@@ -26,12 +44,12 @@ class StreamAdmin(admin.ModelAdmin):
 
 
 @admin.register(Segment)
-class SegmentAdmin(admin.ModelAdmin):
+class SegmentAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["stream", "segment_id", "head_offset", "tail_offset", "head_size", "tail_size"]
     list_select_related = ["stream__scope"]
 
 
-class SubscriptionInline(admin.TabularInline):
+class SubscriptionInline(ReadOnly, admin.TabularInline):
     model = Subscription
     extra = 0
 
@@ -45,10 +63,10 @@ class ReaderGroupAdmin(admin.ModelAdmin):
 
 
 @admin.register(Subscription)
-class SubscriptionAdmin(admin.ModelAdmin):
+class SubscriptionAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["reader_group", "stream", "acknowledged_at"]
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["reader_group", "name", "persist", "created_at"]

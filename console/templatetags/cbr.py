@@ -104,3 +104,9 @@ def split_first(value: str) -> str:
 def split_last(value: str) -> str:
     """`shop/billing` → `billing`."""
     return value.split("/", 1)[-1]
+
+
+@register.filter
+def cut_prefix(note: str) -> str:
+    """An edited schedule's note (`cbr:edited by ada at …`) as people read it: `edited by ada at …`."""
+    return note.removeprefix("cbr:").replace("T", " ", 1) if note else ""

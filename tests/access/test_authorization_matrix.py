@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from rest_framework.authtoken.models import Token
 
 from access.models import ApiKey
@@ -92,6 +93,9 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:compact-now", "POST"): OPERATORS,
     ("console:run-retention", "POST"): OPERATORS,
     ("console:cycle", "GET"): PEOPLE,
+    ("console:jobs", "GET"): PEOPLE,
+    ("console:schedules", "GET"): PEOPLE,
+    ("console:schedule-edit", "POST"): OPERATORS,
     ("console:reader-groups", "GET"): PEOPLE,
     ("console:reader-group", "GET"): PEOPLE,
     ("console:reader-group-seek", "POST"): OPERATORS,
@@ -165,6 +169,8 @@ def world(django_user_model, test_broker):
     reader_groups.do_create_reader_group(scope="m", name="other-g", streams=[other], retention_type="NONE")
     consuming.do_checkpoint(group, "cp1", persist=True)
     cycle = RetentionCycle.objects.create(trigger="api", stream=stream)
+    every_minute, _ = IntervalSchedule.objects.get_or_create(every=60, period=IntervalSchedule.SECONDS)
+    schedule = PeriodicTask.objects.create(name="matrix", task="streams.tasks.seal_due_chunks", interval=every_minute)
 
     tokens, keys = {}, {}
     for name, role in (("viewer", None), ("operator", "operator"), ("admin", None)):
@@ -182,7 +188,7 @@ def world(django_user_model, test_broker):
         api_key, keys[name] = do_create_key(check_key_request(name=name, **body))
         if name == "revoked_key":
             do_revoke_key(api_key)
-    return {"tokens": tokens, "keys": keys, "cycle": cycle}
+    return {"tokens": tokens, "keys": keys, "cycle": cycle, "schedule": schedule}
 
 
 GROUP_ROUTES = {
@@ -211,6 +217,7 @@ def url_of(name: str, world) -> str:
         "console:scope-defaults-clear": {"scope": "m"},
         "api-cycle": {"pk": world["cycle"].pk},
         "console:cycle": {"pk": world["cycle"].pk},
+        "console:schedule-edit": {"pk": world["schedule"].pk},
         "api-key": {"prefix": prefix},
         "console:api-key-revoke": {"prefix": prefix},
     }.get(name)

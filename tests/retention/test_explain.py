@@ -1,4 +1,4 @@
-""""Why is this stream not truncated?": the decision a cycle would make now, read only, agrees
+""" "Why is this stream not truncated?": the decision a cycle would make now, read only, agrees
 with the cycle that then runs; it names the subscriber holding data back and by how much, and
 the stream page shows it."""
 
