@@ -211,8 +211,11 @@ class AckView(ConsumingView):
     @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
     def post(self, request, scope, name):
         group, group_slots = _group_and_slots(scope, name)
-        data = _body(request, {"delivery_ids", "sink"})
-        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots))
+        data = _body(request, {"delivery_ids", "sink", "consumer"})
+        consumer = data.get("consumer", "")
+        if not isinstance(consumer, str) or len(consumer) > 128:
+            raise FieldError("consumer", "must be text of at most 128 characters")
+        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots, consumer))
 
 
 class NackView(ConsumingView):

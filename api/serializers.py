@@ -685,6 +685,11 @@ class AckRequestSerializer(serializers.Serializer):
 
     delivery_ids = DeliveryIdsField()
     sink = serializers.CharField(required=False, help_text="for groups with sinks: which sink acknowledges")
+    consumer = serializers.CharField(
+        required=False,
+        max_length=128,
+        help_text="who acknowledges, as it names itself on reads (the console lists consumers)",
+    )
 
 
 class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):

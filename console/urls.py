@@ -30,6 +30,12 @@ urlpatterns = [
     path("reader-groups/<name:scope>/<name:name>/seek/", views.seek_reader_group, name="reader-group-seek"),
     path("reader-groups/<name:scope>/<name:name>/settings/", manage_views.group_settings, name="reader-group-settings"),
     path("reader-groups/<name:scope>/<name:name>/delete/", manage_views.delete_group, name="reader-group-delete"),
+    path("reader-groups/<name:scope>/<name:name>/checkpoints/", views.checkpoint_now, name="checkpoint-now"),
+    path(
+        "reader-groups/<name:scope>/<name:name>/checkpoints/<checkpoint:checkpoint>/release/",
+        views.release_checkpoint,
+        name="checkpoint-release",
+    ),
     path(
         "reader-groups/<name:scope>/<name:name>/checkpoints/<checkpoint:checkpoint>/delete/",
         views.delete_checkpoint,

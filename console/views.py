@@ -4,6 +4,7 @@ services; a view decides once, at its end, whether to send a page or a fragment.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
@@ -324,13 +325,47 @@ def seek_reader_group(request, scope, name):
     return redirect("console:reader-group", scope=scope, name=name)
 
 
-def _checkpoints_context(request, group: ReaderGroup, notice: str = "") -> dict:
+def _checkpoints_context(request, group: ReaderGroup, notice: str = "", warn: bool = False) -> dict:
     return {
         "group": group,
         "checkpoints": group.checkpoints.all()[:10],
         "can_consume": can(request, Action.CONSUME),
+        "can_release": group.retention_type == "MANUAL_RELEASE_AT_USER_STREAMCUT",
         "checkpoint_notice": notice,
+        "checkpoint_warns": warn,
+        "consumers": consuming.consumers_seen(group),
     }
+
+
+def _checkpoints_answer(request, group: ReaderGroup, notice: str, warn: bool = False):
+    if htmx_partial(request):
+        context = _checkpoints_context(request, group, notice, warn)
+        return render(request, "streams/reader_group.html#checkpoints-panel", context)
+    messages.add_message(request, messages.WARNING if warn else messages.SUCCESS, notice)
+    return redirect("console:reader-group", scope=group.scope.name, name=group.name)
+
+
+@console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
+def checkpoint_now(request, scope, name):
+    """Record the group's floors now under a name (an AUTOMATIC group publishes them as its cuts)."""
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    try:
+        cp_name = consuming.check_checkpoint_name(request.POST.get("name", "").strip())
+        consuming.do_checkpoint(group, cp_name, persist=request.POST.get("persist") == "on")
+    except FieldError as exc:
+        return _checkpoints_answer(request, group, f"No checkpoint: {exc.field} {exc.message}.", warn=True)
+    return _checkpoints_answer(request, group, f"Checkpoint {cp_name} recorded.")
+
+
+@console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
+def release_checkpoint(request, scope, name, checkpoint):
+    """A MANUAL group releases at a persisted checkpoint: its cuts become the acknowledgement cuts."""
+    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    try:
+        consuming.do_release_checkpoint(group, checkpoint)
+    except FieldError as exc:
+        return _checkpoints_answer(request, group, f"Not released: {exc.field} {exc.message}.", warn=True)
+    return _checkpoints_answer(request, group, f"Released at {checkpoint}: the acknowledgement cuts moved there.")
 
 
 @console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
@@ -340,14 +375,9 @@ def delete_checkpoint(request, scope, name, checkpoint):
     group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
     try:
         consuming.do_delete_checkpoint(group, checkpoint)
-        notice = f"Checkpoint {checkpoint} deleted."
     except FieldError:
-        notice = f"There is no checkpoint {checkpoint} (already deleted?)."
-    if htmx_partial(request):
-        return render(
-            request, "streams/reader_group.html#checkpoints-panel", _checkpoints_context(request, group, notice)
-        )
-    return redirect("console:reader-group", scope=scope, name=name)
+        return _checkpoints_answer(request, group, f"There is no checkpoint {checkpoint} (already deleted?).", True)
+    return _checkpoints_answer(request, group, f"Checkpoint {checkpoint} deleted.")
 
 
 def _scope_context(request, scope: Scope, form: ScopeDefaultsForm | None = None, notice: str = "", warns=False) -> dict:

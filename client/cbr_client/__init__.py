@@ -342,13 +342,16 @@ class ReaderGroup:
         answer = self.client._object("POST", self._path + "read/", body)
         return [Message(self, d) for d in answer["deliveries"]]
 
-    def ack(self, messages: Iterable[Message | str], sink: str | None = None) -> dict:
-        """Acknowledge deliveries (none: nothing is sent)."""
+    def ack(self, messages: Iterable[Message | str], sink: str | None = None, consumer: str | None = None) -> dict:
+        """Acknowledge deliveries (none: nothing is sent). `consumer`: the name this consumer
+        reads under (the console shows each consumer's last read and acknowledgement)."""
         body: dict = {"delivery_ids": [_id(m) for m in messages]}
         if not body["delivery_ids"]:
             return {"acked": 0, "waiting_for_sinks": 0, "given_back": 0}
         if sink is not None:
             body["sink"] = sink
+        if consumer:
+            body["consumer"] = consumer
         return self.client._object("POST", self._path + "ack/", body)
 
     def nack(
@@ -440,12 +443,12 @@ class ReaderGroup:
                         message.ack()  # done for this sink already: acknowledged again, harmless
                         continue
                     yield message
-                self._settle(batch, sink)
+                self._settle(batch, sink, consumer)
                 batch = []
         finally:
-            self._settle(batch, sink)
+            self._settle(batch, sink, consumer)
 
-    def _settle(self, batch: list[Message], sink: str | None) -> None:
+    def _settle(self, batch: list[Message], sink: str | None, consumer: str | None = None) -> None:
         """Send the batch's acks and nacks. A delivery whose lease was lost meanwhile (it took
         longer than `ack_timeout_s`: someone else holds it now) is refused by the server while the
         rest applies; that is normal at-least-once life, not a reason to stop consuming."""
@@ -456,7 +459,7 @@ class ReaderGroup:
                 reasons.setdefault(m.reason, []).append(m)
         for m in batch:
             m.outcome = "settled" if m.outcome else None
-        calls: list[Callable[[], object]] = [lambda: self.ack(acks, sink)] if acks else []
+        calls: list[Callable[[], object]] = [lambda: self.ack(acks, sink, consumer)] if acks else []
         calls += [functools.partial(self.nack, ms, reason=r, sink=sink) for r, ms in reasons.items()]
         for call in calls:
             try:

@@ -28,7 +28,9 @@ from streams.consuming.checkpoints import (
 )
 from streams.consuming.dead_letters import dead_letter_name
 from streams.consuming.positions import (
+    ConsumerSeen,
     Slot,
+    consumers_seen,
     forget_trackers,
     group_and_slots,
     last_seen,
@@ -41,6 +43,8 @@ from streams.consuming.reading import ReadResult, read
 __all__ = [
     "AUTO_PREFIX",
     "AckOutcome",
+    "ConsumerSeen",
+    "consumers_seen",
     "ReadResult",
     "Slot",
     "ack",

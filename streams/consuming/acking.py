@@ -14,7 +14,7 @@ from domain.errors import FieldError
 from store.redis_connection import get_redis
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
-from streams.consuming.positions import Slot, mark_seen, persist_floors, slots
+from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
 from streams.models import ReaderGroup
 from streams.wire import delivery_prefix
 
@@ -153,10 +153,17 @@ def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
     )
 
 
-def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[Slot] | None = None) -> AckOutcome:
+def ack(
+    group: ReaderGroup,
+    ids: object,
+    sink: object = None,
+    group_slots: list[Slot] | None = None,
+    consumer: str = "",
+) -> AckOutcome:
     """Acknowledge deliveries, in any order. For a fan-out group, `sink` says which sink
     acknowledges; an event counts once every sink has. A retried ack is harmless. `group_slots`:
-    the group's `slots`, when the caller has them already."""
+    the group's `slots`, when the caller has them already; `consumer`: who acknowledges (the
+    console lists the consumers seen)."""
     sinks = group.sink_names
     if sinks:
         if sink not in sinks:
@@ -173,9 +180,11 @@ def ack(group: ReaderGroup, ids: object, sink: object = None, group_slots: list[
         (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
         for key, items in by_slot.items()
     ]
-    mark_seen(group, positions.clock(), pipe)
+    now = positions.clock()
+    mark_seen(group, now, pipe)
+    note_consumer(group, consumer, "a", now, pipe)
     moves = []
-    for (slot, items, reader), answer in zip(readers, pipe.execute()[:-1], strict=True):
+    for (slot, items, reader), answer in zip(readers, pipe.execute()[:-2], strict=True):
         results, floor = reader(answer)
         _tally(outcome, id_list, items, results)
         moves.append((slot, floor, 0))

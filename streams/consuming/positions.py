@@ -17,7 +17,7 @@ from django.db.models.expressions import Col
 from django.utils import timezone
 
 from store.framing import Record
-from store.redis_connection import get_redis
+from store.redis_connection import as_text, get_redis
 from streams.ack_tracker import SegmentTracker
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
@@ -238,6 +238,49 @@ def mark_seen(group: ReaderGroup, now: float, pipe=None) -> None:
     (pipe if pipe is not None else get_redis()).set(seen_key(group.state_key), now, ex=SEEN_TTL_S)
 
 
+def consumers_key(group_key: str) -> str:
+    return f"cbr:rg:{{{group_key}}}:consumers"
+
+
+CONSUMER_SHOWN_S = 86400  # consumers heard from within a day are shown; older ones are dropped then
+
+
+def note_consumer(group: ReaderGroup, consumer: str, what: str, now: float, pipe) -> None:
+    """A consumer (by the name it gives, `default` without one) read (`what` "r") or acknowledged
+    ("a") now: one HSET on the request's pipeline, no round trip of its own."""
+    pipe.hset(consumers_key(group.state_key), f"{what}:{consumer or 'default'}", now)
+
+
+@dataclass(frozen=True)
+class ConsumerSeen:
+    name: str
+    last_read: datetime | None
+    last_ack: datetime | None
+
+
+def consumers_seen(group: ReaderGroup, now: float | None = None) -> list[ConsumerSeen]:
+    """The group's consumers heard from within `CONSUMER_SHOWN_S`, the most recent first; older
+    entries are dropped here (a consumer that named itself afresh at each start leaves one)."""
+    now = clock() if now is None else now
+    key = consumers_key(group.state_key)
+    redis = get_redis()
+    fields = {as_text(k): float(v) for k, v in redis.hgetall(key).items()}
+    old = [f for f, at in fields.items() if now - at > CONSUMER_SHOWN_S]
+    if old:
+        redis.hdel(key, *old)
+    seen: dict[str, dict[str, float]] = {}
+    for field, at in fields.items():
+        if field not in old:
+            what, _, name = field.partition(":")
+            seen.setdefault(name, {})[what] = at
+
+    def when(value: float | None) -> datetime | None:
+        return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+    rows = [ConsumerSeen(name, when(times.get("r")), when(times.get("a"))) for name, times in seen.items()]
+    return sorted(rows, key=lambda c: max(t for t in (c.last_read, c.last_ack) if t is not None), reverse=True)
+
+
 def last_seen(group: ReaderGroup) -> datetime | None:
     value = get_redis().get(seen_key(group.state_key))
     return datetime.fromtimestamp(float(value), tz=UTC) if value is not None else None
@@ -247,7 +290,7 @@ def forget_trackers(subscriptions: list[tuple[str, list[str]]], group_key: str |
     """Drop the Redis state of these subscriptions, each as (state key, segment ids): their group
     or stream was deleted, or the group stopped reading the stream. With `group_key`, the group's
     own state too."""
-    keys = [seen_key(group_key)] if group_key else []
+    keys = [seen_key(group_key), consumers_key(group_key)] if group_key else []
     for sub_key, segments in subscriptions:
         for seg in segments:
             keys += SegmentTracker.keys_of(sub_key, seg)

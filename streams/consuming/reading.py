@@ -15,7 +15,7 @@ from store.redis_connection import get_redis
 from store.segment import Head, Tail
 from streams.consuming import positions
 from streams.consuming.dead_letters import dead_letter
-from streams.consuming.positions import Slot, mark_seen, persist_floors, records_at, slots
+from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
 from streams.delaying.handing import release_due
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
@@ -65,6 +65,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         release_due(stream, now_ms)  # due delayed events: to every group of the stream
     pipe = redis.pipeline(transaction=False)
     mark_seen(group, now, pipe)
+    note_consumer(group, consumer, "r", now, pipe)
     for slot in group_slots:
         keys = slot.tracker.keys
         state, retry, dead = keys[0], keys[5], keys[7]
@@ -72,7 +73,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
         slot.tracker.lease_counts(now, pipe)  # [live, expired: due again]
         pipe.zcount(retry, "-inf", now)
         pipe.zcount(dead, "-inf", now - lease_s)
-    answers = pipe.execute()[1:]
+    answers = pipe.execute()[2:]
     live = sum(answers[4 * i + 1][0] for i in range(len(group_slots)))
     room = group.max_ack_pending - live
     result = ReadResult([])

@@ -100,6 +100,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:reader-group", "GET"): PEOPLE,
     ("console:reader-group-seek", "POST"): OPERATORS,
     ("console:checkpoint-delete", "POST"): OPERATORS,
+    ("console:checkpoint-now", "POST"): OPERATORS,
+    ("console:checkpoint-release", "POST"): OPERATORS,
     ("console:scope-defaults", "GET"): PEOPLE,
     ("console:scope-defaults", "POST"): OPERATORS,
     ("console:scope-defaults-clear", "POST"): OPERATORS,
@@ -202,6 +204,7 @@ GROUP_ROUTES = {
     "console:reader-group",
     "console:reader-group-seek",
     "console:reader-group-settings",
+    "console:checkpoint-now",
     "console:reader-group-delete",
 }
 
@@ -212,6 +215,7 @@ def url_of(name: str, world) -> str:
         "api-checkpoint-release": {"scope": "m", "name": "g", "checkpoint": "cp1"},
         "api-checkpoint": {"scope": "m", "name": "g", "checkpoint": "cp1"},
         "console:checkpoint-delete": {"scope": "m", "name": "g", "checkpoint": "cp1"},
+        "console:checkpoint-release": {"scope": "m", "name": "g", "checkpoint": "cp1"},
         "api-scope-defaults": {"scope": "m"},
         "console:scope-defaults": {"scope": "m"},
         "console:scope-defaults-clear": {"scope": "m"},

@@ -369,3 +369,34 @@ def test_lag_and_held_back_agree_across_pages_and_never_exceed_what_is_held(admi
     row = subscriber_row()
     assert (row[2], row[4]) == ("1", "1")
     assert row_of(admin_client.get("/reader-groups/").content.decode(), "shop/billing")[3] == "1"
+
+
+def test_consumers_seen_with_their_last_read_and_acknowledgement(admin_client, api, stream):
+    create(api)
+    got = api.post(G + "read/", {"max_events": 2, "consumer": "worker-1"}, format="json").json()["deliveries"]
+    ids = [d["delivery_id"] for d in got]
+    assert api.post(G + "ack/", {"delivery_ids": ids, "consumer": "worker-1"}, format="json").status_code == 200
+    api.post(G + "read/", {"max_events": 1, "consumer": "worker-2"}, format="json")
+    html = admin_client.get(PAGE).content.decode()
+    assert row_of(html, "worker-1")[1:] == ["now", "now"]
+    assert row_of(html, "worker-2")[1:] == ["now", "—"]
+    bad = api.post(G + "ack/", {"delivery_ids": ids, "consumer": 7}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "consumer"
+
+
+def test_checkpoint_now_and_release_at_a_checkpoint_from_the_page(admin_client, api, stream):
+    create(api, name="manual", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
+    group = API + "shop/manual/"
+    ack(api, read(api, 4, group), group)
+    page = "/reader-groups/shop/manual/"
+    done = admin_client.post(page + "checkpoints/", {"name": "four", "persist": "on"}, HTTP_HX_REQUEST="true")
+    assert "Checkpoint four recorded." in text(done.content.decode()) and "Release here" in done.content.decode()
+    answer = admin_client.post(page + "checkpoints/four/release/", HTTP_HX_REQUEST="true")
+    assert "Released at four" in text(answer.content.decode())
+    (sub,) = api.get(group).json()["streams"]
+    assert sub["acknowledgement_cut"] == {"0": 4}
+    admin_client.post(page + "checkpoints/", {"name": "loose"}, HTTP_HX_REQUEST="true")
+    refused = admin_client.post(page + "checkpoints/loose/release/", HTTP_HX_REQUEST="true")
+    assert "Not released" in text(refused.content.decode()) and "not persisted" in text(refused.content.decode())
+    again = admin_client.post(page + "checkpoints/", {"name": "four"}, HTTP_HX_REQUEST="true")
+    assert "No checkpoint: name" in text(again.content.decode())
