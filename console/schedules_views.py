@@ -44,6 +44,9 @@ def schedules(request):
 @console_access({"POST": Action.RUN_JOBS})
 def edit_schedule(request, pk):
     task = get_object_or_404(PeriodicTask.objects.select_related("interval"), pk=pk)
+    if task.interval is None:  # a crontab (celery's result cleanup): not an interval to set here
+        messages.error(request, f"{task.name}: a crontab schedule, changed in the admin")
+        return redirect("console:schedules")
     reset = request.POST.get("reset") == "1"
     declared = _declared().get(task.name)
     try:
@@ -58,7 +61,6 @@ def edit_schedule(request, pk):
         return redirect("console:schedules")
     with transaction.atomic():
         task.interval, _ = IntervalSchedule.objects.get_or_create(every=every, period=IntervalSchedule.SECONDS)
-        task.crontab = None
         if reset:
             task.enabled, task.description = True, ""
         else:

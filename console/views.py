@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
@@ -316,12 +316,19 @@ def seek_reader_group(request, scope, name):
         body["generation"] = int(request.POST["generation"])
     try:
         group = reader_groups.do_seek(group, body)
-        notice, warn = f"{group} moved to {body.get('position') or body['time']}: generation {group.generation}.", False
     except FieldError as exc:
-        notice, warn = f"Not moved: {exc.field} {exc.message}.", True
-    if htmx_partial(request):
-        context = _seek_context(request, group, notice, warn)
-        return render(request, "streams/reader_group.html#seek-panel", context)
+        notice = f"Not moved: {exc.field} {exc.message}."
+        if htmx_partial(request):
+            return render(request, "streams/reader_group.html#seek-panel", _seek_context(request, group, notice, True))
+        messages.warning(request, notice)
+        return redirect("console:reader-group", scope=scope, name=name)
+    messages.success(
+        request, f"{group} moved to {body.get('position') or body['time']}: generation {group.generation}."
+    )
+    if htmx_partial(request):  # positions, cuts, generation and checkpoints all moved: the whole page again
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+        return response
     return redirect("console:reader-group", scope=scope, name=name)
 
 

@@ -326,7 +326,8 @@ def test_an_operator_seeks_a_group_from_its_page(admin_client, api, stream):
 
     answer = admin_client.post(PAGE + "seek/", {"to": "tail", "generation": "0"}, HTTP_HX_REQUEST="true")
 
-    assert "shop/billing moved to tail: generation 1." in text(answer.content.decode())
+    assert answer["HX-Refresh"] == "true"  # everything on the page moved: it reloads
+    assert "shop/billing moved to tail: generation 1." in text(admin_client.get(PAGE).content.decode())
     assert read(api, 100) == [] and api.get(G).json()["positions"][0]["pending"] == 0
     stale = admin_client.post(PAGE + "seek/", {"to": "head", "generation": "0"}, HTTP_HX_REQUEST="true")
     assert "Not moved: generation is 0; the group is at 1." in text(stale.content.decode())

@@ -59,6 +59,11 @@ def test_refusals_and_roles(operator_user, plain_user):
     answer = operator.post(f"/schedules/{pk}/", {"every_s": "0", "enabled": "on"}, follow=True)
     assert "every_s: must be between 1 and 604800 seconds" in text(answer.content.decode())
     assert every("retention-cycle") == before
+    cleanup = PeriodicTask.objects.get(name="celery.backend_cleanup")  # celery's own, on a crontab
+    answer = operator.post(f"/schedules/{cleanup.pk}/", {"every_s": "60", "enabled": "on"}, follow=True)
+    assert "a crontab schedule, changed in the admin" in text(answer.content.decode())
+    cleanup.refresh_from_db()
+    assert cleanup.crontab is not None and cleanup.interval is None
     viewer = factories.console_client(plain_user)
     assert viewer.post(f"/schedules/{pk}/", {"every_s": "60"}).status_code == 403
     page = viewer.get("/schedules/").content.decode()

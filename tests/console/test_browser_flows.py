@@ -1,0 +1,125 @@
+"""A new user's first hour in a real browser (Debian's Chromium, Playwright): create a stream with
+a consumption-based policy, publish and browse events, create a subscriber, seek it, run a
+retention cycle and watch it finish and truncate with its reason, edit a schedule. With
+CBR_SCREENSHOTS=<dir>, every page is saved there (full page, and at 800 px and phone width) to
+be looked at."""
+
+import os
+from pathlib import Path
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from cbrweb.beat import Scheduler
+from cbrweb.celery import app
+from retention.models import TruncationRecord
+from streams.models import ReaderGroup, Stream
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+SHOTS = os.environ.get("CBR_SCREENSHOTS")
+
+
+def shot(page, name: str, widths=(1280,)) -> None:
+    if not SHOTS:
+        return
+    Path(SHOTS).mkdir(parents=True, exist_ok=True)
+    for width in widths:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=f"{SHOTS}/{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+@pytest.fixture
+def cycles_inline(monkeypatch):
+    """What a worker would do with the queued cycle, done inside the request."""
+    monkeypatch.setattr("django_celery_beat.schedulers.close_old_connections", lambda: None)
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_inline, data_dir, settings):
+    settings.CBR_RETENTION_INTERVAL = 1
+    page = browser_page
+    page.on("dialog", lambda dialog: dialog.accept())  # htmx's confirmations
+    url = live_server.url
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+    shot(page, "dashboard", (1280, 800, 390))
+
+    # a stream, with its policy
+    page.click("nav >> text=Streams")
+    page.click("text=New stream")
+    shot(page, "stream-new")
+    page.fill("#id_scope", "shop")
+    page.fill("#id_name", "orders")
+    page.select_option("#id_limit_type", "size")
+    page.fill("#id_min", "0")
+    page.check("#id_consumption_based")
+    page.click("text=Create stream")
+    page.wait_for_selector("text=Stream shop/orders created.")
+    assert Stream.objects.get(name="orders").retention_policy.consumption_based
+
+    # three events published and browsed
+    page.click("text=Browse events")
+    for n in (1, 2, 3):
+        if not page.is_visible("#payload"):
+            page.click("summary >> text=Publish an event")
+        page.fill("#payload", f'{{"order": {n}, "state": "created"}}')
+        page.fill("#routing_key", "customer-7")
+        page.click("button >> text=Publish")
+        page.wait_for_selector(f"text=Published at segment 0, offset {n - 1}.")
+    page.goto(f"{url}/streams/shop/orders/events/?format=json")
+    body = page.inner_text("table.events")
+    assert body.count('"state": "created"') == 3 and '"order": 3' in body
+    shot(page, "events", (1280, 390))
+
+    # a subscriber, created on the stream's page
+    page.goto(f"{url}/streams/shop/orders/")
+    page.click("text=New reader group")
+    page.fill("#id_name", "billing")
+    page.select_option("#id_retention_type", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")
+    shot(page, "group-new")
+    page.click("text=Create reader group")
+    page.wait_for_selector("text=Reader group shop/billing created.")
+    group = ReaderGroup.objects.get(name="billing")
+    assert [s.stream.name for s in group.subscription_set.all()] == ["orders"]
+
+    # the stream says who holds its data back
+    page.goto(f"{url}/streams/shop/orders/")
+    panel = page.inner_text("#next-cycle")
+    assert "shop/billing" in panel or "Would not truncate" in panel
+    shot(page, "stream-held", (1280, 800, 390))
+
+    # seek the subscriber to the tail: it no longer holds anything
+    page.goto(f"{url}/reader-groups/shop/billing/")
+    page.select_option("select[name=to]", "tail")
+    page.click("button >> text=Seek")
+    page.wait_for_selector("text=moved to tail")
+    shot(page, "group", (1280, 390))
+
+    # a retention cycle run from the stream page: the page reloads when it is over
+    page.goto(f"{url}/streams/shop/orders/")
+    page.click("text=Run retention now")
+    page.wait_for_selector("#history >> xpath=.. >> text=cbr:case-i:slb", timeout=30_000)
+    record = TruncationRecord.objects.get()
+    assert record.rule == "cbr:case-i:slb" and record.after_cut == {"0": 3}
+    assert "Would not truncate" in page.inner_text("#next-cycle")
+    shot(page, "stream-truncated", (1280, 800, 390))
+    page.goto(f"{url}/jobs/")
+    assert "retention cycle" in page.inner_text("#job-table") and "1 truncation" in page.inner_text("#job-table")
+    shot(page, "jobs", (1280, 390))
+
+    # a schedule edited
+    Scheduler(app=app)  # what beat writes when it starts
+    page.goto(f"{url}/schedules/")
+    row = page.locator("tr", has_text="retention-cycle")
+    row.locator("input[name=every_s]").fill("900")
+    row.locator("button >> text=Save").click()
+    page.wait_for_selector("text=retention-cycle: every 900 s, on.")
+    assert PeriodicTask.objects.get(name="retention-cycle").interval.every == 900
+    shot(page, "schedules", (1280, 390))
