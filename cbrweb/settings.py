@@ -228,6 +228,11 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # /readyz and the console's health panel: a worker's or beat's heartbeat older than this is a
 # process that is gone (they beat every third of it); below this free space in CBR_DATA_DIR the
 # service is not ready (a full disk refuses every publish).
+# the console's rates and backlog over time (streams.sampling): a sample every interval, kept
+# for the window; above the cap the sampler does nothing (watch a large fleet with /metrics)
+CBR_SAMPLE_INTERVAL = env_int("CBR_SAMPLE_INTERVAL", 60, minimum=1)
+CBR_SAMPLE_WINDOW_S = env_int("CBR_SAMPLE_WINDOW_S", 86400, minimum=60)
+CBR_SAMPLE_MAX_STREAMS = env_int("CBR_SAMPLE_MAX_STREAMS", 2000, minimum=0)
 CBR_HEALTH_STALE_S = env_int("CBR_HEALTH_STALE_S", 30, minimum=1)
 CBR_MIN_FREE_BYTES = env_int("CBR_MIN_FREE_BYTES", 256 * 1024 * 1024, minimum=0)
 # Compactions (Spark jobs of minutes) have a queue and a worker of their own: on the default queue
@@ -264,6 +269,10 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
     "delayed-maintenance": {
         "task": "streams.tasks.delayed_maintenance",
         "schedule": float(CBR_DELAYED_TICK),
+    },
+    "sample-rates": {
+        "task": "streams.tasks.sample_rates",
+        "schedule": float(CBR_SAMPLE_INTERVAL),
     },
     "refresh-segment-stats": {
         "task": "streams.tasks.refresh_segment_stats",

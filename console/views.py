@@ -3,6 +3,8 @@ services; a view decides once, at its end, whether to send a page or a fragment.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -28,7 +30,7 @@ from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
 from store.health import readiness
-from streams import consuming, logs, reader_groups
+from streams import consuming, logs, reader_groups, sampling
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Scope, Stream
 from streams.projections.delayed import delayed_state
@@ -124,11 +126,42 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "subscribers": _with_lag(stream, subscriber_states(stream, state.head_cut, state.tail_cut)),
         "retention_set": set_store.entries(stream),
         "chart": charts.draw(charts.held_series(truncations, timezone.now(), state.size_bytes)),
+        "over_time": _over_time(stream, truncations),
+        "sample_interval": settings.CBR_SAMPLE_INTERVAL,
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
         "why": explain(stream),
         **_delayed_context(stream),
         **_compaction_context(request, stream),
     }
+
+
+def _over_time(stream, truncations) -> dict:
+    """The stream's sampled series (`streams.sampling`) with its truncations in the window, as the
+    page's charts take them (static/cbr/charts.js)."""
+    data = sampling.series(stream).as_json()
+    start = data["times"][0] if data["times"] else None
+    data["truncations"] = [
+        {
+            "t": t.created_at.timestamp(),
+            "held": None if t.tail_size is None else t.tail_size - t.after_size,
+            "rule": t.rule,
+            "reclaimed": t.reclaimed_bytes,
+        }
+        for t in truncations
+        if start is not None and t.created_at.timestamp() >= start
+    ]
+    # the last samples as a table, for reading without JavaScript
+    data["recent"] = [
+        {
+            "at": datetime.fromtimestamp(t, tz=UTC),
+            "held": held,
+            "rate": rate,
+            "lags": {g: v["lag"][i] for g, v in data["groups"].items()},
+        }
+        for i, (t, held, rate) in enumerate(zip(data["times"], data["held_bytes"], data["publish_rate"], strict=True))
+    ][-10:][::-1]
+    data["chart_data"] = {k: data[k] for k in ("times", "held_bytes", "publish_rate", "groups", "truncations")}
+    return data
 
 
 def _with_lag(stream, subscribers) -> list[tuple]:

@@ -385,3 +385,21 @@ class DelayedOp(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["stream", "-at"], name="delayed_op_recent")]
+
+
+class Sample(models.Model):
+    """A stream's counters (reader_group null) or one subscription's (a group on the stream), as
+    the sampler read them at `at` (`streams.sampling`): the console draws rates and backlog over
+    time from them. Kept for CBR_SAMPLE_WINDOW_S, then deleted."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="samples")
+    reader_group = models.ForeignKey(ReaderGroup, null=True, blank=True, on_delete=models.CASCADE)
+    at = models.DateTimeField(db_index=True)
+    published_events = models.BigIntegerField(default=0)  # ever published: the tail cut's sum
+    published_bytes = models.BigIntegerField(default=0)
+    held_bytes = models.BigIntegerField(default=0)
+    processed = models.BigIntegerField(null=True, blank=True)  # a group's floors summed
+    lag_events = models.BigIntegerField(null=True, blank=True)  # from the floors to the tail
+
+    class Meta:
+        indexes = [models.Index(fields=["stream", "at"])]

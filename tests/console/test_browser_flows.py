@@ -5,15 +5,18 @@ CBR_SCREENSHOTS=<dir>, every page is saved there (full page, and at 800 px and p
 be looked at."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from cbrweb.beat import Scheduler
 from cbrweb.celery import app
 from retention.models import TruncationRecord
 from streams.models import ReaderGroup, Stream
+from streams.sampling import take_samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -102,6 +105,10 @@ def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_in
     page.wait_for_selector("text=moved to tail")
     shot(page, "group", (1280, 390))
 
+    # two samples a minute apart: the charts of rates and lag over time
+    take_samples(timezone.now() - timedelta(seconds=60))
+    take_samples(timezone.now())
+
     # a retention cycle run from the stream page: the page reloads when it is over
     page.goto(f"{url}/streams/shop/orders/")
     page.click("text=Run retention now")
@@ -109,6 +116,7 @@ def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_in
     record = TruncationRecord.objects.get()
     assert record.rule == "cbr:case-i:slb" and record.after_cut == {"0": 3}
     assert "Would not truncate" in page.inner_text("#next-cycle")
+    assert page.locator("#over-time .ts-chart canvas").count() == 3  # uPlot drew the three charts
     shot(page, "stream-truncated", (1280, 800, 390))
     page.goto(f"{url}/jobs/")
     assert "retention cycle" in page.inner_text("#job-table") and "1 truncation" in page.inner_text("#job-table")
