@@ -162,14 +162,19 @@ def streams_compact(client: Client, args) -> None:
     _out(args, run)
 
 
-def streams_delete(client: Client, args) -> int:
+def _delete(args, name: str, consequence: str, delete) -> int:
+    """A destructive command: done only with --yes."""
     if not args.yes:
-        print(f"cbr: deleting {args.stream} deletes its events; add --yes to do it", file=sys.stderr)
+        print(f"cbr: deleting {name} {consequence}; add --yes to do it", file=sys.stderr)
         return 2
-    client.delete_stream(args.stream)
+    delete(name)
     if not args.json:
-        print(f"deleted {args.stream}")
+        print(f"deleted {name}")
     return 0
+
+
+def streams_delete(client: Client, args) -> int:
+    return _delete(args, args.stream, "deletes its events", client.delete_stream)
 
 
 # -- events ------------------------------------------------------------------------------------
@@ -317,13 +322,7 @@ def groups_checkpoint(client: Client, args) -> None:
 
 
 def groups_delete(client: Client, args) -> int:
-    if not args.yes:
-        print(f"cbr: deleting {args.group} releases its hold on retention; add --yes to do it", file=sys.stderr)
-        return 2
-    client.delete_reader_group(args.group)
-    if not args.json:
-        print(f"deleted {args.group}")
-    return 0
+    return _delete(args, args.group, "releases its hold on retention", client.delete_reader_group)
 
 
 # -- jobs and health ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import factories
 import pytest
 from django.db import connection
 from integration.conftest import _database_url
+from page_text import rows
 
 from compaction.models import CompactionRun
 from compaction.runs import compaction_lock, execute, view_dir, warm_up
@@ -284,3 +285,19 @@ def test_the_warm_up_compacts_made_up_events_through_a_runs_steps_and_leaves_no_
     # events), one with the compacted retention (nothing old or large enough to mark)
     assert [(s.rows, s.marked) for s in stats] == [(7, 0), (7, 0), (7, 0)]
     assert set(Path(tempfile.gettempdir()).glob("cbr-compaction-warm-up-*")) == before
+
+
+def test_the_console_browses_the_compacted_view(api, admin_client, spark_ready):
+    stream = make(api)
+    publish(api, ("A", "1"), ("B", "1"), ("A", "2"), ("B", None))
+    run(stream, datetime.now(UTC) + timedelta(seconds=10))
+    html = admin_client.get("/streams/shop/profiles/events/?view=compacted").content.decode()
+    shown = [r for r in rows(html) if len(r) == 5]
+    assert [(r[2], r[4]) for r in shown] == [("— key A", "2 1 byte"), ("— key B", "0 bytes")]  # B: a tombstone
+    assert "tombstone" in shown[1][0] and "generation 1 · key order" in html
+    only_a = [
+        r
+        for r in rows(admin_client.get("/streams/shop/profiles/events/?view=compacted&key=A").content.decode())
+        if len(r) == 5
+    ]
+    assert len(only_a) == 1 and only_a[0][4].startswith("2")
