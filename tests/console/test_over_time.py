@@ -66,6 +66,7 @@ def test_the_stream_page_carries_the_series_and_a_fallback(admin_client, data_di
     factories.publish(stream, 10)
     t0 = timezone.now() - timedelta(seconds=60)
     take_samples(t0)
+    assert "No samples yet" in admin_client.get("/streams/shop/orders/").content.decode()  # one: no rate to draw
     factories.publish(stream, 30)
     take_samples(t0 + timedelta(seconds=30))
     page = admin_client.get("/streams/shop/orders/").content.decode()
