@@ -22,6 +22,10 @@ What it measures, all on this machine and in one run:
                  its own, bounds (a) rather than the server (--no-jetstream-raw skips it).
              The clock stops when the stream reports 0 messages: interest retention removes a
              message once it is acked, so that is when the server has every ack.
+  rabbitmq   RabbitMQ (--rabbitmq-url, the machine's): a durable quorum queue filled with the same
+             N events before each figure (untimed), then C consumers with pika's blocking
+             consumer, a prefetch of two batches and one basic_ack(multiple=True) per batch; the
+             clock stops at the last ack, and the queue must be empty after.
   tracker    `streams.ack_tracker.SegmentTracker` alone against Redis: 100k offsets handed out,
              then acked in a shuffled order 1000 at a time (out-of-order acks/s, and how much of
              that is inside Redis), and the Redis memory one pending delivery costs (MEMORY USAGE
@@ -30,9 +34,10 @@ Targets: ≥ 50 000 events/s acked end to end and ≥ 1.0× JetStream (the Redis
 the tracker ≥ 200 000 out-of-order acks/s.
 
 Usage: .venv/bin/python bench/consume.py [--events 200000] [--segments 4] [--consumers 2]
-       [--batch 1000] [--only cbr,redis,jetstream,tracker] [--rounds 1]
+       [--batch 1000] [--only cbr,redis,jetstream,rabbitmq,tracker] [--rounds 1]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench_consume]
        [--redis-url redis://127.0.0.1:6379/3] [--nats-url nats://127.0.0.1:4222]
+       [--rabbitmq-url amqp://guest:guest@127.0.0.1:5672/%2F]
        [--web-workers 2] [--web-threads 8] [--no-warm-up]
 The database is created if missing and migrated; the Redis database of --redis-url is emptied
 (FLUSHDB) before the CBR part. The figures, from a quiet machine, go into bench/RESULTS.md.
@@ -60,6 +65,7 @@ from consume_common import (  # noqa: E402
     JETSTREAM_RAW,
     PARTS,
     PUBLISH_BATCH,
+    RABBITMQ,
     REDIS,
     TARGET_EVENTS_S,
     TARGET_TRACKER_ACKS_S,
@@ -71,7 +77,7 @@ from consume_common import (  # noqa: E402
     script_seconds,
     settle,
 )
-from consume_peers import JetStream, RedisStreams  # noqa: E402
+from consume_peers import JetStream, RabbitMQ, RedisStreams  # noqa: E402
 
 from cbr_client import Client
 
@@ -448,6 +454,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench_consume")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/3")
     parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--rabbitmq-url", default="amqp://guest:guest@127.0.0.1:5672/%2F")
     parser.add_argument(
         "--no-warm-up",
         dest="warm_up",
@@ -486,7 +493,7 @@ def main() -> None:
         f"batches of {args.batch}, {args.rounds} round(s); parts: {', '.join(args.parts)}",
         flush=True,
     )
-    cbr = redis_streams = jetstream = None
+    cbr = redis_streams = jetstream = rabbitmq = None
     figures: dict[str, list[Figure]] = {}
 
     def keep(fig: Figure) -> None:
@@ -507,6 +514,8 @@ def main() -> None:
             redis_streams.start()
         if "jetstream" in args.parts:
             jetstream = JetStream(args)
+        if "rabbitmq" in args.parts:
+            rabbitmq = RabbitMQ(args)
         if cbr is not None and args.warm_up:
             # untimed: a whole consume of the stream first, so that every web worker's first
             # requests (imports, prepared queries, connections, PostgreSQL's cache) are not timed
@@ -526,11 +535,14 @@ def main() -> None:
                 if args.jetstream_raw:
                     settle()
                     keep(jetstream.consume(round_no, raw=True))
+            if rabbitmq is not None:
+                settle()
+                keep(rabbitmq.consume(round_no))
             if "tracker" in args.parts:
                 for fig in bench_tracker(args.redis_url, args.tracker_deliveries):
                     keep(fig)
     finally:
-        for part in (cbr, redis_streams, jetstream):
+        for part in (cbr, redis_streams, jetstream, rabbitmq):
             if part is not None:
                 part.stop()
     summary(args, figures)
@@ -545,7 +557,12 @@ def summary(args, figures: dict[str, list[Figure]]) -> None:
         figs = figures.get(name)
         return statistics.median(f.rate for f in figs) if figs else None
 
-    peers = {"JetStream": median(JETSTREAM), "JS raw": median(JETSTREAM_RAW), "Redis": median(REDIS)}
+    peers = {
+        "JetStream": median(JETSTREAM),
+        "JS raw": median(JETSTREAM_RAW),
+        "RabbitMQ": median(RABBITMQ),
+        "Redis": median(REDIS),
+    }
     print()
     print(
         f"summary: medians of {args.rounds} round(s), {args.events:,} events, {args.consumers} consumers, "
@@ -562,8 +579,9 @@ def summary(args, figures: dict[str, list[Figure]]) -> None:
         target = ""
         if name.startswith("CBR"):
             target = f">= {TARGET_EVENTS_S:,}/s {'met' if rate >= TARGET_EVENTS_S else 'NOT met'}"
-            if peers["JetStream"]:
-                target += f"; >= 1.0x JetStream {'met' if rate >= peers['JetStream'] else 'NOT met'}"
+            for peer in ("JetStream", "JS raw", "RabbitMQ"):  # issue 26: the servers, not only nats-py's fetch
+                if peers[peer]:
+                    target += f"; >= 1.0x {peer} {'met' if rate >= peers[peer] else 'NOT met'}"
         elif name == TRACKER_SHUFFLED:
             target = f">= {TARGET_TRACKER_ACKS_S:,} acks/s {'met' if rate >= TARGET_TRACKER_ACKS_S else 'NOT met'}"
         spread = f"  (range {min(f.rate for f in figs):,.0f}-{max(f.rate for f in figs):,.0f})" if len(figs) > 1 else ""

@@ -7,12 +7,13 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-PARTS = ("cbr", "redis", "jetstream", "tracker")
+PARTS = ("cbr", "redis", "jetstream", "rabbitmq", "tracker")
 PUBLISH_BATCH = 10_000
 GROUP_TYPES = {"NONE": "none", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT": "automatic"}
 REDIS = "Redis Streams XREADGROUP+XACK pipelined"
 JETSTREAM = "JetStream pull fetch + msg.ack()"
 JETSTREAM_RAW = "JetStream raw pull request + msg.ack()"
+RABBITMQ = "RabbitMQ quorum queue, basic_ack(multiple)"
 TRACKER_SHUFFLED = "tracker: out-of-order acks (ack_many)"
 TARGET_EVENTS_S = 50_000
 TARGET_TRACKER_ACKS_S = 200_000

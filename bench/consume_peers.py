@@ -6,7 +6,18 @@ import multiprocessing as mp
 import os
 import time
 
-from consume_common import JETSTREAM, JETSTREAM_RAW, PUBLISH_BATCH, REDIS, Figure, ms, payload, run_crew, settle
+from consume_common import (
+    JETSTREAM,
+    JETSTREAM_RAW,
+    PUBLISH_BATCH,
+    RABBITMQ,
+    REDIS,
+    Figure,
+    ms,
+    payload,
+    run_crew,
+    settle,
+)
 
 
 def _redis_consumer(i: int, start, url: str, key: str, group: str, batch: int) -> dict:
@@ -286,3 +297,103 @@ class JetStream:
 
 
 # -- the ack tracker alone ---------------------------------------------------------------------
+
+
+# -- RabbitMQ ----------------------------------------------------------------------------------
+
+
+def _rabbitmq_consumer(i: int, start, url: str, queue_name: str, batch: int, total: int, acked) -> dict:
+    """pika's blocking consumer with a prefetch of two batches; one `basic_ack(multiple=True)`
+    per `batch` messages (and for what is left when the queue falls quiet)."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=2 * batch)
+    start()
+    n_read, unacked, last_tag, acks, t_end = 0, 0, None, [], time.monotonic()
+
+    def ack() -> None:
+        nonlocal unacked, t_end
+        t = time.monotonic()
+        ch.basic_ack(last_tag, multiple=True)
+        t_end = time.monotonic()
+        acks.append(t_end - t)
+        with acked.get_lock():
+            acked.value += unacked
+        unacked = 0
+
+    for method, _, _ in ch.consume(queue_name, inactivity_timeout=0.2):
+        if method is None:  # quiet for a moment: settle what is held, stop once everything is acked
+            if unacked:
+                ack()
+            if acked.value >= total:
+                break
+            continue
+        n_read += 1
+        unacked += 1
+        last_tag = method.delivery_tag
+        if unacked >= batch:
+            ack()
+    ch.cancel()
+    conn.close()
+    return {"ack": acks, "n_read": n_read, "t_end": t_end}
+
+
+class RabbitMQ:
+    """A durable quorum queue on the machine's RabbitMQ, manual acks: the same events, filled
+    before each figure (untimed: published without confirms, then waited for in the queue)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.queue = f"cbr-bench-consume-{os.getpid()}"
+
+    def _channel(self):
+        import pika
+
+        conn = pika.BlockingConnection(pika.URLParameters(self.args.rabbitmq_url))
+        return conn, conn.channel()
+
+    def _fill(self) -> None:
+        a = self.args
+        conn, ch = self._channel()
+        ch.queue_delete(self.queue)
+        ch.queue_declare(self.queue, durable=True, arguments={"x-queue-type": "quorum"})
+        t0 = time.monotonic()
+        for i in range(a.events):
+            ch.basic_publish("", self.queue, payload(i).encode())
+        deadline = time.monotonic() + max(120, a.events / 500)
+        while ch.queue_declare(self.queue, passive=True).method.message_count < a.events:
+            if time.monotonic() > deadline:
+                raise SystemExit("rabbitmq: the queue did not fill")
+            time.sleep(0.05)
+        el = time.monotonic() - t0
+        print(
+            f"rabbitmq: queued {a.events:,} events in {el:.1f} s ({a.events / el:,.0f} events/s, untimed)", flush=True
+        )
+        conn.close()
+
+    def consume(self, round_no: int) -> Figure:
+        a = self.args
+        self._fill()
+        settle()
+        acked = mp.get_context("spawn").Value("q", 0)
+        t0, results = run_crew(_rabbitmq_consumer, a.consumers, (a.rabbitmq_url, self.queue, a.batch, a.events, acked))
+        n_read = sum(r["n_read"] for r in results)
+        conn, ch = self._channel()
+        left = ch.queue_declare(self.queue, passive=True).method.message_count
+        conn.close()
+        fig = Figure(
+            RABBITMQ,
+            n_read,
+            max(r["t_end"] for r in results) - t0,
+            [f"basic_ack(multiple) of one batch {ms([x for r in results for x in r['ack']])}"],
+        )
+        if n_read != a.events or acked.value != a.events or left:
+            fig.notes.append(f"CHECK FAILED: read {n_read:,}, acked {acked.value:,} of {a.events:,}; {left:,} left")
+        return fig
+
+    def stop(self) -> None:
+        conn, ch = self._channel()
+        ch.queue_delete(self.queue)
+        conn.close()
