@@ -3,15 +3,13 @@ and domain.policy_spec, which these call so that errors name the same fields eve
 
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from domain.errors import FieldError
-from domain.group_settings import BOUNDS, DEFAULTS
+from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.positions import finished
@@ -109,12 +107,10 @@ class RefusesUnknownFields:
 
 
 def valid_sinks(value: list[str]) -> list[str]:
-    for name in value:
-        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", name):
-            raise serializers.ValidationError(f"sink {name!r}: 1-64 letters, digits, '_', '.', ':' or '-'")
-    if len(set(value)) != len(value):
-        raise serializers.ValidationError("sink names must be distinct")
-    return value
+    try:
+        return check_sinks(value)
+    except FieldError as exc:
+        raise serializers.ValidationError(exc.message) from None
 
 
 def valid_name(value, field):

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from console.forms import LIMIT_CHOICES, policy_body
 from domain.errors import FieldError
-from domain.group_settings import BOUNDS, DEFAULTS
+from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
 from domain.policy_spec import parse_policy
 from streams.models import AckPolicyChoice, CleanupPolicy, OnMaxLimit, OnPoison, RetentionType
@@ -149,8 +149,35 @@ class GroupForm(ShowsRefusals, forms.Form):
         label="checkpoint every (s)",
         help_text="AUTOMATIC groups: blank for the default",
     )
+    max_ack_pending = forms.IntegerField(
+        min_value=BOUNDS["max_ack_pending"][0],
+        max_value=BOUNDS["max_ack_pending"][1],
+        initial=DEFAULTS["max_ack_pending"],
+        label="max pending",
+        help_text="deliveries handed out and not yet settled, at most",
+    )
+    sinks = forms.CharField(
+        required=False, help_text="fan-out: names of the sinks that each acknowledge, e.g. search, archive"
+    )
+    read_compacted = forms.BooleanField(required=False, help_text="read a compacted stream's view below its horizon")
 
-    SETTINGS = ("retention_type", "ack_timeout_s", "max_deliveries", "on_poison", "ack_policy", "checkpoint_interval_s")
+    SETTINGS = (
+        "retention_type",
+        "ack_timeout_s",
+        "max_deliveries",
+        "on_poison",
+        "ack_policy",
+        "checkpoint_interval_s",
+        "max_ack_pending",
+        "read_compacted",
+    )
+
+    def clean_sinks(self):
+        names = self.cleaned_data["sinks"].replace(",", " ").split()
+        try:
+            return check_sinks(names)
+        except FieldError as exc:
+            raise forms.ValidationError(exc.message) from None
 
     def __init__(self, *args, stream_names: list[str], editing: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -184,6 +211,7 @@ class GroupForm(ShowsRefusals, forms.Form):
     def settings(self) -> dict:
         data = self.cleaned_data
         config = {name: data[name] for name in self.SETTINGS}
+        config["sinks"] = data["sinks"]
         if data.get("backoff_s") is not None:
             config["backoff_s"] = data["backoff_s"]
         elif self.editing:
@@ -201,4 +229,5 @@ class GroupForm(ShowsRefusals, forms.Form):
         initial = {name: getattr(group, name) for name in cls.SETTINGS}
         initial["streams"] = [sub.stream.full_name for sub in group.subscription_set.select_related("stream__scope")]
         initial["backoff_s"] = ", ".join(str(v) for v in group.backoff_s)
+        initial["sinks"] = ", ".join(group.sink_names)
         return initial

@@ -3,6 +3,10 @@ the console's forms both take their limits from."""
 
 from __future__ import annotations
 
+import re
+
+from domain.errors import FieldError
+
 # setting -> (lowest, highest)
 BOUNDS: dict[str, tuple[int, int]] = {
     "ack_timeout_s": (1, 86400),
@@ -12,3 +16,18 @@ BOUNDS: dict[str, tuple[int, int]] = {
 }
 
 DEFAULTS: dict[str, int] = {"ack_timeout_s": 30, "max_deliveries": 5, "max_ack_pending": 1000}
+
+MAX_SINKS = 16
+_SINK = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def check_sinks(value: list[str]) -> list[str]:
+    """A fan-out group's sink names: at most 16, distinct, each 1-64 letters, digits, _ . : -."""
+    if len(value) > MAX_SINKS:
+        raise FieldError("sinks", f"at most {MAX_SINKS} sinks")
+    for name in value:
+        if not _SINK.fullmatch(name):
+            raise FieldError("sinks", f"sink {name!r}: 1-64 letters, digits, '_', '.', ':' or '-'")
+    if len(set(value)) != len(value):
+        raise FieldError("sinks", "sink names must be distinct")
+    return value

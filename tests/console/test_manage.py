@@ -114,6 +114,7 @@ def group_body(**fields):
         "on_poison": "dead_letter",
         "ack_policy": "explicit",
         "backoff_s": "1, 5",
+        "max_ack_pending": "1000",
         **fields,
     }
 
@@ -145,3 +146,17 @@ def test_an_operator_creates_changes_and_deletes_a_reader_group(operator, data_d
     assert "Its hold on retention ends" in text(operator.get("/reader-groups/shop/billing/delete/").content.decode())
     assert operator.post("/reader-groups/shop/billing/delete/", {"confirm": "shop/billing"}).status_code == 302
     assert not ReaderGroup.objects.exists()
+
+
+def test_a_fan_out_group_with_its_pending_limit_and_sinks(operator, data_dir):
+    factories.make_stream("orders")
+    refused = operator.post("/reader-groups/new/", group_body(sinks="search, search"))
+    assert refused.status_code == 200 and errors_beside(refused.content.decode()) == ["sink names must be distinct"]
+    made = operator.post(
+        "/reader-groups/new/", group_body(sinks="search, archive", max_ack_pending="50", read_compacted="on")
+    )
+    assert made.status_code == 302, errors_beside(made.content.decode())
+    group = ReaderGroup.objects.get(name="billing")
+    assert (group.sink_names, group.max_ack_pending, group.read_compacted) == (("archive", "search"), 50, True)
+    form = operator.get("/reader-groups/shop/billing/settings/").content.decode()
+    assert 'value="archive, search"' in form and 'value="50"' in form
