@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from access.permissions import console_access
 from access.rules import Action, TargetKind
@@ -69,7 +70,7 @@ def delete_stream(request, scope, name):
                 f"its {stream.segment_count} segment{'s' * (stream.segment_count != 1)} and every event in them are deleted",
                 *[f"reader group {g} stops reading it (its other streams go on)" for g in groups],
             ],
-            "cancel": stream.get_absolute_url() if hasattr(stream, "get_absolute_url") else f"/streams/{scope}/{name}/",
+            "cancel": reverse("console:stream", kwargs={"scope": scope, "name": name}),
         },
     )
 
@@ -141,6 +142,6 @@ def delete_group(request, scope, name):
                     else []
                 ),
             ],
-            "cancel": f"/reader-groups/{scope}/{name}/",
+            "cancel": reverse("console:reader-group", kwargs={"scope": scope, "name": name}),
         },
     )

@@ -4,6 +4,7 @@ origin; the publish form; and the paging under a filter, which neither skips nor
 
 import json
 import re
+from urllib.parse import unquote
 
 import factories
 import pytest
@@ -116,9 +117,5 @@ def test_a_dead_letter_shows_its_reason_and_where_it_came_from(admin_client, api
     page = text(admin_client.get("/streams/shop/orders-dlq/events/").content.decode())
     assert "dead letter : bad order" in page, page and "from shop/orders" in page and "group shop/strict" in page
     html = admin_client.get("/streams/shop/orders-dlq/events/").content.decode()
-    origin = json.loads(
-        __import__("urllib.parse").parse.unquote(
-            html.split("/streams/shop/orders/events/?start=cut&amp;cut=")[1].split('"')[0]
-        )
-    )
+    origin = json.loads(unquote(html.split("/streams/shop/orders/events/?start=cut&amp;cut=")[1].split('"')[0]))
     assert len(origin) == 1 and list(origin.values())[0] == 0
