@@ -188,21 +188,26 @@ class ReadView(ConsumingView):
         body = ReadRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data
-        result = consuming.read(group, args["max_events"], args["wait_ms"], args["consumer"], group_slots)
-        return Response(
-            {
-                "deliveries": result.deliveries,
-                "missed": result.missed,
-                "missed_by_stream": result.missed_by_stream,
-                "pending_limit_reached": result.pending_limit_reached,
-            }
+        result = consuming.read(
+            group, args["max_events"], args["wait_ms"], args["consumer"], group_slots, ack=args["ack"]
         )
+        answer = {
+            "deliveries": result.deliveries,
+            "missed": result.missed,
+            "missed_by_stream": result.missed_by_stream,
+            "pending_limit_reached": result.pending_limit_reached,
+        }
+        if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
+            answer["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
+        return Response(answer)
+
+
+def _ack_fields(outcome: consuming.AckOutcome) -> dict:
+    return {"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks, "given_back": outcome.given_back}
 
 
 def _ack_answer(outcome: consuming.AckOutcome) -> Response:
-    return Response(
-        {"acked": outcome.acked, "waiting_for_sinks": outcome.waiting_for_sinks, "given_back": outcome.given_back}
-    )
+    return Response(_ack_fields(outcome))
 
 
 class AckView(ConsumingView):

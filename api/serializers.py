@@ -93,6 +93,27 @@ class DeliveryIdsField(serializers.JSONField):
     `delivery_ids[i]` in its errors."""
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            "delivery_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "maxItems": settings.CBR_MAX_READ_EVENTS,
+            },
+            "sink": {"type": "string", "description": "for groups with sinks: which sink acknowledges"},
+        },
+        "required": ["delivery_ids"],
+        "additionalProperties": False,
+    }
+)
+class ReadAckField(serializers.JSONField):
+    """For the schema: a read's `ack` (parsed by streams.consuming.acking.ack_part, which names
+    `ack.delivery_ids[i]` in its errors)."""
+
+
 class RefusesUnknownFields:
     """A request body with a field the serializer does not know is refused, naming the field (a
     typo must not be silently ignored)."""
@@ -653,6 +674,27 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     max_events = StrictIntegerField(min_value=1, max_value=settings.CBR_MAX_READ_EVENTS)
     wait_ms = StrictIntegerField(min_value=0, max_value=settings.CBR_MAX_WAIT_MS, default=0)
     consumer = StrictCharField(max_length=128, required=False, default="")
+    ack = ReadAckField(
+        required=False,
+        default=None,
+        help_text="the previous batch's acknowledgement, applied before this read (one request where "
+        "a consumer would send two): as an ack's body, delivery_ids and, for a group with sinks, sink",
+    )
+
+
+class RefusedDeliverySerializer(serializers.Serializer):
+    field = serializers.CharField(help_text="ack.delivery_ids[i]: the id's place in the request")
+    delivery_id = serializers.CharField()
+    reason = serializers.CharField(help_text="stale: its lease expired and it was handed out again; unknown: not live")
+
+
+class ReadAckAnswerSerializer(serializers.Serializer):
+    acked = serializers.IntegerField()
+    waiting_for_sinks = serializers.IntegerField()
+    given_back = serializers.IntegerField(help_text="always 0 here (nacks are requests of their own)")
+    refused = RefusedDeliverySerializer(
+        many=True, help_text="deliveries not acknowledged (the others were, and the read went on)"
+    )
 
 
 class DeliverySerializer(EventOutSerializer):
@@ -674,6 +716,7 @@ class ReadAnswerSerializer(serializers.Serializer):
     missed = serializers.IntegerField(help_text="events truncated away before this group processed them")
     missed_by_stream = serializers.DictField(child=serializers.IntegerField())
     pending_limit_reached = serializers.BooleanField()
+    ack = ReadAckAnswerSerializer(required=False, help_text="only when the read carried an `ack`: what it did")
 
 
 class AckRequestSerializer(serializers.Serializer):

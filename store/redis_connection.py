@@ -6,6 +6,8 @@ import functools
 
 import redis
 from django.conf import settings
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 
 @functools.cache
@@ -26,3 +28,37 @@ def as_text(reply: bytes | str) -> str:
 def as_bytes(reply: bytes | str) -> bytes:
     """A reply as bytes (see `as_text`)."""
     return reply if isinstance(reply, bytes) else reply.encode()
+
+
+class ScriptPipeline(redis.client.Pipeline):
+    """A non-transactional pipeline whose scripts go by EVALSHA alone. redis-py's own pipeline
+    first asks `SCRIPT EXISTS` for every script queued on it, one more round trip on each read
+    and ack. Here a script Redis does not know (Redis restarted, or its scripts flushed) comes
+    back as NOSCRIPT: it never ran, so it is loaded and run then, alone, after the rest of the
+    pipeline (whose commands the callers keep independent of one another's order)."""
+
+    def __init__(self, client: redis.Redis):
+        super().__init__(client.connection_pool, client.response_callbacks, False, None)
+        self._scripted: dict[int, tuple[Script, list, list]] = {}
+
+    def run_script(self, script: Script, keys: list, args: list) -> None:
+        """Queue `script` with its keys and arguments."""
+        self._scripted[len(self.command_stack)] = (script, keys, args)
+        self.evalsha(script.sha, len(keys), *keys, *args)
+
+    def execute(self, raise_on_error: bool = True) -> list:
+        scripted, self._scripted = self._scripted, {}
+        answers = super().execute(raise_on_error=False)
+        for i, (script, keys, args) in scripted.items():
+            if isinstance(answers[i], NoScriptError):
+                answers[i] = script(keys=keys, args=args)  # loads it, then runs it
+        if raise_on_error:
+            for answer in answers:
+                if isinstance(answer, Exception):
+                    raise answer
+        return answers
+
+
+def scripted_pipeline(client: redis.Redis | None = None) -> ScriptPipeline:
+    """A `ScriptPipeline` on `client` (the process's by default)."""
+    return ScriptPipeline(get_redis() if client is None else client)

@@ -45,6 +45,7 @@ from itertools import repeat
 import numpy as np
 
 from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
+from store.redis_connection import ScriptPipeline
 from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
 
 _PREFIX = "cbr:acks:"
@@ -133,8 +134,11 @@ class SegmentTracker:
         present: list[int] | None = None,
         backoff: Sequence[float] = (),
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
-    ) -> HandOut:
-        """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease)."""
+        pipe: ScriptPipeline | None = None,
+    ):
+        """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease). With
+        `pipe`, queues the script and returns a function that reads its answer into the HandOut
+        (a read's segments then hand out in one round trip)."""
         args = [
             now,
             limit,
@@ -151,31 +155,18 @@ class SegmentTracker:
             ",".join(map(repr, map(float, backoff))),
             AckPolicy(ack_policy).value,
         ]
-        again, first, dead, missed, new_floor, nxt, sinks_done = self._hand_out(
-            keys=[*self.keys, self.index_key], args=args
-        )
-        deliveries = []
-        if again:
-            for item in _text(again).split(","):
-                offset, epoch = item.split(":")
-                deliveries.append(Delivery(int(offset), int(epoch)))
-        if first:  # runs "a-b" of first deliveries (offsets a to b - 1): one Delivery per event, made in C
-            for run in _text(first).split(","):
-                a, _, b = run.partition("-")
-                deliveries += map(tuple.__new__, repeat(Delivery), zip(range(int(a), int(b)), repeat(1)))
-        done = {}
-        if sinks_done:
-            for item in _text(sinks_done).split(";"):
-                offset, _, names = item.partition("=")
-                done[int(offset)] = tuple(names.split(","))
-        return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done)
+        keys = [*self.keys, self.index_key]
+        if pipe is not None:
+            pipe.run_script(self._hand_out, keys, args)
+            return _handed_out
+        return _handed_out(self._hand_out(keys=keys, args=args))
 
-    def fan_out(self, due: dict[int, float] | bytes, pipe=None) -> list[int] | None:
+    def fan_out(self, due: dict[int, float] | bytes, pipe: ScriptPipeline | None = None) -> list[int] | None:
         """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built
         once for every group); with `pipe`, queued on the pipeline (returns None)."""
         args = [due if isinstance(due, bytes) else released_packed(due.keys(), due.values())]
         if pipe is not None:
-            self._fan_out(keys=self.keys, args=args, client=pipe)
+            pipe.run_script(self._fan_out, self.keys, args)
             return None
         return [int(o) for o in self._fan_out(keys=self.keys, args=args)]
 
@@ -184,7 +175,7 @@ class SegmentTracker:
         deliveries: list[Delivery],
         sink: str | None = None,
         sinks: tuple[str, ...] = (),
-        pipe=None,
+        pipe: ScriptPipeline | None = None,
     ):
         """Acknowledge a batch; returns each delivery's result and the floor after them. With a
         pipeline, queues the script and returns a function that reads its answer (several
@@ -192,7 +183,7 @@ class SegmentTracker:
         args = [sink or "", len(sinks), *sinks, _packed(deliveries)]
         n = len(deliveries)
         if pipe is not None:
-            self._ack(keys=self.keys, args=args, client=pipe)
+            pipe.run_script(self._ack, self.keys, args)
             return lambda answer: (_results(n, answer[1]), int(answer[0]))
         floor, bad = self._ack(keys=self.keys, args=args)
         return _results(n, bad), int(floor)
@@ -229,11 +220,11 @@ class SegmentTracker:
         """The appends of these offsets to the dead-letter stream are durable; returns the floor."""
         return int(self._dead_lettered(keys=self.keys, args=offsets)) if offsets else 0
 
-    def lease_counts(self, now: float, pipe=None):
+    def lease_counts(self, now: float, pipe: ScriptPipeline | None = None):
         """(live leases, leases expired by `now` and not yet given back); with `pipe`, queued on
         the pipeline, whose answer is the pair as a list."""
         if pipe is not None:
-            self._lease_counts(keys=self.keys, args=[now], client=pipe)
+            pipe.run_script(self._lease_counts, self.keys, [now])
             return None
         live, expired = self._lease_counts(keys=self.keys, args=[now])
         return int(live), int(expired)
@@ -274,6 +265,26 @@ class SegmentTracker:
 
 
 _OK = AckResult(True)
+
+
+def _handed_out(answer: list) -> HandOut:
+    """The HAND_OUT script's answer as a HandOut."""
+    again, first, dead, missed, new_floor, nxt, sinks_done = answer
+    deliveries = []
+    if again:
+        for item in _text(again).split(","):
+            offset, epoch = item.split(":")
+            deliveries.append(Delivery(int(offset), int(epoch)))
+    if first:  # runs "a-b" of first deliveries (offsets a to b - 1): one Delivery per event, made in C
+        for run in _text(first).split(","):
+            a, _, b = run.partition("-")
+            deliveries += map(tuple.__new__, repeat(Delivery), zip(range(int(a), int(b)), repeat(1)))
+    done = {}
+    if sinks_done:
+        for item in _text(sinks_done).split(";"):
+            offset, _, names = item.partition("=")
+            done[int(offset)] = tuple(names.split(","))
+    return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done)
 
 
 def _packed(deliveries: list[Delivery]) -> bytes:

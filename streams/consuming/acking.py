@@ -11,7 +11,7 @@ from django.conf import settings
 
 from domain.acks import AckPolicy, AckResult, Delivery
 from domain.errors import FieldError
-from store.redis_connection import get_redis
+from store.redis_connection import scripted_pipeline
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
@@ -32,16 +32,17 @@ class AckOutcome:
     refused: list[dict] = field(default_factory=list)
 
 
-def _id_list(ids: object) -> list:
-    """The request's `delivery_ids`, checked to be a non-empty list, not longer than a read."""
+def _id_list(ids: object, name: str = "delivery_ids") -> list:
+    """The request's `delivery_ids` (named `name` in errors), checked to be a non-empty list, not
+    longer than a read."""
     if not isinstance(ids, list) or not ids:
-        raise FieldError("delivery_ids", "must be a non-empty list of delivery ids")
+        raise FieldError(name, "must be a non-empty list of delivery ids")
     if len(ids) > settings.CBR_MAX_READ_EVENTS:
-        raise FieldError("delivery_ids", f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
+        raise FieldError(name, f"holds {len(ids)} ids; at most {settings.CBR_MAX_READ_EVENTS}")
     return ids
 
 
-def _parse_ids(ids: list, group_slots: list[Slot]) -> dict[tuple, list]:
+def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -> dict[tuple, list]:
     """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
     before anything is applied."""
     known = {(s.stream.pk, s.segment): s for s in group_slots}
@@ -50,10 +51,10 @@ def _parse_ids(ids: list, group_slots: list[Slot]) -> dict[tuple, list]:
         for s in group_slots
     }
     by_slot = _parse_plain_ids(ids, prefixes)
-    return by_slot if by_slot is not None else _parse_each(ids, known, prefixes)
+    return by_slot if by_slot is not None else _parse_each(ids, known, prefixes, name)
 
 
-def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tuple, list]:
+def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str) -> dict[tuple, list]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why."""
     by_slot: dict[tuple, list] = defaultdict(list)
     for i, raw in enumerate(ids):
@@ -66,14 +67,14 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple]) -> dict[tupl
                 continue
         m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
         if m is None:
-            raise FieldError(f"delivery_ids[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
+            raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
         incarnation, sid, seg, offset, epoch = m.groups()
         key = (int(sid), seg)
         if key not in known:
-            raise FieldError(f"delivery_ids[{i}]", "names a stream this group does not read", "unknown_delivery")
+            raise FieldError(f"{name}[{i}]", "names a stream this group does not read", "unknown_delivery")
         if "-".join((incarnation, sid, seg)) not in prefixes:  # the stream's, but another subscription's
             raise FieldError(
-                f"delivery_ids[{i}]",
+                f"{name}[{i}]",
                 "belongs to another reader group, or to this group before it last subscribed to the stream",
                 "unknown_delivery",
             )
@@ -163,19 +164,49 @@ def ack(
     """Acknowledge deliveries, in any order. For a fan-out group, `sink` says which sink
     acknowledges; an event counts once every sink has. A retried ack is harmless. `group_slots`:
     the group's `slots`, when the caller has them already; `consumer`: who acknowledges (the
-    console lists the consumers seen)."""
+    console lists the consumers seen). Refused deliveries (leases lost, never handed out) are a
+    FieldError naming the first, raised once the others are acknowledged."""
+    outcome, id_list = _ack(group, ids, sink, group_slots, consumer, "")
+    _refusal(outcome, id_list, "acknowledged")
+    return outcome
+
+
+def ack_part(group: ReaderGroup, part: object, group_slots: list[Slot], consumer: str = "") -> AckOutcome:
+    """The `ack` of a read that acknowledges the previous batch on its way (as an ack request's
+    body: `delivery_ids`, and `sink` for a fan-out group), applied before the read. Errors name
+    `ack.…`. A malformed or foreign id refuses the whole request before anything is applied, as
+    an ack does; deliveries refused as such (a lease lost, one never handed out) are listed in
+    the outcome's `refused`, the others acknowledged, and the read goes on."""
+    if not isinstance(part, dict):
+        raise FieldError("ack", "must be an object: delivery_ids, and sink for a group with sinks")
+    unknown = sorted(set(part) - {"delivery_ids", "sink"})
+    if unknown:
+        raise FieldError(f"ack.{unknown[0]}", "is not a field of an ack")
+    return _ack(group, part.get("delivery_ids"), part.get("sink"), group_slots, consumer, "ack.")[0]
+
+
+def _ack(
+    group: ReaderGroup,
+    ids: object,
+    sink: object,
+    group_slots: list[Slot] | None,
+    consumer: str,
+    prefix: str,
+) -> tuple[AckOutcome, list]:
+    """`ack`, but refusals stay in the outcome; errors name `<prefix>delivery_ids` and
+    `<prefix>sink`."""
     sinks = group.sink_names
     if sinks:
         if sink not in sinks:
-            raise FieldError("sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
+            raise FieldError(f"{prefix}sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
     elif sink is not None:
-        raise FieldError("sink", "this group declares no sinks")
+        raise FieldError(f"{prefix}sink", "this group declares no sinks")
     group_slots = slots(group) if group_slots is None else group_slots
-    id_list = _id_list(ids)
-    by_slot = _parse_ids(id_list, group_slots)
+    id_list = _id_list(ids, f"{prefix}delivery_ids")
+    by_slot = _parse_ids(id_list, group_slots, f"{prefix}delivery_ids")
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
-    pipe = get_redis().pipeline(transaction=False)
+    pipe = scripted_pipeline()
     readers = [
         (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
         for key, items in by_slot.items()
@@ -186,12 +217,11 @@ def ack(
     moves = []
     for (slot, items, reader), answer in zip(readers, pipe.execute()[:-2], strict=True):
         results, floor = reader(answer)
-        _tally(outcome, id_list, items, results)
+        _tally(outcome, id_list, items, results, name=f"{prefix}delivery_ids")
         moves.append((slot, floor, 0))
     persist_floors(moves)
     maybe_checkpoint(group)
-    _refusal(outcome, id_list, "acknowledged")
-    return outcome
+    return outcome, id_list
 
 
 def nack(
@@ -235,7 +265,14 @@ def nack(
 _ACKED = AckResult(True)
 
 
-def _tally(outcome: AckOutcome, ids: list, items: list, results: list[AckResult], nack: bool = False) -> None:
+def _tally(
+    outcome: AckOutcome,
+    ids: list,
+    items: list,
+    results: list[AckResult],
+    nack: bool = False,
+    name: str = "delivery_ids",
+) -> None:
     if results.count(_ACKED) == len(results):  # the common case, counted in C
         if nack:
             outcome.given_back += len(results)
@@ -251,4 +288,4 @@ def _tally(outcome: AckOutcome, ids: list, items: list, results: list[AckResult]
         elif result.reason == "waiting-for-sinks":
             outcome.waiting_for_sinks += 1
         elif result.reason != "already-acked":
-            outcome.refused.append({"field": f"delivery_ids[{i}]", "delivery_id": ids[i], "reason": result.reason})
+            outcome.refused.append({"field": f"{name}[{i}]", "delivery_id": ids[i], "reason": result.reason})

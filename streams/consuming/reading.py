@@ -9,11 +9,12 @@ from binascii import b2a_base64
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domain.acks import AckPolicy, Delivery, Poison
+from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Record
-from store.redis_connection import get_redis
+from store.redis_connection import get_redis, scripted_pipeline
 from store.segment import Head, Tail
 from streams.consuming import positions
+from streams.consuming.acking import AckOutcome, ack_part
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
 from streams.delaying.handing import release_due
@@ -28,6 +29,7 @@ class ReadResult:
     missed: int = 0
     missed_by_stream: dict[str, int] = field(default_factory=dict)
     pending_limit_reached: bool = False
+    acked: AckOutcome | None = None  # what the read's `ack` part did (None: it had none)
 
 
 def read(
@@ -36,17 +38,21 @@ def read(
     wait_ms: int = 0,
     consumer: str = "",
     group_slots: list[Slot] | None = None,
+    ack: object = None,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
-    caller has them already."""
+    caller has them already. `ack`: the previous batch's acknowledgement (`acking.ack_part`),
+    applied first: one request where a consumer would send two (JetStream's AckNext)."""
     group_slots = slots(group) if group_slots is None else group_slots
+    acked = None if ack is None else ack_part(group, ack, group_slots, consumer)
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
         result = _read_once(group, group_slots, max_events, consumer or "default")
         left = deadline - time.monotonic()
         if result.deliveries or result.pending_limit_reached or left <= 0:
+            result.acked = acked
             return result
         time.sleep(min(pause, left))
         pause = min(pause * 2, 0.25)
@@ -63,7 +69,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     redis = get_redis()
     for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
         release_due(stream, now_ms)  # due delayed events: to every group of the stream
-    pipe = redis.pipeline(transaction=False)
+    pipe = scripted_pipeline()
     mark_seen(group, now, pipe)
     note_consumer(group, consumer, "r", now, pipe)
     for slot in group_slots:
@@ -105,79 +111,156 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
             work.append((slot, start, seg_head.offset, stop))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
-    moves: list[tuple[Slot, int, int]] = []
-    expires = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
-    for n, (slot, start, head, tail) in enumerate(work):
-        remaining = limit - len(result.deliveries)
-        if remaining <= 0:
+    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, [])
+    serves = [_Serve(slot, start, head, tail) for slot, start, head, tail in work]
+    # every segment's first look in one round trip, the read's events shared out evenly
+    pipe = scripted_pipeline(redis)
+    asked = []
+    for n, serve in enumerate(serves):
+        want = math.ceil((limit - sum(a[1] for a in asked)) / (len(serves) - n))
+        if want > 0:
+            asked.append((serve, want, _ask(ctx, serve, want, pipe)))
+    for (serve, want, looked), answer in zip(asked, pipe.execute(), strict=True):
+        _take(ctx, serve, want, looked, looked.read(answer))
+    # then, one segment at a time, what the first looks did not fill (a segment with fewer events
+    # than its share, a competing consumer that took some): each segment looks at most three times
+    while (missing := limit - sum(len(s.got) for s in serves)) > 0:
+        more = [s for s in serves if s.more]
+        if not more:
             break
-        share = math.ceil(remaining / (len(work) - n))
-        seg = stream_log(slot.stream).segment(slot.segment)
-        got: list[tuple[Record, Delivery]] = []
-        sinks_acked: dict[int, tuple[str, ...]] = {}
-        view = views.get(slot.stream.pk)
-        for _attempt in range(3):  # a competing consumer may take the offsets looked at first
-            horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
-            in_view = view is not None and start < horizon
-            if in_view:  # below the view's horizon a read_compacted group reads the view
-                rows = _compacted.segment_records(slot.stream, view, slot.segment, start, share - len(got))
-                ahead = {r.offset: r for r in rows}
-                scan_until = max(ahead) + 1 if len(rows) == share - len(got) else horizon
-            else:
-                ahead = {r.offset: r for r in seg.read(max(start, head), share - len(got))} if start < tail else {}
-                scan_until = max(ahead) + 1 if ahead else max(start, head)
-            # not due by a clock read after the records: an event published with a delivery
-            # time already past when it was read is ordinary (the index did not take it)
-            after_ms = int(positions.clock() * 1000)
-            delayed = {
-                o: r.deliver_at_ms / 1000
-                for o, r in ahead.items()
-                if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
-            }
-            out = slot.tracker.hand_out(
-                now,
-                consumer,
-                share - len(got),
-                tail,
-                lease_s,
-                group.max_deliveries,
-                on_poison,
-                floor=slot.position.floor,
-                head=0 if in_view else head,
-                delayed=delayed,
-                scan_until=scan_until,
-                present=list(ahead) if in_view else None,
-                backoff=backoff,
-                ack_policy=ack_policy,
-            )
-            sinks_acked.update(out.sinks_acked)
-            floor = out.floor
-            if out.dead_letter:
-                floor = dead_letter(group, slot, out.dead_letter, now_ms) or floor
-            moves.append((slot, floor, out.missed))
-            if out.missed:
-                result.missed += out.missed
-                name = slot.stream.full_name
-                result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
-            records = records_at(seg, [d.offset for d in out.deliveries], ahead)
-            if view is not None:  # redeliveries of view events truncated from the log
-                lost = [d.offset for d in out.deliveries if d.offset not in records]
-                records.update(_compacted.records_at(slot.stream, view, slot.segment, lost))
-            # an offset truncated away meanwhile is skipped: the next read counts it missed
-            got += [(records[d.offset], d) for d in out.deliveries if d.offset in records]
-            if len(got) >= share or out.next >= tail:
-                break  # served, or nothing left: no second look
-            if not out.deliveries and out.next <= max(start, head):
-                break  # no progress at all (a halted segment): a second look would not help
-            start = out.next
-        answers = _deliveries_json(slot, got, expires)
+        for n, serve in enumerate(more):
+            missing = limit - sum(len(s.got) for s in serves)
+            if missing <= 0:
+                break
+            want = math.ceil(missing / (len(more) - n))
+            looked = _ask(ctx, serve, want)
+            _take(ctx, serve, want, looked, looked.read(looked.answer))
+    expires = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
+    for serve in serves:
+        answers = _deliveries_json(serve.slot, serve.got, expires)
         if sink_names:  # a redelivery is for the sinks that have not acknowledged it
-            for answer, (_, d) in zip(answers, got, strict=True):
-                done = sinks_acked.get(d.offset, ())
+            for answer, (_, d) in zip(answers, serve.got, strict=True):
+                done = serve.sinks_acked.get(d.offset, ())
                 answer["sinks_pending"] = [s for s in sink_names if s not in done]
         result.deliveries += answers
-    persist_floors(moves)
+    persist_floors(ctx.moves)
     return result
+
+
+@dataclass
+class _Context:
+    """What every look of one read shares."""
+
+    group: ReaderGroup
+    now: float
+    consumer: str
+    lease_s: float
+    on_poison: Poison
+    backoff: tuple
+    ack_policy: AckPolicy
+    views: dict[int, Any]
+    result: ReadResult
+    moves: list[tuple[Slot, int, int]]
+
+
+@dataclass
+class _Serve:
+    """One segment's part of a read: where its next look starts, and what its looks got."""
+
+    slot: Slot
+    start: int
+    head: int
+    tail: int  # where the read stops on this segment (its tail, or a bounded group's end)
+    got: list[tuple[Record, Delivery]] = field(default_factory=list)
+    sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    looks: int = 0
+    more: bool = True  # another look may find more
+
+
+@dataclass
+class _Look:
+    """One hand-out on one segment: the records read ahead of it, and its answer (or, queued on
+    a pipeline, what reads the answer)."""
+
+    seg: Any
+    view: Any
+    in_view: bool
+    ahead: dict[int, Record]
+    answer: Any
+    read: Any
+
+
+def _ask(ctx: _Context, serve: _Serve, want: int, pipe=None) -> _Look:
+    """Read the records a hand-out of up to `want` events from `serve.start` would give, and ask
+    the tracker for the hand-out (on `pipe` when given)."""
+    slot, start, head, tail = serve.slot, serve.start, serve.head, serve.tail
+    group = ctx.group
+    seg = stream_log(slot.stream).segment(slot.segment)
+    view = ctx.views.get(slot.stream.pk)
+    horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
+    in_view = view is not None and start < horizon
+    if in_view:  # below the view's horizon a read_compacted group reads the view
+        rows = _compacted.segment_records(slot.stream, view, slot.segment, start, want)
+        ahead = {r.offset: r for r in rows}
+        scan_until = max(ahead) + 1 if len(rows) == want else horizon
+    else:
+        ahead = {r.offset: r for r in seg.read(max(start, head), want)} if start < tail else {}
+        scan_until = max(ahead) + 1 if ahead else max(start, head)
+    # not due by a clock read after the records: an event published with a delivery
+    # time already past when it was read is ordinary (the index did not take it)
+    after_ms = int(positions.clock() * 1000)
+    delayed = {
+        o: r.deliver_at_ms / 1000
+        for o, r in ahead.items()
+        if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+    }
+    answer = slot.tracker.hand_out(
+        ctx.now,
+        ctx.consumer,
+        want,
+        tail,
+        ctx.lease_s,
+        group.max_deliveries,
+        ctx.on_poison,
+        floor=slot.position.floor,
+        head=0 if in_view else head,
+        delayed=delayed,
+        scan_until=scan_until,
+        present=list(ahead) if in_view else None,
+        backoff=ctx.backoff,
+        ack_policy=ctx.ack_policy,
+        pipe=pipe,
+    )
+    if pipe is not None:
+        return _Look(seg, view, in_view, ahead, None, answer)
+    return _Look(seg, view, in_view, ahead, answer, lambda handed: handed)
+
+
+def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) -> None:
+    """What one hand-out gave: its events (with their records) to the segment's part of the read,
+    its floor and missed events to the moves, its poison to the dead letters."""
+    slot, result = serve.slot, ctx.result
+    serve.sinks_acked.update(out.sinks_acked)
+    floor = out.floor
+    if out.dead_letter:
+        floor = dead_letter(ctx.group, slot, out.dead_letter, int(ctx.now * 1000)) or floor
+    ctx.moves.append((slot, floor, out.missed))
+    if out.missed:
+        result.missed += out.missed
+        name = slot.stream.full_name
+        result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
+    records = records_at(look.seg, [d.offset for d in out.deliveries], look.ahead)
+    if look.view is not None:  # redeliveries of view events truncated from the log
+        lost = [d.offset for d in out.deliveries if d.offset not in records]
+        records.update(_compacted.records_at(slot.stream, look.view, slot.segment, lost))
+    # an offset truncated away meanwhile is skipped: the next read counts it missed
+    got = [(records[d.offset], d) for d in out.deliveries if d.offset in records]
+    serve.got += got
+    serve.looks += 1
+    no_progress = not out.deliveries and out.next <= max(serve.start, serve.head)  # a halted segment
+    # served and maybe more behind, or a competing consumer took some: another look may find more
+    serve.more = serve.looks < 3 and out.next < serve.tail and not no_progress
+    serve.start = out.next
 
 
 class CompactedViews(Protocol):

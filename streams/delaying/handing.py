@@ -13,7 +13,7 @@ import orjson
 from django.conf import settings
 
 from domain.events import EventIn
-from store.redis_connection import get_redis
+from store.redis_connection import get_redis, scripted_pipeline
 from streams.ack_tracker import SegmentTracker, released_packed
 from streams.delaying.buckets import round_loads
 from streams.delaying.index import DelayIndex, Direct, Load, state_key, unpacked
@@ -114,7 +114,7 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
             released_packed(offs[i : i + FAN_OUT_CHUNK], ats[i : i + FAN_OUT_CHUNK])
             for i in range(0, len(offs), FAN_OUT_CHUNK)
         ]
-    pipe = get_redis().pipeline(transaction=False)
+    pipe = scripted_pipeline()
     for seg, tracker in trackers:
         for part in args.get(seg, ()):
             tracker.fan_out(part, pipe)

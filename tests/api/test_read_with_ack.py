@@ -1,0 +1,153 @@
+"""A read that acknowledges the previous batch on its way (`ack` in the read's body): one request
+where a consumer would send two. Same rules as an ack request, against the real store and Redis."""
+
+import factories
+import pytest
+import redis
+
+from domain.events import EventIn
+from streams import services
+from streams.models import ReadPosition
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/reader-groups/"
+G = URL + "shop/billing/"
+
+
+@pytest.fixture
+def stream():
+    """Ten events on each of two segments."""
+    stream = factories.make_stream(segment_count=2)
+    for seg in "01":
+        key = factories.routing_key_for(stream, seg)
+        services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(10)])
+    return stream
+
+
+def create(api, **body):
+    return factories.create_group_over_api(api, **{"retention_type": "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", **body})
+
+
+def post_read(api, **body):
+    return api.post(G + "read/", body, format="json")
+
+
+def ids(deliveries):
+    return [d["delivery_id"] for d in deliveries]
+
+
+def floors():
+    return {p.segment_id: p.floor for p in ReadPosition.objects.filter(subscription__reader_group__name="billing")}
+
+
+def test_a_read_without_ack_answers_exactly_as_before(api, stream, clock):
+    create(api)
+    body = post_read(api, max_events=2).json()
+    assert list(body) == ["deliveries", "missed", "missed_by_stream", "pending_limit_reached"]
+
+
+def test_the_ack_is_applied_before_the_read_and_the_floor_persisted(api, stream, clock):
+    create(api, max_ack_pending=4)
+    first = post_read(api, max_events=4).json()["deliveries"]
+    assert post_read(api, max_events=4).json()["pending_limit_reached"]  # four live leases: no room
+    answer = post_read(api, max_events=4, ack={"delivery_ids": ids(first)})
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["ack"] == {"acked": 4, "waiting_for_sinks": 0, "given_back": 0, "refused": []}
+    # the ack freed the room first, so this read hands out the next four
+    second = body["deliveries"]
+    assert len(second) == 4 and not set(ids(first)) & set(ids(second))
+    assert floors() == {"0": 2, "1": 2}
+    # the last batch acknowledged with an ordinary ack: everything handed out is processed once
+    rest = post_read(api, max_events=20, ack={"delivery_ids": ids(second)}).json()
+    assert rest["ack"]["acked"] == 4 and len(rest["deliveries"]) == 4
+    assert api.post(G + "ack/", {"delivery_ids": ids(rest["deliveries"])}, format="json").json()["acked"] == 4
+    assert floors() == {"0": 6, "1": 6}
+
+
+def test_a_lost_lease_is_listed_the_rest_acknowledged_and_the_read_goes_on(api, stream, clock):
+    create(api, ack_timeout_s=5)
+    first = post_read(api, max_events=2).json()["deliveries"]
+    clock.now += 6  # both leases expire: the next read hands them out again
+    again = post_read(api, max_events=2).json()["deliveries"]
+    d0 = again[0]
+    old = next(d for d in first if d["segment"] != d0["segment"])["delivery_id"]  # its event is live again
+    body = post_read(api, max_events=3, ack={"delivery_ids": [d0["delivery_id"], old]}).json()
+    assert body["ack"]["acked"] == 1
+    assert body["ack"]["refused"] == [{"field": "ack.delivery_ids[1]", "delivery_id": old, "reason": "stale"}]
+    assert len(body["deliveries"]) == 3
+
+
+@pytest.mark.parametrize(
+    "ack, field",
+    [
+        ([], "ack"),
+        ("abc", "ack"),
+        ({"delivery_ids": []}, "ack.delivery_ids"),
+        ({}, "ack.delivery_ids"),
+        ({"delivery_ids": ["nonsense"]}, "ack.delivery_ids[0]"),
+        ({"ids": []}, "ack.ids"),
+        ({"delivery_ids": ["x"], "sink": "search"}, "ack.sink"),
+    ],
+)
+def test_a_bad_ack_refuses_the_whole_read_and_applies_nothing(api, stream, clock, ack, field):
+    create(api)
+    mine = post_read(api, max_events=2).json()["deliveries"]
+    if isinstance(ack, dict) and ack.get("delivery_ids") == ["x"]:
+        ack = {**ack, "delivery_ids": ids(mine)}
+    response = post_read(api, max_events=5, ack=ack)
+    assert response.status_code == 400 and response.json()["field"] == field, response.content
+    assert set(floors().values()) == {0}  # nothing acknowledged
+    # nothing handed out either: the next read gets the 18 events not yet handed out
+    assert len(post_read(api, max_events=100).json()["deliveries"]) == 18
+
+
+def test_an_id_of_another_group_refuses_the_read_before_anything(api, stream, clock):
+    create(api)
+    create(api, name="other")
+    mine = post_read(api, max_events=1).json()["deliveries"]
+    theirs = api.post(URL + "shop/other/read/", {"max_events": 1}, format="json").json()["deliveries"]
+    response = post_read(api, max_events=5, ack={"delivery_ids": ids(mine) + ids(theirs)})
+    assert response.status_code == 400
+    assert response.json()["field"] == "ack.delivery_ids[1]" and response.json()["code"] == "unknown_delivery"
+    assert api.post(G + "ack/", {"delivery_ids": ids(mine)}, format="json").json()["acked"] == 1
+
+
+def test_a_fan_out_groups_read_acknowledges_for_its_sink(api, stream, clock):
+    create(api, sinks=["archive", "search"], streams=["shop/orders"])
+    got = post_read(api, max_events=20).json()["deliveries"]
+    body = post_read(api, max_events=5, ack={"delivery_ids": ids(got), "sink": "search"}).json()
+    assert body["ack"] == {"acked": 0, "waiting_for_sinks": 20, "given_back": 0, "refused": []}
+    body = post_read(api, max_events=5, ack={"delivery_ids": ids(got), "sink": "archive"}).json()
+    assert body["ack"]["acked"] == 20 and floors() == {"0": 10, "1": 10}
+
+
+def test_a_retried_read_with_the_same_ack_acknowledges_nothing_twice(api, stream, clock):
+    create(api)
+    got = post_read(api, max_events=4).json()["deliveries"]
+    once = post_read(api, max_events=2, ack={"delivery_ids": ids(got)}).json()
+    twice = post_read(api, max_events=2, ack={"delivery_ids": ids(got)}).json()
+    assert once["ack"]["acked"] == 4 and twice["ack"] == {
+        "acked": 0,
+        "waiting_for_sinks": 0,
+        "given_back": 0,
+        "refused": [],
+    }
+    assert floors() == {"0": 2, "1": 2}
+
+
+def test_after_redis_loses_its_state_the_ack_is_refused_and_the_read_resumes_at_the_floor(
+    api, stream, clock, redis_url
+):
+    create(api, streams=["shop/orders"])
+    got = post_read(api, max_events=4).json()["deliveries"]  # offsets 0 and 1 of each segment
+    firsts = [d for d in got if d["offset"] == 0]
+    api.post(G + "ack/", {"delivery_ids": ids(firsts)}, format="json")
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*client.keys("cbr:acks:*"))
+    body = post_read(api, max_events=20, ack={"delivery_ids": [d["delivery_id"] for d in got if d["offset"]]}).json()
+    assert body["ack"]["acked"] == 0 and {r["reason"] for r in body["ack"]["refused"]} == {"unknown"}
+    # what was not acknowledged before Redis lost it comes again (at least once)
+    offsets = sorted((d["segment"], d["offset"]) for d in body["deliveries"])
+    assert offsets == sorted([(s, o) for s in "01" for o in range(1, 10)])
