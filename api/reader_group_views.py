@@ -189,7 +189,7 @@ class ReadView(ConsumingView):
         body.is_valid(raise_exception=True)
         args = body.validated_data
         result = consuming.read(
-            group, args["max_events"], args["wait_ms"], args["consumer"], group_slots, ack=args["ack"]
+            group, args["max_events"], args["wait_ms"], args["consumer"], group_slots, args["ack"], args["ranges"]
         )
         answer = {
             "deliveries": result.deliveries,
@@ -197,6 +197,8 @@ class ReadView(ConsumingView):
             "missed_by_stream": result.missed_by_stream,
             "pending_limit_reached": result.pending_limit_reached,
         }
+        if result.delivery_ranges is not None:  # only when asked for
+            answer["delivery_ranges"] = result.delivery_ranges
         if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
             answer["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
         return Response(answer)

@@ -680,6 +680,12 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
         help_text="the previous batch's acknowledgement, applied before this read (one request where "
         "a consumer would send two): as an ack's body, delivery_ids and, for a group with sinks, sink",
     )
+    ranges = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="also answer delivery_ranges: the deliveries as id ranges, which acks and nacks take "
+        "in place of the ids",
+    )
 
 
 class RefusedDeliverySerializer(serializers.Serializer):
@@ -717,6 +723,12 @@ class ReadAnswerSerializer(serializers.Serializer):
     missed_by_stream = serializers.DictField(child=serializers.IntegerField())
     pending_limit_reached = serializers.BooleanField()
     ack = ReadAckAnswerSerializer(required=False, help_text="only when the read carried an `ack`: what it did")
+    delivery_ranges = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="only when the read asked for ranges: its deliveries as id ranges "
+        "`<…>-<first offset>..<last offset>-<delivery count>`, one per run of consecutive offsets",
+    )
 
 
 class AckRequestSerializer(serializers.Serializer):

@@ -3,9 +3,11 @@
 What it measures, all on this machine and in one run:
   cbr        the real server (gunicorn, gthread; PostgreSQL; Redis; CBR_FSYNC=batch): N events
              published first (untimed), then C consumer processes, each with its own
-             `cbr_client.Client`, loop `read(max_events=1000)` → `ack(those ids)` until every
-             event is acked: events/s end to end, p50/p99 of the read and of the ack requests,
-             the consumers' time in each, and the Redis time in the tracker's scripts. Once for
+             `cbr_client.Client`, loop until every event is acked, either each
+             `read(max_events=1000)` carrying the previous batch's ack (`--acks carried`, as the
+             client's `consume()` does: one request per batch) or `read` → `ack(those ids)`
+             (`--acks alone`: two requests per batch): events/s end to end, p50/p99 of the
+             requests, and the Redis time in the tracker's scripts. Once for
              a NONE group and once for an AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT group (which
              checkpoints every --checkpoint-interval seconds, from the ack path). Before the
              timed rounds, one untimed round of the same (a group of its own) warms the web
@@ -34,7 +36,7 @@ Targets: ≥ 50 000 events/s acked end to end and ≥ 1.0× JetStream (the Redis
 the tracker ≥ 200 000 out-of-order acks/s.
 
 Usage: .venv/bin/python bench/consume.py [--events 200000] [--segments 4] [--consumers 2]
-       [--batch 1000] [--only cbr,redis,jetstream,rabbitmq,tracker] [--rounds 1]
+       [--batch 1000] [--only cbr,redis,jetstream,rabbitmq,tracker] [--rounds 1] [--acks carried,alone]
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench_consume]
        [--redis-url redis://127.0.0.1:6379/3] [--nats-url nats://127.0.0.1:4222]
        [--rabbitmq-url amqp://guest:guest@127.0.0.1:5672/%2F]
@@ -81,26 +83,37 @@ from consume_peers import JetStream, RabbitMQ, RedisStreams  # noqa: E402
 
 from cbr_client import Client
 
+FIGURE_NAMES = {"carried": "CBR HTTP read carrying ack, {} group", "alone": "CBR HTTP read, then ack, {} group"}
 
-def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int) -> dict:
+
+def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int, acks_mode: str) -> dict:
+    """One consumer: `read` then `ack` each batch ("alone"), or each read carrying the previous
+    batch's ack and one ack of its own for the last ("carried", as `consume()` does)."""
     client = Client(url, token=token)
     rg = client.reader_group(group)
     rg.info()  # the connection is open before the clock starts
     start()
     cpu0 = time.process_time()
     reads, acks, sizes, n_acked, t_end = [], [], [], 0, time.monotonic()
+    messages: list = []
     while True:
         t = time.monotonic()
-        messages = rg.read(max_events=batch, consumer=f"c{i}")
+        if acks_mode == "carried":
+            messages = rg.read(max_events=batch, consumer=f"c{i}", ack=messages)
+            n_acked += rg.last_ack["acked"] if rg.last_ack else 0
+        else:
+            messages = rg.read(max_events=batch, consumer=f"c{i}")
         t1 = time.monotonic()
+        reads.append(t1 - t)
+        t_end = t1
         if not messages:
             break  # everything handed out (max_ack_pending leaves room for every consumer's batch)
-        reads.append(t1 - t)
         sizes.append(len(messages))
-        answer = rg.ack(messages)
-        t_end = time.monotonic()
-        acks.append(t_end - t1)
-        n_acked += answer["acked"]
+        if acks_mode == "alone":
+            answer = rg.ack(messages)
+            t_end = time.monotonic()
+            acks.append(t_end - t1)
+            n_acked += answer["acked"]
     client.close()
     return {
         "read": reads,
@@ -216,9 +229,9 @@ class CBRServer:
             flush=True,
         )
 
-    def consume(self, retention_type: str, round_no: int | str) -> Figure:
+    def consume(self, retention_type: str, round_no: int | str, acks_mode: str = "carried") -> Figure:
         a = self.args
-        name = f"{self.stream}-{GROUP_TYPES[retention_type]}-{round_no}"
+        name = f"{self.stream}-{GROUP_TYPES[retention_type]}-{acks_mode}-{round_no}"
         config = {
             "retention_type": retention_type,
             "ack_timeout_s": 600,
@@ -230,7 +243,7 @@ class CBRServer:
             api.create_reader_group("bench", name, [f"bench/{self.stream}"], **config)
         scripts0 = script_seconds(self.redis)
         cpu0 = self.cpu_seconds()
-        t0, results = run_crew(_cbr_consumer, a.consumers, (self.url, self.token, f"bench/{name}", a.batch))
+        t0, results = run_crew(_cbr_consumer, a.consumers, (self.url, self.token, f"bench/{name}", a.batch, acks_mode))
         cpu = {k: v - cpu0[k] for k, v in self.cpu_seconds().items()}
         in_scripts = script_seconds(self.redis) - scripts0
         seconds = max(r["t_end"] for r in results) - t0
@@ -239,19 +252,25 @@ class CBRServer:
         reads = [x for r in results for x in r["read"]]
         acks = [x for r in results for x in r["ack"]]
         sizes = [x for r in results for x in r["sizes"]]
-        in_read, in_ack = sum(reads), sum(acks)
+        in_read, in_ack = sum(reads), sum(acks) or 1e-9
         with self.api() as api:
             detail = api.reader_group(f"bench/{name}").info()
         lag = sum(p["lag_events"] for p in detail["positions"])
         pending = sum(p["pending"] for p in detail["positions"])
         fig = Figure(
-            f"CBR HTTP read+ack, {GROUP_TYPES[retention_type]} group",
+            FIGURE_NAMES[acks_mode].format(GROUP_TYPES[retention_type]),
             n_acked,
             seconds,
             [
-                f"read  {ms(reads)}  ({len(reads)} requests)",
-                f"ack   {ms(acks)}  ({len(acks)} requests)",
-                f"consumers' time: {in_read / (in_read + in_ack):.0%} in reads, {in_ack / (in_read + in_ack):.0%} in acks",
+                f"read  {ms(reads)}  ({len(reads)} requests{'' if acks else ', each carrying the previous batch ack'})",
+                *([f"ack   {ms(acks)}  ({len(acks)} requests)"] if acks else []),
+                *(
+                    [
+                        f"consumers' time: {in_read / (in_read + in_ack):.0%} in reads, {in_ack / (in_read + in_ack):.0%} in acks"
+                    ]
+                    if acks
+                    else []
+                ),
                 f"events per read: mean {statistics.mean(sizes):,.0f}; {sum(1 for x in sizes if x < a.batch)} of "
                 f"{len(sizes)} reads answered fewer than {a.batch}",
                 f"Redis ran the tracker's scripts {in_scripts:.2f} s of the {seconds:.2f} s "
@@ -443,6 +462,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--retention-types", default=",".join(GROUP_TYPES), help="CBR reader groups to time, one run each per round"
     )
+    parser.add_argument(
+        "--acks",
+        default="carried,alone",
+        help="how CBR consumers acknowledge: carried (each read carries the previous batch's ack, as "
+        "consume() does), alone (a read, then an ack request); comma-separated, each timed",
+    )
     parser.add_argument("--checkpoint-interval", type=int, default=1, help="of the AUTOMATIC group, seconds")
     parser.add_argument(
         "--no-jetstream-raw",
@@ -469,6 +494,9 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--only takes {', '.join(PARTS)}, not {', '.join(sorted(parts - set(PARTS)))}")
     args.parts = [p for p in PARTS if p in parts]
     args.types = [t.strip() for t in args.retention_types.split(",") if t.strip()]
+    args.acks = [m.strip() for m in args.acks.split(",") if m.strip()]
+    if not args.acks or set(args.acks) - set(FIGURE_NAMES):
+        parser.error(f"--acks takes {', '.join(FIGURE_NAMES)}")
     if set(args.types) - set(GROUP_TYPES):
         parser.error(f"--retention-types takes {', '.join(GROUP_TYPES)}")
     return args
@@ -519,13 +547,14 @@ def main() -> None:
         if cbr is not None and args.warm_up:
             # untimed: a whole consume of the stream first, so that every web worker's first
             # requests (imports, prepared queries, connections, PostgreSQL's cache) are not timed
-            warm = cbr.consume(args.types[0], "warm")
+            warm = cbr.consume(args.types[0], "warm", args.acks[0])
             print(f"cbr: warm-up round (untimed, not counted): {warm.rate:,.0f} events/s", flush=True)
         for round_no in range(args.rounds):
             if cbr is not None:
-                for retention_type in args.types:
-                    settle()
-                    keep(cbr.consume(retention_type, round_no))
+                for acks_mode in args.acks:
+                    for retention_type in args.types:
+                        settle()
+                        keep(cbr.consume(retention_type, round_no, acks_mode))
             if redis_streams is not None:
                 settle()
                 keep(redis_streams.consume(round_no))

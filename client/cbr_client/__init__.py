@@ -76,6 +76,7 @@ class Client:
         self._conn: http.client.HTTPConnection | None = None
         self._used = 0.0
         self.token = token
+        self.read_carries_acks = True  # False once a server (an older one) refuses a read's `ack`
         self.api_key = api_key  # a key scoped to one reader group or to publishing (docs/security.md)
         if token is None and api_key is None and username is not None:
             self.token = self._object("POST", "auth/token/", {"username": username, "password": password})["token"]
@@ -331,21 +332,49 @@ class ReaderGroup:
         self.name = name
         self._path = f"reader-groups/{name}/"
         self.refused = 0  # settlements the server refused in consume() (leases lost meanwhile)
+        self.last_ack: dict | None = None  # what the last read's `ack` did (read(ack=...))
 
     def info(self) -> dict:
         return self.client._object("GET", self._path)
 
-    def read(self, max_events: int = 100, wait_ms: int = 0, consumer: str | None = None) -> list[Message]:
+    def read(
+        self,
+        max_events: int = 100,
+        wait_ms: int = 0,
+        consumer: str | None = None,
+        ack: Iterable[Message | str] = (),
+        sink: str | None = None,
+    ) -> Batch:
+        """Up to `max_events` deliveries. `ack`: deliveries to acknowledge first, in the same
+        request (a fan-out group's `sink` acknowledges them); what that did is `last_ack`
+        (`acked`, `waiting_for_sinks`, and `refused`: the deliveries whose leases were lost). A
+        whole batch a read returned is acknowledged by its id ranges: a few strings, not an id
+        per message."""
         body: dict = {"max_events": max_events, "wait_ms": wait_ms}
         if consumer:
             body["consumer"] = consumer
-        answer = self.client._object("POST", self._path + "read/", body)
-        return [Message(self, d) for d in answer["deliveries"]]
+        if self.client.read_carries_acks:
+            body["ranges"] = True
+        ack_ids = _ids(ack)
+        if ack_ids and self.client.read_carries_acks:
+            body["ack"] = {"delivery_ids": ack_ids} if sink is None else {"delivery_ids": ack_ids, "sink": sink}
+        elif ack_ids:  # a server older than reads with an ack: the ack goes alone first (its
+            # refusals counted in `refused`, `last_ack` None)
+            self._quietly(lambda: self.ack(ack_ids, sink, consumer))
+        try:
+            answer = self.client._object("POST", self._path + "read/", body)
+        except CBRError as exc:
+            if exc.field not in ("ack", "ranges") or "not a field" not in str(exc.body.get("message")):
+                raise
+            self.client.read_carries_acks = False  # an older server: never again on this client
+            return self.read(max_events, wait_ms, consumer, ack_ids, sink)
+        self.last_ack = answer.get("ack")
+        return Batch((Message(self, d) for d in answer["deliveries"]), answer.get("delivery_ranges"))
 
     def ack(self, messages: Iterable[Message | str], sink: str | None = None, consumer: str | None = None) -> dict:
         """Acknowledge deliveries (none: nothing is sent). `consumer`: the name this consumer
         reads under (the console shows each consumer's last read and acknowledgement)."""
-        body: dict = {"delivery_ids": [_id(m) for m in messages]}
+        body: dict = {"delivery_ids": _ids(messages)}
         if not body["delivery_ids"]:
             return {"acked": 0, "waiting_for_sinks": 0, "given_back": 0}
         if sink is not None:
@@ -428,14 +457,19 @@ class ReaderGroup:
         sink: str | None = None,
     ) -> Generator[Message, None, None]:
         """Messages, read `max_events` at a time (long-polling `wait_ms`), settled in batches:
-        those acknowledged in one request, those given back in another (one per reason).
-        `idle_stop` ends the loop at the first read that finds nothing. With `sink` (a fan-out
-        group's exporter), a redelivery this sink acknowledged already is not yielded again: it
-        is for the other sinks."""
+        those given back in a request per reason, those acknowledged by the next read, which
+        carries them (and, when the loop ends, by an ack of their own). `idle_stop` ends the loop
+        at the first read that finds nothing. With `sink` (a fan-out group's exporter), a
+        redelivery this sink acknowledged already is not yielded again: it is for the other
+        sinks."""
         batch: list[Message] = []
+        carried: list[Message] = []  # acknowledged, for the next read to carry
         try:
             while True:
-                batch = self.read(max_events, wait_ms, consumer)
+                batch = self.read(max_events, wait_ms, consumer, ack=carried, sink=sink)
+                carried = []
+                if self.last_ack is not None:
+                    self.refused += len(self.last_ack["refused"])
                 if not batch and idle_stop:
                     return
                 for message in batch:
@@ -443,15 +477,20 @@ class ReaderGroup:
                         message.ack()  # done for this sink already: acknowledged again, harmless
                         continue
                     yield message
-                self._settle(batch, sink, consumer)
+                carried = self._settle(batch, sink, consumer, carry_acks=True)
+                if len(carried) == len(batch):
+                    carried = batch  # all of it: acknowledged by the batch's id ranges
                 batch = []
         finally:
-            self._settle(batch, sink, consumer)
+            self._settle(batch, sink, consumer)  # a batch the loop left midway: what was decided
+            if carried:  # the read that was to carry them did not happen (or failed): sent alone
+                self._quietly(lambda: self.ack(carried, sink, consumer))
 
-    def _settle(self, batch: list[Message], sink: str | None, consumer: str | None = None) -> None:
-        """Send the batch's acks and nacks. A delivery whose lease was lost meanwhile (it took
-        longer than `ack_timeout_s`: someone else holds it now) is refused by the server while the
-        rest applies; that is normal at-least-once life, not a reason to stop consuming."""
+    def _settle(
+        self, batch: list[Message], sink: str | None, consumer: str | None = None, carry_acks: bool = False
+    ) -> list[Message]:
+        """Send the batch's nacks (one request per reason) and acks; with `carry_acks`, the
+        acknowledged messages are returned instead, for the next read to carry."""
         acks = [m for m in batch if m.outcome == "ack"]
         reasons: dict[str, list[Message]] = {}
         for m in batch:
@@ -459,15 +498,22 @@ class ReaderGroup:
                 reasons.setdefault(m.reason, []).append(m)
         for m in batch:
             m.outcome = "settled" if m.outcome else None
-        calls: list[Callable[[], object]] = [lambda: self.ack(acks, sink, consumer)] if acks else []
+        calls: list[Callable[[], object]] = [] if carry_acks or not acks else [lambda: self.ack(acks, sink, consumer)]
         calls += [functools.partial(self.nack, ms, reason=r, sink=sink) for r, ms in reasons.items()]
         for call in calls:
-            try:
-                call()
-            except CBRError as exc:
-                if exc.code not in ("lease_lost", "unknown_delivery"):
-                    raise
-                self.refused += len(exc.body.get("refused", []))
+            self._quietly(call)
+        return acks if carry_acks else []
+
+    def _quietly(self, call: Callable[[], object]) -> None:
+        """Send an ack or nack. A delivery whose lease was lost meanwhile (it took longer than
+        `ack_timeout_s`: someone else holds it now) is refused by the server while the rest
+        applies; that is normal at-least-once life, not a reason to stop consuming."""
+        try:
+            call()
+        except CBRError as exc:
+            if exc.code not in ("lease_lost", "unknown_delivery"):
+                raise
+            self.refused += len(exc.body.get("refused", []))
 
 
 def _dumps(body: object) -> bytes:
@@ -485,6 +531,65 @@ def _loads(raw: bytes) -> Any:  # decoded JSON
 
 def _id(m: Message | str) -> str:
     return m if isinstance(m, str) else m.delivery_id
+
+
+def _ids(messages: Iterable[Message | str]) -> list[str]:
+    """The ids that name these deliveries: a whole `Batch`'s id ranges (a server that answers
+    them), or each one's id."""
+    if isinstance(messages, Batch) and messages.delivery_ranges is not None:
+        return list(messages.delivery_ranges)
+    return [_id(m) for m in messages]
+
+
+class Batch(list):
+    """What a read returns: its messages, and (from a server that answers them) the id ranges
+    that name them all, which an ack or nack of the whole batch sends instead of each id. A slice
+    or a filtered copy is a plain list: its messages are named one by one."""
+
+    def __init__(self, messages: Iterable[Message] = (), delivery_ranges: list[str] | None = None):
+        super().__init__(messages)
+        self.delivery_ranges = delivery_ranges
+
+    # a batch changed in place names its messages one by one
+    def __setitem__(self, *args) -> None:
+        self.delivery_ranges = None
+        super().__setitem__(*args)
+
+    def __delitem__(self, *args) -> None:
+        self.delivery_ranges = None
+        super().__delitem__(*args)
+
+    def __iadd__(self, other):  # type: ignore[override,misc]  # list's own, typed for lists
+        self.delivery_ranges = None
+        return super().__iadd__(other)
+
+    def __imul__(self, n):  # type: ignore[override,misc]  # list's own, typed for lists
+        self.delivery_ranges = None
+        return super().__imul__(n)
+
+    def append(self, item) -> None:
+        self.delivery_ranges = None
+        super().append(item)
+
+    def extend(self, items) -> None:
+        self.delivery_ranges = None
+        super().extend(items)
+
+    def insert(self, index, item) -> None:
+        self.delivery_ranges = None
+        super().insert(index, item)
+
+    def pop(self, *args):
+        self.delivery_ranges = None
+        return super().pop(*args)
+
+    def remove(self, item) -> None:
+        self.delivery_ranges = None
+        super().remove(item)
+
+    def clear(self) -> None:
+        self.delivery_ranges = None
+        super().clear()
 
 
 def _event(e: str | bytes | dict) -> dict:

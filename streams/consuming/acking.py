@@ -55,13 +55,38 @@ def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -
 
 
 def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str) -> dict[tuple, list]:
-    """`_parse_ids` id by id: the first bad one is refused, naming its index and why."""
+    """`_parse_ids` id by id: the first bad one is refused, naming its index and why. An id may
+    be a range, `<…>-<first>..<last>-<epoch>`: the deliveries of offsets first to last (both
+    included) at that epoch, as a read's `delivery_ranges` gives them; all of them count towards
+    the batch's bound."""
     by_slot: dict[tuple, list] = defaultdict(list)
+    total = 0
     for i, raw in enumerate(ids):
         if type(raw) is str:  # the common case, without a regular expression
             head, _, epoch = raw.rpartition("-")
             prefix, _, offset = head.rpartition("-")
             key = prefixes.get(prefix)
+            first, dots, last = offset.partition("..")
+            if dots:
+                if key is None or not (_as_written(first, 18) and _as_written(last, 18) and _as_written(epoch, 9)):
+                    raise FieldError(
+                        f"{name}[{i}]", f"{raw!r} is not a delivery id range of this group", "unknown_delivery"
+                    )
+                a, b = int(first), int(last)
+                total += b - a + 1
+                if b < a or total > settings.CBR_MAX_READ_EVENTS:
+                    raise FieldError(
+                        f"{name}[{i}]",
+                        f"{raw!r}: a range runs from its first offset to a last one not below it, and a batch "
+                        f"names at most {settings.CBR_MAX_READ_EVENTS} deliveries",
+                    )
+                by_slot[key] += zip(
+                    repeat(i), map(tuple.__new__, repeat(Delivery), zip(range(a, b + 1), repeat(int(epoch))))
+                )
+                continue
+            total += 1
+            if total > settings.CBR_MAX_READ_EVENTS:  # with the ranges before it
+                raise FieldError(f"{name}[{i}]", f"a batch names at most {settings.CBR_MAX_READ_EVENTS} deliveries")
             if key is not None and _as_written(offset, 18) and _as_written(epoch, 9):
                 by_slot[key].append((i, Delivery(int(offset), int(epoch))))
                 continue
@@ -265,6 +290,12 @@ def nack(
 _ACKED = AckResult(True)
 
 
+def _one_id(raw: str, delivery: Delivery) -> str:
+    """The id of one delivery named by `raw`: itself, or of one of the range it is."""
+    prefix, offsets, _ = raw.rsplit("-", 2)
+    return raw if ".." not in offsets else f"{prefix}-{delivery.offset}-{delivery.epoch}"
+
+
 def _tally(
     outcome: AckOutcome,
     ids: list,
@@ -279,7 +310,7 @@ def _tally(
         else:
             outcome.acked += len(results)
         return
-    for (i, _), result in zip(items, results, strict=True):
+    for (i, d), result in zip(items, results, strict=True):
         if result.acked:
             if nack:
                 outcome.given_back += 1
@@ -288,4 +319,6 @@ def _tally(
         elif result.reason == "waiting-for-sinks":
             outcome.waiting_for_sinks += 1
         elif result.reason != "already-acked":
-            outcome.refused.append({"field": f"{name}[{i}]", "delivery_id": ids[i], "reason": result.reason})
+            outcome.refused.append(
+                {"field": f"{name}[{i}]", "delivery_id": _one_id(ids[i], d), "reason": result.reason}
+            )

@@ -30,6 +30,7 @@ class ReadResult:
     missed_by_stream: dict[str, int] = field(default_factory=dict)
     pending_limit_reached: bool = False
     acked: AckOutcome | None = None  # what the read's `ack` part did (None: it had none)
+    delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
 
 
 def read(
@@ -39,17 +40,20 @@ def read(
     consumer: str = "",
     group_slots: list[Slot] | None = None,
     ack: object = None,
+    ranges: bool = False,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
     caller has them already. `ack`: the previous batch's acknowledgement (`acking.ack_part`),
-    applied first: one request where a consumer would send two (JetStream's AckNext)."""
+    applied first: one request where a consumer would send two (JetStream's AckNext). `ranges`:
+    the answer also names its deliveries as id ranges (`delivery_ranges`), which an ack takes
+    in place of the ids: a few strings where a batch has a thousand ids."""
     group_slots = slots(group) if group_slots is None else group_slots
     acked = None if ack is None else ack_part(group, ack, group_slots, consumer)
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
-        result = _read_once(group, group_slots, max_events, consumer or "default")
+        result = _read_once(group, group_slots, max_events, consumer or "default", ranges)
         left = deadline - time.monotonic()
         if result.deliveries or result.pending_limit_reached or left <= 0:
             result.acked = acked
@@ -58,7 +62,9 @@ def read(
         pause = min(pause * 2, 0.25)
 
 
-def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, consumer: str) -> ReadResult:
+def _read_once(
+    group: ReaderGroup, group_slots: list[Slot], max_events: int, consumer: str, ranges: bool = False
+) -> ReadResult:
     now = positions.clock()
     now_ms = int(now * 1000)
     lease_s = float(group.ack_timeout_s)
@@ -82,7 +88,7 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
     answers = pipe.execute()[2:]
     live = sum(answers[4 * i + 1][0] for i in range(len(group_slots)))
     room = group.max_ack_pending - live
-    result = ReadResult([])
+    result = ReadResult([], delivery_ranges=[] if ranges else None)
     if room <= 0:
         result.pending_limit_reached = True
         return result
@@ -143,6 +149,8 @@ def _read_once(group: ReaderGroup, group_slots: list[Slot], max_events: int, con
                 done = serve.sinks_acked.get(d.offset, ())
                 answer["sinks_pending"] = [s for s in sink_names if s not in done]
         result.deliveries += answers
+        if result.delivery_ranges is not None:
+            result.delivery_ranges += _id_ranges(serve.slot, serve.got)
     persist_floors(ctx.moves)
     return result
 
@@ -306,6 +314,22 @@ def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict[int, An
         return {}
     ids = {slot.stream.pk for slot in group_slots if slot.stream.is_compacted}
     return _compacted.current(ids) if ids else {}
+
+
+def _id_ranges(slot: Slot, got: list[tuple[Record, Delivery]]) -> list[str]:
+    """The deliveries of `got` as id ranges `<…>-<first>..<last>-<epoch>`: one per run of
+    consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
+    prefix = delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment)
+    out = []
+    i, n = 0, len(got)
+    while i < n:
+        first, epoch = got[i][1]
+        j = i
+        while j + 1 < n and got[j + 1][1] == (got[j][1][0] + 1, epoch):
+            j += 1
+        out.append(f"{prefix}-{first}..{got[j][1][0]}-{epoch}")
+        i = j + 1
+    return out
 
 
 def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str | None) -> list[dict]:

@@ -151,3 +151,75 @@ def test_after_redis_loses_its_state_the_ack_is_refused_and_the_read_resumes_at_
     # what was not acknowledged before Redis lost it comes again (at least once)
     offsets = sorted((d["segment"], d["offset"]) for d in body["deliveries"])
     assert offsets == sorted([(s, o) for s in "01" for o in range(1, 10)])
+
+
+def expand(ranges):
+    """A read's id ranges as the delivery ids they name."""
+    out = []
+    for r in ranges:
+        prefix, offsets, epoch = r.rsplit("-", 2)
+        first, last = offsets.split("..")
+        out += [f"{prefix}-{o}-{epoch}" for o in range(int(first), int(last) + 1)]
+    return out
+
+
+def test_a_read_asked_for_ranges_names_exactly_its_deliveries_and_an_ack_takes_them(api, stream, clock):
+    create(api)
+    body = post_read(api, max_events=12, ranges=True).json()
+    assert len(body["delivery_ranges"]) == 2  # a run per segment
+    assert sorted(expand(body["delivery_ranges"])) == sorted(ids(body["deliveries"]))
+    answer = api.post(G + "ack/", {"delivery_ids": body["delivery_ranges"]}, format="json")
+    assert answer.json() == {"acked": 12, "waiting_for_sinks": 0, "given_back": 0}
+    assert floors() == {"0": 6, "1": 6}
+    rest = post_read(api, max_events=20, ranges=True, ack={"delivery_ids": body["delivery_ranges"]}).json()
+    assert rest["ack"]["acked"] == 0 and len(rest["deliveries"]) == 8  # acknowledged once only
+
+
+def test_redeliveries_come_as_ranges_of_their_own_epoch(api, stream, clock):
+    create(api, ack_timeout_s=5)
+    post_read(api, max_events=4)
+    clock.now += 6
+    body = post_read(api, max_events=6, ranges=True).json()
+    assert sorted(expand(body["delivery_ranges"])) == sorted(ids(body["deliveries"]))
+    assert {r.rsplit("-", 1)[1] for r in body["delivery_ranges"]} == {"1", "2"}
+    assert api.post(G + "nack/", {"delivery_ids": body["delivery_ranges"]}, format="json").json()["given_back"] == 6
+
+
+def test_a_range_with_lost_leases_refuses_each_delivery_by_its_own_id(api, stream, clock):
+    create(api, ack_timeout_s=5, streams=["shop/orders"])
+    first = post_read(api, max_events=4, ranges=True).json()
+    clock.now += 6
+    again = post_read(api, max_events=4, ranges=True).json()  # handed out again: the first leases are void
+    mixed = [again["delivery_ranges"][0], *first["delivery_ranges"]]
+    answer = api.post(G + "ack/", {"delivery_ids": mixed}, format="json")
+    assert answer.status_code == 409 and answer.json()["code"] == "lease_lost", answer.content
+    acked = len(expand(again["delivery_ranges"][:1]))
+    assert answer.json()["acked"] == acked
+    refused = answer.json()["refused"]
+    where = lambda d: d.rsplit("-", 1)[0]  # noqa: E731 - the delivery's event: its id without the epoch
+    done = {where(d) for d in expand(again["delivery_ranges"][:1])}  # processed by the new range
+    assert [r["delivery_id"] for r in refused] == [d for d in expand(first["delivery_ranges"]) if where(d) not in done]
+    assert {r["reason"] for r in refused} == {"stale"}
+    assert {r["field"] for r in refused} <= {"delivery_ids[1]", "delivery_ids[2]"}
+
+
+def test_bad_ranges_are_refused_naming_the_range_and_apply_nothing(api, stream, clock, settings):
+    create(api)
+    create(api, name="other")
+    prefix = post_read(api, max_events=20).json()["deliveries"][0]["delivery_id"].rsplit("-", 2)[0]
+    theirs = api.post(URL + "shop/other/read/", {"max_events": 1}, format="json").json()["deliveries"][0]
+    settings.CBR_MAX_READ_EVENTS = 10
+    for bad in [
+        f"{prefix}-5..2-1",  # backwards
+        f"{prefix}-0..10-1",  # eleven: past the bound
+        f"{prefix}-00..2-1",  # not as the server writes numbers
+        f"{prefix}-0..-1",
+        theirs["delivery_id"].rsplit("-", 2)[0] + "-0..0-1",  # another group's
+    ]:
+        response = api.post(G + "ack/", {"delivery_ids": [f"{prefix}-9-1", bad]}, format="json")
+        assert response.status_code == 400 and response.json()["field"] == "delivery_ids[1]", (bad, response.content)
+    response = api.post(
+        G + "ack/", {"delivery_ids": [f"{prefix}-0..4-1", f"{prefix}-5..9-1", f"{prefix}-9-1"]}, format="json"
+    )
+    assert response.status_code == 400 and response.json()["field"] == "delivery_ids[2]"  # eleven in all
+    assert set(floors().values()) == {0}
