@@ -559,11 +559,11 @@ class Batch(list):
         self.delivery_ranges = None
         super().__delitem__(*args)
 
-    def __iadd__(self, other):  # type: ignore[override,misc]  # list's own, typed for lists
+    def __iadd__(self, other):  # type: ignore[misc]  # list's own, typed for lists
         self.delivery_ranges = None
         return super().__iadd__(other)
 
-    def __imul__(self, n):  # type: ignore[override,misc]  # list's own, typed for lists
+    def __imul__(self, n):  # type: ignore[misc]  # list's own, typed for lists
         self.delivery_ranges = None
         return super().__imul__(n)
 

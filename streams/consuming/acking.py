@@ -54,7 +54,7 @@ def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -
     return by_slot if by_slot is not None else _parse_each(ids, known, prefixes, name)
 
 
-def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str) -> dict[tuple, list]:
+def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = "delivery_ids") -> dict[tuple, list]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why. An id may
     be a range, `<…>-<first>..<last>-<epoch>`: the deliveries of offsets first to last (both
     included) at that epoch, as a read's `delivery_ranges` gives them; all of them count towards
@@ -292,8 +292,10 @@ _ACKED = AckResult(True)
 
 def _one_id(raw: str, delivery: Delivery) -> str:
     """The id of one delivery named by `raw`: itself, or of one of the range it is."""
-    prefix, offsets, _ = raw.rsplit("-", 2)
-    return raw if ".." not in offsets else f"{prefix}-{delivery.offset}-{delivery.epoch}"
+    if ".." not in raw:
+        return raw
+    prefix = raw.rsplit("-", 2)[0]
+    return f"{prefix}-{delivery.offset}-{delivery.epoch}"
 
 
 def _tally(

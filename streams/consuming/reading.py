@@ -121,7 +121,7 @@ def _read_once(
     serves = [_Serve(slot, start, head, tail) for slot, start, head, tail in work]
     # every segment's first look in one round trip, the read's events shared out evenly
     pipe = scripted_pipeline(redis)
-    asked = []
+    asked: list[tuple[_Serve, int, _Look]] = []
     for n, serve in enumerate(serves):
         want = math.ceil((limit - sum(a[1] for a in asked)) / (len(serves) - n))
         if want > 0:

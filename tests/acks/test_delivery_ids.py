@@ -1,6 +1,8 @@
 """Delivery ids as an ack or a nack sends them: the one-pass parse of the common case finds exactly
 what the id-by-id parse finds, and leaves every other list to it (which names the bad id)."""
 
+from collections import Counter
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -101,3 +103,20 @@ def test_zero_is_an_offset_and_an_epoch_as_written():
     plain = _parse_plain_ids(ids, PREFIXES)
     assert plain is not None and plain == each(ids)
     assert [d for items in plain.values() for _, d in items] == [(0, 1), (10, 0), (0, 0)]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(PREFIXES)), st.integers(0, 10**6), st.integers(0, 40), st.integers(1, 9)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_range_names_exactly_the_deliveries_its_ids_would(runs):
+    ranges = [f"{p}-{first}..{first + n}-{e}" for p, first, n, e in runs]
+    ids = [f"{p}-{o}-{e}" for p, first, n, e in runs for o in range(first, first + n + 1)]
+    by_range, by_id = each(ranges), each(ids)
+    assert {k: [d for _, d in v] for k, v in by_range.items()} == {k: [d for _, d in v] for k, v in by_id.items()}
+    # each delivery is counted against the range it came in
+    counted = Counter(i for items in by_range.values() for i, _ in items)
+    assert counted == {i: n + 1 for i, (_, _, n, _) in enumerate(runs)}
