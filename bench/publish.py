@@ -1,9 +1,18 @@
 """Publish throughput: 100-byte events in batches of 1000.
 
 (a) straight into the segment store (fsync per batch, CBR_FSYNC=batch);
-(b) over HTTP to the real server (gunicorn, 2 workers x 2 threads) from 4 client processes;
-peer: Redis Streams XADD pipelined in batches of 1000 to the local Redis (REDIS_URL or
-127.0.0.1:6379). Prints the median events/s of interleaved rounds and the ratios.\nUsage: python bench/publish.py [--seconds N] [--rounds N] [--clients N]
+(b) over HTTP to the real server (gunicorn, 2 workers x 2 threads) from 4 client processes, each
+    waiting for its batch's 201 (the events durable) before the next;
+peers, from as many client processes, each waiting for its batch's acknowledgements before the
+next:
+    Redis Streams XADD pipelined in batches of 1000 (REDIS_URL or 127.0.0.1:6379; one client);
+    NATS JetStream (--nats-url): nats-py `publish_async` of a batch, then
+        `publish_async_completed()` (every publish acknowledged by the server), into a stream
+        with file storage;
+    RabbitMQ (--rabbitmq-url): pika, a channel in confirm mode publishing a batch of persistent
+        messages to a durable quorum queue, then waiting for the broker's confirms of all of it.
+Prints the median events/s of interleaved rounds and the ratios (--no-peers: CBR and Redis only).
+Usage: python bench/publish.py [--seconds N] [--rounds N] [--clients N] [--no-peers]
 """
 
 from __future__ import annotations
@@ -91,6 +100,128 @@ def bench_http(seconds: float, segments: int, clients: int = 2) -> float:
         return counter.value / (time.perf_counter() - t0)
 
 
+def _jetstream_client(url: str, subject: str, seconds: float, counter) -> None:
+    import asyncio
+
+    import nats
+
+    async def run() -> int:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(BATCH):
+                await js.publish_async(subject, EVENT)
+            await js.publish_async_completed()  # every publish of the batch acknowledged
+            n += BATCH
+        await nc.close()
+        return n
+
+    n = asyncio.run(run())
+    with counter.get_lock():
+        counter.value += n
+
+
+def bench_jetstream(url: str, seconds: float, clients: int) -> float:
+    import asyncio
+
+    import nats
+    from nats.js.api import StorageType
+
+    name, subject = f"CBR_BENCH_PUBLISH_{os.getpid()}", f"cbr.bench.publish.{os.getpid()}"
+
+    async def admin(create: bool) -> None:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        try:
+            await js.delete_stream(name)
+        except nats.js.errors.NotFoundError:
+            pass
+        if create:
+            await js.add_stream(name=name, subjects=[subject], storage=StorageType.FILE)
+        await nc.close()
+
+    asyncio.run(admin(True))
+    try:
+        return _crew(_jetstream_client, (url, subject, seconds), clients)
+    finally:
+        asyncio.run(admin(False))
+
+
+def _rabbitmq_client(url: str, queue: str, seconds: float, counter) -> None:
+    import pika
+
+    state = {"sent": 0, "confirmed": 0, "t0": 0.0}
+
+    def publish_batch(channel) -> None:
+        persistent = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
+        for _ in range(BATCH):
+            channel.basic_publish("", queue, EVENT, persistent)
+        state["sent"] += BATCH
+
+    def on_confirm(frame) -> None:
+        ack = frame.method
+        if not isinstance(ack, pika.spec.Basic.Ack):
+            raise SystemExit("rabbitmq: a publish was refused (nack)")
+        state["confirmed"] = ack.delivery_tag if ack.multiple else state["confirmed"] + 1
+        if state["confirmed"] == state["sent"]:  # the whole batch confirmed: the next, or stop
+            if time.perf_counter() - state["t0"] < seconds:
+                publish_batch(channel)
+            else:
+                connection.close()
+
+    def on_channel(ch) -> None:
+        global channel
+        channel = ch
+        ch.confirm_delivery(on_confirm, callback=lambda _frame: start(ch))
+
+    def start(ch) -> None:
+        state["t0"] = time.perf_counter()
+        publish_batch(ch)
+
+    connection = pika.SelectConnection(
+        pika.URLParameters(url),
+        on_open_callback=lambda conn: conn.channel(on_open_callback=on_channel),
+        on_open_error_callback=lambda conn, error: conn.ioloop.stop(),
+        on_close_callback=lambda conn, reason: conn.ioloop.stop(),
+    )
+    connection.ioloop.start()
+    with counter.get_lock():
+        counter.value += state["confirmed"]
+
+
+channel = None  # the RabbitMQ client's channel (set in its process, from pika's callback)
+
+
+def bench_rabbitmq(url: str, seconds: float, clients: int) -> float:
+    import pika
+
+    queue = f"cbr-bench-publish-{os.getpid()}"
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    ch = connection.channel()
+    ch.queue_delete(queue)
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    try:
+        return _crew(_rabbitmq_client, (url, queue, seconds), clients)
+    finally:
+        ch.queue_delete(queue)
+        connection.close()
+
+
+def _crew(target, args: tuple, clients: int) -> float:
+    """`clients` processes of `target(*args, counter)`; events/s of all together."""
+    counter = mp.Value("q", 0)
+    procs = [mp.Process(target=target, args=(*args, counter)) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"a {target.__name__} process failed ({p.exitcode})")
+    return counter.value / (time.perf_counter() - t0)
+
+
 def fsync_latency_ms(samples: int = 200) -> float:
     with tempfile.NamedTemporaryFile(dir=ROOT / "var") as f:
         t0 = time.perf_counter()
@@ -105,7 +236,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=8, help="per figure and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
-    parser.add_argument("--clients", type=int, default=4, help="HTTP client processes")
+    parser.add_argument("--clients", type=int, default=4, help="HTTP client processes (and the peers')")
+    parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--rabbitmq-url", default="amqp://guest:guest@127.0.0.1:5672/%2F")
+    parser.add_argument("--no-peers", dest="peers", action="store_false", help="without JetStream and RabbitMQ")
     args = parser.parse_args()
     (ROOT / "var").mkdir(exist_ok=True)
     print(f"machine: {machine()}")
@@ -119,16 +253,33 @@ def main() -> None:
         runs.append(
             (f"HTTP, gunicorn 2 workers, {seg} segment(s)", lambda seg=seg: bench_http(args.seconds, seg, args.clients))
         )
+    if args.peers:
+        runs.append(
+            ("JetStream publish_async, acked/batch", lambda: bench_jetstream(args.nats_url, args.seconds, args.clients))
+        )
+        runs.append(
+            ("RabbitMQ quorum, confirms/batch", lambda: bench_rabbitmq(args.rabbitmq_url, args.seconds, args.clients))
+        )
     for _ in range(args.rounds):
         for name, run in runs:
             figures.setdefault(name, []).append(run())
     redis_rate = statistics.median(figures["redis XADD pipelined"])
+    peers = {k: statistics.median(figures[n]) for k, n in PEER_FIGURES.items() if n in figures}
     for name, rates in figures.items():
         median = statistics.median(rates)
+        ratios = "".join(f"  {median / rate:5.2f}x {peer}" for peer, rate in peers.items())
         print(
             f"{name:42s} {median:10,.0f} events/s  (range {min(rates):,.0f}-{max(rates):,.0f})"
-            f"  {median / redis_rate:5.2f}x redis"
+            f"  {median / redis_rate:5.2f}x redis{ratios}"
         )
+    for seg in (1, 4):  # issue 26: HTTP publish stays ahead of JetStream's publish with acks
+        name = f"HTTP, gunicorn 2 workers, {seg} segment(s)"
+        if "JetStream" in peers:
+            met = statistics.median(figures[name]) >= peers["JetStream"]
+            print(f"target: {name} >= 1.0x JetStream publish_async: {'met' if met else 'NOT met'}")
+
+
+PEER_FIGURES = {"JetStream": "JetStream publish_async, acked/batch", "RabbitMQ": "RabbitMQ quorum, confirms/batch"}
 
 
 if __name__ == "__main__":
