@@ -129,3 +129,35 @@ def test_scope_defaults_from_the_client(client):
     client.clear_scope_defaults("shop")
     assert client.scope_defaults("shop")["retention_policy"] is None
     assert client.stream("shop/orders")["retention_policy"] is None
+
+
+def test_consume_gives_back_what_failed_and_the_next_read_acknowledges_the_rest(client):
+    client.create_stream("shop", "jobs", segment_count=2)
+    client.publish("shop/jobs", [f"job {i}" for i in range(12)])
+    group = client.create_reader_group("shop", "workers", ["shop/jobs"], retention_type="NONE", ack_timeout_s=60)
+    seen: list[str] = []
+    failed = False
+    for message in group.consume(max_events=5, wait_ms=0, idle_stop=True):
+        with message:
+            seen.append(message.text)
+            if message.text == "job 3" and not failed:
+                failed = True
+                raise ValueError("try again")  # given back at once (no backoff): it comes again
+    assert sorted(seen) == sorted([f"job {i}" for i in range(12)] + ["job 3"])  # once each, job 3 twice
+    assert group.last_ack is not None and group.last_ack["refused"] == [] and group.refused == 0
+    # every acknowledgement arrived: nothing is pending and the floors are at the tails
+    detail = group.info()
+    assert sum(p["pending"] for p in detail["positions"]) == 0
+    assert sum(p["floor"] for p in detail["positions"]) == 12
+
+
+def test_a_whole_batch_is_acknowledged_by_its_ranges_and_a_changed_one_id_by_id(client):
+    client.create_stream("shop", "ranged", segment_count=2)
+    client.publish("shop/ranged", [f"e{i}" for i in range(8)])
+    group = client.create_reader_group("shop", "rangers", ["shop/ranged"], retention_type="NONE")
+    batch = group.read(max_events=8)
+    assert len(batch) == 8 and 1 <= len(batch.delivery_ranges) <= 2  # a run per segment
+    kept = batch.pop()  # changed in place: its ranges no longer say what it holds
+    assert batch.delivery_ranges is None
+    assert group.ack(batch)["acked"] == 7
+    assert group.ack([kept])["acked"] == 1
