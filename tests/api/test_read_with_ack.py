@@ -223,3 +223,18 @@ def test_bad_ranges_are_refused_naming_the_range_and_apply_nothing(api, stream, 
     )
     assert response.status_code == 400 and response.json()["field"] == "delivery_ids[2]"  # eleven in all
     assert set(floors().values()) == {0}
+
+
+def test_scripts_redis_forgot_are_loaded_again_and_every_step_still_applies_once(api, stream, clock, redis_url):
+    """Pipelines send their scripts by EVALSHA alone: after SCRIPT FLUSH (or a Redis restart that
+    kept the data) each script answers NOSCRIPT, is loaded, and runs once."""
+    create(api)
+    client = redis.Redis.from_url(redis_url)
+    first = post_read(api, max_events=4, ranges=True).json()
+    client.script_flush()
+    body = post_read(api, max_events=4, ranges=True, ack={"delivery_ids": first["delivery_ranges"]}).json()
+    assert body["ack"]["acked"] == 4 and len(body["deliveries"]) == 4
+    assert not set(ids(first["deliveries"])) & set(ids(body["deliveries"]))  # handed out once, not twice
+    client.script_flush()
+    answer = api.post(G + "ack/", {"delivery_ids": body["delivery_ranges"]}, format="json").json()
+    assert answer["acked"] == 4 and floors() == {"0": 4, "1": 4}
