@@ -86,11 +86,13 @@ class StreamCutField(serializers.DictField):
         "items": {"type": "string"},
         "minItems": 1,
         "maxItems": settings.CBR_MAX_READ_EVENTS,
+        "description": "delivery ids as reads hand them out, or id ranges from a read's delivery_ranges "
+        f"(`<…>-<first>..<last>-<delivery count>`); at most {settings.CBR_MAX_READ_EVENTS} deliveries in all",
     }
 )
 class DeliveryIdsField(serializers.JSONField):
-    """Delivery ids as a read handed them out: parsed by streams.consuming.acking, which names
-    `delivery_ids[i]` in its errors."""
+    """Delivery ids as a read handed them out, or id ranges: parsed by streams.consuming.acking,
+    which names `delivery_ids[i]` in its errors."""
 
 
 @extend_schema_field(

@@ -11,7 +11,8 @@ next:
         with file storage;
     RabbitMQ (--rabbitmq-url): pika, a channel in confirm mode publishing a batch of persistent
         messages to a durable quorum queue, then waiting for the broker's confirms of all of it.
-Prints the median events/s of interleaved rounds and the ratios (--no-peers: CBR and Redis only).
+Prints the median events/s of interleaved rounds and the ratios (--no-peers: CBR and Redis only;
+a peer whose server does not answer is skipped, with a line saying so).
 Usage: python bench/publish.py [--seconds N] [--rounds N] [--clients N] [--no-peers]
 """
 
@@ -222,6 +223,20 @@ def _crew(target, args: tuple, clients: int) -> float:
     return counter.value / (time.perf_counter() - t0)
 
 
+def _reachable(url: str, default_port: int) -> bool:
+    """Whether a peer's server answers at `url` (`make bench` on a machine without it skips it)."""
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=2).close()
+        return True
+    except OSError:
+        print(f"peer at {parts.hostname}:{parts.port or default_port} not reachable: skipped")
+        return False
+
+
 def fsync_latency_ms(samples: int = 200) -> float:
     with tempfile.NamedTemporaryFile(dir=ROOT / "var") as f:
         t0 = time.perf_counter()
@@ -253,10 +268,11 @@ def main() -> None:
         runs.append(
             (f"HTTP, gunicorn 2 workers, {seg} segment(s)", lambda seg=seg: bench_http(args.seconds, seg, args.clients))
         )
-    if args.peers:
+    if args.peers and _reachable(args.nats_url, 4222):
         runs.append(
             ("JetStream publish_async, acked/batch", lambda: bench_jetstream(args.nats_url, args.seconds, args.clients))
         )
+    if args.peers and _reachable(args.rabbitmq_url, 5672):
         runs.append(
             ("RabbitMQ quorum, confirms/batch", lambda: bench_rabbitmq(args.rabbitmq_url, args.seconds, args.clients))
         )
