@@ -152,7 +152,7 @@ def bench_jetstream(url: str, seconds: float, clients: int) -> float:
 def _rabbitmq_client(url: str, queue: str, seconds: float, counter) -> None:
     import pika
 
-    state = {"sent": 0, "confirmed": 0, "t0": 0.0}
+    state: dict = {"sent": 0, "confirmed": 0, "t0": 0.0, "channel": None}
 
     def publish_batch(channel) -> None:
         persistent = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
@@ -167,13 +167,12 @@ def _rabbitmq_client(url: str, queue: str, seconds: float, counter) -> None:
         state["confirmed"] = ack.delivery_tag if ack.multiple else state["confirmed"] + 1
         if state["confirmed"] == state["sent"]:  # the whole batch confirmed: the next, or stop
             if time.perf_counter() - state["t0"] < seconds:
-                publish_batch(channel)
+                publish_batch(state["channel"])
             else:
                 connection.close()
 
     def on_channel(ch) -> None:
-        global channel
-        channel = ch
+        state["channel"] = ch
         ch.confirm_delivery(on_confirm, callback=lambda _frame: start(ch))
 
     def start(ch) -> None:
@@ -189,9 +188,6 @@ def _rabbitmq_client(url: str, queue: str, seconds: float, counter) -> None:
     connection.ioloop.start()
     with counter.get_lock():
         counter.value += state["confirmed"]
-
-
-channel = None  # the RabbitMQ client's channel (set in its process, from pika's callback)
 
 
 def bench_rabbitmq(url: str, seconds: float, clients: int) -> float:

@@ -7,11 +7,11 @@ import random
 import time
 from binascii import b2a_base64
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Record
-from store.redis_connection import get_redis, scripted_pipeline
+from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
 from streams.consuming import positions
 from streams.consuming.acking import AckOutcome, ack_part
@@ -139,8 +139,9 @@ def _read_once(
             if missing <= 0:
                 break
             want = math.ceil(missing / (len(more) - n))
-            looked = _ask(ctx, serve, want)
-            _take(ctx, serve, want, looked, looked.read(looked.answer))
+            pipe = scripted_pipeline(redis)
+            looked = _ask(ctx, serve, want, pipe)
+            _take(ctx, serve, want, looked, looked.read(pipe.execute()[0]))
     expires = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
     for serve in serves:
         answers = _deliveries_json(serve.slot, serve.got, expires)
@@ -187,20 +188,18 @@ class _Serve:
 
 @dataclass
 class _Look:
-    """One hand-out on one segment: the records read ahead of it, and its answer (or, queued on
-    a pipeline, what reads the answer)."""
+    """One hand-out on one segment, queued on a pipeline: the records read ahead of it, and what
+    reads its answer into a HandOut."""
 
     seg: Any
     view: Any
-    in_view: bool
     ahead: dict[int, Record]
-    answer: Any
-    read: Any
+    read: Callable[[list], HandOut]
 
 
-def _ask(ctx: _Context, serve: _Serve, want: int, pipe=None) -> _Look:
-    """Read the records a hand-out of up to `want` events from `serve.start` would give, and ask
-    the tracker for the hand-out (on `pipe` when given)."""
+def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look:
+    """Read the records a hand-out of up to `want` events from `serve.start` would give, and
+    queue the tracker's hand-out on `pipe`."""
     slot, start, head, tail = serve.slot, serve.start, serve.head, serve.tail
     group = ctx.group
     seg = stream_log(slot.stream).segment(slot.segment)
@@ -222,7 +221,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe=None) -> _Look:
         for o, r in ahead.items()
         if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
     }
-    answer = slot.tracker.hand_out(
+    read = slot.tracker.hand_out(
         ctx.now,
         ctx.consumer,
         want,
@@ -239,9 +238,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe=None) -> _Look:
         ack_policy=ctx.ack_policy,
         pipe=pipe,
     )
-    if pipe is not None:
-        return _Look(seg, view, in_view, ahead, None, answer)
-    return _Look(seg, view, in_view, ahead, answer, lambda handed: handed)
+    return _Look(seg, view, ahead, read)
 
 
 def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) -> None:
