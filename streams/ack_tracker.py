@@ -180,13 +180,29 @@ class SegmentTracker:
         """Acknowledge a batch; returns each delivery's result and the floor after them. With a
         pipeline, queues the script and returns a function that reads its answer (several
         segments' acks then travel in one round trip)."""
-        args = [sink or "", len(sinks), *sinks, _packed(deliveries)]
         n = len(deliveries)
+        read = self.ack_runs(runs_of(deliveries), sink, sinks, pipe)
+        if pipe is not None:
+            return lambda answer: _as_results(n, *read(answer))
+        return _as_results(n, *read)
+
+    def ack_runs(
+        self,
+        runs: list[Run],
+        sink: str | None = None,
+        sinks: tuple[str, ...] = (),
+        pipe: ScriptPipeline | None = None,
+    ):
+        """`ack_many` of the deliveries these runs name (each run: first offset, last offset
+        included, epoch), in that order, without a Python object per delivery. Returns the
+        deliveries not counted (0-based position in that order → why) and the floor after them;
+        with `pipe`, queues the script and returns a function that reads its answer so."""
+        args = [sink or "", len(sinks), *sinks, _packed_runs(runs)]
         if pipe is not None:
             pipe.run_script(self._ack, self.keys, args)
-            return lambda answer: (_results(n, answer[1]), int(answer[0]))
+            return lambda answer: (_refused(answer[1]), int(answer[0]))
         floor, bad = self._ack(keys=self.keys, args=args)
-        return _results(n, bad), int(floor)
+        return _refused(bad), int(floor)
 
     def ack(self, delivery: Delivery, sink: str | None = None, sinks: tuple[str, ...] = ()) -> AckResult:
         return self.ack_many([delivery], sink, sinks)[0][0]
@@ -201,9 +217,23 @@ class SegmentTracker:
         sink: str | None = None,
     ) -> list[AckResult]:
         """As `SegmentAcks.nack`, for a batch (`delay_s` None: the group's backoff)."""
+        refused = self.nack_runs(runs_of(deliveries), now, delay_s, reason, backoff, sink)
+        return _as_results(len(deliveries), refused)[0]
+
+    def nack_runs(
+        self,
+        runs: list[Run],
+        now: float,
+        delay_s: float | None = 0.0,
+        reason: str = "",
+        backoff: Sequence[float] = (),
+        sink: str | None = None,
+    ) -> dict[int, str]:
+        """`nack_many` of the deliveries these runs name; returns those not given back (0-based
+        position → why)."""
         delay = "" if delay_s is None else repr(float(delay_s))
-        args = [now, delay, reason, ",".join(map(repr, map(float, backoff))), sink or "", _packed(deliveries)]
-        return _results(len(deliveries), self._nack(keys=self.keys, args=args))
+        args = [now, delay, reason, ",".join(map(repr, map(float, backoff))), sink or "", _packed_runs(runs)]
+        return _refused(self._nack(keys=self.keys, args=args))
 
     def nack(
         self,
@@ -287,14 +317,29 @@ def _handed_out(answer: list) -> HandOut:
     return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done)
 
 
-def _packed(deliveries: list[Delivery]) -> bytes:
-    """The deliveries as one msgpack array: offset (uint 64), epoch (uint 32), offset, … (the
-    scripts decode it with cmsgpack, in C). Offsets and epochs are whole numbers ≥ 0 (acking
-    parses them as digits, at most 18 and 9)."""
-    flat = [0xDD, 2 * len(deliveries)]
-    for d in deliveries:
-        flat += (0xCF, d.offset, 0xCE, d.epoch)
-    return struct.pack(">BI" + "BQBI" * len(deliveries), *flat)
+Run = tuple[int, int, int]  # deliveries of offsets first to last (included) at one epoch
+
+
+def runs_of(deliveries: list[Delivery]) -> list[Run]:
+    """The deliveries as runs, in their order: consecutive offsets at one epoch make one run."""
+    runs: list[list[int]] = []
+    for offset, epoch in deliveries:
+        if runs and runs[-1][2] == epoch and runs[-1][1] + 1 == offset:
+            runs[-1][1] = offset
+        else:
+            runs.append([offset, offset, epoch])
+    return [(a, b, e) for a, b, e in runs]
+
+
+def _packed_runs(runs: list[Run]) -> bytes:
+    """The runs as one msgpack array: first offset (uint 64), last offset (uint 64), epoch
+    (uint 32), first, … (the scripts decode it with cmsgpack, in C, and spell the runs out).
+    Offsets and epochs are whole numbers ≥ 0 (acking parses them as digits, at most 18 and 9),
+    and a run's last offset is not below its first."""
+    flat: list[int] = [0xDD, 3 * len(runs)]
+    for first, last, epoch in runs:
+        flat += (0xCF, first, 0xCF, last, 0xCE, epoch)
+    return struct.pack(">BI" + "BQBQBI" * len(runs), *flat)
 
 
 def released_packed(offsets, dues) -> bytes:
@@ -322,12 +367,17 @@ def _bits_from(bitmap: bytes, base: int, floor: int) -> set[int]:
     return out
 
 
-def _results(n: int, bad: list) -> list[AckResult]:
-    """All acknowledged but the (1-based index, reason) pairs the script sent back."""
+def _refused(bad: list) -> dict[int, str]:
+    """The script's (1-based index, reason) pairs as 0-based position → reason."""
+    return {int(bad[i]) - 1: _text(bad[i + 1]) for i in range(0, len(bad), 2)}
+
+
+def _as_results(n: int, refused: dict[int, str], floor: int = 0) -> tuple[list[AckResult], int]:
+    """Each of n deliveries' result (all acknowledged but the refused), and the floor."""
     results = [_OK] * n
-    for i in range(0, len(bad), 2):
-        results[int(bad[i]) - 1] = AckResult(False, _text(bad[i + 1]))
-    return results
+    for i, reason in refused.items():
+        results[i] = AckResult(False, reason)
+    return results, floor
 
 
 def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:

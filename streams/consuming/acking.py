@@ -9,9 +9,10 @@ from itertools import groupby, repeat
 
 from django.conf import settings
 
-from domain.acks import AckPolicy, AckResult, Delivery
+from domain.acks import AckPolicy, Delivery
 from domain.errors import FieldError
 from store.redis_connection import scripted_pipeline
+from streams.ack_tracker import Run
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
@@ -32,6 +33,39 @@ class AckOutcome:
     refused: list[dict] = field(default_factory=list)
 
 
+class Named:
+    """One segment's deliveries named by an ack or a nack, in the order named: runs of offsets
+    (first, last included, epoch), and for each run the index of the id that named it (an id
+    names one delivery, a range a run). A batch a read handed out is a few runs, never an object
+    per delivery; `items` spells them out, for the rare answer that names a refused one."""
+
+    __slots__ = ("runs", "index", "count")
+
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self.index: list[int] = []
+        self.count = 0
+
+    def add(self, i: int, first: int, last: int, epoch: int) -> None:
+        self.runs.append((first, last, epoch))
+        self.index.append(i)
+        self.count += last - first + 1
+
+    def items(self) -> list[tuple[int, Delivery]]:
+        """(index of the id that named it, delivery) of each delivery, in order."""
+        return [
+            (i, Delivery(o, epoch))
+            for i, (first, last, epoch) in zip(self.index, self.runs, strict=True)
+            for o in range(first, last + 1)
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Named) and self.items() == other.items()
+
+    def __repr__(self) -> str:
+        return f"Named({self.items()!r})"
+
+
 def _id_list(ids: object, name: str = "delivery_ids") -> list:
     """The request's `delivery_ids` (named `name` in errors), checked to be a non-empty list, not
     longer than a read."""
@@ -42,9 +76,9 @@ def _id_list(ids: object, name: str = "delivery_ids") -> list:
     return ids
 
 
-def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -> dict[tuple, list]:
-    """Delivery ids by (stream, segment) → [(index, Delivery)]; anything wrong is refused
-    before anything is applied."""
+def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -> dict[tuple, Named]:
+    """Delivery ids by (stream, segment) → the deliveries they name there; anything wrong is
+    refused before anything is applied."""
     known = {(s.stream.pk, s.segment): s for s in group_slots}
     prefixes = {
         delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
@@ -54,12 +88,12 @@ def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -
     return by_slot if by_slot is not None else _parse_each(ids, known, prefixes, name)
 
 
-def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = "delivery_ids") -> dict[tuple, list]:
+def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = "delivery_ids") -> dict[tuple, Named]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why. An id may
     be a range, `<…>-<first>..<last>-<epoch>`: the deliveries of offsets first to last (both
     included) at that epoch, as a read's `delivery_ranges` gives them; all of them count towards
     the batch's bound."""
-    by_slot: dict[tuple, list] = defaultdict(list)
+    by_slot: dict[tuple, Named] = defaultdict(Named)
     total = 0
     for i, raw in enumerate(ids):
         if type(raw) is str:  # the common case, without a regular expression
@@ -80,15 +114,14 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = 
                         f"{raw!r}: a range runs from its first offset to a last one not below it, and a batch "
                         f"names at most {settings.CBR_MAX_READ_EVENTS} deliveries",
                     )
-                by_slot[key] += zip(
-                    repeat(i), map(tuple.__new__, repeat(Delivery), zip(range(a, b + 1), repeat(int(epoch))))
-                )
+                by_slot[key].add(i, a, b, int(epoch))
                 continue
             total += 1
             if total > settings.CBR_MAX_READ_EVENTS:  # with the ranges before it
                 raise FieldError(f"{name}[{i}]", f"a batch names at most {settings.CBR_MAX_READ_EVENTS} deliveries")
             if key is not None and _as_written(offset, 18) and _as_written(epoch, 9):
-                by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+                n = int(offset)
+                by_slot[key].add(i, n, n, int(epoch))
                 continue
         m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
         if m is None:
@@ -103,7 +136,8 @@ def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = 
                 "belongs to another reader group, or to this group before it last subscribed to the stream",
                 "unknown_delivery",
             )
-        by_slot[key].append((i, Delivery(int(offset), int(epoch))))
+        n = int(offset)
+        by_slot[key].add(i, n, n, int(epoch))
     return by_slot
 
 
@@ -117,7 +151,7 @@ def _unpadded(numbers: tuple[str, ...]) -> bool:
     return sum(map(str.startswith, numbers, repeat("0"))) == numbers.count("0")
 
 
-def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list] | None:
+def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, Named] | None:
     """The common case of `_parse_ids` without a Python step per id (an ack carries a thousand):
     every id a string naming one of the group's segments, as the server wrote it, offset and epoch
     plain ASCII digits (at most 18 and 9) with no leading zero. Ids are split, checked and
@@ -143,13 +177,17 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, list]
     keys = list(map(prefixes.get, heads))
     if None in keys:
         return None
-    deliveries = list(map(tuple.__new__, repeat(Delivery), zip(map(int, offsets), map(int, epochs))))
-    by_slot: dict[tuple, list] = defaultdict(list)
+    numbers = list(map(int, offsets))
+    runs = list(zip(numbers, numbers, map(int, epochs)))  # one delivery each
+    by_slot: dict[tuple, Named] = defaultdict(Named)
     at = 0
-    for key, run in groupby(keys):
+    for key, group in groupby(keys):
         assert key is not None  # None in keys: returned above
-        n = len(list(run))
-        by_slot[key].extend(zip(range(at, at + n), deliveries[at : at + n]))
+        n = len(list(group))
+        named = by_slot[key]
+        named.runs += runs[at : at + n]
+        named.index += range(at, at + n)
+        named.count += n
         at += n
     return by_slot
 
@@ -233,16 +271,16 @@ def _ack(
     outcome = AckOutcome()
     pipe = scripted_pipeline()
     readers = [
-        (slot_of[key], items, slot_of[key].tracker.ack_many([d for _, d in items], sink, sinks, pipe=pipe))
-        for key, items in by_slot.items()
+        (slot_of[key], named, slot_of[key].tracker.ack_runs(named.runs, sink, sinks, pipe=pipe))
+        for key, named in by_slot.items()
     ]
     now = positions.clock()
     mark_seen(group, now, pipe)
     note_consumer(group, consumer, "a", now, pipe)
     moves = []
-    for (slot, items, reader), answer in zip(readers, pipe.execute()[:-2], strict=True):
-        results, floor = reader(answer)
-        _tally(outcome, id_list, items, results, name=f"{prefix}delivery_ids")
+    for (slot, named, reader), answer in zip(readers, pipe.execute()[:-2], strict=True):
+        refused, floor = reader(answer)
+        _tally(outcome, id_list, named, refused, name=f"{prefix}delivery_ids")
         moves.append((slot, floor, 0))
     persist_floors(moves)
     maybe_checkpoint(group)
@@ -280,14 +318,11 @@ def nack(
     now = positions.clock()
     delay_s = None if delay_ms is None else delay_ms / 1000
     backoff = tuple(group.backoff_s or ())
-    for key, items in by_slot.items():
-        results = slot_of[key].tracker.nack_many([d for _, d in items], now, delay_s, reason, backoff, sink)
-        _tally(outcome, id_list, items, results, nack=True)
+    for key, named in by_slot.items():
+        refused = slot_of[key].tracker.nack_runs(named.runs, now, delay_s, reason, backoff, sink)
+        _tally(outcome, id_list, named, refused, nack=True)
     _refusal(outcome, id_list, "given back")
     return outcome
-
-
-_ACKED = AckResult(True)
 
 
 def _one_id(raw: str, delivery: Delivery) -> str:
@@ -301,26 +336,27 @@ def _one_id(raw: str, delivery: Delivery) -> str:
 def _tally(
     outcome: AckOutcome,
     ids: list,
-    items: list,
-    results: list[AckResult],
+    named: Named,
+    refused: dict[int, str],
     nack: bool = False,
     name: str = "delivery_ids",
 ) -> None:
-    if results.count(_ACKED) == len(results):  # the common case, counted in C
+    """Count what a segment's script did with the deliveries `named` there: all of them but those
+    `refused` (position among them → why) were acknowledged (given back, with `nack`)."""
+    if not refused:  # the common case: no delivery spelled out
         if nack:
-            outcome.given_back += len(results)
+            outcome.given_back += named.count
         else:
-            outcome.acked += len(results)
+            outcome.acked += named.count
         return
-    for (i, d), result in zip(items, results, strict=True):
-        if result.acked:
+    for k, (i, d) in enumerate(named.items()):
+        reason = refused.get(k)
+        if reason is None:
             if nack:
                 outcome.given_back += 1
             else:
                 outcome.acked += 1
-        elif result.reason == "waiting-for-sinks":
+        elif reason == "waiting-for-sinks":
             outcome.waiting_for_sinks += 1
-        elif result.reason != "already-acked":
-            outcome.refused.append(
-                {"field": f"{name}[{i}]", "delivery_id": _one_id(ids[i], d), "reason": result.reason}
-            )
+        elif reason != "already-acked":
+            outcome.refused.append({"field": f"{name}[{i}]", "delivery_id": _one_id(ids[i], d), "reason": reason})

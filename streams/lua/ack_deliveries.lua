@@ -1,7 +1,17 @@
--- Deliveries travel as one msgpack array, offset and epoch after each other (see
--- ack_tracker._packed): cmsgpack decodes it in C, four times faster than matching text.
-local ids = cmsgpack.unpack(ARGV[#ARGV])
-local count = #ids / 2
+-- Deliveries travel as runs: one msgpack array of first offset, last offset (included) and
+-- epoch, run after run (see ack_tracker._packed_runs), decoded by cmsgpack in C; a batch a read
+-- handed out is a run per segment, not a pair of numbers per event. `ids` is the runs spelled
+-- out: offset and epoch of each delivery in turn, the i-th delivery at 2i - 1 and 2i.
+local runs = cmsgpack.unpack(ARGV[#ARGV])
+local ids, count = {}, 0
+for r = 1, #runs - 2, 3 do
+  local epoch = runs[r + 2]
+  for n = runs[r], runs[r + 1] do
+    ids[2 * count + 1] = n
+    ids[2 * count + 2] = epoch
+    count = count + 1
+  end
+end
 local st = redis.call('HMGET', state, 'floor', 'next', 'abase')
 local known, floor, nxt, base = st[1], tonumber(st[1] or '0'), tonumber(st[2] or '0'), tonumber(st[3] or '0')
 local stored = {}  -- epochs kept for these offsets (none kept: 1 below `next`)

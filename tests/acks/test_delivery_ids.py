@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.acks import AckResult
+from domain.acks import Delivery
 from domain.errors import FieldError
-from streams.consuming.acking import AckOutcome, _parse_each, _parse_plain_ids, _tally
+from streams.ack_tracker import runs_of
+from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -59,16 +60,35 @@ def test_a_list_with_anything_unusual_goes_to_the_id_by_id_parse(bad):
 def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_segments(ids):
     plain = _parse_plain_ids(ids, PREFIXES)
     assert plain is not None and plain == each(ids)
-    assert sorted(i for items in plain.values() for i, _ in items) == list(range(len(ids)))
+    assert sorted(i for items in plain.values() for i, _ in items.items()) == list(range(len(ids)))
+
+
+def named(*runs):
+    out = Named()
+    for i, (first, last, epoch) in enumerate(runs):
+        out.add(i, first, last, epoch)
+    return out
 
 
 def test_a_tally_of_all_acked_counts_them_all_and_refuses_none():
     outcome = AckOutcome()
-    _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(True)])
-    _tally(outcome, ["a", "b"], [(0, None), (1, None)], [AckResult(True), AckResult(False, "stale")])
-    _tally(outcome, ["a"], [(0, None)], [AckResult(True)], nack=True)
+    _tally(outcome, ["a", "b"], named((1, 1, 1), (2, 2, 1)), {})
+    _tally(outcome, ["a", "b"], named((1, 1, 1), (2, 2, 1)), {1: "stale"})
+    _tally(outcome, ["a"], named((1, 1, 1)), {}, nack=True)
     assert (outcome.acked, outcome.given_back) == (3, 1)
     assert outcome.refused == [{"field": "delivery_ids[1]", "delivery_id": "b", "reason": "stale"}]
+
+
+def test_a_refusal_inside_a_range_names_the_range_and_the_one_delivery():
+    # given a range of five deliveries and an id, the script refusing the fourth of the range
+    # (position 3), one waiting for sinks and one acknowledged already
+    outcome = AckOutcome()
+    ids = ["12-3-0-10..14-2", "12-3-0-20-1"]
+    _tally(outcome, ids, named((10, 14, 2), (20, 20, 1)), {3: "unknown", 0: "waiting-for-sinks", 5: "already-acked"})
+
+    # then the others count, and the refusal names the range's index and the delivery's own id
+    assert (outcome.acked, outcome.waiting_for_sinks) == (3, 1)
+    assert outcome.refused == [{"field": "delivery_ids[0]", "delivery_id": "12-3-0-13-2", "reason": "unknown"}]
 
 
 @pytest.mark.parametrize(
@@ -102,7 +122,7 @@ def test_zero_is_an_offset_and_an_epoch_as_written():
     ids = ["12-3-0-0-1", "12-40-0-10-0", "12-3-1-0-0"]
     plain = _parse_plain_ids(ids, PREFIXES)
     assert plain is not None and plain == each(ids)
-    assert [d for items in plain.values() for _, d in items] == [(0, 1), (10, 0), (0, 0)]
+    assert [d for items in plain.values() for _, d in items.items()] == [(0, 1), (10, 0), (0, 0)]
 
 
 @given(
@@ -116,7 +136,20 @@ def test_a_range_names_exactly_the_deliveries_its_ids_would(runs):
     ranges = [f"{p}-{first}..{first + n}-{e}" for p, first, n, e in runs]
     ids = [f"{p}-{o}-{e}" for p, first, n, e in runs for o in range(first, first + n + 1)]
     by_range, by_id = each(ranges), each(ids)
-    assert {k: [d for _, d in v] for k, v in by_range.items()} == {k: [d for _, d in v] for k, v in by_id.items()}
-    # each delivery is counted against the range it came in
-    counted = Counter(i for items in by_range.values() for i, _ in items)
+    assert {k: [d for _, d in v.items()] for k, v in by_range.items()} == {
+        k: [d for _, d in v.items()] for k, v in by_id.items()
+    }
+    # each delivery is counted against the range it came in, and a range is one run, not spelled out
+    counted = Counter(i for items in by_range.values() for i, _ in items.items())
     assert counted == {i: n + 1 for i, (_, _, n, _) in enumerate(runs)}
+    assert sum(len(named.runs) for named in by_range.values()) == len(runs)
+    assert sum(named.count for named in by_range.values()) == len(ids)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3)), max_size=40))
+def test_runs_spell_out_the_deliveries_they_were_made_of_in_order(pairs):
+    deliveries = [Delivery(o, e) for o, e in pairs]
+    runs = runs_of(deliveries)
+    assert [Delivery(o, e) for first, last, e in runs for o in range(first, last + 1)] == deliveries
+    # consecutive offsets at one epoch share a run
+    assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))

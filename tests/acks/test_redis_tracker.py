@@ -188,6 +188,33 @@ def test_a_batch_naming_a_delivery_twice_counts_it_once(redis):
         tracker.forget()
 
 
+def test_an_ack_by_runs_answers_each_delivery_of_a_run_as_the_same_ids_spelled_out_would(redis):
+    # given two trackers in one state: 10 handed out, 3 of them given back and handed out again
+    # (epoch 2), one of those acknowledged already
+    trackers = [SegmentTracker(redis, f"test-{next(_ids)}", "0") for _ in range(2)]
+    try:
+        for tracker in trackers:
+            tracker.hand_out(0.0, "a", 10, TAIL, LEASE_S, 5, Poison.SKIP)
+            tracker.nack_many([Delivery(o, 1) for o in (3, 4, 5)], 0.0, 0.0)
+            tracker.hand_out(1.0, "a", 3, TAIL, LEASE_S, 5, Poison.SKIP)
+            tracker.ack_many([Delivery(4, 2)])
+        # when one acks by runs a range at epoch 1 (its 3-5 are stale or acked), a range of
+        # redeliveries and offsets never handed out, the other the same deliveries id by id
+        runs = [(0, 6, 1), (3, 5, 2), (12, 13, 1)]
+        spelled = [Delivery(o, e) for first, last, e in runs for o in range(first, last + 1)]
+        by_runs = trackers[0].ack_runs(runs)
+        by_ids = trackers[1].ack_many(spelled)
+
+        # then each position gets the same answer, and both states agree
+        refused, floor = by_runs
+        assert [refused.get(i) for i in range(len(spelled))] == [r.reason if not r.acked else None for r in by_ids[0]]
+        assert refused == {3: "stale", 4: "already-acked", 5: "stale", 8: "already-acked", 10: "unknown", 11: "unknown"}
+        assert floor == by_ids[1] == 7 and trackers[0].state() == trackers[1].state()
+    finally:
+        for tracker in trackers:
+            tracker.forget()
+
+
 def test_a_long_run_of_out_of_order_acks_keeps_exact_state_across_bitmap_rebases(redis):
     """The processed-offset bitmap is cut below the floor as the floor moves (every 64 Ki
     offsets): the floor and the acknowledged offsets above it stay exact."""
