@@ -35,11 +35,13 @@ class ScriptPipeline(redis.client.Pipeline):
     first asks `SCRIPT EXISTS` for every script queued on it, one more round trip on each read
     and ack. Here a script Redis does not know (Redis restarted, or its scripts flushed) comes
     back as NOSCRIPT: it never ran, so it is loaded and run then, alone, after the rest of the
-    pipeline (whose commands the callers keep independent of one another's order)."""
+    pipeline. A caller whose later commands depend on a script's effect (a read's counts after
+    the ack it carries) checks `reran` and asks again."""
 
     def __init__(self, client: redis.Redis):
         super().__init__(client.connection_pool, client.response_callbacks, False, None)
         self._scripted: dict[int, tuple[Script, list, list]] = {}
+        self.reran = False  # the last execute ran a script after the rest (NOSCRIPT)
 
     def run_script(self, script: Script, keys: list, args: list) -> None:
         """Queue `script` with its keys and arguments."""
@@ -49,9 +51,11 @@ class ScriptPipeline(redis.client.Pipeline):
     def execute(self, raise_on_error: bool = True) -> list:
         scripted, self._scripted = self._scripted, {}
         answers = super().execute(raise_on_error=False)
+        self.reran = False
         for i, (script, keys, args) in scripted.items():
             if isinstance(answers[i], NoScriptError):
                 answers[i] = script(keys=keys, args=args)  # loads it, then runs it
+                self.reran = True
         if raise_on_error:
             for answer in answers:
                 if isinstance(answer, Exception):

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from domain.acks import AckPolicy, Delivery
 from domain.errors import FieldError
-from store.redis_connection import scripted_pipeline
+from store.redis_connection import ScriptPipeline, scripted_pipeline
 from streams.ack_tracker import Run
 from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
@@ -234,18 +234,64 @@ def ack(
     return outcome
 
 
-def ack_part(group: ReaderGroup, part: object, group_slots: list[Slot], consumer: str = "") -> AckOutcome:
+def ack_part(group: ReaderGroup, part: object, group_slots: list[Slot]) -> PendingAck:
     """The `ack` of a read that acknowledges the previous batch on its way (as an ack request's
-    body: `delivery_ids`, and `sink` for a fan-out group), applied before the read. Errors name
-    `ack.…`. A malformed or foreign id refuses the whole request before anything is applied, as
-    an ack does; deliveries refused as such (a lease lost, one never handed out) are listed in
-    the outcome's `refused`, the others acknowledged, and the read goes on."""
+    body: `delivery_ids`, and `sink` for a fan-out group), checked and ready to go on the read's
+    first pipeline, before the read's own commands. Errors name `ack.…`. A malformed or foreign
+    id refuses the whole request before anything is applied, as an ack does; deliveries refused
+    as such (a lease lost, one never handed out) are listed in the outcome's `refused`, the others
+    acknowledged, and the read goes on."""
     if not isinstance(part, dict):
         raise FieldError("ack", "must be an object: delivery_ids, and sink for a group with sinks")
     unknown = sorted(set(part) - {"delivery_ids", "sink"})
     if unknown:
         raise FieldError(f"ack.{unknown[0]}", "is not a field of an ack")
-    return _ack(group, part.get("delivery_ids"), part.get("sink"), group_slots, consumer, "ack.")[0]
+    return _pending(group, part.get("delivery_ids"), part.get("sink"), group_slots, "ack.")
+
+
+class PendingAck:
+    """An ack parsed and checked, not applied yet: `queue` puts its scripts (one per segment) on
+    a request's pipeline, `finish` reads their answers into the outcome and the floors to
+    persist. A read carrying an ack queues them on its own first pipeline: one round trip, one
+    floor update for both."""
+
+    def __init__(self, group: ReaderGroup, ids: list, by_slot: dict[tuple, Named], group_slots: list[Slot], sink, name):
+        self.group, self.ids, self.by_slot, self.sink, self.name = group, ids, by_slot, sink, name
+        self.slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
+        self.readers: list = []
+
+    def queue(self, pipe: ScriptPipeline) -> int:
+        """Queue the scripts; returns how many answers they take on the pipeline's answer."""
+        sinks = self.group.sink_names
+        self.readers = [
+            (self.slot_of[key], named, self.slot_of[key].tracker.ack_runs(named.runs, self.sink, sinks, pipe=pipe))
+            for key, named in self.by_slot.items()
+        ]
+        return len(self.readers)
+
+    def finish(self, answers: list) -> tuple[AckOutcome, list[tuple[Slot, int, int]]]:
+        """The outcome, and the (slot, floor, missed) moves to persist, from the scripts' answers."""
+        outcome = AckOutcome()
+        moves = []
+        for (slot, named, reader), answer in zip(self.readers, answers, strict=True):
+            refused, floor = reader(answer)
+            _tally(outcome, self.ids, named, refused, name=self.name)
+            moves.append((slot, floor, 0))
+        return outcome, moves
+
+
+def _pending(group: ReaderGroup, ids: object, sink: object, group_slots: list[Slot] | None, prefix: str) -> PendingAck:
+    """An ack checked (errors name `<prefix>delivery_ids` and `<prefix>sink`), ready to queue."""
+    sinks = group.sink_names
+    if sinks:
+        if sink not in sinks:
+            raise FieldError(f"{prefix}sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
+    elif sink is not None:
+        raise FieldError(f"{prefix}sink", "this group declares no sinks")
+    group_slots = slots(group) if group_slots is None else group_slots
+    id_list = _id_list(ids, f"{prefix}delivery_ids")
+    by_slot = _parse_ids(id_list, group_slots, f"{prefix}delivery_ids")
+    return PendingAck(group, id_list, by_slot, group_slots, sink, f"{prefix}delivery_ids")
 
 
 def _ack(
@@ -258,33 +304,16 @@ def _ack(
 ) -> tuple[AckOutcome, list]:
     """`ack`, but refusals stay in the outcome; errors name `<prefix>delivery_ids` and
     `<prefix>sink`."""
-    sinks = group.sink_names
-    if sinks:
-        if sink not in sinks:
-            raise FieldError(f"{prefix}sink", f"must be one of {', '.join(sinks)} (the group's sinks)")
-    elif sink is not None:
-        raise FieldError(f"{prefix}sink", "this group declares no sinks")
-    group_slots = slots(group) if group_slots is None else group_slots
-    id_list = _id_list(ids, f"{prefix}delivery_ids")
-    by_slot = _parse_ids(id_list, group_slots, f"{prefix}delivery_ids")
-    slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
-    outcome = AckOutcome()
+    pending = _pending(group, ids, sink, group_slots, prefix)
     pipe = scripted_pipeline()
-    readers = [
-        (slot_of[key], named, slot_of[key].tracker.ack_runs(named.runs, sink, sinks, pipe=pipe))
-        for key, named in by_slot.items()
-    ]
+    n = pending.queue(pipe)
     now = positions.clock()
     mark_seen(group, now, pipe)
     note_consumer(group, consumer, "a", now, pipe)
-    moves = []
-    for (slot, named, reader), answer in zip(readers, pipe.execute()[:-2], strict=True):
-        refused, floor = reader(answer)
-        _tally(outcome, id_list, named, refused, name=f"{prefix}delivery_ids")
-        moves.append((slot, floor, 0))
+    outcome, moves = pending.finish(pipe.execute()[:n])
     persist_floors(moves)
     maybe_checkpoint(group)
-    return outcome, id_list
+    return outcome, pending.ids
 
 
 def nack(

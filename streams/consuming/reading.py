@@ -14,7 +14,8 @@ from store.framing import Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
 from streams.consuming import positions
-from streams.consuming.acking import AckOutcome, ack_part
+from streams.consuming.acking import AckOutcome, PendingAck, ack_part
+from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
 from streams.delaying.handing import release_due
@@ -49,11 +50,14 @@ def read(
     the answer also names its deliveries as id ranges (`delivery_ranges`), which an ack takes
     in place of the ids: a few strings where a batch has a thousand ids."""
     group_slots = slots(group) if group_slots is None else group_slots
-    acked = None if ack is None else ack_part(group, ack, group_slots, consumer)
+    pending = None if ack is None else ack_part(group, ack, group_slots)
+    acked = None
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
-        result = _read_once(group, group_slots, max_events, consumer or "default", ranges)
+        result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending)
+        if pending is not None:  # applied by the first pass, on its first pipeline
+            acked, pending = result.acked, None
         left = deadline - time.monotonic()
         if result.deliveries or result.pending_limit_reached or left <= 0:
             result.acked = acked
@@ -63,8 +67,15 @@ def read(
 
 
 def _read_once(
-    group: ReaderGroup, group_slots: list[Slot], max_events: int, consumer: str, ranges: bool = False
+    group: ReaderGroup,
+    group_slots: list[Slot],
+    max_events: int,
+    consumer: str,
+    ranges: bool = False,
+    pending: PendingAck | None = None,
 ) -> ReadResult:
+    """One pass of `read`; with `pending`, that ack is applied first, on the pass's first
+    pipeline (its outcome in `acked`), and its floors persisted with the read's."""
     now = positions.clock()
     now_ms = int(now * 1000)
     lease_s = float(group.ack_timeout_s)
@@ -76,21 +87,29 @@ def _read_once(
     for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
         release_due(stream, now_ms)  # due delayed events: to every group of the stream
     pipe = scripted_pipeline()
+    # the carried ack first: the leases it ends leave room for this read (Redis runs a pipeline
+    # in order)
+    acks = 0 if pending is None else pending.queue(pipe)
     mark_seen(group, now, pipe)
+    if pending is not None:
+        note_consumer(group, consumer, "a", now, pipe)
     note_consumer(group, consumer, "r", now, pipe)
-    for slot in group_slots:
-        keys = slot.tracker.keys
-        state, retry, dead = keys[0], keys[5], keys[7]
-        pipe.hmget(state, "next", "halted")
-        slot.tracker.lease_counts(now, pipe)  # [live, expired: due again]
-        pipe.zcount(retry, "-inf", now)
-        pipe.zcount(dead, "-inf", now - lease_s)
-    answers = pipe.execute()[2:]
+    _queue_counts(group_slots, now, lease_s, pipe)
+    answers = pipe.execute()
+    result = ReadResult([], delivery_ranges=[] if ranges else None)
+    moves: list[tuple[Slot, int, int]] = []
+    if pending is not None:
+        result.acked, moves = pending.finish(answers[:acks])
+    answers = answers[acks + (3 if pending is not None else 2) :]
+    if pending is not None and pipe.reran:  # an ack script Redis had lost ran after the counts
+        pipe = scripted_pipeline()
+        _queue_counts(group_slots, now, lease_s, pipe)
+        answers = pipe.execute()
     live = sum(answers[4 * i + 1][0] for i in range(len(group_slots)))
     room = group.max_ack_pending - live
-    result = ReadResult([], delivery_ranges=[] if ranges else None)
     if room <= 0:
         result.pending_limit_reached = True
+        _persist(group, moves, pending)
         return result
     limit = min(max_events, room)
     ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
@@ -117,7 +136,7 @@ def _read_once(
             work.append((slot, start, seg_head.offset, stop))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
-    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, [])
+    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves)
     serves = [_Serve(slot, start, head, tail) for slot, start, head, tail in work]
     # every segment's first look in one round trip, the read's events shared out evenly
     pipe = scripted_pipeline(redis)
@@ -152,8 +171,28 @@ def _read_once(
         result.deliveries += answers
         if result.delivery_ranges is not None:
             result.delivery_ranges += _id_ranges(serve.slot, serve.got)
-    persist_floors(ctx.moves)
+    _persist(group, ctx.moves, pending)
     return result
+
+
+def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: ScriptPipeline) -> None:
+    """Per segment, four answers: its `next` and `halted`, its [live leases, expired ones], its
+    retries due and its dead-letter claims lapsed."""
+    for slot in group_slots:
+        keys = slot.tracker.keys
+        state, retry, dead = keys[0], keys[5], keys[7]
+        pipe.hmget(state, "next", "halted")
+        slot.tracker.lease_counts(now, pipe)  # [live, expired: due again]
+        pipe.zcount(retry, "-inf", now)
+        pipe.zcount(dead, "-inf", now - lease_s)
+
+
+def _persist(group: ReaderGroup, moves: list[tuple[Slot, int, int]], pending: PendingAck | None) -> None:
+    """A pass's floors (its carried ack's with its own) in one statement; after an ack, an
+    AUTOMATIC group's periodic checkpoint when one is due, as after an ack request."""
+    persist_floors(moves)
+    if pending is not None:
+        maybe_checkpoint(group)
 
 
 @dataclass

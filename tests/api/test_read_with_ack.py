@@ -4,10 +4,12 @@ where a consumer would send two. Same rules as an ack request, against the real 
 import factories
 import pytest
 import redis
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from domain.events import EventIn
 from streams import services
-from streams.models import ReadPosition
+from streams.models import Checkpoint, ReadPosition
 
 pytestmark = pytest.mark.django_db
 
@@ -57,13 +59,42 @@ def test_the_ack_is_applied_before_the_read_and_the_floor_persisted(api, stream,
     assert body["ack"] == {"acked": 4, "waiting_for_sinks": 0, "given_back": 0, "refused": []}
     # the ack freed the room first, so this read hands out the next four
     second = body["deliveries"]
-    assert len(second) == 4 and not set(ids(first)) & set(ids(second))
+    assert len(second) == 4 and not set(ids(first)) & set(ids(second)), body
     assert floors() == {"0": 2, "1": 2}
     # the last batch acknowledged with an ordinary ack: everything handed out is processed once
     rest = post_read(api, max_events=20, ack={"delivery_ids": ids(second)}).json()
     assert rest["ack"]["acked"] == 4 and len(rest["deliveries"]) == 4
     assert api.post(G + "ack/", {"delivery_ids": ids(rest["deliveries"])}, format="json").json()["acked"] == 4
     assert floors() == {"0": 6, "1": 6}
+
+
+def test_the_carried_ack_and_the_read_persist_their_floors_in_one_statement(api, stream, clock):
+    # given a batch handed out
+    create(api)
+    first = post_read(api, max_events=4).json()["deliveries"]
+
+    # when the next read carries its ack
+    with CaptureQueriesContext(connection) as queries:
+        body = post_read(api, max_events=4, ack={"delivery_ids": ids(first)}).json()
+
+    # then the floors the ack moved are persisted with the read's, by one UPDATE
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "floor" in q["sql"]]
+    assert len(updates) == 1 and body["ack"]["acked"] == 4
+    assert floors() == {"0": 2, "1": 2}
+
+
+def test_an_automatic_groups_read_carrying_an_ack_checkpoints_as_an_ack_does(api, stream, clock):
+    # given an AUTOMATIC group whose periodic checkpoint is due, and a batch handed out
+    create(api, checkpoint_interval_s=60)
+    first = post_read(api, max_events=4).json()["deliveries"]
+    assert not Checkpoint.objects.filter(reader_group__name="billing").exists()
+
+    # when a read carries the batch's ack
+    post_read(api, max_events=4, ack={"delivery_ids": ids(first)})
+
+    # then the group checkpointed at the floors the ack moved
+    (auto,) = Checkpoint.objects.filter(reader_group__name="billing", name__startswith="auto-")
+    assert auto.cuts == {stream.full_name: {"0": 2, "1": 2}}
 
 
 def test_a_lost_lease_is_listed_the_rest_acknowledged_and_the_read_goes_on(api, stream, clock):
@@ -238,3 +269,20 @@ def test_scripts_redis_forgot_are_loaded_again_and_every_step_still_applies_once
     client.script_flush()
     answer = api.post(G + "ack/", {"delivery_ids": body["delivery_ranges"]}, format="json").json()
     assert answer["acked"] == 4 and floors() == {"0": 4, "1": 4}
+
+
+def test_after_redis_forgot_its_scripts_the_carried_ack_still_frees_room_before_the_read(api, stream, clock, redis_url):
+    # given a group at its max_ack_pending, and Redis that forgot its scripts, then relearned
+    # the counting one (a read found no room) but not the ack's
+    create(api, max_ack_pending=4)
+    first = post_read(api, max_events=4, ranges=True).json()
+    redis.Redis.from_url(redis_url).script_flush()
+    assert post_read(api, max_events=4).json()["pending_limit_reached"]
+
+    # when a read carries the batch's ack (the ack script answers NOSCRIPT, and runs after the
+    # read's counts on the same pipeline)
+    body = post_read(api, max_events=4, ranges=True, ack={"delivery_ids": first["delivery_ranges"]}).json()
+
+    # then the counts are taken again after it: the room the ack freed is used
+    assert body["ack"]["acked"] == 4 and not body["pending_limit_reached"]
+    assert len(body["deliveries"]) == 4
