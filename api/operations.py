@@ -203,7 +203,9 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Read: take deliveries",
         "Hands out up to `max_events` events not yet acknowledged, each as a delivery with a `delivery_id` and a "
         "lease of `ack_timeout_s`; an expired lease's event is handed out again. `wait_ms` long-polls when "
-        "nothing is ready. `consumer` names the caller (the console shows it).",
+        "nothing is ready. `consumer` names the caller (the console shows it). `ack` acknowledges the previous "
+        "batch first, in the same request; `ranges: true` adds the deliveries as id ranges. With `Accept: "
+        "application/vnd.cbr.read-batch` the same answer comes in binary (docs/consuming.md; errors stay JSON).",
     ),
     "reader_groups_ack_create": (
         "Consuming",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
+from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from api.serializers import (
     AckAnswerSerializer,
     AckRequestSerializer,
@@ -32,6 +34,7 @@ from domain.errors import FieldError
 from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription
 from streams.projections.positions import group_state
+from streams.wire import READ_BATCH_MEDIA_TYPE
 
 
 def reader_group_queryset():
@@ -180,9 +183,16 @@ def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming
 
 
 class ReadView(ConsumingView):
-    """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`."""
+    """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`.
+    JSON by default; a client that asks for `application/vnd.cbr.read-batch` (`Accept`) gets the
+    same answer in binary (`streams.wire.encode_read_batch`), and its errors in JSON."""
 
-    @extend_schema(request=ReadRequestSerializer, responses=ReadAnswerSerializer)
+    renderer_classes = [ORJSONRenderer, ReadBatchRenderer]
+
+    @extend_schema(
+        request=ReadRequestSerializer,
+        responses={(200, "application/json"): ReadAnswerSerializer, (200, READ_BATCH_MEDIA_TYPE): OpenApiTypes.BINARY},
+    )
     def post(self, request, scope, name):
         group, group_slots = _group_and_slots(scope, name)
         body = ReadRequestSerializer(data=request.data)
@@ -191,17 +201,23 @@ class ReadView(ConsumingView):
         result = consuming.read(
             group, args["max_events"], args["wait_ms"], args["consumer"], group_slots, args["ack"], args["ranges"]
         )
-        answer = {
-            "deliveries": result.deliveries,
+        head = {
             "missed": result.missed,
             "missed_by_stream": result.missed_by_stream,
             "pending_limit_reached": result.pending_limit_reached,
         }
         if result.delivery_ranges is not None:  # only when asked for
-            answer["delivery_ranges"] = result.delivery_ranges
+            head["delivery_ranges"] = result.delivery_ranges
         if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
-            answer["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
-        return Response(answer)
+            head["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
+        if isinstance(request.accepted_renderer, ReadBatchRenderer):
+            return Response(ReadBatch(head, result.parts, result.lease_expires_at))
+        return Response({"deliveries": result.deliveries, **head})
+
+    def handle_exception(self, exc):
+        """Errors in JSON, whatever the client accepts for the answer."""
+        self.request.accepted_renderer, self.request.accepted_media_type = ORJSONRenderer(), "application/json"
+        return super().handle_exception(exc)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

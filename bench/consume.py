@@ -5,7 +5,9 @@ What it measures, all on this machine and in one run:
              published first (untimed), then C consumer processes, each with its own
              `cbr_client.Client`, loop until every event is acked, either each
              `read(max_events=1000)` carrying the previous batch's ack (`--acks carried`, as the
-             client's `consume()` does: one request per batch) or `read` → `ack(those ids)`
+             client's `consume()` does: one request per batch, answered in the binary form the
+             client asks for; `--acks carried-json`: the same answered in JSON) or `read` →
+             `ack(those ids)`
              (`--acks alone`: two requests per batch): events/s end to end, p50/p99 of the
              requests, and the Redis time in the tracker's scripts. Once for
              a NONE group and once for an AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT group (which
@@ -83,13 +85,20 @@ from consume_peers import JetStream, RabbitMQ, RedisStreams  # noqa: E402
 
 from cbr_client import Client
 
-FIGURE_NAMES = {"carried": "CBR HTTP read carrying ack, {} group", "alone": "CBR HTTP read, then ack, {} group"}
+FIGURE_NAMES = {
+    "carried": "CBR HTTP read carrying ack, {} group",
+    "carried-json": "CBR HTTP read carrying ack, JSON, {} group",
+    "alone": "CBR HTTP read, then ack, {} group",
+}
 
 
 def _cbr_consumer(i: int, start, url: str, token: str, group: str, batch: int, acks_mode: str) -> dict:
     """One consumer: `read` then `ack` each batch ("alone"), or each read carrying the previous
     batch's ack and one ack of its own for the last ("carried", as `consume()` does)."""
     client = Client(url, token=token)
+    if acks_mode == "carried-json":  # answers in JSON, not the binary form the client asks for
+        client.binary_reads = False
+        acks_mode = "carried"
     rg = client.reader_group(group)
     rg.info()  # the connection is open before the clock starts
     start()
@@ -466,7 +475,8 @@ def parse_args() -> argparse.Namespace:
         "--acks",
         default="carried,alone",
         help="how CBR consumers acknowledge: carried (each read carries the previous batch's ack, as "
-        "consume() does), alone (a read, then an ack request); comma-separated, each timed",
+        "consume() does; answers in binary, as the client asks for them), carried-json (the same, answers in "
+        "JSON), alone (a read, then an ack request); comma-separated, each timed",
     )
     parser.add_argument("--checkpoint-interval", type=int, default=1, help="of the AUTOMATIC group, seconds")
     parser.add_argument(

@@ -10,10 +10,14 @@ delivery of that offset. Clients treat it as opaque."""
 from __future__ import annotations
 
 import functools
+import struct
 from binascii import b2a_base64
 from datetime import UTC, datetime, timedelta
-from typing import overload
+from typing import Protocol, overload
 
+import orjson
+
+from domain.acks import Delivery
 from store.framing import Record
 from store.store import StreamRecord
 
@@ -81,3 +85,102 @@ def event_json(sr: StreamRecord) -> dict:
 def delivery_prefix(incarnation: int, stream_id: int, segment: str) -> str:
     """What every delivery id of a subscription's segment starts with (then `-offset-epoch`)."""
     return f"{incarnation}-{stream_id}-{segment}"
+
+
+# A read's answer in binary, for clients that ask for it by `Accept` (JSON stays the default and
+# the contract; docs/consuming.md describes this format for client writers). Everything is
+# little-endian:
+#
+#     b"CBRB" | u8 version (1) | u32 head_len | head | events
+#
+# `head` is JSON: the JSON answer's fields but `deliveries` (missed, missed_by_stream,
+# pending_limit_reached, and delivery_ranges and ack when the answer has them), plus
+# `lease_expires_at` (every delivery's), `times` (each publish or delivery time of the answer,
+# epoch ms → ISO 8601 as the JSON carries it) and `parts`: per segment, in order, its `stream`,
+# `segment`, `id_prefix` (a delivery id is `<id_prefix>-<offset>-<delivery_count>`), `count`
+# (its events, which follow in order) and, for a group with sinks, `sinks_pending` (per event).
+# Each event is the fixed part
+#
+#     u64 offset | u32 delivery_count | i64 published_ms | i64 deliver_at_ms (-1: none)
+#     | u16 routing_key_len | u16 key_len (0xFFFF: none) | u32 headers_len (0xFFFFFFFF: none)
+#     | u32 payload_len
+#
+# followed by the routing key and key (UTF-8), the headers (a JSON object) and the payload.
+READ_BATCH_MEDIA_TYPE = "application/vnd.cbr.read-batch"
+READ_BATCH_MAGIC = b"CBRB\x01"
+READ_BATCH_EVENT = struct.Struct("<QIqqHHII")
+_NO_TEXT, _NO_HEADERS = 0xFFFF, 0xFFFFFFFF
+
+
+class BatchPart(Protocol):
+    """One segment's part of a read (`streams.consuming.reading.ReadPart`)."""
+
+    stream: str
+    segment: str
+    id_prefix: str
+    got: list[tuple[Record, Delivery]]
+    sinks_pending: list[list[str]] | None
+
+
+def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str | None) -> bytes:
+    """A read's answer in the binary form above: `head` holds the JSON answer's fields but its
+    deliveries, which `parts` give. Per event, a struct and the stored bytes: no dict, no JSON."""
+    times: dict[int, str] = {}
+    chunks: list[bytes] = []
+    add = chunks.append
+    pack = READ_BATCH_EVENT.pack
+    described = []
+    for part in parts:
+        for rec, delivery in part.got:
+            offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
+            if published_ms not in times:
+                times[published_ms] = _iso(published_ms)
+            if deliver_at_ms is not None and deliver_at_ms not in times:
+                times[deliver_at_ms] = _iso(deliver_at_ms)
+            if routing_key is None and key is None and headers is None:  # the common event
+                add(
+                    pack(
+                        offset,
+                        delivery[1],
+                        published_ms,
+                        -1 if deliver_at_ms is None else deliver_at_ms,
+                        _NO_TEXT,
+                        _NO_TEXT,
+                        _NO_HEADERS,
+                        len(payload),
+                    )
+                )
+                add(payload)
+                continue
+            encoded = b"" if headers is None else orjson.dumps(headers)
+            add(
+                pack(
+                    offset,
+                    delivery[1],
+                    published_ms,
+                    -1 if deliver_at_ms is None else deliver_at_ms,
+                    _NO_TEXT if routing_key is None else len(routing_key),
+                    _NO_TEXT if key is None else len(key),
+                    _NO_HEADERS if headers is None else len(encoded),
+                    len(payload),
+                )
+            )
+            add((routing_key or b"") + (key or b"") + encoded)
+            add(payload)
+        about: dict = {
+            "stream": part.stream,
+            "segment": part.segment,
+            "id_prefix": part.id_prefix,
+            "count": len(part.got),
+        }
+        if part.sinks_pending is not None:
+            about["sinks_pending"] = part.sinks_pending
+        described.append(about)
+    head = {
+        **head,
+        "lease_expires_at": lease_expires_at,
+        "times": {str(ms): iso for ms, iso in times.items()},
+        "parts": described,
+    }
+    encoded_head = orjson.dumps(head)
+    return b"".join((READ_BATCH_MAGIC, struct.pack("<I", len(encoded_head)), encoded_head, *chunks))

@@ -28,9 +28,11 @@ unacknowledged events come again once their leases expire.
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import http.client
 import json
+import struct
 import time
 import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -77,6 +79,7 @@ class Client:
         self._used = 0.0
         self.token = token
         self.read_carries_acks = True  # False once a server (an older one) refuses a read's `ack`
+        self.binary_reads = True  # reads answered in binary (READ_BATCH); False once a server does not offer it
         self.api_key = api_key  # a key scoped to one reader group or to publishing (docs/security.md)
         if token is None and api_key is None and username is not None:
             self.token = self._object("POST", "auth/token/", {"username": username, "password": password})["token"]
@@ -91,13 +94,14 @@ class Client:
             self._conn = cls(self._netloc, timeout=self._timeout)
         return self._conn
 
-    def request(self, method: str, path: str, body: object = None) -> dict | list:
+    def request(self, method: str, path: str, body: object = None, accept: str = "application/json") -> dict | list:
         """One API call; answers the decoded JSON (an object, or a list where the endpoint answers
         one, e.g. a stream's compaction runs), raises CBRError for an error answer. A dropped
         keep-alive connection is reopened once (only for requests that are safe to repeat: reads,
-        and acks, which are idempotent)."""
+        and acks, which are idempotent). `accept`: a read may ask for its answer in binary
+        (`READ_BATCH`), decoded to the same object as its JSON."""
         data = None if body is None else _dumps(body)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": accept}
         if self.api_key:
             headers["Authorization"] = f"Api-Key {self.api_key}"
         elif self.token:
@@ -125,17 +129,20 @@ class Client:
                 if attempt or not _repeatable(method, path):
                     raise ConnectionError(f"the connection broke while reading the answer: {exc!r}") from exc
         try:
-            answer = _loads(raw) if raw else {}
+            if response.status < 400 and response.getheader("Content-Type", "").startswith(READ_BATCH):
+                answer = decode_read_batch(raw)
+            else:
+                answer = _loads(raw) if raw else {}
         except ValueError:  # not JSON: a proxy's or a dying server's page
             answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
         if response.status >= 400 or (isinstance(answer, dict) and answer.get("code") == "not_json"):
             raise CBRError(response.status, answer if isinstance(answer, dict) else {"message": answer})
         return answer
 
-    def _object(self, method: str, path: str, body: object = None) -> dict:
+    def _object(self, method: str, path: str, body: object = None, accept: str = "application/json") -> dict:
         """`request` for an endpoint that answers a JSON object (all but a few, e.g. a stream's
         compaction runs)."""
-        return cast(dict, self.request(method, path, body))
+        return cast(dict, self.request(method, path, body, accept))
 
     def close(self) -> None:
         if self._conn is not None:
@@ -362,8 +369,14 @@ class ReaderGroup:
             # refusals counted in `refused`, `last_ack` None)
             self._quietly(lambda: self.ack(ack_ids, sink, consumer))
         try:
-            answer = self.client._object("POST", self._path + "read/", body)
+            if self.client.binary_reads:
+                answer = self.client._object("POST", self._path + "read/", body, READ_BATCH)
+            else:
+                answer = self.client._object("POST", self._path + "read/", body)
         except CBRError as exc:
+            if exc.status == 406 and self.client.binary_reads:  # a server without the binary answer:
+                self.client.binary_reads = False  # refused before anything was applied; JSON from now on
+                return self.read(max_events, wait_ms, consumer, ack_ids, sink)
             if exc.field not in ("ack", "ranges") or "not a field" not in str(exc.body.get("message")):
                 raise
             self.client.read_carries_acks = False  # an older server: never again on this client
@@ -525,8 +538,74 @@ def _dumps(body: object) -> bytes:
     return json.dumps(body).encode()
 
 
-def _loads(raw: bytes) -> Any:  # decoded JSON
-    return orjson.loads(raw) if orjson is not None else json.loads(raw)
+def _loads(raw: bytes | memoryview) -> Any:  # decoded JSON
+    return orjson.loads(raw) if orjson is not None else json.loads(bytes(raw))
+
+
+# A read's answer in binary (the server's `streams.wire` and docs/consuming.md describe it):
+# b"CBRB", version 1, a JSON head, then each event's fixed part and its bytes.
+READ_BATCH = "application/vnd.cbr.read-batch"
+_BATCH_MAGIC = b"CBRB\x01"
+_BATCH_EVENT = struct.Struct("<QIqqHHII")
+
+
+def decode_read_batch(raw: bytes) -> dict:
+    """A read's binary answer as the same object its JSON gives, field for field (`deliveries`
+    first, each event's keys in the JSON's order). ValueError when it is not one."""
+    if raw[:5] != _BATCH_MAGIC or len(raw) < 9:
+        raise ValueError("not a read batch")
+    (head_len,) = struct.unpack_from("<I", raw, 5)
+    pos = 9 + head_len
+    head = _loads(memoryview(raw)[9:pos])
+    times = {int(ms): iso for ms, iso in head.pop("times").items()}
+    expires = head.pop("lease_expires_at")
+    unpack = _BATCH_EVENT.unpack_from
+    size = _BATCH_EVENT.size
+    b64 = binascii.b2a_base64
+    deliveries: list[dict] = []
+    append = deliveries.append
+    for part in head.pop("parts"):
+        stream, segment, prefix = part["stream"], part["segment"], part["id_prefix"] + "-"
+        pending = part.get("sinks_pending")
+        for i in range(part["count"]):
+            offset, count, published_ms, deliver_at_ms, rk_len, key_len, headers_len, payload_len = unpack(raw, pos)
+            pos += size
+            routing_key = key = headers = None
+            if rk_len != 0xFFFF:
+                routing_key = raw[pos : pos + rk_len].decode()
+                pos += rk_len
+            if key_len != 0xFFFF:
+                key = raw[pos : pos + key_len].decode()
+                pos += key_len
+            if headers_len != 0xFFFFFFFF:
+                headers = _loads(raw[pos : pos + headers_len])
+                pos += headers_len
+            payload = raw[pos : pos + payload_len]
+            pos += payload_len
+            event = {
+                "segment": segment,
+                "offset": offset,
+                "routing_key": routing_key,
+                "key": key,
+                "headers": headers,
+                "published_at": times[published_ms],
+                "deliver_at": None if deliver_at_ms < 0 else times[deliver_at_ms],
+                "payload_b64": b64(payload, newline=False).decode(),
+            }
+            try:
+                event["payload"] = payload.decode()
+            except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
+                pass
+            event["stream"] = stream
+            event["delivery_id"] = f"{prefix}{offset}-{count}"
+            event["delivery_count"] = count
+            event["lease_expires_at"] = expires
+            if pending is not None:
+                event["sinks_pending"] = pending[i]
+            append(event)
+    if pos != len(raw):
+        raise ValueError("a read batch with bytes after its last event")
+    return {"deliveries": deliveries, **head}
 
 
 def _id(m: Message | str) -> str:

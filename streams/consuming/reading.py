@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -25,13 +26,43 @@ from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
 
 
 @dataclass
+class ReadPart:
+    """A read's deliveries on one segment, in order: each event's record and delivery, and for a
+    fan-out group's read the sinks each still waits for."""
+
+    stream: str  # the stream's full name
+    segment: str
+    id_prefix: str  # of the deliveries' ids: `<incarnation>-<stream id>-<segment>`
+    got: list[tuple[Record, Delivery]]
+    sinks_pending: list[list[str]] | None = None  # per delivery; None for a group without sinks
+
+
+@dataclass
 class ReadResult:
-    deliveries: list[dict]
+    parts: list[ReadPart] = field(default_factory=list)
     missed: int = 0
     missed_by_stream: dict[str, int] = field(default_factory=dict)
     pending_limit_reached: bool = False
     acked: AckOutcome | None = None  # what the read's `ack` part did (None: it had none)
     delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
+    lease_expires_at: str | None = None  # of every delivery of the read (None: an ack_policy none group)
+
+    @property
+    def count(self) -> int:
+        return sum(len(part.got) for part in self.parts)
+
+    @functools.cached_property
+    def deliveries(self) -> list[dict]:
+        """Each delivery as the JSON answer carries it (DESIGN.md §10), built when asked for: a
+        binary answer (`streams.wire.encode_read_batch`) never builds them."""
+        out: list[dict] = []
+        for part in self.parts:
+            answers = _deliveries_json(part, self.lease_expires_at)
+            if part.sinks_pending is not None:  # a redelivery is for the sinks that have not acknowledged it
+                for answer, pending in zip(answers, part.sinks_pending, strict=True):
+                    answer["sinks_pending"] = pending
+            out += answers
+        return out
 
 
 def read(
@@ -59,7 +90,7 @@ def read(
         if pending is not None:  # applied by the first pass, on its first pipeline
             acked, pending = result.acked, None
         left = deadline - time.monotonic()
-        if result.deliveries or result.pending_limit_reached or left <= 0:
+        if result.parts or result.pending_limit_reached or left <= 0:
             result.acked = acked
             return result
         time.sleep(min(pause, left))
@@ -96,7 +127,7 @@ def _read_once(
     note_consumer(group, consumer, "r", now, pipe)
     _queue_counts(group_slots, now, lease_s, pipe)
     answers = pipe.execute()
-    result = ReadResult([], delivery_ranges=[] if ranges else None)
+    result = ReadResult(delivery_ranges=[] if ranges else None)
     moves: list[tuple[Slot, int, int]] = []
     if pending is not None:
         result.acked, moves = pending.finish(answers[:acks])
@@ -161,16 +192,24 @@ def _read_once(
             pipe = scripted_pipeline(redis)
             looked = _ask(ctx, serve, want, pipe)
             _take(ctx, serve, want, looked, looked.read(pipe.execute()[0]))
-    expires = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
+    result.lease_expires_at = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
     for serve in serves:
-        answers = _deliveries_json(serve.slot, serve.got, expires)
+        if not serve.got:
+            continue
+        slot = serve.slot
+        part = ReadPart(
+            slot.stream.full_name,
+            slot.segment,
+            delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment),
+            serve.got,
+        )
         if sink_names:  # a redelivery is for the sinks that have not acknowledged it
-            for answer, (_, d) in zip(answers, serve.got, strict=True):
-                done = serve.sinks_acked.get(d.offset, ())
-                answer["sinks_pending"] = [s for s in sink_names if s not in done]
-        result.deliveries += answers
+            part.sinks_pending = [
+                [s for s in sink_names if s not in serve.sinks_acked.get(d.offset, ())] for _, d in serve.got
+            ]
+        result.parts.append(part)
         if result.delivery_ranges is not None:
-            result.delivery_ranges += _id_ranges(serve.slot, serve.got)
+            result.delivery_ranges += _id_ranges(part.id_prefix, serve.got)
     _persist(group, ctx.moves, pending)
     return result
 
@@ -352,10 +391,9 @@ def compacted_views(group: ReaderGroup, group_slots: list[Slot]) -> dict[int, An
     return _compacted.current(ids) if ids else {}
 
 
-def _id_ranges(slot: Slot, got: list[tuple[Record, Delivery]]) -> list[str]:
-    """The deliveries of `got` as id ranges `<…>-<first>..<last>-<epoch>`: one per run of
+def _id_ranges(prefix: str, got: list[tuple[Record, Delivery]]) -> list[str]:
+    """The deliveries of `got` as id ranges `<prefix>-<first>..<last>-<epoch>`: one per run of
     consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
-    prefix = delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment)
     out = []
     i, n = 0, len(got)
     while i < n:
@@ -368,14 +406,15 @@ def _id_ranges(slot: Slot, got: list[tuple[Record, Delivery]]) -> list[str]:
     return out
 
 
-def _deliveries_json(slot: Slot, got: list[tuple[Record, Delivery]], expires: str | None) -> list[dict]:
+def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
     """Each event as every answer carries it (`record_json`: the same keys in the same order),
     plus the delivery's fields. Built here in one dict per event rather than by `record_json`
     and four more assignments: a read answers thousands. Events published in one batch share
     their millisecond, so each time is formatted once per answer."""
-    prefix = delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment) + "-"
-    stream = slot.stream.full_name
-    segment = slot.segment
+    prefix = part.id_prefix + "-"
+    stream = part.stream
+    segment = part.segment
+    got = part.got
     times: dict[int, str] = {}
     out: list[dict] = []
     append = out.append

@@ -1,14 +1,12 @@
 """An event as every answer carries it (DESIGN.md §10), built from a stored record: the exact
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
-from types import SimpleNamespace
-
 import orjson
 
 from domain.acks import Delivery
 from store.framing import Record
 from store.store import StreamRecord
-from streams.consuming.reading import _deliveries_json
+from streams.consuming.reading import ReadPart, _deliveries_json
 from streams.wire import event_json, record_json
 
 
@@ -60,11 +58,9 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
         Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b'{"x": 1}', False),
     ]
     deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
-    slot = SimpleNamespace(
-        subscription=SimpleNamespace(incarnation=4), stream=SimpleNamespace(pk=5, full_name="sc/st"), segment="2"
-    )
+    part = ReadPart("sc/st", "2", "4-5-2", list(zip(records, deliveries, strict=True)))
     expires = "2026-11-23T07:00:00.500Z"
-    got = _deliveries_json(slot, list(zip(records, deliveries, strict=True)), expires)
+    got = _deliveries_json(part, expires)
     expected = []
     for rec, d in zip(records, deliveries, strict=True):
         event = record_json("2", rec)

@@ -1,10 +1,13 @@
 """The Python client's operations beyond consuming, against a live server: several streams' cuts
 at once (and the refusal it raises), sealing, queueing a compaction."""
 
+import json
+
 import factories
 import pytest
 
-from cbr_client import CBRError, Client
+import cbr_client
+from cbr_client import CBRError, Client, decode_read_batch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,3 +164,38 @@ def test_a_whole_batch_is_acknowledged_by_its_ranges_and_a_changed_one_id_by_id(
     assert batch.delivery_ranges is None
     assert group.ack(batch)["acked"] == 7
     assert group.ack([kept])["acked"] == 1
+
+
+def test_reads_come_in_binary_and_give_the_messages_json_would(client, live_server, admin_user, monkeypatch):
+    # given events of every shape, and two groups: one read by this client (binary, the
+    # default), one by a client held to JSON
+    client.create_stream("shop", "shapes", segment_count=2)
+    client.publish(
+        "shop/shapes",
+        ["text", b"\xff\x00bin", {"payload": "h", "headers": {"a": "1"}, "key": "k", "routing_key": "r"}],
+    )
+    for name in ("bin", "json"):
+        client.create_reader_group("shop", name, ["shop/shapes"], retention_type="NONE")
+    decoded = []
+    monkeypatch.setattr(cbr_client, "decode_read_batch", lambda raw: decoded.append(raw) or decode_read_batch(raw))
+    with Client(live_server.url, token=factories.token_for(admin_user)) as plain:
+        plain.binary_reads = False
+
+        # when both read everything
+        binary = client.reader_group("shop/bin").read(max_events=10)
+        as_json = plain.reader_group("shop/json").read(max_events=10)
+
+    # then the binary read was binary, and its messages are the JSON ones (but their ids)
+    assert client.binary_reads and len(decoded) == 1 and decoded[0].startswith(b"CBRB") and len(binary) == 3
+
+    def shown(batch):
+        # each message's fields in their order but its id (the groups differ) and its lease's end (read
+        # a moment apart), as JSON text
+        return sorted(
+            (json.dumps({k: v for k, v in m.data.items() if k not in ("delivery_id", "lease_expires_at")}), m.payload)
+            for m in batch
+        )
+
+    assert shown(binary) == shown(as_json)
+    assert {m.payload for m in binary} == {b"text", b"\xff\x00bin", b"h"}
+    assert binary.delivery_ranges and len(binary.delivery_ranges) == len(as_json.delivery_ranges)

@@ -14,11 +14,15 @@ from cbr_client import Client
 
 class OldServer(BaseHTTPRequestHandler):
     requests: list[tuple[str, dict]] = []
+    accepts: list[str] = []
 
     def do_POST(self):  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append((self.path, body))
-        if self.path.endswith("/read/") and "ack" in body:
+        type(self).accepts.append(self.headers["Accept"])
+        if self.headers["Accept"] != "application/json":  # as DRF answers a type none of its renderers has
+            self._answer(406, {"code": "not_acceptable", "message": "Could not satisfy the request Accept header."})
+        elif self.path.endswith("/read/") and "ack" in body:
             self._answer(400, {"code": "invalid", "message": "ack: is not a field of a read", "field": "ack"})
         elif self.path.endswith("/read/"):
             self._answer(200, {"deliveries": [], "missed": 0, "missed_by_stream": {}, "pending_limit_reached": False})
@@ -39,7 +43,7 @@ class OldServer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def old_server():
-    OldServer.requests = []
+    OldServer.requests, OldServer.accepts = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), OldServer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -52,8 +56,11 @@ def test_an_older_server_gets_the_ack_alone_then_the_read(old_server):
     assert group.read(max_events=5, ack=["1-2-0-7-1"]) == []
     assert group.read(max_events=5, ack=["1-2-0-8-1"]) == []
     paths = [(path.rsplit("/", 2)[-2], "ack" in body) for path, body in OldServer.requests]
-    # refused once; from then on the ack goes alone, before the read
-    assert paths == [("read", True), ("ack", False), ("read", False), ("ack", False), ("read", False)]
+    # the binary answer refused once (406: nothing applied), then the ack refused once; from then
+    # on the read asks for JSON, and the ack goes alone, before it
+    assert paths == [("read", True), ("read", True), ("ack", False), ("read", False), ("ack", False), ("read", False)]
+    assert OldServer.accepts[0] == "application/vnd.cbr.read-batch"
+    assert set(OldServer.accepts[1:]) == {"application/json"}
     assert [body["delivery_ids"] for path, body in OldServer.requests if path.endswith("/ack/")] == [
         ["1-2-0-7-1"],
         ["1-2-0-8-1"],

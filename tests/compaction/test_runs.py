@@ -17,6 +17,7 @@ from django.db import connection
 from integration.conftest import _database_url
 from page_text import rows
 
+from cbr_client import READ_BATCH, decode_read_batch
 from compaction.models import CompactionRun
 from compaction.runs import compaction_lock, execute, view_dir, warm_up
 from compaction.tasks import compact_due_streams
@@ -223,15 +224,23 @@ def test_a_read_compacted_group_reads_the_view_then_the_live_log(api, spark_read
         "read_compacted": True,
     }
     assert api.post("/api/v1/reader-groups/", body, format="json").status_code == 201
+    # a twin group reads the same in binary (Accept): view records decode as their JSON
+    assert api.post("/api/v1/reader-groups/", {**body, "name": "table-bin"}, format="json").status_code == 201
     got = []
     for _ in range(4):
         batch = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 2}, format="json").json()[
             "deliveries"
         ]
-        got += [(d["offset"], d["key"], d["payload"]) for d in batch]
-        api.post(
-            "/api/v1/reader-groups/shop/table/ack/", {"delivery_ids": [d["delivery_id"] for d in batch]}, format="json"
+        binary = api.post(
+            "/api/v1/reader-groups/shop/table-bin/read/", {"max_events": 2}, format="json", HTTP_ACCEPT=READ_BATCH
         )
+        twin = decode_read_batch(binary.content)["deliveries"]
+        unlike = {"delivery_id": None, "lease_expires_at": None}  # the group's, and read a moment apart
+        assert [{**d, **unlike} for d in twin] == [{**d, **unlike} for d in batch]
+        got += [(d["offset"], d["key"], d["payload"]) for d in batch]
+        for group, answer in (("table", batch), ("table-bin", twin)):
+            ids = [d["delivery_id"] for d in answer]
+            api.post(f"/api/v1/reader-groups/shop/{group}/ack/", {"delivery_ids": ids}, format="json")
     assert got == [(2, "A", "2"), (4, "B", ""), (5, "C", "2"), (6, "A", "3"), (7, "D", "1")]
     positions = api.get("/api/v1/reader-groups/shop/table/").json()["positions"]
     assert [p["floor"] for p in positions] == [8]
