@@ -8,6 +8,7 @@ import random
 import time
 from binascii import b2a_base64
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable, Protocol
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
@@ -23,6 +24,8 @@ from streams.delaying.handing import release_due
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
 from streams.wire import delivery_prefix, ms_to_iso, record_json, seconds_to_iso
+
+_OFFSET = itemgetter(0)  # of a Delivery
 
 
 @dataclass
@@ -332,12 +335,17 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed += out.missed
         name = slot.stream.full_name
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
-    records = records_at(look.seg, [d.offset for d in out.deliveries], look.ahead)
-    if look.view is not None:  # redeliveries of view events truncated from the log
-        lost = [d.offset for d in out.deliveries if d.offset not in records]
-        records.update(_compacted.records_at(slot.stream, look.view, slot.segment, lost))
-    # an offset truncated away meanwhile is skipped: the next read counts it missed
-    got = [(records[d.offset], d) for d in out.deliveries if d.offset in records]
+    offsets = list(map(_OFFSET, out.deliveries))
+    found = list(map(look.ahead.get, offsets))
+    if None not in found:  # the common case: every record read ahead (pairs made in C)
+        got = list(zip(found, out.deliveries))
+    else:
+        records = records_at(look.seg, offsets, look.ahead)
+        if look.view is not None:  # redeliveries of view events truncated from the log
+            lost = [o for o in offsets if o not in records]
+            records.update(_compacted.records_at(slot.stream, look.view, slot.segment, lost))
+        # an offset truncated away meanwhile is skipped: the next read counts it missed
+        got = [(records[d.offset], d) for d in out.deliveries if d.offset in records]
     serve.got += got
     serve.looks += 1
     no_progress = not out.deliveries and out.next <= max(serve.start, serve.head)  # a halted segment

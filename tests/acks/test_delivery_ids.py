@@ -11,6 +11,7 @@ from domain.acks import Delivery
 from domain.errors import FieldError
 from streams.ack_tracker import runs_of
 from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
+from streams.consuming.reading import _id_ranges
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -152,4 +153,27 @@ def test_runs_spell_out_the_deliveries_they_were_made_of_in_order(pairs):
     runs = runs_of(deliveries)
     assert [Delivery(o, e) for first, last, e in runs for o in range(first, last + 1)] == deliveries
     # consecutive offsets at one epoch share a run
+    assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), max_size=30))
+def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps):
+    # given deliveries whose offsets go up by 0-3 at epochs 1-3 (runs and breaks of every kind)
+    offset, got = 10, []
+    for step, epoch in steps:
+        offset += step
+        got.append((None, Delivery(offset, epoch)))
+
+    ranges = _id_ranges("7-8-0", got)
+
+    # then the ranges spell out exactly those deliveries, in order, and no two could be one
+    spelled, runs = [], []
+    for r in ranges:
+        prefix, rest = r[: len("7-8-0")], r[len("7-8-0") + 1 :]
+        first_last, epoch = rest.rsplit("-", 1)
+        first, last = map(int, first_last.split(".."))
+        assert prefix == "7-8-0" and first <= last
+        spelled += [Delivery(o, int(epoch)) for o in range(first, last + 1)]
+        runs.append((first, last, int(epoch)))
+    assert spelled == [d for _, d in got]
     assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
