@@ -9,7 +9,7 @@ import time
 from binascii import b2a_base64
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, cast
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Record
@@ -337,8 +337,9 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
     offsets = list(map(_OFFSET, out.deliveries))
     found = list(map(look.ahead.get, offsets))
+    got: list[tuple[Record, Delivery]]
     if None not in found:  # the common case: every record read ahead (pairs made in C)
-        got = list(zip(found, out.deliveries))
+        got = list(zip(cast(list[Record], found), out.deliveries))
     else:
         records = records_at(look.seg, offsets, look.ahead)
         if look.view is not None:  # redeliveries of view events truncated from the log
