@@ -568,6 +568,8 @@ def decode_read_batch(raw: bytes) -> dict:
         stream, segment, prefix = part["stream"], part["segment"], part["id_prefix"] + "-"
         pending = part.get("sinks_pending")
         for i in range(part["count"]):
+            if pos + size > len(raw):
+                raise ValueError("a read batch cut short")
             offset, count, published_ms, deliver_at_ms, rk_len, key_len, headers_len, payload_len = unpack(raw, pos)
             pos += size
             routing_key = key = headers = None

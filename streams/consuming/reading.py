@@ -50,10 +50,6 @@ class ReadResult:
     delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
     lease_expires_at: str | None = None  # of every delivery of the read (None: an ack_policy none group)
 
-    @property
-    def count(self) -> int:
-        return sum(len(part.got) for part in self.parts)
-
     @functools.cached_property
     def deliveries(self) -> list[dict]:
         """Each delivery as the JSON answer carries it (DESIGN.md §10), built when asked for: a

@@ -70,12 +70,14 @@ def test_an_empty_read_round_trips():
     assert decode_read_batch(encode_read_batch(head, [], None)) == {"deliveries": [], **head}
 
 
-@pytest.mark.parametrize("cut", [1, 9, 20, -1])
+@pytest.mark.parametrize("cut", [1, 9, 20, 10, 40, 2, 0])  # bytes off the end (0: one byte more)
 def test_a_batch_cut_short_or_with_bytes_after_it_is_refused(cut):
-    rec = Record(0, 1_700_000_000_000, None, 0, b"rk", None, None, b"payload", True)
-    raw = encode_read_batch({"missed": 0}, [ReadPart("s/t", "0", "1-2-0", [(rec, Delivery(0, 1))])], None)
+    recs = [Record(o, 1_700_000_000_000, None, 0, b"rk", None, None, b"payload", True) for o in (0, 1)]
+    raw = encode_read_batch(
+        {"missed": 0}, [ReadPart("s/t", "0", "1-2-0", [(r, Delivery(r.offset, 1)) for r in recs])], None
+    )
     with pytest.raises(ValueError):
-        decode_read_batch(raw[:cut] if cut > 0 else raw + b"x")
+        decode_read_batch(raw[:-cut] if cut else raw + b"x")
 
 
 @pytest.fixture
