@@ -185,7 +185,7 @@ def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming
 class ReadView(ConsumingView):
     """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`.
     JSON by default; a client that asks for `application/vnd.cbr.read-batch` (`Accept`) gets the
-    same answer in binary (`streams.wire.encode_read_batch`), and its errors in JSON."""
+    same answer in binary (`streams.wire.encode_read_batch`), and its errors (and OPTIONS) in JSON."""
 
     renderer_classes = [ORJSONRenderer, ReadBatchRenderer]
 
@@ -214,10 +214,16 @@ class ReadView(ConsumingView):
             return Response(ReadBatch(head, result.parts, result.lease_expires_at))
         return Response({"deliveries": result.deliveries, **head})
 
-    def handle_exception(self, exc):
-        """Errors in JSON, whatever the client accepts for the answer."""
-        self.request.accepted_renderer, self.request.accepted_media_type = ORJSONRenderer(), "application/json"
-        return super().handle_exception(exc)
+    def finalize_response(self, request, response, *args, **kwargs):
+        """Only a read's answer renders in binary: anything else (an error, OPTIONS) in JSON,
+        whatever the client accepts."""
+        if (
+            isinstance(getattr(request, "accepted_renderer", None), ReadBatchRenderer)
+            and isinstance(response, Response)
+            and not isinstance(response.data, ReadBatch)
+        ):
+            request.accepted_renderer, request.accepted_media_type = ORJSONRenderer(), "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

@@ -193,6 +193,14 @@ def test_errors_stay_json_whatever_the_client_accepts(api, stream, clock):
     assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
 
 
+@pytest.mark.parametrize("how", [{"HTTP_ACCEPT": READ_BATCH}, {"QUERY_STRING": "format=cbr-batch"}])
+def test_options_of_the_read_answer_in_json_whatever_the_client_accepts(api, stream, clock, how):
+    twin_groups(api)
+    answer = api.options(G + "as-batch/read/", **how)
+    assert answer.status_code == 200 and answer["Content-Type"] == "application/json"
+    assert answer.json()["name"]
+
+
 def test_other_endpoints_do_not_offer_the_binary_form(api, stream, clock):
     twin_groups(api)
     answer = api.post(G + "as-batch/ack/", {"delivery_ids": ["1-1-0-0-1"]}, format="json", HTTP_ACCEPT=READ_BATCH)
