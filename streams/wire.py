@@ -113,7 +113,7 @@ _NO_TEXT, _NO_HEADERS = 0xFFFF, 0xFFFFFFFF
 
 
 class BatchPart(Protocol):
-    """One segment's part of a read (`streams.consuming.reading.ReadPart`)."""
+    """One segment's part of a read (`streams.consuming.answers.ReadPart`)."""
 
     stream: str
     segment: str

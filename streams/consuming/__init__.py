@@ -13,6 +13,7 @@ else: its acknowledgement is refused).
 """
 
 from streams.consuming.acking import AckOutcome, ack, nack
+from streams.consuming.answers import ReadResult
 from streams.consuming.checkpoints import (
     AUTO_PREFIX,
     check_checkpoint_name,
@@ -38,7 +39,7 @@ from streams.consuming.positions import (
     slots,
     tracker_names,
 )
-from streams.consuming.reading import ReadResult, read
+from streams.consuming.reading import read
 
 __all__ = [
     "AUTO_PREFIX",

@@ -11,7 +11,7 @@ from domain.acks import Delivery
 from domain.errors import FieldError
 from streams.ack_tracker import runs_of
 from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
-from streams.consuming.reading import _id_ranges
+from streams.consuming.answers import id_ranges
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -164,7 +164,7 @@ def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps)
         offset += step
         got.append((None, Delivery(offset, epoch)))
 
-    ranges = _id_ranges("7-8-0", got)
+    ranges = id_ranges("7-8-0", got)
 
     # then the ranges spell out exactly those deliveries, in order, and no two could be one
     spelled, runs = [], []

@@ -6,7 +6,7 @@ import orjson
 from domain.acks import Delivery
 from store.framing import Record
 from store.store import StreamRecord
-from streams.consuming.reading import ReadPart, _deliveries_json
+from streams.consuming.answers import ReadPart, _deliveries_json
 from streams.wire import event_json, record_json
 
 
@@ -46,7 +46,7 @@ def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
 
 
 def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_byte():
-    """The read path builds its events itself (streams.consuming.reading._deliveries_json): the
+    """The read path builds its events itself (streams.consuming.answers._deliveries_json): the
     same JSON, bytes and key order, as `record_json` followed by the delivery's four fields,
     for text and binary payloads, shared and distinct publish times, keys, headers, delays."""
     records = [

@@ -14,7 +14,7 @@ from domain.acks import Delivery
 from domain.events import EventIn
 from store.framing import Record
 from streams import services
-from streams.consuming.reading import ReadPart, ReadResult
+from streams.consuming.answers import ReadPart, ReadResult
 from streams.wire import encode_read_batch
 
 pytestmark = pytest.mark.django_db
