@@ -171,20 +171,12 @@ class SegmentTracker:
         return [int(o) for o in self._fan_out(keys=self.keys, args=args)]
 
     def ack_many(
-        self,
-        deliveries: list[Delivery],
-        sink: str | None = None,
-        sinks: tuple[str, ...] = (),
-        pipe: ScriptPipeline | None = None,
-    ):
-        """Acknowledge a batch; returns each delivery's result and the floor after them. With a
-        pipeline, queues the script and returns a function that reads its answer (several
-        segments' acks then travel in one round trip)."""
-        n = len(deliveries)
-        read = self.ack_runs(runs_of(deliveries), sink, sinks, pipe)
-        if pipe is not None:
-            return lambda answer: _as_results(n, *read(answer))
-        return _as_results(n, *read)
+        self, deliveries: list[Delivery], sink: str | None = None, sinks: tuple[str, ...] = ()
+    ) -> tuple[list[AckResult], int]:
+        """Acknowledge a batch; returns each delivery's result and the floor after them (the
+        acks of a request go by `ack_runs`, on its pipeline)."""
+        refused, floor = self.ack_runs(runs_of(deliveries), sink, sinks)
+        return _as_results(len(deliveries), refused, floor)
 
     def ack_runs(
         self,

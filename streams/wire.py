@@ -137,21 +137,6 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
                 times[published_ms] = _iso(published_ms)
             if deliver_at_ms is not None and deliver_at_ms not in times:
                 times[deliver_at_ms] = _iso(deliver_at_ms)
-            if routing_key is None and key is None and headers is None:  # the common event
-                add(
-                    pack(
-                        offset,
-                        delivery[1],
-                        published_ms,
-                        -1 if deliver_at_ms is None else deliver_at_ms,
-                        _NO_TEXT,
-                        _NO_TEXT,
-                        _NO_HEADERS,
-                        len(payload),
-                    )
-                )
-                add(payload)
-                continue
             encoded = b"" if headers is None else orjson.dumps(headers)
             add(
                 pack(
@@ -165,7 +150,8 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
                     len(payload),
                 )
             )
-            add((routing_key or b"") + (key or b"") + encoded)
+            if routing_key or key or encoded:
+                add((routing_key or b"") + (key or b"") + encoded)
             add(payload)
         about: dict = {
             "stream": part.stream,
