@@ -43,8 +43,8 @@ class ReadBatch:
 
 class ReadBatchRenderer(BaseRenderer):
     """A read's answer in the binary form of `streams.wire.encode_read_batch`, for a client that
-    asks for it by `Accept`. Only a read renders with it: its errors stay JSON
-    (`ReadView.handle_exception`)."""
+    asks for it by `Accept`. Only a read's own answer renders with it: its errors and
+    OPTIONS stay JSON (`ReadView.finalize_response`)."""
 
     media_type = READ_BATCH_MEDIA_TYPE
     format = "cbr-batch"
