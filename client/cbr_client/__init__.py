@@ -369,10 +369,8 @@ class ReaderGroup:
             # refusals counted in `refused`, `last_ack` None)
             self._quietly(lambda: self.ack(ack_ids, sink, consumer))
         try:
-            if self.client.binary_reads:
-                answer = self.client._object("POST", self._path + "read/", body, READ_BATCH)
-            else:
-                answer = self.client._object("POST", self._path + "read/", body)
+            accept = READ_BATCH if self.client.binary_reads else "application/json"
+            answer = self.client._object("POST", self._path + "read/", body, accept)
         except CBRError as exc:
             if exc.status == 406 and self.client.binary_reads:  # a server without the binary answer:
                 self.client.binary_reads = False  # refused before anything was applied; JSON from now on
