@@ -44,6 +44,7 @@ FRAME_SIZE = FRAME.size
 BODY = struct.Struct("<BQqqQHHII")
 BODY_SIZE = BODY.size  # 45
 RECORD_OVERHEAD = FRAME_SIZE + BODY_SIZE
+_RECORD_HEAD = struct.Struct("<IIBQqqQHHII")  # FRAME then BODY: a record's first 53 bytes
 _LENGTHS = struct.Struct("<II")  # headers_len, payload_len: the last 8 bytes of the fixed body
 
 FLAG_BATCH_END = 1
@@ -241,20 +242,22 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
     without a generator or a call per record (the read path decodes thousands per request)."""
     buf = memoryview(data)
     end = len(data)
-    unpack_frame = FRAME.unpack_from
-    unpack_body = BODY.unpack_from
+    unpack_record = _RECORD_HEAD.unpack_from
     out: list[Record] = []
     append = out.append
     new = tuple.__new__  # Record(...) without its Python-level __new__: a third of the cost
     pos = 0
-    while pos + FRAME_SIZE <= end and len(out) < limit:
-        body_len, crc = unpack_frame(data, pos)
+    while pos + RECORD_OVERHEAD <= end and len(out) < limit:
+        # the frame and the body's fixed part in one unpack (a record shorter than that is torn
+        # or corrupt, as is one whose length or CRC does not hold)
+        body_len, crc, flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = (
+            unpack_record(data, pos)
+        )
         start = pos + FRAME_SIZE
         stop = start + body_len
         if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
             break
         pos = stop
-        flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = unpack_body(data, start)
         if offset < min_offset:
             continue
         at = start + BODY_SIZE

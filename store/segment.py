@@ -758,7 +758,9 @@ class Segment:
                     continue
                 break
             out.extend(got)
-            payload_bytes += sum(len(r.payload) for r in got)
+            # the records are consecutive: their payload bytes are where the last one ends less
+            # where the first one starts (cum_size), not a sum over thousands of records
+            payload_bytes += got[-1].cum_size + len(got[-1].payload) - got[0].cum_size
             start = got[-1].offset + 1
         return out
 
