@@ -6,6 +6,11 @@
   binary  `streams.wire.encode_read_batch` (a struct and the stored bytes per event); the
           client's `decode_read_batch` to the same object the JSON gives
 
+and what the client's `read` makes of each (`messages`): a `Message` around each decoded JSON
+delivery, or, from the binary answer, a `BatchMessage` per event that reads its fields from the
+answer when asked for; `+ payloads`: the same, then every message's `payload` (bytes) taken, as
+a consumer that handles its events does.
+
 Events of ~100 B (text), no keys or headers, as bench/consume.py publishes them. The end-to-end
 figures of both forms are bench/consume.py's `--acks carried,carried-json`.
 Usage: .venv/bin/python bench/read_format.py [--events 1000] [--repeat 300]
@@ -25,7 +30,7 @@ django.setup()
 
 import orjson  # noqa: E402
 
-from cbr_client import decode_read_batch  # noqa: E402
+from cbr_client import Message, _batch_messages, decode_read_batch  # noqa: E402
 from domain.acks import Delivery  # noqa: E402
 from store.framing import Record  # noqa: E402
 from streams.consuming.answers import ReadPart, ReadResult  # noqa: E402
@@ -64,6 +69,14 @@ def main() -> None:
 
     json_body, binary_body = as_json(), as_binary()
     assert decode_read_batch(binary_body) == orjson.loads(json_body)
+
+    def json_messages() -> list:
+        return [Message(None, d) for d in orjson.loads(json_body)["deliveries"]]  # type: ignore[arg-type]
+
+    def binary_messages() -> list:
+        return _batch_messages(None, binary_body)["deliveries"]
+
+    assert [m.payload for m in json_messages()] == [m.payload for m in binary_messages()] == [r.payload for r in records]
     n = args.events
     rows = [
         (
@@ -79,10 +92,18 @@ def main() -> None:
             binary_body,
         ),
     ]
-    print(f"{n:,} deliveries of ~100 B; ms per batch (per 1 000 events)")
-    print(f"{'form':8} {'server builds':>14} {'client decodes':>15} {'bytes':>10}")
+    made = {
+        "json": (json_messages, lambda: [m.payload for m in json_messages()]),
+        "binary": (binary_messages, lambda: [m.payload for m in binary_messages()]),
+    }
+    print(f"{n:,} deliveries of ~100 B; ms per 1 000 events")
+    print(f"{'form':8} {'server builds':>14} {'client decodes':>15} {'messages':>9} {'+ payloads':>11} {'bytes':>10}")
     for name, build, decode, body in rows:
-        print(f"{name:8} {build * 1000 / n:14.3f} {decode * 1000 / n:15.3f} {len(body):10,}")
+        messages, payloads = (per_call_ms(f, args.repeat) for f in made[name])
+        print(
+            f"{name:8} {build * 1000 / n:14.3f} {decode * 1000 / n:15.3f} {messages * 1000 / n:9.3f}"
+            f" {payloads * 1000 / n:11.3f} {len(body):10,}"
+        )
 
 
 if __name__ == "__main__":

@@ -100,6 +100,11 @@ class Client:
         keep-alive connection is reopened once (only for requests that are safe to repeat: reads,
         and acks, which are idempotent). `accept`: a read may ask for its answer in binary
         (`READ_BATCH`), decoded to the same object as its JSON."""
+        status, binary, raw = self._exchange(method, path, body, accept)
+        return _answer(status, raw, decode_read_batch if binary else None)
+
+    def _exchange(self, method: str, path: str, body: object, accept: str) -> tuple[int, bool, bytes]:
+        """Send one request; (its status, whether the answer is a binary read batch, its body)."""
         data = None if body is None else _dumps(body)
         headers = {"Content-Type": "application/json", "Accept": accept}
         if self.api_key:
@@ -128,16 +133,8 @@ class Client:
                 self.close()
                 if attempt or not _repeatable(method, path):
                     raise ConnectionError(f"the connection broke while reading the answer: {exc!r}") from exc
-        try:
-            if response.status < 400 and response.getheader("Content-Type", "").startswith(READ_BATCH):
-                answer = decode_read_batch(raw)
-            else:
-                answer = _loads(raw) if raw else {}
-        except ValueError:  # not JSON: a proxy's or a dying server's page
-            answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
-        if response.status >= 400 or (isinstance(answer, dict) and answer.get("code") == "not_json"):
-            raise CBRError(response.status, answer if isinstance(answer, dict) else {"message": answer})
-        return answer
+        binary = response.status < 400 and response.getheader("Content-Type", "").startswith(READ_BATCH)
+        return response.status, binary, raw
 
     def _object(self, method: str, path: str, body: object = None, accept: str = "application/json") -> dict:
         """`request` for an endpoint that answers a JSON object (all but a few, e.g. a stream's
@@ -370,7 +367,10 @@ class ReaderGroup:
             self._quietly(lambda: self.ack(ack_ids, sink, consumer))
         try:
             accept = READ_BATCH if self.client.binary_reads else "application/json"
-            answer = self.client._object("POST", self._path + "read/", body, accept)
+            status, binary, raw = self.client._exchange("POST", self._path + "read/", body, accept)
+            # a binary answer gives its messages as they are (their fields read when asked for);
+            # a JSON one, its deliveries to wrap
+            answer = _answer(status, raw, functools.partial(_batch_messages, self) if binary else None)
         except CBRError as exc:
             if exc.status == 406 and self.client.binary_reads:  # a server without the binary answer:
                 self.client.binary_reads = False  # refused before anything was applied; JSON from now on
@@ -380,7 +380,9 @@ class ReaderGroup:
             self.client.read_carries_acks = False  # an older server: never again on this client
             return self.read(max_events, wait_ms, consumer, ack_ids, sink)
         self.last_ack = answer.get("ack")
-        return Batch((Message(self, d) for d in answer["deliveries"]), answer.get("delivery_ranges"))
+        deliveries = answer["deliveries"]
+        messages = deliveries if binary else (Message(self, d) for d in deliveries)
+        return Batch(messages, answer.get("delivery_ranges"))
 
     def ack(self, messages: Iterable[Message | str], sink: str | None = None, consumer: str | None = None) -> dict:
         """Acknowledge deliveries (none: nothing is sent). `consumer`: the name this consumer
@@ -550,6 +552,29 @@ _BATCH_EVENT = struct.Struct("<QIqqHHII")
 def decode_read_batch(raw: bytes) -> dict:
     """A read's binary answer as the same object its JSON gives, field for field (`deliveries`
     first, each event's keys in the JSON's order). ValueError when it is not one."""
+    answer = _batch_messages(None, raw)
+    answer["deliveries"] = [m.data for m in answer["deliveries"]]
+    return answer
+
+
+@dataclass(frozen=True)
+class _BatchPart:
+    """What every event of one segment's part of a binary read shares."""
+
+    raw: bytes  # the whole answer
+    stream: str
+    segment: str
+    id_prefix: str  # with its trailing "-"
+    times: dict[int, str]
+    lease_expires_at: str | None
+    sinks_pending: list[list[str]] | None
+
+
+def _batch_messages(group: ReaderGroup | None, raw: bytes) -> dict:
+    """A read's binary answer as its head's fields and `deliveries`: a `BatchMessage` per event,
+    which reads its fields from the answer when they are asked for (the walk here only finds
+    where each event lies). ValueError when it is not a read batch, or is cut short, or has
+    bytes after its last event."""
     if raw[:5] != _BATCH_MAGIC or len(raw) < 9:
         raise ValueError("not a read batch")
     (head_len,) = struct.unpack_from("<I", raw, 5)
@@ -559,53 +584,128 @@ def decode_read_batch(raw: bytes) -> dict:
     expires = head.pop("lease_expires_at")
     unpack = _BATCH_EVENT.unpack_from
     size = _BATCH_EVENT.size
-    b64 = binascii.b2a_base64
-    deliveries: list[dict] = []
-    append = deliveries.append
-    for part in head.pop("parts"):
-        stream, segment, prefix = part["stream"], part["segment"], part["id_prefix"] + "-"
-        pending = part.get("sinks_pending")
-        for i in range(part["count"]):
-            if pos + size > len(raw):
+    end = len(raw)
+    messages: list[Message] = []
+    append = messages.append
+    new = object.__new__
+    for about in head.pop("parts"):
+        part = _BatchPart(
+            raw, about["stream"], about["segment"], about["id_prefix"] + "-", times, expires, about.get("sinks_pending")
+        )
+        for i in range(about["count"]):
+            if pos + size > end:
                 raise ValueError("a read batch cut short")
-            offset, count, published_ms, deliver_at_ms, rk_len, key_len, headers_len, payload_len = unpack(raw, pos)
-            pos += size
-            routing_key = key = headers = None
-            if rk_len != 0xFFFF:
-                routing_key = raw[pos : pos + rk_len].decode()
-                pos += rk_len
-            if key_len != 0xFFFF:
-                key = raw[pos : pos + key_len].decode()
-                pos += key_len
-            if headers_len != 0xFFFFFFFF:
-                headers = _loads(raw[pos : pos + headers_len])
-                pos += headers_len
-            payload = raw[pos : pos + payload_len]
-            pos += payload_len
-            event = {
-                "segment": segment,
-                "offset": offset,
-                "routing_key": routing_key,
-                "key": key,
-                "headers": headers,
-                "published_at": times[published_ms],
-                "deliver_at": None if deliver_at_ms < 0 else times[deliver_at_ms],
-                "payload_b64": b64(payload, newline=False).decode(),
-            }
-            try:
-                event["payload"] = payload.decode()
-            except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
-                pass
-            event["stream"] = stream
-            event["delivery_id"] = f"{prefix}{offset}-{count}"
-            event["delivery_count"] = count
-            event["lease_expires_at"] = expires
-            if pending is not None:
-                event["sinks_pending"] = pending[i]
-            append(event)
-    if pos != len(raw):
+            fields = unpack(raw, pos)
+            at = pos + size
+            _, _, _, _, rk_len, key_len, headers_len, payload_len = fields
+            payload_at = at
+            payload_at += 0 if rk_len == 0xFFFF else rk_len
+            payload_at += 0 if key_len == 0xFFFF else key_len
+            payload_at += 0 if headers_len == 0xFFFFFFFF else headers_len
+            pos = payload_at + payload_len
+            message = new(BatchMessage)
+            message.group = group  # type: ignore[assignment]  # None only inside decode_read_batch
+            message._event = (part, i, fields, at, payload_at)
+            append(message)
+    if pos > end:
+        raise ValueError("a read batch cut short")
+    if pos != end:
         raise ValueError("a read batch with bytes after its last event")
-    return {"deliveries": deliveries, **head}
+    return {"deliveries": messages, **head}
+
+
+class BatchMessage(Message):
+    """A message of a read answered in binary (`READ_BATCH`): its delivery id, payload and text
+    are read from the answer when asked for, and `data` (the delivery as the JSON answer gives it)
+    is built on first use. A consumer that handles payloads gets them as the bytes they were
+    published as, with no base64 on the way."""
+
+    # Made by `_batch_messages` alone, a thousand a read, with two attributes set and no call:
+    # `group` (None inside decode_read_batch) and `_event` (its part, its index in the part, its
+    # fixed fields, where its bytes start and where its payload starts). `outcome` and `reason`
+    # keep Message's defaults until decided.
+    _event: tuple[_BatchPart, int, tuple, int, int]
+    _data: dict | None = None  # `data`, once made
+
+    def _texts(self) -> tuple[str | None, str | None, bytes | None]:
+        """The routing key, the key and the headers (still JSON text)."""
+        part, _, fields, at, _ = self._event
+        raw = part.raw
+        rk_len, key_len, headers_len = fields[4:7]
+        routing_key = key = headers = None
+        if rk_len != 0xFFFF:
+            routing_key = raw[at : at + rk_len].decode()
+            at += rk_len
+        if key_len != 0xFFFF:
+            key = raw[at : at + key_len].decode()
+            at += key_len
+        if headers_len != 0xFFFFFFFF:
+            headers = raw[at : at + headers_len]
+        return routing_key, key, headers
+
+    @property
+    def delivery_id(self) -> str:
+        part, _, fields, _, _ = self._event
+        return f"{part.id_prefix}{fields[0]}-{fields[1]}"
+
+    @property
+    def delivery_count(self) -> int:
+        return self._event[2][1]
+
+    @property
+    def payload(self) -> bytes:
+        part, _, fields, _, at = self._event
+        return part.raw[at : at + fields[7]]
+
+    @property
+    def text(self) -> str | None:
+        try:
+            return self.payload.decode()
+        except UnicodeDecodeError:  # not text: the JSON has no `payload` either
+            return None
+
+    @property
+    def sinks_pending(self) -> list[str] | None:
+        part, i = self._event[:2]
+        return None if part.sinks_pending is None else part.sinks_pending[i]
+
+    @property
+    def data(self) -> dict:
+        """Message's field, made here on first use."""
+        if self._data is None:
+            self._data = self._json()
+        return self._data
+
+    @data.setter
+    def data(self, value: dict) -> None:
+        self._data = value
+
+    def _json(self) -> dict:
+        part, i, fields, _, at = self._event
+        offset, count, published_ms, deliver_at_ms, _, _, _, payload_len = fields
+        routing_key, key, headers = self._texts()
+        payload = part.raw[at : at + payload_len]
+        event = {
+            "segment": part.segment,
+            "offset": offset,
+            "routing_key": routing_key,
+            "key": key,
+            "headers": None if headers is None else _loads(headers),
+            "published_at": part.times[published_ms],
+            "deliver_at": None if deliver_at_ms < 0 else part.times[deliver_at_ms],
+            "payload_b64": binascii.b2a_base64(payload, newline=False).decode(),
+        }
+        try:
+            event["payload"] = payload.decode()
+        except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
+            pass
+        event["stream"] = part.stream
+        event["delivery_id"] = f"{part.id_prefix}{offset}-{count}"
+        event["delivery_count"] = count
+        event["lease_expires_at"] = part.lease_expires_at
+        if part.sinks_pending is not None:
+            event["sinks_pending"] = part.sinks_pending[i]
+        return event
 
 
 def _id(m: Message | str) -> str:
@@ -684,6 +784,18 @@ def _event(e: str | bytes | dict) -> dict:
 
 def _repeatable(method: str, path: str) -> bool:
     return method == "GET" or path.endswith(("/ack/", "/read/"))
+
+
+def _answer(status: int, raw: bytes, decode: Callable[[bytes], Any] | None = None) -> Any:
+    """An answer's body decoded (`decode`: a binary read batch's decoder; JSON otherwise), or the
+    CBRError it stands for."""
+    try:
+        answer = decode(raw) if decode is not None else (_loads(raw) if raw else {})
+    except ValueError:  # not JSON: a proxy's or a dying server's page
+        answer = {"code": "not_json", "message": raw[:300].decode(errors="replace")}
+    if status >= 400 or (isinstance(answer, dict) and answer.get("code") == "not_json"):
+        raise CBRError(status, answer if isinstance(answer, dict) else {"message": answer})
+    return answer
 
 
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.1):

@@ -7,7 +7,7 @@ import factories
 import pytest
 
 import cbr_client
-from cbr_client import CBRError, Client, decode_read_batch
+from cbr_client import CBRError, Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,7 +177,8 @@ def test_reads_come_in_binary_and_give_the_messages_json_would(client, live_serv
     for name in ("bin", "json"):
         client.create_reader_group("shop", name, ["shop/shapes"], retention_type="NONE")
     decoded = []
-    monkeypatch.setattr(cbr_client, "decode_read_batch", lambda raw: decoded.append(raw) or decode_read_batch(raw))
+    walk = cbr_client._batch_messages
+    monkeypatch.setattr(cbr_client, "_batch_messages", lambda group, raw: decoded.append(raw) or walk(group, raw))
     with Client(live_server.url, token=factories.token_for(admin_user)) as plain:
         plain.binary_reads = False
 
@@ -187,6 +188,14 @@ def test_reads_come_in_binary_and_give_the_messages_json_would(client, live_serv
 
     # then the binary read was binary, and its messages are the JSON ones (but their ids)
     assert client.binary_reads and len(decoded) == 1 and decoded[0].startswith(b"CBRB") and len(binary) == 3
+    assert all(isinstance(m, cbr_client.BatchMessage) for m in binary)
+    # each field as the JSON message gives it, read from the answer without building `data`
+    by_payload = {m.payload: m for m in as_json}
+    for m in binary:
+        twin = by_payload[m.payload]
+        assert (m.text, m.delivery_count, m.sinks_pending) == (twin.text, twin.delivery_count, twin.sinks_pending)
+        assert m.delivery_id.rsplit("-", 2)[1:] == twin.delivery_id.rsplit("-", 2)[1:]
+        assert m._data is None  # not built by any of that
 
     def shown(batch):
         # each message's fields in their order but its id (the groups differ) and its lease's end (read
