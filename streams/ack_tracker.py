@@ -46,7 +46,7 @@ import numpy as np
 
 from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
 from store.redis_connection import ScriptPipeline
-from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, LEASE_COUNTS, NACK_MANY
+from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY, READ_COUNTS
 
 _PREFIX = "cbr:acks:"
 _PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased", "scratch")
@@ -94,7 +94,7 @@ def _scripts(redis) -> tuple:
     """The scripts, registered once per client (registering hashes the source)."""
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
-            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, LEASE_COUNTS)
+            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -108,7 +108,7 @@ class SegmentTracker:
         self.redis = redis
         self.keys = self.keys_of(subscription_key, segment)
         self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
-        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._lease_counts) = _scripts(
+        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._read_counts) = _scripts(
             redis
         )
 
@@ -242,13 +242,19 @@ class SegmentTracker:
         """The appends of these offsets to the dead-letter stream are durable; returns the floor."""
         return int(self._dead_lettered(keys=self.keys, args=offsets)) if offsets else 0
 
-    def lease_counts(self, now: float, pipe: ScriptPipeline | None = None):
-        """(live leases, leases expired by `now` and not yet given back); with `pipe`, queued on
-        the pipeline, whose answer is the pair as a list."""
+    def read_counts(self, now: float, lease_s: float, pipe: ScriptPipeline | None = None):
+        """What a read needs to know first, in one script: [next, halted (both None when unset),
+        live leases, leases expired by `now` and not yet given back, retries due by `now`,
+        dead-letter claims older than `lease_s`]; with `pipe`, queued on the pipeline, whose
+        answer is that list."""
         if pipe is not None:
-            pipe.run_script(self._lease_counts, self.keys, [now])
+            pipe.run_script(self._read_counts, self.keys, [now, lease_s])
             return None
-        live, expired = self._lease_counts(keys=self.keys, args=[now])
+        return self._read_counts(keys=self.keys, args=[now, lease_s])
+
+    def lease_counts(self, now: float) -> tuple[int, int]:
+        """(live leases, leases expired by `now` and not yet given back)."""
+        _, _, live, expired, _, _ = self.read_counts(now, 0.0)
         return int(live), int(expired)
 
     def reasons(self, offsets: list[int]) -> dict[int, str]:

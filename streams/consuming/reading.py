@@ -98,7 +98,7 @@ def _read_once(
         pipe = scripted_pipeline()
         _queue_counts(group_slots, now, lease_s, pipe)
         answers = pipe.execute()
-    live = sum(answers[4 * i + 1][0] for i in range(len(group_slots)))
+    live = sum(counts[2] for counts in answers)
     room = group.max_ack_pending - live
     if room <= 0:
         result.pending_limit_reached = True
@@ -111,7 +111,7 @@ def _read_once(
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
     work: list[tuple[Slot, int, int, int]] = []  # (slot, start, head offset, tail offset)
     for i, slot in enumerate(group_slots):
-        (nxt, halted), (_, expired), retry_due, dead_due = answers[4 * i : 4 * i + 4]
+        nxt, halted, _, expired, retry_due, dead_due = answers[i]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
         stop = seg_tail.next_offset
         end_cut = slot.subscription.end_cut
@@ -177,15 +177,10 @@ def _read_once(
 
 
 def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: ScriptPipeline) -> None:
-    """Per segment, four answers: its `next` and `halted`, its [live leases, expired ones], its
-    retries due and its dead-letter claims lapsed."""
+    """Per segment, one answer (`SegmentTracker.read_counts`): its `next` and `halted`, its live
+    leases and expired ones, its retries due and its dead-letter claims lapsed."""
     for slot in group_slots:
-        keys = slot.tracker.keys
-        state, retry, dead = keys[0], keys[5], keys[7]
-        pipe.hmget(state, "next", "halted")
-        slot.tracker.lease_counts(now, pipe)  # [live, expired: due again]
-        pipe.zcount(retry, "-inf", now)
-        pipe.zcount(dead, "-inf", now - lease_s)
+        slot.tracker.read_counts(now, lease_s, pipe)
 
 
 def _persist(group: ReaderGroup, moves: list[tuple[Slot, int, int]], pending: PendingAck | None) -> None:

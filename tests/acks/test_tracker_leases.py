@@ -132,3 +132,21 @@ def test_hand_outs_of_one_delivery_cost_no_more_than_a_member_per_offset_did(tra
     assert [(d.offset, d.epoch) for d in again] == [(7, 2)]
     # by 3610.5 the hand-outs of offsets 0-10 expired; 7's second delivery is live until 5601
     assert tracker.lease_counts(3610.5) == (1990, 10)
+
+
+def test_a_reads_counts_come_in_one_answer(tracker, redis):
+    # given a segment never read: nothing is set
+    assert tracker.read_counts(0.0, LEASE_S) == [None, None, 0, 0, 0, 0]
+    # and then five offsets handed out at 0, one of them given back for 5 s
+    first = tracker.hand_out(0.0, "a", 5, 100, LEASE_S, 5, Poison.SKIP).deliveries
+    assert tracker.nack(first[0], 1.0, 5.0).acked
+    # when a read counts at 3, at 6 and after the leases expired at 10
+    early, due, expired = (tracker.read_counts(at, LEASE_S) for at in (3.0, 6.0, 11.0))
+    # then next is where the hand-outs stopped; the nacked offset is a retry due from 6 on (and
+    # no longer leased), the other four leases expire at 10
+    assert early == [b"5", None, 4, 0, 0, 0]
+    assert due == [b"5", None, 4, 0, 1, 0]
+    assert expired == [b"5", None, 0, 4, 1, 0]
+    # and a dead-letter claim counts once it is older than a lease
+    redis.zadd(tracker.keys[7], {"3": 20.0})
+    assert tracker.read_counts(25.0, LEASE_S)[5] == 0 and tracker.read_counts(30.0, LEASE_S)[5] == 1
