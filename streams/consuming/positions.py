@@ -61,6 +61,16 @@ _JOINED = (
 )
 
 
+# Columns `group_and_slots` leaves out: what no read or ack looks at, and most of what each row
+# would cost to load (times, JSON); an instance has them deferred (loaded if ever asked for).
+_NOT_LOADED = {
+    Scope: {"created_at"},
+    Stream: {"full_since", "inherited", "description", "created_at", "updated_at"},
+    ReaderGroup: {"removed_streams", "start_at", "created_at", "updated_at"},
+    Subscription: {"acknowledgement_sizes", "created_at"},
+    ReadPosition: {"updated_at"},
+}
+
 # The models of one row of `group_and_slots`, in `_JOINED`'s order.
 _Row = tuple[ReadPosition, Subscription, Stream, Scope, ReaderGroup, Scope]
 
@@ -79,12 +89,13 @@ def _column(field: Field | ForeignObjectRel) -> str:
 @functools.cache
 def _positions_query(vendor: str) -> tuple[str, list[_Layout]]:
     """The SQL of `group_and_slots` (made once: it is the same for every request), and for each
-    joined model its fields' attribute names, column slice and value converters."""
+    joined model the attribute names of the fields it loads, their column slice and value
+    converters."""
     q = connection.ops.quote_name
     columns: list[str] = []
     layout: list[_Layout] = []
     for model, alias, _, _ in _JOINED:
-        fields = model._meta.concrete_fields
+        fields = [f for f in model._meta.concrete_fields if f.name not in _NOT_LOADED.get(model, ())]
         converters: list[tuple[int, Any, Col]] = []  # (index, converter, column) as Django's compiler applies them
         for i, f in enumerate(fields):
             col = f.get_col(alias)
@@ -120,12 +131,14 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
     for row in rows:
         objs: list[Model] = []
         for model, names, start, stop, converters, pk in layout:
-            values = list(row[start:stop])
-            for i, conv, col in converters:
-                values[i] = conv(values[i], col, connection)
-            key = (model, values[pk])
+            # a row per position: the group, its subscriptions and streams repeat from row to row,
+            # and each is made (its values converted: JSON, times) once, from its first row
+            key = (model, row[start + pk])  # a primary key is an integer: no converter
             obj = made.get(key)
             if obj is None:
+                values = list(row[start:stop])
+                for i, conv, col in converters:
+                    values[i] = conv(values[i], col, connection)
                 obj = made[key] = model.from_db(connection.alias, names, values)
             objs.append(obj)
         position, sub, stream, stream_scope, group, group_scope = cast(_Row, tuple(objs))

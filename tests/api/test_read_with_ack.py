@@ -83,6 +83,38 @@ def test_the_carried_ack_and_the_read_persist_their_floors_in_one_statement(api,
     assert floors() == {"0": 2, "1": 2}
 
 
+@pytest.mark.parametrize("retention_type", ["NONE", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"])
+def test_a_steady_read_carrying_an_ack_asks_the_database_one_query_and_one_update(api, stream, clock, retention_type):
+    # given a group that has read a batch and acknowledged it (its positions exist), with sinks,
+    # a backoff and an end cut to look at, its checkpoint not due
+    create(
+        api,
+        retention_type=retention_type,
+        checkpoint_interval_s=3600,
+        sinks=["a"],
+        backoff_s=[1, 2],
+        end_stream_cuts={stream.full_name: {"0": 8, "1": 8}},
+    )
+    first = post_read(api, max_events=4).json()["deliveries"]
+    # (an AUTOMATIC group's first acknowledgement checkpoints: the next is an hour away)
+    second = post_read(api, max_events=4, ack={"delivery_ids": ids(first), "sink": "a"}).json()["deliveries"]
+
+    # when the next read carries the batch's ack
+    with CaptureQueriesContext(connection) as queries:
+        body = post_read(api, max_events=4, ack={"delivery_ids": ids(second), "sink": "a"}).json()
+
+    # then the database saw the group and its positions loaded by one query and the floors moved
+    # by one UPDATE: nothing the query leaves out (streams.consuming.positions) was loaded after
+    assert body["ack"]["acked"] == 4 and len(body["deliveries"]) == 4
+    sql = [q["sql"].split()[0] for q in queries.captured_queries]
+    assert sql == ["SELECT", "UPDATE"], [q["sql"][:120] for q in queries.captured_queries]
+    # and so did an ack of its own
+    with CaptureQueriesContext(connection) as queries:
+        acked = api.post(G + "ack/", {"delivery_ids": ids(body["deliveries"]), "sink": "a"}, format="json").json()
+    assert acked["acked"] == 4
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT", "UPDATE"]
+
+
 def test_an_automatic_groups_read_carrying_an_ack_checkpoints_as_an_ack_does(api, stream, clock):
     # given an AUTOMATIC group whose periodic checkpoint is due, and a batch handed out
     create(api, checkpoint_interval_s=60)
