@@ -76,7 +76,9 @@ def main() -> None:
     def binary_messages() -> list:
         return _batch_messages(None, binary_body)["deliveries"]
 
-    assert [m.payload for m in json_messages()] == [m.payload for m in binary_messages()] == [r.payload for r in records]
+    assert (
+        [m.payload for m in json_messages()] == [m.payload for m in binary_messages()] == [r.payload for r in records]
+    )
     n = args.events
     rows = [
         (

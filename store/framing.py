@@ -250,8 +250,8 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
     while pos + RECORD_OVERHEAD <= end and len(out) < limit:
         # the frame and the body's fixed part in one unpack (a record shorter than that is torn
         # or corrupt, as is one whose length or CRC does not hold)
-        body_len, crc, flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = (
-            unpack_record(data, pos)
+        body_len, crc, flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = unpack_record(
+            data, pos
         )
         start = pos + FRAME_SIZE
         stop = start + body_len

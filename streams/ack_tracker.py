@@ -108,9 +108,7 @@ class SegmentTracker:
         self.redis = redis
         self.keys = self.keys_of(subscription_key, segment)
         self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
-        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._read_counts) = _scripts(
-            redis
-        )
+        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._read_counts) = _scripts(redis)
 
     @staticmethod
     def keys_of(subscription_key: str, segment: str) -> list[str]:
