@@ -29,6 +29,7 @@ from api.serializers import (
     SeekRequestSerializer,
     SubscriptionSerializer,
     TruncationCutSerializer,
+    read_request,
 )
 from domain.errors import FieldError
 from streams import consuming, reader_groups
@@ -195,11 +196,17 @@ class ReadView(ConsumingView):
     )
     def post(self, request, scope, name):
         group, group_slots = _group_and_slots(scope, name)
-        body = ReadRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        args = body.validated_data
+        args = read_request(request.data)
+        binary = isinstance(request.accepted_renderer, ReadBatchRenderer)
         result = consuming.read(
-            group, args["max_events"], args["wait_ms"], args["consumer"], group_slots, args["ack"], args["ranges"]
+            group,
+            args["max_events"],
+            args["wait_ms"],
+            args["consumer"],
+            group_slots,
+            args["ack"],
+            args["ranges"],
+            frames=binary,  # a binary answer sends the events as stored
         )
         head = {
             "missed": result.missed,
@@ -210,7 +217,7 @@ class ReadView(ConsumingView):
             head["delivery_ranges"] = result.delivery_ranges
         if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
             head["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
-        if isinstance(request.accepted_renderer, ReadBatchRenderer):
+        if binary:
             return Response(ReadBatch(head, result.parts, result.lease_expires_at))
         return Response({"deliveries": result.deliveries, **head})
 

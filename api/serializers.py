@@ -3,6 +3,8 @@ and domain.policy_spec, which these call so that errors name the same fields eve
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
@@ -688,6 +690,49 @@ class ReadRequestSerializer(RefusesUnknownFields, serializers.Serializer):
         help_text="also answer delivery_ranges: the deliveries as id ranges, which acks and nacks take "
         "in place of the ids",
     )
+
+
+def read_request(data) -> dict:
+    """A read's body as `ReadRequestSerializer` validates it. The body consumers send all day
+    (known fields only, each of its JSON type and within its bounds) is taken as it is, without
+    building the serializer (DRF deep-copies its fields for every instance: ~0.3 ms a read);
+    anything else goes through the serializer, which refuses it naming the field. A property test
+    holds the two to the same answer."""
+    fields = ReadRequestSerializer._declared_fields
+    if type(data) is dict and data.keys() <= fields.keys():
+        max_events = data.get("max_events")
+        wait_ms = data.get("wait_ms", 0)
+        consumer = data.get("consumer", "")
+        ranges = data.get("ranges", False)
+        if (
+            _within(fields["max_events"], max_events)
+            and _within(fields["wait_ms"], wait_ms)
+            and type(consumer) is str
+            and ("consumer" not in data or (0 < len(consumer) <= 128 and _plain(consumer)))
+            and type(ranges) is bool
+            and data.get("ack", ...) is not None  # (an explicit null is refused)
+        ):
+            return {
+                "max_events": max_events,
+                "wait_ms": wait_ms,
+                "consumer": consumer,
+                "ack": data.get("ack"),
+                "ranges": ranges,
+            }
+    body = ReadRequestSerializer(data=data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data
+
+
+def _within(field: serializers.Field, value: object) -> bool:
+    """An integer (not a bool) within the bounds of this integer field."""
+    bounded = cast(StrictIntegerField, field)
+    return type(value) is int and cast(int, bounded.min_value) <= value <= cast(int, bounded.max_value)
+
+
+def _plain(text: str) -> bool:
+    """Text a CharField keeps as it is: printable (no NUL, no lone surrogate) and not padded."""
+    return text.isprintable() and text == text.strip()
 
 
 class RefusedDeliverySerializer(serializers.Serializer):

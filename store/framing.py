@@ -45,6 +45,7 @@ BODY = struct.Struct("<BQqqQHHII")
 BODY_SIZE = BODY.size  # 45
 RECORD_OVERHEAD = FRAME_SIZE + BODY_SIZE
 _RECORD_HEAD = struct.Struct("<IIBQqqQHHII")  # FRAME then BODY: a record's first 53 bytes
+_FRAME_KEYS = struct.Struct("<IIxQ8xqQ")  # of those, what read_frames looks at (the rest skipped)
 _LENGTHS = struct.Struct("<II")  # headers_len, payload_len: the last 8 bytes of the fixed body
 
 FLAG_BATCH_END = 1
@@ -288,6 +289,71 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
             )
         )
     return out, pos
+
+
+class Frame(NamedTuple):
+    """A verified record left in its stored form: where its frame (length, CRC, body) lies in
+    `data`, and the fields a read looks at before it answers. A read answered in binary sends the
+    frames as they are (streams.wire); `record()` decodes one where the fields are wanted."""
+
+    offset: int
+    deliver_at_ms: int | None
+    cum_size: int
+    data: bytes
+    start: int  # of the frame, in data
+    stop: int
+
+    def record(self) -> Record:
+        return _decode_body(memoryview(self.data)[self.start + FRAME_SIZE : self.stop])
+
+
+def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple[list[Frame], int]:
+    """`read_records`, the records left as frames: each verified and its offset and delivery
+    time read, nothing else decoded or copied."""
+    buf = memoryview(data)
+    end = len(data)
+    unpack_record = _FRAME_KEYS.unpack_from
+    out: list[Frame] = []
+    append = out.append
+    new = tuple.__new__
+    pos = 0
+    while pos + RECORD_OVERHEAD <= end and len(out) < limit:
+        body_len, crc, offset, deliver_ms, cum_size = unpack_record(data, pos)
+        start = pos + FRAME_SIZE
+        stop = start + body_len
+        if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
+            break
+        if offset >= min_offset:
+            append(new(Frame, (offset, None if deliver_ms < 0 else deliver_ms, cum_size, data, pos, stop)))
+        pos = stop
+    return out, pos
+
+
+def frame_record(rec: Record) -> bytes:
+    """A record as it is stored: its frame and body (a record read from elsewhere than a chunk,
+    e.g. a compacted view, sent where frames go)."""
+    offset, published_ms, deliver_at_ms, cum_size, rk, key, headers_dict, payload, batch_end = rec
+    headers = orjson.dumps(headers_dict) if headers_dict else b""
+    body = b"".join(
+        (
+            BODY.pack(
+                FLAG_BATCH_END if batch_end else 0,
+                offset,
+                published_ms,
+                -1 if deliver_at_ms is None else deliver_at_ms,
+                cum_size,
+                ABSENT if rk is None else len(rk),
+                ABSENT if key is None else len(key),
+                len(headers),
+                len(payload),
+            ),
+            rk or b"",
+            key or b"",
+            headers,
+            payload,
+        )
+    )
+    return FRAME.pack(len(body), crc32c(body)) + body
 
 
 def scan(data: bytes | memoryview, start: int, next_offset: int, cum_size: int) -> ScanResult:

@@ -52,12 +52,13 @@ import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from crc32c import crc32c
 
 from domain.events import EventIn
 from store import framing
-from store.framing import Record
+from store.framing import Frame, Record
 
 TAIL = struct.Struct("<8sQQQQqQ16sI")  # magic, base, pos, next, cum, created_ms, idx_pos, boot, crc
 TAIL_MAGIC = b"CBRTAIL1"
@@ -730,8 +731,23 @@ class Segment:
             first_chunk_base=bases[0] if bases else head.offset,
         )
 
-    def read(self, from_offset: int, max_events: int, max_bytes: int = 8 * 1024 * 1024) -> list[Record]:
-        """Up to `max_events` committed records from `from_offset` (raised to the head)."""
+    @overload
+    def read(
+        self, from_offset: int, max_events: int, max_bytes: int = ..., frames: Literal[False] = ...
+    ) -> list[Record]: ...
+    @overload
+    def read(
+        self, from_offset: int, max_events: int, max_bytes: int = ..., *, frames: Literal[True]
+    ) -> list[Frame]: ...
+    @overload
+    def read(
+        self, from_offset: int, max_events: int, max_bytes: int = ..., *, frames: bool
+    ) -> list[Record] | list[Frame]: ...
+    def read(
+        self, from_offset: int, max_events: int, max_bytes: int = 8 * 1024 * 1024, frames: bool = False
+    ) -> list[Record] | list[Frame]:
+        """Up to `max_events` committed records from `from_offset` (raised to the head); with
+        `frames`, left in their stored form (`framing.Frame`: verified, not decoded)."""
         if max_events <= 0:
             return []
         tail = self.committed_tail()
@@ -751,7 +767,7 @@ class Segment:
             base = bases[i]
             sealed = base != tail.active_base
             limit = None if sealed else tail.committed_pos
-            got = self._read_chunk(base, start, max_events - len(out), limit, sealed)
+            got = self._read_chunk(base, start, max_events - len(out), limit, sealed, frames)
             if not got:
                 if sealed and i + 1 < len(bases):
                     start = bases[i + 1]
@@ -759,18 +775,25 @@ class Segment:
                 break
             out.extend(got)
             # the records are consecutive: their payload bytes are where the last one ends less
-            # where the first one starts (cum_size), not a sum over thousands of records
-            payload_bytes += got[-1].cum_size + len(got[-1].payload) - got[0].cum_size
+            # where the first one starts (cum_size), not a sum over thousands of records (a
+            # frame's whole length stands for its payload's: the cap is a bound, not a count)
+            last = got[-1]
+            last_size = last.stop - last.start if frames else len(last.payload)
+            payload_bytes += last.cum_size + last_size - got[0].cum_size
             start = got[-1].offset + 1
         return out
 
-    def _read_chunk(self, base: int, start: int, max_events: int, limit: int | None, sealed: bool) -> list[Record]:
+    def _read_chunk(
+        self, base: int, start: int, max_events: int, limit: int | None, sealed: bool, frames: bool = False
+    ) -> list:
         offsets, positions = self._index(base, None if sealed else limit)
         i = bisect.bisect_right(offsets, start) - 1
         if i < 0:
-            return self._read_chunk_from(base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, offsets, positions)
+            return self._read_chunk_from(
+                base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, offsets, positions, frames
+            )
         try:
-            out = self._read_chunk_from(base, start, max_events, limit, positions[i], offsets, positions)
+            out = self._read_chunk_from(base, start, max_events, limit, positions[i], offsets, positions, frames)
             if out and out[0].offset == start:
                 return out
         except CorruptSegment:
@@ -779,16 +802,27 @@ class Segment:
         # index that a crash left stale (it is a hint, written without fsync). The chunk itself
         # is read from its start instead.
         self._index_cache.pop(base, None)
-        return self._read_chunk_from(base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, array("Q"), array("Q"))
+        return self._read_chunk_from(
+            base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, array("Q"), array("Q"), frames
+        )
 
     def _read_chunk_from(
-        self, base: int, start: int, max_events: int, limit: int | None, pos: int, offsets: array, positions: array
-    ) -> list[Record]:
+        self,
+        base: int,
+        start: int,
+        max_events: int,
+        limit: int | None,
+        pos: int,
+        offsets: array,
+        positions: array,
+        frames: bool = False,
+    ) -> list:
         try:
             f = open(self.chunk_path(base), "rb")
         except FileNotFoundError:
             return []
-        out: list[Record] = []
+        out: list = []
+        decode = framing.read_frames if frames else framing.read_records
         with f:
             end = limit if limit is not None else os.fstat(f.fileno()).st_size
             block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
@@ -801,7 +835,7 @@ class Segment:
             while pos < end and len(out) < max_events:
                 f.seek(pos)
                 data = f.read(min(block, end - pos))
-                got, consumed = framing.read_records(data, start, max_events - len(out))
+                got, consumed = decode(data, start, max_events - len(out))
                 out += got
                 if consumed == 0:
                     if len(data) < end - pos:

@@ -13,12 +13,12 @@ import functools
 import struct
 from binascii import b2a_base64
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, overload
+from typing import Protocol, cast, overload
 
 import orjson
 
 from domain.acks import Delivery
-from store.framing import Record
+from store.framing import Frame, Record, frame_record
 from store.store import StreamRecord
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -91,25 +91,26 @@ def delivery_prefix(incarnation: int, stream_id: int, segment: str) -> str:
 # the contract; docs/consuming.md describes this format for client writers). Everything is
 # little-endian:
 #
-#     b"CBRB" | u8 version (1) | u32 head_len | head | events
+#     b"CBRB" | u8 version (2) | u32 head_len | head | events
 #
 # `head` is JSON: the JSON answer's fields but `deliveries` (missed, missed_by_stream,
 # pending_limit_reached, and delivery_ranges and ack when the answer has them), plus
-# `lease_expires_at` (every delivery's), `times` (each publish or delivery time of the answer,
-# epoch ms → ISO 8601 as the JSON carries it) and `parts`: per segment, in order, its `stream`,
+# `lease_expires_at` (every delivery's) and `parts`: per segment, in order, its `stream`,
 # `segment`, `id_prefix` (a delivery id is `<id_prefix>-<offset>-<delivery_count>`), `count`
-# (its events, which follow in order) and, for a group with sinks, `sinks_pending` (per event).
-# Each event is the fixed part
+# (its events, which follow in order), `delivery_counts` (its events' delivery counts in order,
+# as runs: [delivery count, how many events in a row have it], …) and, for a group with sinks,
+# `sinks_pending` (per event). Each event is the record as the segment store keeps it
+# (store/framing.py), verified and copied, not decoded:
 #
-#     u64 offset | u32 delivery_count | i64 published_ms | i64 deliver_at_ms (-1: none)
-#     | u16 routing_key_len | u16 key_len (0xFFFF: none) | u32 headers_len (0xFFFFFFFF: none)
-#     | u32 payload_len
+#     u32 body_len | u32 crc32c(body) | body
+#     body: u8 flags | u64 offset | i64 published_ms | i64 deliver_at_ms (-1: none) | u64 cum_size
+#           | u16 routing_key_len (0xFFFF: none) | u16 key_len (0xFFFF: none)
+#           | u32 headers_len (0: none) | u32 payload_len | routing key | key | headers | payload
 #
-# followed by the routing key and key (UTF-8), the headers (a JSON object) and the payload.
+# the routing key and key in UTF-8, the headers a JSON object. Times go as epoch milliseconds; a
+# client writes them as the JSON does (`ms_to_iso`).
 READ_BATCH_MEDIA_TYPE = "application/vnd.cbr.read-batch"
-READ_BATCH_MAGIC = b"CBRB\x01"
-READ_BATCH_EVENT = struct.Struct("<QIqqHHII")
-_NO_TEXT, _NO_HEADERS = 0xFFFF, 0xFFFFFFFF
+READ_BATCH_MAGIC = b"CBRB\x02"
 
 
 class BatchPart(Protocol):
@@ -118,55 +119,51 @@ class BatchPart(Protocol):
     stream: str
     segment: str
     id_prefix: str
-    got: list[tuple[Record, Delivery]]
+    got: list[tuple[Record | Frame, Delivery]]
     sinks_pending: list[list[str]] | None
 
 
 def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str | None) -> bytes:
     """A read's answer in the binary form above: `head` holds the JSON answer's fields but its
-    deliveries, which `parts` give. Per event, a struct and the stored bytes: no dict, no JSON."""
-    times: dict[int, str] = {}
-    chunks: list[bytes] = []
+    deliveries, which `parts` give. Events read as frames go as they are, a run of them that lay
+    together in the store as one slice; a record (a compacted view's) is framed first."""
+    chunks: list[bytes | memoryview] = []
     add = chunks.append
-    pack = READ_BATCH_EVENT.pack
     described = []
     for part in parts:
-        for rec, delivery in part.got:
-            offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
-            if published_ms not in times:
-                times[published_ms] = _iso(published_ms)
-            if deliver_at_ms is not None and deliver_at_ms not in times:
-                times[deliver_at_ms] = _iso(deliver_at_ms)
-            encoded = b"" if headers is None else orjson.dumps(headers)
-            add(
-                pack(
-                    offset,
-                    delivery[1],
-                    published_ms,
-                    -1 if deliver_at_ms is None else deliver_at_ms,
-                    _NO_TEXT if routing_key is None else len(routing_key),
-                    _NO_TEXT if key is None else len(key),
-                    _NO_HEADERS if headers is None else len(encoded),
-                    len(payload),
-                )
-            )
-            if routing_key or key or encoded:
-                add((routing_key or b"") + (key or b"") + encoded)
-            add(payload)
+        counts: list[list[int]] = []  # [delivery count, events in a row], in order
+        view: memoryview | None = None
+        data, begin, end = None, 0, 0  # the frames of the current run, not yet added
+        for item, delivery in part.got:
+            epoch = delivery[1]
+            if counts and counts[-1][0] == epoch:
+                counts[-1][1] += 1
+            else:
+                counts.append([epoch, 1])
+            if type(item) is Frame:
+                if item.data is data and item.start == end:  # the next frame in the store
+                    end = item.stop
+                    continue
+                if view is not None:
+                    add(view[begin:end])
+                data, begin, end = item.data, item.start, item.stop
+                view = memoryview(data)
+            else:
+                if view is not None:
+                    add(view[begin:end])
+                data, view = None, None
+                add(frame_record(cast(Record, item)))
+        if view is not None:
+            add(view[begin:end])
         about: dict = {
             "stream": part.stream,
             "segment": part.segment,
             "id_prefix": part.id_prefix,
             "count": len(part.got),
+            "delivery_counts": counts,
         }
         if part.sinks_pending is not None:
             about["sinks_pending"] = part.sinks_pending
         described.append(about)
-    head = {
-        **head,
-        "lease_expires_at": lease_expires_at,
-        "times": {str(ms): iso for ms, iso in times.items()},
-        "parts": described,
-    }
-    encoded_head = orjson.dumps(head)
+    encoded_head = orjson.dumps({**head, "lease_expires_at": lease_expires_at, "parts": described})
     return b"".join((READ_BATCH_MAGIC, struct.pack("<I", len(encoded_head)), encoded_head, *chunks))

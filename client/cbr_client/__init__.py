@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import functools
 import http.client
 import json
@@ -43,6 +44,10 @@ try:  # optional: where orjson is installed, large reads decode several times fa
     import orjson
 except ImportError:  # pragma: no cover - the standard library does the same, slower
     orjson = None  # type: ignore[assignment]  # the optional-import idiom: None stands for "not installed"
+try:  # optional: where crc32c is installed (the server's own), a binary read's events are checked
+    from crc32c import crc32c as _crc32c
+except ImportError:  # pragma: no cover - the server checked them when it read them
+    _crc32c = None  # type: ignore[assignment]
 
 
 class CBRError(Exception):
@@ -543,10 +548,14 @@ def _loads(raw: bytes | memoryview) -> Any:  # decoded JSON
 
 
 # A read's answer in binary (the server's `streams.wire` and docs/consuming.md describe it):
-# b"CBRB", version 1, a JSON head, then each event's fixed part and its bytes.
+# b"CBRB", version 2, a JSON head, then each event as the server stores it (frame and body).
 READ_BATCH = "application/vnd.cbr.read-batch"
-_BATCH_MAGIC = b"CBRB\x01"
-_BATCH_EVENT = struct.Struct("<QIqqHHII")
+_BATCH_MAGIC = b"CBRB\x02"
+# an event's frame (body length, CRC-32C of the body) and the body's fixed part: flags, offset,
+# published_ms, deliver_at_ms, cum_size, routing key, key, headers and payload lengths
+_BATCH_EVENT = struct.Struct("<IIBQqqQHHII")
+_FRAME_SIZE = 8
+_NO_TEXT = 0xFFFF
 
 
 def decode_read_batch(raw: bytes) -> dict:
@@ -557,6 +566,14 @@ def decode_read_batch(raw: bytes) -> dict:
     return answer
 
 
+@functools.lru_cache(maxsize=4096)  # the events of a batch share their publication time
+def ms_to_iso(ms: int) -> str:
+    """Epoch milliseconds as the JSON answers write them: `2026-11-25T08:00:00.123Z`."""
+    seconds, millis = divmod(ms, 1000)
+    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).replace(microsecond=millis * 1000)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @dataclass(frozen=True)
 class _BatchPart:
     """What every event of one segment's part of a binary read shares."""
@@ -565,50 +582,63 @@ class _BatchPart:
     stream: str
     segment: str
     id_prefix: str  # with its trailing "-"
-    times: dict[int, str]
     lease_expires_at: str | None
     sinks_pending: list[list[str]] | None
+
+
+def _delivery_counts(runs: list[list[int]], count: int) -> list[int]:
+    """A part's delivery counts, one per event, from its runs ([delivery count, events])."""
+    out: list[int] = []
+    for epoch, n in runs:
+        out += [epoch] * n
+    if len(out) != count:
+        raise ValueError("a read batch whose delivery counts do not match its events")
+    return out
 
 
 def _batch_messages(group: ReaderGroup | None, raw: bytes) -> dict:
     """A read's binary answer as its head's fields and `deliveries`: a `BatchMessage` per event,
     which reads its fields from the answer when they are asked for (the walk here only finds
-    where each event lies). ValueError when it is not a read batch, or is cut short, or has
-    bytes after its last event."""
+    where each event lies, and checks its CRC where the `crc32c` package is installed).
+    ValueError when it is not a read batch, or is cut short, or has bytes after its last event,
+    or an event that does not hold together."""
     if raw[:5] != _BATCH_MAGIC or len(raw) < 9:
         raise ValueError("not a read batch")
     (head_len,) = struct.unpack_from("<I", raw, 5)
     pos = 9 + head_len
     head = _loads(memoryview(raw)[9:pos])
-    times = {int(ms): iso for ms, iso in head.pop("times").items()}
     expires = head.pop("lease_expires_at")
     unpack = _BATCH_EVENT.unpack_from
     size = _BATCH_EVENT.size
     end = len(raw)
+    view = memoryview(raw)
     messages: list[Message] = []
     append = messages.append
     new = object.__new__
     for about in head.pop("parts"):
         part = _BatchPart(
-            raw, about["stream"], about["segment"], about["id_prefix"] + "-", times, expires, about.get("sinks_pending")
+            raw, about["stream"], about["segment"], about["id_prefix"] + "-", expires, about.get("sinks_pending")
         )
-        for i in range(about["count"]):
+        count = about["count"]
+        for i, epoch in enumerate(_delivery_counts(about["delivery_counts"], count)):
             if pos + size > end:
                 raise ValueError("a read batch cut short")
             fields = unpack(raw, pos)
+            body_len, crc, _, _, _, _, _, rk_len, key_len, headers_len, payload_len = fields
             at = pos + size
-            _, _, _, _, rk_len, key_len, headers_len, payload_len = fields
-            payload_at = at
-            payload_at += 0 if rk_len == 0xFFFF else rk_len
-            payload_at += 0 if key_len == 0xFFFF else key_len
-            payload_at += 0 if headers_len == 0xFFFFFFFF else headers_len
-            pos = payload_at + payload_len
+            payload_at = at + headers_len
+            payload_at += 0 if rk_len == _NO_TEXT else rk_len
+            payload_at += 0 if key_len == _NO_TEXT else key_len
+            stop = pos + _FRAME_SIZE + body_len
+            if payload_at + payload_len != stop or stop > end:
+                raise ValueError("a read batch cut short" if stop > end else "a read batch with a malformed event")
+            if _crc32c is not None and _crc32c(view[pos + _FRAME_SIZE : stop]) != crc:
+                raise ValueError("a read batch with an event that fails its CRC")
             message = new(BatchMessage)
             message.group = group  # type: ignore[assignment]  # None only inside decode_read_batch
-            message._event = (part, i, fields, at, payload_at)
+            message._event = (part, i, fields, at, payload_at, epoch)
             append(message)
-    if pos > end:
-        raise ValueError("a read batch cut short")
+            pos = stop
     if pos != end:
         raise ValueError("a read batch with bytes after its last event")
     return {"deliveries": messages, **head}
@@ -622,40 +652,40 @@ class BatchMessage(Message):
 
     # Made by `_batch_messages` alone, a thousand a read, with two attributes set and no call:
     # `group` (None inside decode_read_batch) and `_event` (its part, its index in the part, its
-    # fixed fields, where its bytes start and where its payload starts). `outcome` and `reason`
-    # keep Message's defaults until decided.
-    _event: tuple[_BatchPart, int, tuple, int, int]
+    # frame's fixed fields, where its routing key starts, where its payload starts, its delivery
+    # count). `outcome` and `reason` keep Message's defaults until decided.
+    _event: tuple[_BatchPart, int, tuple, int, int, int]
     _data: dict | None = None  # `data`, once made
 
     def _texts(self) -> tuple[str | None, str | None, bytes | None]:
         """The routing key, the key and the headers (still JSON text)."""
-        part, _, fields, at, _ = self._event
+        part, _, fields, at, _, _ = self._event
         raw = part.raw
-        rk_len, key_len, headers_len = fields[4:7]
+        rk_len, key_len, headers_len = fields[7:10]
         routing_key = key = headers = None
-        if rk_len != 0xFFFF:
+        if rk_len != _NO_TEXT:
             routing_key = raw[at : at + rk_len].decode()
             at += rk_len
-        if key_len != 0xFFFF:
+        if key_len != _NO_TEXT:
             key = raw[at : at + key_len].decode()
             at += key_len
-        if headers_len != 0xFFFFFFFF:
+        if headers_len:
             headers = raw[at : at + headers_len]
         return routing_key, key, headers
 
     @property
     def delivery_id(self) -> str:
-        part, _, fields, _, _ = self._event
-        return f"{part.id_prefix}{fields[0]}-{fields[1]}"
+        part, _, fields, _, _, epoch = self._event
+        return f"{part.id_prefix}{fields[3]}-{epoch}"
 
     @property
     def delivery_count(self) -> int:
-        return self._event[2][1]
+        return self._event[5]
 
     @property
     def payload(self) -> bytes:
-        part, _, fields, _, at = self._event
-        return part.raw[at : at + fields[7]]
+        part, _, fields, _, at, _ = self._event
+        return part.raw[at : at + fields[10]]
 
     @property
     def text(self) -> str | None:
@@ -681,8 +711,8 @@ class BatchMessage(Message):
         self._data = value
 
     def _json(self) -> dict:
-        part, i, fields, _, at = self._event
-        offset, count, published_ms, deliver_at_ms, _, _, _, payload_len = fields
+        part, i, fields, _, at, epoch = self._event
+        offset, published_ms, deliver_at_ms, payload_len = fields[3], fields[4], fields[5], fields[10]
         routing_key, key, headers = self._texts()
         payload = part.raw[at : at + payload_len]
         event = {
@@ -691,8 +721,8 @@ class BatchMessage(Message):
             "routing_key": routing_key,
             "key": key,
             "headers": None if headers is None else _loads(headers),
-            "published_at": part.times[published_ms],
-            "deliver_at": None if deliver_at_ms < 0 else part.times[deliver_at_ms],
+            "published_at": ms_to_iso(published_ms),
+            "deliver_at": None if deliver_at_ms < 0 else ms_to_iso(deliver_at_ms),
             "payload_b64": binascii.b2a_base64(payload, newline=False).decode(),
         }
         try:
@@ -700,8 +730,8 @@ class BatchMessage(Message):
         except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
             pass
         event["stream"] = part.stream
-        event["delivery_id"] = f"{part.id_prefix}{offset}-{count}"
-        event["delivery_count"] = count
+        event["delivery_id"] = f"{part.id_prefix}{offset}-{epoch}"
+        event["delivery_count"] = epoch
         event["lease_expires_at"] = part.lease_expires_at
         if part.sinks_pending is not None:
             event["sinks_pending"] = part.sinks_pending[i]

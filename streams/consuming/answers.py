@@ -7,11 +7,14 @@ from __future__ import annotations
 import functools
 from binascii import b2a_base64
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from domain.acks import Delivery
-from store.framing import Record
+from store.framing import Frame, Record
 from streams.consuming.acking import AckOutcome
 from streams.wire import ms_to_iso, record_json
+
+_DELIVERY, _OFFSET, _EPOCH = itemgetter(1), itemgetter(0), itemgetter(1)  # of a (record, delivery); of a Delivery
 
 
 @dataclass
@@ -22,7 +25,7 @@ class ReadPart:
     stream: str  # the stream's full name
     segment: str
     id_prefix: str  # of the deliveries' ids: `<incarnation>-<stream id>-<segment>`
-    got: list[tuple[Record, Delivery]]
+    got: list[tuple[Record | Frame, Delivery]]  # a record, or one left as stored for a binary answer
     sinks_pending: list[list[str]] | None = None  # per delivery; None for a group without sinks
 
 
@@ -50,11 +53,17 @@ class ReadResult:
         return out
 
 
-def id_ranges(prefix: str, got: list[tuple[Record, Delivery]]) -> list[str]:
+def id_ranges(prefix: str, got: list[tuple[Record | Frame, Delivery]]) -> list[str]:
     """The deliveries of `got` as id ranges `<prefix>-<first>..<last>-<epoch>`: one per run of
     consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
+    n = len(got)
+    if n:  # the common case, checked by C-level maps: the whole part is one run
+        deliveries = list(map(_DELIVERY, got))
+        first, epoch = deliveries[0]
+        if list(map(_OFFSET, deliveries)) == list(range(first, first + n)) and set(map(_EPOCH, deliveries)) == {epoch}:
+            return [f"{prefix}-{first}..{first + n - 1}-{epoch}"]
     out = []
-    i, n = 0, len(got)
+    i = 0
     while i < n:
         first, epoch = got[i][1]
         j = i
@@ -77,7 +86,8 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
     times: dict[int, str] = {}
     out: list[dict] = []
     append = out.append
-    for rec, d in got:
+    for item, d in got:
+        rec = item.record() if isinstance(item, Frame) else item  # (a binary answer's read)
         offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
         published = times.get(published_ms)
         if published is None:

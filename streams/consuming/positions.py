@@ -9,14 +9,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.db import connection
 from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
 from django.utils import timezone
 
-from store.framing import Record
+from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
 from streams.ack_tracker import SegmentTracker
 from streams.delaying.index import state_key as delayed_state_key
@@ -317,9 +317,13 @@ def tracker_names(subscriptions) -> list[tuple[str, list[str]]]:
     return [(sub.state_key, sub.stream.segment_ids) for sub in subscriptions]
 
 
-def records_at(seg, offsets: list[int], known: dict[int, Record]) -> dict[int, Record]:
-    """The records at these offsets: those already read, the rest read in contiguous runs."""
-    out = {o: known[o] for o in offsets if o in known}
+_Known = TypeVar("_Known", bound=Record | Frame)
+
+
+def records_at(seg, offsets: list[int], known: dict[int, _Known]) -> dict[int, _Known | Record]:
+    """The records at these offsets: those already read (as they were read), the rest read in
+    contiguous runs."""
+    out: dict[int, _Known | Record] = {o: known[o] for o in offsets if o in known}
     missing = sorted(o for o in offsets if o not in known)
     i = 0
     while i < len(missing):

@@ -10,7 +10,7 @@ from operator import itemgetter
 from typing import Any, Callable, Protocol, cast
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
-from store.framing import Record
+from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
 from streams.consuming import positions
@@ -35,20 +35,23 @@ def read(
     group_slots: list[Slot] | None = None,
     ack: object = None,
     ranges: bool = False,
+    frames: bool = False,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
     caller has them already. `ack`: the previous batch's acknowledgement (`acking.ack_part`),
     applied first: one request where a consumer would send two (JetStream's AckNext). `ranges`:
     the answer also names its deliveries as id ranges (`delivery_ranges`), which an ack takes
-    in place of the ids: a few strings where a batch has a thousand ids."""
+    in place of the ids: a few strings where a batch has a thousand ids. `frames`: the events
+    read from the log are left as stored (`framing.Frame`), for an answer that sends them so
+    (`streams.wire.encode_read_batch`)."""
     group_slots = slots(group) if group_slots is None else group_slots
     pending = None if ack is None else ack_part(group, ack, group_slots)
     acked = None
     deadline = time.monotonic() + wait_ms / 1000
     pause = 0.02
     while True:
-        result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending)
+        result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending, frames)
         if pending is not None:  # applied by the first pass, on its first pipeline
             acked, pending = result.acked, None
         left = deadline - time.monotonic()
@@ -66,6 +69,7 @@ def _read_once(
     consumer: str,
     ranges: bool = False,
     pending: PendingAck | None = None,
+    frames: bool = False,
 ) -> ReadResult:
     """One pass of `read`; with `pending`, that ack is applied first, on the pass's first
     pipeline (its outcome in `acked`), and its floors persisted with the read's."""
@@ -129,7 +133,7 @@ def _read_once(
             work.append((slot, start, seg_head.offset, stop))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
-    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves)
+    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves, frames)
     serves = [_Serve(slot, start, head, tail) for slot, start, head, tail in work]
     # every segment's first look in one round trip, the read's events shared out evenly
     pipe = scripted_pipeline(redis)
@@ -205,6 +209,7 @@ class _Context:
     views: dict[int, Any]
     result: ReadResult
     moves: list[tuple[Slot, int, int]]
+    frames: bool  # events from the log left as stored (`framing.Frame`)
 
 
 @dataclass
@@ -215,7 +220,7 @@ class _Serve:
     start: int
     head: int
     tail: int  # where the read stops on this segment (its tail, or a bounded group's end)
-    got: list[tuple[Record, Delivery]] = field(default_factory=list)
+    got: list[tuple[Record | Frame, Delivery]] = field(default_factory=list)
     sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
     looks: int = 0
     more: bool = True  # another look may find more
@@ -228,7 +233,7 @@ class _Look:
 
     seg: Any
     view: Any
-    ahead: dict[int, Record]
+    ahead: dict[int, Record | Frame]
     read: Callable[[list], HandOut]
 
 
@@ -241,12 +246,13 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
     view = ctx.views.get(slot.stream.pk)
     horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
     in_view = view is not None and start < horizon
+    ahead: dict[int, Record | Frame]
     if in_view:  # below the view's horizon a read_compacted group reads the view
         rows = _compacted.segment_records(slot.stream, view, slot.segment, start, want)
         ahead = {r.offset: r for r in rows}
         scan_until = max(ahead) + 1 if len(rows) == want else horizon
     else:
-        ahead = {r.offset: r for r in seg.read(max(start, head), want)} if start < tail else {}
+        ahead = {r.offset: r for r in seg.read(max(start, head), want, frames=ctx.frames)} if start < tail else {}
         scan_until = max(ahead) + 1 if ahead else max(start, head)
     # not due by a clock read after the records: an event published with a delivery
     # time already past when it was read is ordinary (the index did not take it)
@@ -291,9 +297,9 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
     offsets = list(map(_OFFSET, out.deliveries))
     found = list(map(look.ahead.get, offsets))
-    got: list[tuple[Record, Delivery]]
+    got: list[tuple[Record | Frame, Delivery]]
     if None not in found:  # the common case: every record read ahead (pairs made in C)
-        got = list(zip(cast(list[Record], found), out.deliveries))
+        got = list(zip(cast(list[Record | Frame], found), out.deliveries))
     else:
         records = records_at(look.seg, offsets, look.ahead)
         if look.view is not None:  # redeliveries of view events truncated from the log

@@ -177,3 +177,16 @@ def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps)
         runs.append((first, last, int(epoch)))
     assert spelled == [d for _, d in got]
     assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
+
+
+def test_a_part_that_is_one_run_is_one_range_and_any_break_splits_it():
+    one = [(None, Delivery(o, 2)) for o in range(5, 1005)]
+    assert id_ranges("7-8-0", one) == ["7-8-0-5..1004-2"]
+    # an epoch that differs, an offset skipped, two offsets swapped: the general path's ranges
+    assert id_ranges("7-8-0", one[:3] + [(None, Delivery(8, 1))] + one[4:6]) == [
+        "7-8-0-5..7-2",
+        "7-8-0-8..8-1",
+        "7-8-0-9..10-2",
+    ]
+    assert id_ranges("7-8-0", one[:2] + one[3:5]) == ["7-8-0-5..6-2", "7-8-0-8..9-2"]
+    assert id_ranges("7-8-0", [one[1], one[0]]) == ["7-8-0-6..6-2", "7-8-0-5..5-2"]

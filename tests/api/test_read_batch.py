@@ -12,6 +12,7 @@ import pytest
 from cbr_client import READ_BATCH, decode_read_batch
 from domain.acks import Delivery
 from domain.events import EventIn
+from store import framing
 from store.framing import Record
 from streams import services
 from streams.consuming.answers import ReadPart, ReadResult
@@ -35,9 +36,13 @@ def test_every_field_of_every_event_round_trips_byte_for_byte():
         Record(9, 1_700_000_000_124, None, 12, b"", b"", None, b"", False),
         Record(10, 1_700_000_000_123, 1_600_000_000_001, 13, None, b"k", {"a": [1, {"b": None}]}, b'{"x": 1}', 0),
     ]
-    second = [Record(0, 1_700_000_000_999, None, 0, None, None, {}, b"\x00" * 300, True)]
+    # (no empty headers: the store keeps `{}` as none, and so does a compacted view)
+    second = [Record(0, 1_700_000_000_999, None, 0, None, None, None, b"\x00" * 300, True)]
+    # the first part as a read from the log has it, left as stored; the second as a compacted view
+    # gives it, a record
+    frames, _ = framing.read_frames(b"".join(map(framing.frame_record, first)))
     parts = [
-        ReadPart("sc/st", "2", "4-5-2", list(zip(first, map(Delivery._make, [(7, 1), (8, 3), (9, 1), (10, 2)])))),
+        ReadPart("sc/st", "2", "4-5-2", list(zip(frames, map(Delivery._make, [(7, 1), (8, 3), (9, 1), (10, 2)])))),
         ReadPart("sc/other", "0", "4-6-0", [(second[0], Delivery(0, 1))]),
     ]
     result = ReadResult(parts, missed=3, missed_by_stream={"sc/st": 3}, lease_expires_at="2026-11-23T07:00:00.500Z")
@@ -78,6 +83,23 @@ def test_a_batch_cut_short_or_with_bytes_after_it_is_refused(cut):
     )
     with pytest.raises(ValueError):
         decode_read_batch(raw[:-cut] if cut else raw + b"x")
+
+
+def test_an_event_that_fails_its_crc_or_does_not_hold_together_is_refused():
+    # given a batch of two events sent as stored
+    recs = [Record(o, 1_700_000_000_000, None, 0, b"rk", None, None, b"payload", True) for o in (0, 1)]
+    frames, _ = framing.read_frames(b"".join(map(framing.frame_record, recs)))
+    raw = encode_read_batch({}, [ReadPart("s/t", "0", "1-2-0", [(f, Delivery(f.offset, 1)) for f in frames])], None)
+    assert [d["payload"] for d in decode_read_batch(raw)["deliveries"]] == ["payload", "payload"]
+    # when a payload byte flips on the way, or an event's routing key claims more than its body holds
+    flipped = raw[:-1] + b"X"
+    rk_len_at = raw.index(b"rk") - 12  # its u16, before the key length (u16), headers and payload lengths (u32)
+    overlong = raw[:rk_len_at] + (200).to_bytes(2, "little") + raw[rk_len_at + 2 :]
+    # then the client refuses the batch
+    with pytest.raises(ValueError, match="CRC"):
+        decode_read_batch(flipped)
+    with pytest.raises(ValueError, match="malformed"):
+        decode_read_batch(overlong)
 
 
 @pytest.fixture

@@ -119,6 +119,30 @@ def test_read_records_finds_what_iter_records_finds_in_any_cut_or_corruption(bat
         assert consumed == last
 
 
+@settings(max_examples=300)
+@given(batches_strategy, st.data())
+def test_read_frames_finds_what_read_records_finds_left_as_stored(batches, data):
+    """The binary read's decoder: the same records as read_records in any cut or corruption, from
+    any offset, up to any count, the same bytes consumed; each frame is the stored bytes, decodes
+    to its record, and is what frame_record makes of that record."""
+    encoded, _ = _encode(batches)
+    body = bytearray(
+        encoded[framing.CHUNK_HEADER_SIZE : data.draw(st.integers(framing.CHUNK_HEADER_SIZE, len(encoded)))]
+    )
+    if body and data.draw(st.booleans()):
+        body[data.draw(st.integers(0, len(body) - 1))] ^= 0x40
+    body = bytes(body)
+    min_offset = data.draw(st.integers(0, 40))
+    limit = data.draw(st.integers(1, 40))
+    records, consumed = framing.read_records(body, min_offset, limit)
+    frames, frames_consumed = framing.read_frames(body, min_offset, limit)
+    assert frames_consumed == consumed
+    assert [f.record() for f in frames] == records
+    for frame, rec in zip(frames, records, strict=True):
+        assert (frame.offset, frame.deliver_at_ms, frame.cum_size) == (rec.offset, rec.deliver_at_ms, rec.cum_size)
+        assert frame.data[frame.start : frame.stop] == framing.frame_record(rec)
+
+
 def test_a_large_payload_is_framed_from_where_it_is_not_copied():
     big, small = b"b" * framing.COPY_BELOW, b"s" * 10
     parts, positions, size, _ = framing.frame_batch([EventIn(small), EventIn(big, b"rk")], 0, 0, 0)

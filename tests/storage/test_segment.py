@@ -60,6 +60,8 @@ def test_a_read_sized_by_the_index_gets_every_record_wanted_whatever_their_sizes
             for r in got:
                 tag = f"e{r.offset}-" if r.offset < len(sizes) else f"small-{r.offset - len(sizes)}"
                 assert r.payload.startswith(tag.encode())
+            # and the same left as frames (a binary read's): the same records once decoded
+            assert [f.record() for f in seg.read(start, count, frames=True)] == got
 
 
 def test_size_till_is_cumulative_payload_bytes(tmp_path):
