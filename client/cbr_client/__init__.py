@@ -1,6 +1,7 @@
 """A small Python client of CBR's REST API: publish, consume at least once, checkpoint.
 
-Standard library only (orjson is used when installed: large reads decode faster), and it imports
+Standard library only (orjson is used when installed: large reads decode faster; crc32c too: a
+binary read's events are checked against their CRC), and it imports
 nothing of the server: install it alone (`pip install ./client` from a checkout, anywhere Python
 3.11+ runs; `make venv` installs it with the project), or copy this one file into a program.
 The `cbr` command line (`cbr_client.cli`) is built on it.

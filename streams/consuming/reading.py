@@ -6,7 +6,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, Protocol, cast
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
@@ -25,6 +25,7 @@ from streams.models import ReaderGroup, Stream
 from streams.wire import delivery_prefix, seconds_to_iso
 
 _OFFSET = itemgetter(0)  # of a Delivery
+_ROW_OFFSET, _DELIVER_AT = attrgetter("offset"), attrgetter("deliver_at_ms")  # of a Record or a Frame
 
 
 def read(
@@ -247,21 +248,25 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
     horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
     in_view = view is not None and start < horizon
     ahead: dict[int, Record | Frame]
+    rows: list[Record] | list[Frame]
     if in_view:  # below the view's horizon a read_compacted group reads the view
         rows = _compacted.segment_records(slot.stream, view, slot.segment, start, want)
         ahead = {r.offset: r for r in rows}
         scan_until = max(ahead) + 1 if len(rows) == want else horizon
     else:
-        ahead = {r.offset: r for r in seg.read(max(start, head), want, frames=ctx.frames)} if start < tail else {}
+        rows = seg.read(max(start, head), want, frames=ctx.frames) if start < tail else []
+        ahead = dict(zip(map(_ROW_OFFSET, rows), rows))  # (made in C: a read has thousands)
         scan_until = max(ahead) + 1 if ahead else max(start, head)
     # not due by a clock read after the records: an event published with a delivery
     # time already past when it was read is ordinary (the index did not take it)
     after_ms = int(positions.clock() * 1000)
-    delayed = {
-        o: r.deliver_at_ms / 1000
-        for o, r in ahead.items()
-        if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
-    }
+    delayed = {}
+    if any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
+        delayed = {
+            o: r.deliver_at_ms / 1000
+            for o, r in ahead.items()
+            if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+        }
     read = slot.tracker.hand_out(
         ctx.now,
         ctx.consumer,
