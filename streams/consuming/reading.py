@@ -114,7 +114,7 @@ def _read_once(
     for slot in group_slots:
         if slot.stream.pk not in ends:
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
-    work: list[tuple[Slot, int, int, int]] = []  # (slot, start, head offset, tail offset)
+    work: list[tuple[Slot, int, int, int, tuple[Head, Tail]]] = []  # (slot, start, head, stop, ends)
     for i, slot in enumerate(group_slots):
         nxt, halted, _, expired, retry_due, dead_due = answers[i]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
@@ -131,11 +131,11 @@ def _read_once(
             or dead_due
             or seg_head.offset > slot.position.floor
         ):
-            work.append((slot, start, seg_head.offset, stop))
+            work.append((slot, start, seg_head.offset, stop, (seg_head, seg_tail)))
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
     ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves, frames)
-    serves = [_Serve(slot, start, head, tail) for slot, start, head, tail in work]
+    serves = [_Serve(*item) for item in work]
     # every segment's first look in one round trip, the read's events shared out evenly
     pipe = scripted_pipeline(redis)
     asked: list[tuple[_Serve, int, _Look]] = []
@@ -221,6 +221,7 @@ class _Serve:
     start: int
     head: int
     tail: int  # where the read stops on this segment (its tail, or a bounded group's end)
+    ends: tuple[Head, Tail]  # the segment's head and committed tail as the read found them
     got: list[tuple[Record | Frame, Delivery]] = field(default_factory=list)
     sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
     looks: int = 0
@@ -254,7 +255,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         ahead = {r.offset: r for r in rows}
         scan_until = max(ahead) + 1 if len(rows) == want else horizon
     else:
-        rows = seg.read(max(start, head), want, frames=ctx.frames) if start < tail else []
+        rows = seg.read(max(start, head), want, frames=ctx.frames, ends=serve.ends) if start < tail else []
         ahead = dict(zip(map(_ROW_OFFSET, rows), rows))  # (made in C: a read has thousands)
         scan_until = max(ahead) + 1 if ahead else max(start, head)
     # not due by a clock read after the records: an event published with a delivery

@@ -90,6 +90,24 @@ def test_truncation_deletes_exactly_the_chunks_wholly_before_the_head(tmp_path):
     assert again.head_after == again.head_before and again.chunks_deleted == 0
 
 
+def test_a_read_given_ends_read_a_moment_earlier_is_the_read_of_that_moment(tmp_path):
+    # given ends read, then more appended and the first chunks truncated away
+    seg = small(tmp_path)
+    for _ in range(12):
+        seg.append(events(10))
+    earlier = seg.ends()
+    seg.append(events(10, tag="later"))
+    bases = seg.chunk_bases()
+    seg.truncate(bases[2] + 1)
+    # when a read is given the earlier ends
+    got = seg.read(0, 1000, ends=earlier)
+    # then it stops at the earlier tail, and starts at the head as it is now (a read that meets
+    # a truncation under it asks for the head again)
+    assert [r.offset for r in got] == list(range(bases[2] + 1, 120))
+    # and without them, it reads the segment as it is now
+    assert [r.offset for r in seg.read(0, 1000)] == list(range(bases[2] + 1, 130))
+
+
 def test_truncation_never_deletes_the_active_chunk(tmp_path):
     seg = small(tmp_path)
     seg.append(events(3))
