@@ -52,7 +52,6 @@ import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, overload
 
 from crc32c import crc32c
 
@@ -731,53 +730,33 @@ class Segment:
             first_chunk_base=bases[0] if bases else head.offset,
         )
 
-    @overload
-    def read(
-        self,
-        from_offset: int,
-        max_events: int,
-        max_bytes: int = ...,
-        frames: Literal[False] = ...,
-        ends: tuple[Head, Tail] | None = ...,
-    ) -> list[Record]: ...
-    @overload
-    def read(
-        self,
-        from_offset: int,
-        max_events: int,
-        max_bytes: int = ...,
-        *,
-        frames: Literal[True],
-        ends: tuple[Head, Tail] | None = ...,
-    ) -> list[Frame]: ...
-    @overload
-    def read(
-        self,
-        from_offset: int,
-        max_events: int,
-        max_bytes: int = ...,
-        *,
-        frames: bool,
-        ends: tuple[Head, Tail] | None = ...,
-    ) -> list[Record] | list[Frame]: ...
     def read(
         self,
         from_offset: int,
         max_events: int,
         max_bytes: int = 8 * 1024 * 1024,
-        frames: bool = False,
         ends: tuple[Head, Tail] | None = None,
-    ) -> list[Record] | list[Frame]:
-        """Up to `max_events` committed records from `from_offset` (raised to the head); with
-        `frames`, left in their stored form (`framing.Frame`: verified, not decoded). `ends`: the
-        head and committed tail the caller has just read (`ends()`; a reader group's read reads
-        every segment's at once), read again here otherwise: the read is then the one it would
-        have been a moment earlier (a chunk a truncation deleted since is met as below)."""
+    ) -> list[Record]:
+        """Up to `max_events` committed records from `from_offset` (raised to the head). `ends`:
+        the head and committed tail the caller has just read (`ends()`; a reader group's read
+        reads every segment's at once), read again here otherwise: the read is then the one it
+        would have been a moment earlier (a chunk a truncation deleted since is met as below)."""
+        return self._read(from_offset, max_events, max_bytes, ends, frames=False)
+
+    def read_frames(
+        self, from_offset: int, max_events: int, max_bytes: int = 8 * 1024 * 1024, ends: tuple[Head, Tail] | None = None
+    ) -> list[Frame]:
+        """`read`, the records left in their stored form (`framing.Frame`: verified, not decoded)."""
+        return self._read(from_offset, max_events, max_bytes, ends, frames=True)
+
+    def _read(
+        self, from_offset: int, max_events: int, max_bytes: int, ends: tuple[Head, Tail] | None, frames: bool
+    ) -> list:
         if max_events <= 0:
             return []
         read_head, tail = ends if ends is not None else (self.read_head(), self.committed_tail())
         start = max(from_offset, read_head.offset)
-        out: list[Record] = []
+        out: list = []
         payload_bytes = 0
         while start < tail.next_offset and len(out) < max_events and payload_bytes < max_bytes:
             bases = self.chunk_bases()

@@ -255,7 +255,8 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         ahead = {r.offset: r for r in rows}
         scan_until = max(ahead) + 1 if len(rows) == want else horizon
     else:
-        rows = seg.read(max(start, head), want, frames=ctx.frames, ends=serve.ends) if start < tail else []
+        read = seg.read_frames if ctx.frames else seg.read
+        rows = read(max(start, head), want, ends=serve.ends) if start < tail else []
         ahead = dict(zip(map(_ROW_OFFSET, rows), rows))  # (made in C: a read has thousands)
         scan_until = max(ahead) + 1 if ahead else max(start, head)
     # not due by a clock read after the records: an event published with a delivery

@@ -94,18 +94,23 @@ def test_a_flipped_byte_is_never_taken_for_data(batches, data):
     assert found.valid_len in [framing.CHUNK_HEADER_SIZE] + [e[0] for e in ends]
 
 
-@settings(max_examples=300)
-@given(batches_strategy, st.data())
-def test_read_records_finds_what_iter_records_finds_in_any_cut_or_corruption(batches, data):
-    """The read path's decoder: the same records as iter_records (every field), from any offset,
-    up to any count, stopping at a torn tail or a flipped byte, with the bytes it consumed."""
+def _cut_maybe_damaged(batches, data) -> bytes:
+    """The batches' records cut anywhere, and maybe one byte flipped."""
     encoded, _ = _encode(batches)
     body = bytearray(
         encoded[framing.CHUNK_HEADER_SIZE : data.draw(st.integers(framing.CHUNK_HEADER_SIZE, len(encoded)))]
     )
     if body and data.draw(st.booleans()):
         body[data.draw(st.integers(0, len(body) - 1))] ^= 0x40
-    body = bytes(body)
+    return bytes(body)
+
+
+@settings(max_examples=300)
+@given(batches_strategy, st.data())
+def test_read_records_finds_what_iter_records_finds_in_any_cut_or_corruption(batches, data):
+    """The read path's decoder: the same records as iter_records (every field), from any offset,
+    up to any count, stopping at a torn tail or a flipped byte, with the bytes it consumed."""
+    body = _cut_maybe_damaged(batches, data)
     every = list(framing.iter_records(body))
     min_offset = data.draw(st.integers(0, len(every) + 1))
     limit = data.draw(st.integers(1, len(every) + 2))
@@ -125,13 +130,7 @@ def test_read_frames_finds_what_read_records_finds_left_as_stored(batches, data)
     """The binary read's decoder: the same records as read_records in any cut or corruption, from
     any offset, up to any count, the same bytes consumed; each frame is the stored bytes, decodes
     to its record, and is what frame_record makes of that record."""
-    encoded, _ = _encode(batches)
-    body = bytearray(
-        encoded[framing.CHUNK_HEADER_SIZE : data.draw(st.integers(framing.CHUNK_HEADER_SIZE, len(encoded)))]
-    )
-    if body and data.draw(st.booleans()):
-        body[data.draw(st.integers(0, len(body) - 1))] ^= 0x40
-    body = bytes(body)
+    body = _cut_maybe_damaged(batches, data)
     min_offset = data.draw(st.integers(0, 40))
     limit = data.draw(st.integers(1, 40))
     records, consumed = framing.read_records(body, min_offset, limit)

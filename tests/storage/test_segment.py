@@ -61,7 +61,7 @@ def test_a_read_sized_by_the_index_gets_every_record_wanted_whatever_their_sizes
                 tag = f"e{r.offset}-" if r.offset < len(sizes) else f"small-{r.offset - len(sizes)}"
                 assert r.payload.startswith(tag.encode())
             # and the same left as frames (a binary read's): the same records once decoded
-            assert [f.record() for f in seg.read(start, count, frames=True)] == got
+            assert [f.record() for f in seg.read_frames(start, count)] == got
 
 
 def test_size_till_is_cumulative_payload_bytes(tmp_path):
