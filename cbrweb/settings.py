@@ -108,6 +108,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+# The statements every read and ack runs (streams/db.py, `prepared_cursor`) are prepared on
+# PostgreSQL once per connection: planning the group-and-positions join cost more than running
+# it. 0 behind a pooler that cannot keep prepared statements (PgBouncer's transaction mode
+# before 1.21, or without `max_prepared_statements`).
+CBR_DB_PREPARED = env_bool("CBR_DB_PREPARED", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -19,6 +19,7 @@ from django.utils import timezone
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
 from streams.ack_tracker import SegmentTracker
+from streams.db import prepared_cursor
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
@@ -123,7 +124,7 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
     """The group's positions with their subscription, stream (and its scope) and the group (and
     its scope) attached, as `select_related` would give them, from one prepared query."""
     sql, layout = _positions_query(connection.vendor)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [scope, name])
         rows = cursor.fetchall()
     made: dict[tuple[type[Model], object], Model] = {}  # (model, pk) -> instance: one object per row of each table

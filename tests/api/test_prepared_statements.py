@@ -1,0 +1,77 @@
+"""The group-and-positions query every read and ack runs is prepared on PostgreSQL once per
+connection (`streams.db.prepared_cursor`), and gives what the unprepared query gives; with
+`CBR_DB_PREPARED` off, or on SQLite, nothing is prepared."""
+
+import factories
+import pytest
+from django.db import connection
+
+from domain.events import EventIn
+from streams import services
+from streams.consuming.positions import _load_positions
+
+pytestmark = pytest.mark.django_db
+
+G = "/api/v1/reader-groups/shop/billing/"
+
+
+@pytest.fixture
+def group(api):
+    stream = factories.make_stream(segment_count=2)
+    for seg in "01":
+        key = factories.routing_key_for(stream, seg)
+        services.do_publish(stream, [EventIn(f"{seg}:{i}".encode(), routing_key=key) for i in range(10)])
+    factories.create_group_over_api(api, retention_type="NONE")
+
+
+def prepared_positions_queries() -> list[tuple[str, int]]:
+    """This connection's prepared statements that read the positions: (statement, times run)."""
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return [(sql, runs) for sql, runs in cursor.fetchall() if 'FROM "streams_readposition" p' in sql]
+
+
+def read(api, ack=None) -> list[str]:
+    answer = api.post(G + "read/", {"max_events": 3, **({"ack": {"delivery_ids": ack}} if ack else {})}, format="json")
+    assert answer.status_code == 200, answer.content
+    return [d["delivery_id"] for d in answer.json()["deliveries"]]
+
+
+def as_rows(positions) -> list[tuple]:
+    return [
+        (p.pk, p.segment_id, p.floor, p.subscription.pk, p.subscription.stream.full_name, p.subscription.reader_group.pk)
+        for p in positions
+    ]
+
+
+def test_reads_and_acks_run_one_prepared_positions_query(api, group):
+    # when a group reads three times, each read carrying the previous batch's ack, then acks
+    ids = read(api)
+    ids = read(api, ack=ids)
+    ids = read(api, ack=ids)
+    assert api.post(G + "ack/", {"delivery_ids": ids}, format="json").json()["acked"] == 3
+
+    # then on PostgreSQL one statement was prepared and run by all four requests
+    prepared = prepared_positions_queries()
+    if connection.vendor == "postgresql":
+        assert len(prepared) == 1 and prepared[0][1] >= 4, prepared
+    else:
+        assert prepared == []
+    # and the prepared query gives what it gives unprepared (as it runs while queries are logged)
+    got = _load_positions("shop", "billing")
+    connection.force_debug_cursor = True
+    try:
+        plain = _load_positions("shop", "billing")
+    finally:
+        connection.force_debug_cursor = False
+    assert as_rows(got) == as_rows(plain) and sum(p.floor for p in got) == 9  # 9 acked, in order per segment
+    assert [p.subscription.reader_group.retention_type for p in got] == ["NONE", "NONE"]
+
+
+def test_with_prepared_statements_off_nothing_is_prepared(api, group, settings):
+    settings.CBR_DB_PREPARED = False
+    ids = read(api)
+    read(api, ack=ids)
+    assert prepared_positions_queries() == []
