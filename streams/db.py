@@ -157,10 +157,11 @@ def _preparing_cursor_class():
 
 @contextmanager
 def prepared_cursor() -> Iterator:
-    """A cursor for a statement run on every read and ack, with the same SQL every time: on
-    PostgreSQL (and `CBR_DB_PREPARED`, the default) parsed and planned once per connection and
-    then only executed. The group-and-positions join took 0.56 ms of the server's time planned
-    afresh each time, 0.10 ms prepared (pgbench, bench/RESULTS.md 2026-11-27). Otherwise, and on
+    """A cursor for a statement run on every read and ack, with the same SQL every time (the
+    group-and-positions join, the floors' UPDATE): on PostgreSQL (and `CBR_DB_PREPARED`, the
+    default) parsed and planned once per connection and then only executed. The join took
+    0.56 ms of the server's time planned afresh each time, 0.10 ms prepared (pgbench,
+    bench/RESULTS.md 2026-11-27). Otherwise, and on
     SQLite, Django's own cursor; and while queries are logged (`DEBUG`, a test capturing them),
     which a prepared statement's execution would leave without its SQL. Django's execute
     wrappers and error classes apply to it as to any cursor."""

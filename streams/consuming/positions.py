@@ -234,7 +234,7 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
     params += [connection.ops.adapt_datetimefield_value(timezone.now())]
     params += [slot.position.pk for slot, _, _ in moves]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
     for slot, floor, m in moves:
         slot.position.floor = max(slot.position.floor, floor)

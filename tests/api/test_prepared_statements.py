@@ -1,6 +1,6 @@
-"""The group-and-positions query every read and ack runs is prepared on PostgreSQL once per
-connection (`streams.db.prepared_cursor`), and gives what the unprepared query gives; with
-`CBR_DB_PREPARED` off, or on SQLite, nothing is prepared."""
+"""The group-and-positions query and the floors' UPDATE every read and ack runs are prepared on
+PostgreSQL once per connection (`streams.db.prepared_cursor`), and give what the unprepared
+statements give; with `CBR_DB_PREPARED` off, or on SQLite, nothing is prepared."""
 
 import factories
 import pytest
@@ -24,13 +24,14 @@ def group(api):
     factories.create_group_over_api(api, retention_type="NONE")
 
 
-def prepared_positions_queries() -> list[tuple[str, int]]:
-    """This connection's prepared statements that read the positions: (statement, times run)."""
+def prepared_positions_queries(marker: str = 'FROM "streams_readposition" p') -> list[tuple[str, int]]:
+    """This connection's prepared statements that read the positions (or hold `marker`):
+    (statement, times run)."""
     if connection.vendor != "postgresql":
         return []
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
-        return [(sql, runs) for sql, runs in cursor.fetchall() if 'FROM "streams_readposition" p' in sql]
+        return [(sql, runs) for sql, runs in cursor.fetchall() if marker in sql]
 
 
 def read(api, ack=None) -> list[str]:
@@ -53,12 +54,15 @@ def test_reads_and_acks_run_one_prepared_positions_query(api, group):
     ids = read(api, ack=ids)
     assert api.post(G + "ack/", {"delivery_ids": ids}, format="json").json()["acked"] == 3
 
-    # then on PostgreSQL one statement was prepared and run by all four requests
+    # then on PostgreSQL one statement was prepared and run by all four requests, and the floors
+    # were moved by a prepared UPDATE (moving both segments' floors, the same statement each time)
     prepared = prepared_positions_queries()
+    updates = prepared_positions_queries('UPDATE "streams_readposition"')
     if connection.vendor == "postgresql":
         assert len(prepared) == 1 and prepared[0][1] >= 4, prepared
+        assert len(updates) == 1 and updates[0][1] >= 3, updates
     else:
-        assert prepared == []
+        assert prepared == updates == []
     # and the prepared query gives what it gives unprepared (as it runs while queries are logged)
     got = _load_positions("shop", "billing")
     connection.force_debug_cursor = True
@@ -74,4 +78,4 @@ def test_with_prepared_statements_off_nothing_is_prepared(api, group, settings):
     settings.CBR_DB_PREPARED = False
     ids = read(api)
     read(api, ack=ids)
-    assert prepared_positions_queries() == []
+    assert prepared_positions_queries() == prepared_positions_queries('UPDATE "streams_readposition"') == []
