@@ -166,6 +166,7 @@ def run(args) -> None:
     def redis_cpu() -> float:
         info = r.info("cpu")
         return info["used_cpu_user"] + info["used_cpu_sys"]
+
     for round_no in range(args.rounds):
         if args.profile and round_no == args.rounds - 1:
             profiler.append(cProfile.Profile(time.process_time))  # CPU, not waiting

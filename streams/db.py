@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 
 import orjson
+import psycopg
 from django.conf import settings
 from django.db import connection, models
 
@@ -142,17 +142,11 @@ def _json_pick(field, i: int) -> str:
 _ONLY_WHEN_ASKED = 2**62
 
 
-@cache
-def _preparing_cursor_class():
-    import psycopg
+class _PreparingCursor(psycopg.Cursor):
+    """Binds on the server and prepares each statement on its connection's first use of it."""
 
-    class PreparingCursor(psycopg.Cursor):
-        """Binds on the server and prepares each statement on its connection's first use of it."""
-
-        def execute(self, query, params=None, *, prepare=None, binary=None):  # type: ignore[override]
-            return super().execute(query, params, prepare=True, binary=binary)
-
-    return PreparingCursor
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True, binary=binary)
 
 
 @contextmanager
@@ -161,13 +155,13 @@ def prepared_cursor() -> Iterator:
     group-and-positions join, the floors' UPDATE): on PostgreSQL (and `CBR_DB_PREPARED`, the
     default) parsed and planned once per connection and then only executed. The join took
     0.56 ms of the server's time planned afresh each time, 0.10 ms prepared (pgbench,
-    bench/RESULTS.md 2026-11-27). Otherwise, and on
-    SQLite, Django's own cursor; and while queries are logged (`DEBUG`, a test capturing them),
-    which a prepared statement's execution would leave without its SQL. Django's execute
-    wrappers and error classes apply to it as to any cursor."""
+    bench/RESULTS.md 2026-11-27). Otherwise, and on SQLite, Django's own cursor; and while
+    queries are logged (`DEBUG`, a test capturing them), which a prepared statement's execution
+    would leave without its SQL. Django's execute wrappers and error classes apply to it as to
+    any cursor."""
     if connection.vendor != "postgresql" or not settings.CBR_DB_PREPARED or connection.queries_logged:
-        with connection.cursor() as cursor:
-            yield cursor
+        with connection.cursor() as plain:
+            yield plain
         return
     connection.close_if_health_check_failed()
     connection.ensure_connection()
@@ -175,7 +169,7 @@ def prepared_cursor() -> Iterator:
     with connection.wrap_database_errors:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = _ONLY_WHEN_ASKED
-        cursor = _preparing_cursor_class()(raw)
+        cursor = _PreparingCursor(raw)
     connection.validate_thread_sharing()
     with connection.make_cursor(cursor) as wrapped:
         yield wrapped

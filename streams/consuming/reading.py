@@ -19,7 +19,7 @@ from streams.consuming.answers import ReadPart, ReadResult, id_ranges
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
-from streams.delaying.handing import release_due
+from streams.delaying.handing import queue_release, release_due
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
 from streams.wire import delivery_prefix, seconds_to_iso
@@ -82,10 +82,13 @@ def _read_once(
     backoff = tuple(group.backoff_s or ())
     sink_names = group.sink_names
     redis = get_redis()
-    for stream in {slot.stream.pk: slot.stream for slot in group_slots}.values():
-        release_due(stream, now_ms)  # due delayed events: to every group of the stream
+    streams = list({slot.stream.pk: slot.stream for slot in group_slots}.values())
     pipe = scripted_pipeline()
-    # the carried ack first: the leases it ends leave room for this read (Redis runs a pipeline
+    # due delayed events go to every group of the stream: the first round of each stream's
+    # release is the first thing on this pipeline, and the rest (if anything was due) follows
+    # once it is answered
+    releases = [queue_release(stream, now_ms, pipe) for stream in streams]
+    # then the carried ack: the leases it ends leave room for this read (Redis runs a pipeline
     # in order)
     acks = 0 if pending is None else pending.queue(pipe)
     mark_seen(group, now, pipe)
@@ -94,12 +97,18 @@ def _read_once(
     note_consumer(group, consumer, "r", now, pipe)
     _queue_counts(group_slots, now, lease_s, pipe)
     answers = pipe.execute()
+    released = 0
+    for stream, round_of, answer in zip(streams, releases, answers, strict=False):
+        released += release_due(stream, now_ms, first=round_of(answer))
+    answers = answers[len(streams) :]
     result = ReadResult(delivery_ranges=[] if ranges else None)
     moves: list[tuple[Slot, int, int]] = []
     if pending is not None:
         result.acked, moves = pending.finish(answers[:acks])
     answers = answers[acks + (3 if pending is not None else 2) :]
-    if pending is not None and pipe.reran:  # an ack script Redis had lost ran after the counts
+    # the counts again when they may be stale: events released to the group's segments after
+    # they were counted, or an ack script Redis had lost that ran after them
+    if released or (pending is not None and pipe.reran):
         pipe = scripted_pipeline()
         _queue_counts(group_slots, now, lease_s, pipe)
         answers = pipe.execute()

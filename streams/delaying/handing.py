@@ -7,16 +7,16 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import orjson
 from django.conf import settings
 
 from domain.events import EventIn
-from store.redis_connection import get_redis, scripted_pipeline
+from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from streams.ack_tracker import SegmentTracker, released_packed
 from streams.delaying.buckets import round_loads
-from streams.delaying.index import DelayIndex, Direct, Load, state_key, unpacked
+from streams.delaying.index import DelayIndex, Direct, Load, Round, state_key, unpacked
 from streams.delaying.stream_index import config_of, index_of
 from streams.logs import stream_log
 from streams.models import DelayedIndex, Stream, Subscription
@@ -121,14 +121,20 @@ def fan_out(stream: Stream, released: dict[int, dict[int, int]], trackers=None) 
     pipe.execute()
 
 
-def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 20) -> int:
+READ_RELEASE_LIMIT = 10_000  # indexes a round of a read's release takes at most
+
+
+def release_due(
+    stream: Stream, now_ms: int, limit: int = READ_RELEASE_LIMIT, rounds: int = 20, first: Round | None = None
+) -> int:
     """Release what is due from the stream's index to its reader groups; at most `rounds` rounds
     (a read does a few, maintenance many). Each round is one RELEASE script: it loads the next
     snapshot segments of the buckets whose frontier came due (several per round, read here first:
     `buckets.round_loads`), and claims what is due by the round's bound as one batch in the
     hand-out area; the batch goes to every group, then leaves the area. A crash before that
     leaves the claim to expire and the batch to be handed out again (the groups drop what they
-    have already). Returns how many indexes went out."""
+    have already). `first`: the first round, already run by the caller (`queue_release`, on a
+    read's first pipeline). Returns how many indexes went out."""
     index = index_of(stream)
     total = 0
     trackers = None
@@ -144,7 +150,10 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
         loads, direct, columns, bound, failed = [], None, ([], [], []), None, False
         if due and not plain:
             loads, direct, columns, bound, failed = round_loads(stream, index, due, after, now_ms, ROUND_BUDGET, rows)
-        done = index.release(now_ms, limit, bound=bound, direct=direct, loads=loads)
+        if first is not None:  # a first round loads nothing: the caller's is that round
+            done, first = first, None
+        else:
+            done = index.release(now_ms, limit, bound=bound, direct=direct, loads=loads)
         due, after = done.frontier, done.after
         plain = done.status != 1 or failed  # a stale plan: pop without loading next, then plan again
         if done.status != 1:
@@ -169,6 +178,13 @@ def release_due(stream: Stream, now_ms: int, limit: int = 10_000, rounds: int = 
         if failed or (not due and len(done.reclaimed) + len(done.popped) < limit):
             break  # nothing more due (or a snapshot to rebuild first)
     return total
+
+
+def queue_release(stream: Stream, now_ms: int, pipe: ScriptPipeline) -> Callable[[list], Round]:
+    """`release_due`'s first round queued on `pipe`: a read asks it with its counts, in one round
+    trip. What it returns reads the pipeline's answer to it into the Round `release_due` takes
+    as `first`."""
+    return index_of(stream).release_on(pipe, now_ms, READ_RELEASE_LIMIT)
 
 
 def reindex_unfinished(stream: Stream, now_ms: int) -> int:

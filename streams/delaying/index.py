@@ -30,7 +30,7 @@ merge, spans generations `[first_chunk, last_chunk]`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from streams.delaying.scripts import ADD, DROP_GEN, LOAD, RELEASE
@@ -123,6 +123,39 @@ class Round:
         return [*self.reclaimed, *([self.batch] if self.batch else [])]
 
 
+def _release_args(
+    now_ms: int, limit: int, claim_ms: int, bound: int | None, direct: Direct | None, loads: Sequence[Load]
+) -> list:
+    args: list = [
+        now_ms,
+        limit,
+        now_ms + claim_ms,
+        "" if bound is None else bound,
+        direct.latest if direct else "",
+        direct.packed if direct else "",
+    ]
+    for ld in loads:
+        args += [ld.bucket_id, ld.expected, ld.loaded, "" if ld.edge is None else ld.edge, ld.queued]
+    return args
+
+
+def _round(answer: list) -> Round:
+    """The RELEASE script's answer as a Round."""
+    status, reclaimed, popped, batch, listed, after = answer
+    frontier = []
+    for item in listed:
+        bucket, edge, count = _text(item).split(":")
+        frontier.append((int(edge), int(bucket), int(count)))
+    return Round(
+        int(status),
+        [_text(m) for m in reclaimed],
+        [_text(m) for m in popped],
+        _text(batch),
+        frontier,
+        int(_text(after)) if after else None,
+    )
+
+
 def packed(entries) -> str:
     """(segment, offset, deliver_at) triples as the scripts take them."""
     return ",".join(f"{s}:{o}:{d}" for s, o, d in entries)
@@ -159,29 +192,14 @@ class DelayIndex:
         """One hand-out round (the RELEASE script): apply `loads`, then release `direct` and what
         is due by the bound in Redis into the hand-out area as one claimed batch (see the script).
         Changes nothing when the plan is stale (`Round.status` 0)."""
-        args = [
-            now_ms,
-            limit,
-            now_ms + claim_ms,
-            "" if bound is None else bound,
-            direct.latest if direct else "",
-            direct.packed if direct else "",
-        ]
-        for ld in loads:
-            args += [ld.bucket_id, ld.expected, ld.loaded, "" if ld.edge is None else ld.edge, ld.queued]
-        status, reclaimed, popped, batch, listed, after = self._release(keys=self.keys, args=args)
-        frontier = []
-        for item in listed:
-            bucket, edge, count = _text(item).split(":")
-            frontier.append((int(edge), int(bucket), int(count)))
-        return Round(
-            int(status),
-            [_text(m) for m in reclaimed],
-            [_text(m) for m in popped],
-            _text(batch),
-            frontier,
-            int(_text(after)) if after else None,
-        )
+        return _round(self._release(keys=self.keys, args=_release_args(now_ms, limit, claim_ms, bound, direct, loads)))
+
+    def release_on(self, pipe, now_ms: int, limit: int, claim_ms: int = 30_000) -> Callable[[list], Round]:
+        """A round that loads nothing (what `release` does without a plan), queued on `pipe` (a
+        `ScriptPipeline`): a read asks it on its first round trip. Returns what reads the
+        pipeline's answer to it into a `Round`."""
+        pipe.run_script(self._release, self.keys, _release_args(now_ms, limit, claim_ms, None, None, ()))
+        return _round
 
     def handed(self, members: list[str]) -> None:
         """Every group has them: these hand-out area members leave it."""

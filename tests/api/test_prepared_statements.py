@@ -42,7 +42,14 @@ def read(api, ack=None) -> list[str]:
 
 def as_rows(positions) -> list[tuple]:
     return [
-        (p.pk, p.segment_id, p.floor, p.subscription.pk, p.subscription.stream.full_name, p.subscription.reader_group.pk)
+        (
+            p.pk,
+            p.segment_id,
+            p.floor,
+            p.subscription.pk,
+            p.subscription.stream.full_name,
+            p.subscription.reader_group.pk,
+        )
         for p in positions
     ]
 
