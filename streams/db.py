@@ -171,5 +171,5 @@ def prepared_cursor() -> Iterator:
             raw.prepare_threshold = _ONLY_WHEN_ASKED
         cursor = _PreparingCursor(raw)
     connection.validate_thread_sharing()
-    with connection.make_cursor(cursor) as wrapped:
+    with connection.make_cursor(cursor) as wrapped:  # type: ignore[arg-type]  # (stubs: it wraps a DB-API cursor)
         yield wrapped
