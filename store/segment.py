@@ -821,14 +821,14 @@ class Segment:
         positions: array,
         frames: bool = False,
     ) -> list:
-        try:
-            f = open(self.chunk_path(base), "rb")
+        try:  # a descriptor and pread, not a buffered file object: a read's every segment opens one
+            fd = os.open(self.chunk_path(base), os.O_RDONLY)
         except FileNotFoundError:
             return []
         out: list = []
         decode = framing.read_frames if frames else framing.read_records
-        with f:
-            end = limit if limit is not None else os.fstat(f.fileno()).st_size
+        try:
+            end = limit if limit is not None else os.fstat(fd).st_size
             block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
             j = bisect.bisect_left(offsets, start + max_events)
             if max_events > 1 and j < len(offsets):
@@ -837,8 +837,7 @@ class Segment:
                 # four segments); the loop below reads on if it falls short
                 block = min(block, max(4096, positions[j] - pos))
             while pos < end and len(out) < max_events:
-                f.seek(pos)
-                data = f.read(min(block, end - pos))
+                data = _pread_full(fd, min(block, end - pos), pos)
                 got, consumed = decode(data, start, max_events - len(out))
                 out += got
                 if consumed == 0:
@@ -847,6 +846,8 @@ class Segment:
                         continue
                     raise CorruptSegment(f"{self.chunk_path(base)}: bad record at {pos}")
                 pos += consumed
+        finally:
+            os.close(fd)
         return out
 
     def size_till(self, offset: int) -> int:
@@ -1044,6 +1045,23 @@ class _SegmentLock:
             fcntl.flock(seg._lock_fd, fcntl.LOCK_UN)
         finally:
             seg._thread_lock.release()
+
+
+def _pread_full(fd: int, size: int, at: int) -> bytes:
+    """`size` bytes of the file from `at`, fewer only where it ends (as a buffered file's read):
+    pread may return less than asked for."""
+    data = os.pread(fd, size, at)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, at + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def _read_small(path: str, size: int, at: int | None = None) -> bytes | None:

@@ -301,3 +301,18 @@ def test_reads_sized_by_the_index_agree_with_record_by_record_reads_after_a_head
             if start >= head:
                 got = seg.read(start, o - start)
                 assert [r.offset for r in got] == list(range(start, o))
+
+
+def test_a_chunk_read_by_short_preads_reads_on_to_what_was_asked(tmp_path, monkeypatch):
+    # given a segment of events, and a pread that gives at most 7 bytes at a time (as pread may)
+    seg = Segment(tmp_path / "seg", StoreConfig(fsync="never"))
+    seg.append([EventIn(f"event {i}".encode()) for i in range(50)])
+    real = os.pread
+    monkeypatch.setattr(segment_module.os, "pread", lambda fd, n, at: real(fd, min(n, 7), at))
+
+    # when it is read, as records and as frames
+    records, frames = seg.read(0, 100), seg.read_frames(0, 100)
+
+    # then every event is there, as if each read had given all it was asked for
+    assert [r.payload for r in records] == [f"event {i}".encode() for i in range(50)]
+    assert [f.offset for f in frames] == list(range(50)) and frames[-1].record().payload == b"event 49"
