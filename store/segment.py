@@ -759,22 +759,29 @@ class Segment:
         out: list = []
         payload_bytes = 0
         while start < tail.next_offset and len(out) < max_events and payload_bytes < max_bytes:
-            bases = self.chunk_bases()
-            i = bisect.bisect_right(bases, start) - 1
-            if i < 0:
-                # The chunk was deleted under us by a truncation: continue from the new head.
-                new_start = max(start, self.read_head().offset)
-                if new_start == start:
-                    raise CorruptSegment(f"{self.path}: no chunk holds offset {start}")
-                start = new_start
-                continue
-            base = bases[i]
+            following: int | None = None  # the next chunk's base, after a sealed one
+            if start >= tail.active_base:
+                # the active chunk, which the tail names: a consumer that keeps up reads only
+                # there, without listing the segment's directory (a month's chunks, per read)
+                base = tail.active_base
+            else:
+                bases = self.chunk_bases()
+                i = bisect.bisect_right(bases, start) - 1
+                if i < 0:
+                    # The chunk was deleted under us by a truncation: continue from the new head.
+                    new_start = max(start, self.read_head().offset)
+                    if new_start == start:
+                        raise CorruptSegment(f"{self.path}: no chunk holds offset {start}")
+                    start = new_start
+                    continue
+                base = bases[i]
+                following = bases[i + 1] if i + 1 < len(bases) else None
             sealed = base != tail.active_base
             limit = None if sealed else tail.committed_pos
             got = self._read_chunk(base, start, max_events - len(out), limit, sealed, frames)
             if not got:
-                if sealed and i + 1 < len(bases):
-                    start = bases[i + 1]
+                if sealed and following is not None:
+                    start = following
                     continue
                 break
             out.extend(got)

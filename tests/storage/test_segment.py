@@ -316,3 +316,25 @@ def test_a_chunk_read_by_short_preads_reads_on_to_what_was_asked(tmp_path, monke
     # then every event is there, as if each read had given all it was asked for
     assert [r.payload for r in records] == [f"event {i}".encode() for i in range(50)]
     assert [f.offset for f in frames] == list(range(50)) and frames[-1].record().payload == b"event 49"
+
+
+def test_a_read_in_the_active_chunk_does_not_list_the_segments_chunks(tmp_path, monkeypatch):
+    # given a segment of many sealed chunks and an active one
+    seg = small(tmp_path, chunk_bytes=1024)
+    for _ in range(30):
+        seg.append(events(8, size=40))
+    bases = seg.chunk_bases()
+    active = seg.committed_tail().active_base
+    assert len(bases) > 10 and bases[-1] == active
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(segment_module.os, "listdir", lambda path: listed.append(path) or real(path))
+
+    # when a consumer that keeps up reads what the active chunk holds
+    got = seg.read_frames(active, 1000)
+
+    # then it reads every event there without listing the directory
+    assert [f.offset for f in got] == list(range(active, 240)) and listed == []
+    # and a read from further back still walks the sealed chunks into the active one
+    assert [r.offset for r in seg.read(bases[2], 1000)] == list(range(bases[2], 240))
+    assert listed
