@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import connection, models
+from django.db import InterfaceError, OperationalError, connection, models
 
 CHUNK = 500
 
@@ -173,3 +173,37 @@ def prepared_cursor() -> Iterator:
     connection.validate_thread_sharing()
     with connection.make_cursor(cursor) as wrapped:  # type: ignore[arg-type]  # (stubs: it wraps a DB-API cursor)
         yield wrapped
+
+
+def run_prepared(sql: str, params: list, fetch: bool = False) -> list | None:
+    """Run a statement of every read and ack on `prepared_cursor`; its rows when `fetch`.
+
+    The first statement of a request on a connection kept from an earlier one is also the
+    connection's health check. Django would first send `SELECT 1` (`CONN_HEALTH_CHECKS`), a
+    round trip on every read and ack; here the statement goes at once, and when it fails because
+    the connection was lost meanwhile (a restart, a failover, `pg_terminate_backend`), it is sent
+    again, once, on a new connection, as the health check would have replaced it first. Only
+    outside a transaction, and only on PostgreSQL (SQLite has no connection to lose)."""
+    # Django's own health-check state (`CONN_HEALTH_CHECKS`, Django 4.1+; not in the stubs)
+    checking = (
+        connection.vendor == "postgresql"
+        and connection.connection is not None
+        and getattr(connection, "health_check_enabled", False)
+        and not getattr(connection, "health_check_done", True)
+        and not connection.in_atomic_block
+    )
+    if checking:
+        setattr(connection, "health_check_done", True)  # this statement is the check
+    try:
+        return _run(sql, params, fetch)
+    except (OperationalError, InterfaceError):
+        if not checking or connection.is_usable():
+            raise  # not a lost connection: the error is the statement's own
+        connection.close()
+        return _run(sql, params, fetch)
+
+
+def _run(sql: str, params: list, fetch: bool) -> list | None:
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if fetch else None

@@ -19,7 +19,7 @@ from django.utils import timezone
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
 from streams.ack_tracker import SegmentTracker
-from streams.db import prepared_cursor
+from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
@@ -124,9 +124,7 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
     """The group's positions with their subscription, stream (and its scope) and the group (and
     its scope) attached, as `select_related` would give them, from one prepared query."""
     sql, layout = _positions_query(connection.vendor)
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [scope, name])
-        rows = cursor.fetchall()
+    rows = cast(list, run_prepared(sql, [scope, name], fetch=True))
     made: dict[tuple[type[Model], object], Model] = {}  # (model, pk) -> instance: one object per row of each table
     out: list[ReadPosition] = []
     for row in rows:
@@ -234,8 +232,7 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
     params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
     params += [connection.ops.adapt_datetimefield_value(timezone.now())]
     params += [slot.position.pk for slot, _, _ in moves]
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
+    run_prepared(sql, params)
     for slot, floor, m in moves:
         slot.position.floor = max(slot.position.floor, floor)
         slot.position.missed += m

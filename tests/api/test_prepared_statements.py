@@ -3,6 +3,7 @@ PostgreSQL once per connection (`streams.db.prepared_cursor`), and give what the
 statements give; with `CBR_DB_PREPARED` off, or on SQLite, nothing is prepared."""
 
 import factories
+import psycopg
 import pytest
 from django.db import connection
 
@@ -86,3 +87,44 @@ def test_with_prepared_statements_off_nothing_is_prepared(api, group, settings):
     ids = read(api)
     read(api, ack=ids)
     assert prepared_positions_queries() == prepared_positions_queries('UPDATE "streams_readposition"') == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_on_a_kept_connection_sends_no_health_check_of_its_own(api, group, monkeypatch):
+    # given a connection kept from an earlier request, its health not yet checked in this one
+    read(api)
+    connection.health_check_done = False  # as a request's start leaves a kept connection
+    checks = []
+    real = connection.is_usable
+    monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or real())
+
+    # when the group reads
+    assert len(read(api)) == 3
+
+    # then on PostgreSQL its first statement was the check: no SELECT 1 before it
+    if connection.vendor == "postgresql":
+        assert checks == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_whose_connection_was_lost_between_requests_is_answered_on_a_new_one(api, group):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite is a file: it has no connection to lose")
+    # given a connection kept from an earlier request, then ended by the server meanwhile
+    read(api)
+    lost = connection.connection.info.backend_pid
+    with psycopg.connect(_dsn(), autocommit=True) as other:
+        assert other.execute("SELECT pg_terminate_backend(%s)", [lost]).fetchone()[0]
+    connection.health_check_done = False  # the next request starts on the kept connection
+
+    # when the group reads again, then it is answered (the statement sent again on a new
+    # connection), and nothing it was handed was lost
+    assert len(read(api)) == 3
+    assert connection.connection.info.backend_pid != lost
+
+
+def _dsn() -> str:
+    params = connection.get_connection_params()
+    return psycopg.conninfo.make_conninfo(
+        **{k: v for k, v in params.items() if k in ("dbname", "user", "password", "host", "port")}
+    )
