@@ -555,6 +555,7 @@ _BATCH_MAGIC = b"CBRB\x02"
 # an event's frame (body length, CRC-32C of the body) and the body's fixed part: flags, offset,
 # published_ms, deliver_at_ms, cum_size, routing key, key, headers and payload lengths
 _BATCH_EVENT = struct.Struct("<IIBQqqQHHII")
+_OFFSET_IN_FRAME = struct.Struct("<9xQ")  # an event's offset, where _BATCH_EVENT has it
 _FRAME_SIZE = 8
 _NO_TEXT = 0xFFFF
 
@@ -624,10 +625,8 @@ def _batch_messages(group: ReaderGroup | None, raw: bytes) -> dict:
         for i, epoch in enumerate(_delivery_counts(about["delivery_counts"], count)):
             if pos + size > end:
                 raise ValueError("a read batch cut short")
-            fields = unpack(raw, pos)
-            body_len, crc, _, _, _, _, _, rk_len, key_len, headers_len, payload_len = fields
-            at = pos + size
-            payload_at = at + headers_len
+            body_len, crc, _, _, _, _, _, rk_len, key_len, headers_len, payload_len = unpack(raw, pos)
+            payload_at = pos + size + headers_len
             payload_at += 0 if rk_len == _NO_TEXT else rk_len
             payload_at += 0 if key_len == _NO_TEXT else key_len
             stop = pos + _FRAME_SIZE + body_len
@@ -637,7 +636,7 @@ def _batch_messages(group: ReaderGroup | None, raw: bytes) -> dict:
                 raise ValueError("a read batch with an event that fails its CRC")
             message = new(BatchMessage)
             message.group = group  # type: ignore[assignment]  # None only inside decode_read_batch
-            message._event = (part, i, fields, at, payload_at, epoch)
+            message._part, message._i, message._pos, message._epoch = part, i, pos, epoch
             append(message)
             pos = stop
     if pos != end:
@@ -651,17 +650,32 @@ class BatchMessage(Message):
     is built on first use. A consumer that handles payloads gets them as the bytes they were
     published as, with no base64 on the way."""
 
-    # Made by `_batch_messages` alone, a thousand a read, with two attributes set and no call:
-    # `group` (None inside decode_read_batch) and `_event` (its part, its index in the part, its
-    # frame's fixed fields, where its routing key starts, where its payload starts, its delivery
-    # count). `outcome` and `reason` keep Message's defaults until decided.
-    _event: tuple[_BatchPart, int, tuple, int, int, int]
+    # Made by `_batch_messages` alone, a thousand a read, with attributes set and no call:
+    # `group` (None inside decode_read_batch), its part, its index in the part, where its frame
+    # starts in the answer and its delivery count. Nothing else is kept per message (no tuple of
+    # fields): a consumer holds a batch while it reads the next, and every object a message keeps
+    # is one more for the garbage collector to walk (three per message cost a consumer ~25 % of
+    # its CPU, bench/RESULTS.md 2026-11-27). The fields are read from the frame when asked for.
+    # `outcome` and `reason` keep Message's defaults until decided.
+    _part: _BatchPart
+    _i: int
+    _pos: int
+    _epoch: int
     _data: dict | None = None  # `data`, once made
 
-    def _texts(self) -> tuple[str | None, str | None, bytes | None]:
+    def _fields(self) -> tuple:
+        """The frame's fixed fields (`_BATCH_EVENT`)."""
+        return _BATCH_EVENT.unpack_from(self._part.raw, self._pos)
+
+    def _payload_at(self, fields: tuple) -> int:
+        at = self._pos + _BATCH_EVENT.size + fields[9]
+        at += 0 if fields[7] == _NO_TEXT else fields[7]
+        return at + (0 if fields[8] == _NO_TEXT else fields[8])
+
+    def _texts(self, fields: tuple) -> tuple[str | None, str | None, bytes | None]:
         """The routing key, the key and the headers (still JSON text)."""
-        part, _, fields, at, _, _ = self._event
-        raw = part.raw
+        raw = self._part.raw
+        at = self._pos + _BATCH_EVENT.size
         rk_len, key_len, headers_len = fields[7:10]
         routing_key = key = headers = None
         if rk_len != _NO_TEXT:
@@ -676,17 +690,18 @@ class BatchMessage(Message):
 
     @property
     def delivery_id(self) -> str:
-        part, _, fields, _, _, epoch = self._event
-        return f"{part.id_prefix}{fields[3]}-{epoch}"
+        (offset,) = _OFFSET_IN_FRAME.unpack_from(self._part.raw, self._pos)
+        return f"{self._part.id_prefix}{offset}-{self._epoch}"
 
     @property
     def delivery_count(self) -> int:
-        return self._event[5]
+        return self._epoch
 
     @property
     def payload(self) -> bytes:
-        part, _, fields, _, at, _ = self._event
-        return part.raw[at : at + fields[10]]
+        fields = self._fields()
+        at = self._payload_at(fields)
+        return self._part.raw[at : at + fields[10]]
 
     @property
     def text(self) -> str | None:
@@ -697,8 +712,8 @@ class BatchMessage(Message):
 
     @property
     def sinks_pending(self) -> list[str] | None:
-        part, i = self._event[:2]
-        return None if part.sinks_pending is None else part.sinks_pending[i]
+        part = self._part
+        return None if part.sinks_pending is None else part.sinks_pending[self._i]
 
     @property
     def data(self) -> dict:
@@ -712,9 +727,11 @@ class BatchMessage(Message):
         self._data = value
 
     def _json(self) -> dict:
-        part, i, fields, _, at, epoch = self._event
+        part, i, epoch = self._part, self._i, self._epoch
+        fields = self._fields()
         offset, published_ms, deliver_at_ms, payload_len = fields[3], fields[4], fields[5], fields[10]
-        routing_key, key, headers = self._texts()
+        routing_key, key, headers = self._texts(fields)
+        at = self._payload_at(fields)
         payload = part.raw[at : at + payload_len]
         event = {
             "segment": part.segment,
