@@ -7,11 +7,11 @@ class ReleaseViewCycles:
     """Once a DRF view's answer is rendered, nothing of the request holds it. DRF's rendering
     puts the response in its own `renderer_context`, and the view keeps it (`view.response`)
     while the response keeps the view: reference cycles that only the garbage collector frees,
-    with everything the answer holds. A read of 1 000
-    events left about 3 000 objects (its frames and deliveries) to the collector, which then
-    spent ~0.5 ms per read finding them (bench/RESULTS.md, 2026-11-27); without the cycle they
-    are freed as soon as the web server has sent the answer. The same for the request's own
-    cycle (DRF's request holds itself in its `parser_context`, and its view)."""
+    with everything the answer holds. A read of 1 000 events left about 3 000 objects (its
+    frames and deliveries) to the collector, which then spent ~0.5 ms per read finding them
+    (bench/RESULTS.md, 2026-11-27 07:18); without the cycles they are freed as soon as the web
+    server has sent the answer. DRF's request, which holds itself in its `parser_context`, lets
+    go of it too."""
 
     def __init__(self, get_response):
         self.get_response = get_response
