@@ -61,10 +61,10 @@ def main() -> None:
         for i in range(args.events)
     ]
     # a JSON read decodes its records; a binary one leaves them as the store keeps them
-    parts = [ReadPart("bench/stream", "0", "123456-7-0", [(r, Delivery(r.offset, 1)) for r in records])]
+    parts = [ReadPart.of("bench/stream", "0", "123456-7-0", [(r, Delivery(r.offset, 1)) for r in records])]
     chunk = b"".join(map(framing.frame_record, records))  # the events as a chunk file holds them
     frames, _ = framing.read_frames(chunk)
-    stored = [ReadPart("bench/stream", "0", "123456-7-0", [(f, Delivery(f.offset, 1)) for f in frames])]
+    stored = [ReadPart.of("bench/stream", "0", "123456-7-0", [(f, Delivery(f.offset, 1)) for f in frames])]
     head = {"missed": 0, "missed_by_stream": {}, "pending_limit_reached": False}
     expires = "2026-11-27T00:00:00.000Z"
 

@@ -112,6 +112,9 @@ class HandOut:
     next: int  # the next offset never handed out, after this hand-out
     # redelivered offsets some of whose sinks acknowledged them already (fan-out groups)
     sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # first deliveries given as runs of offsets [a, b), each at delivery count 1, after
+    # `deliveries` (a read's hand-out asks for them so: no Delivery per event); empty otherwise
+    first_runs: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

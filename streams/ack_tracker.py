@@ -39,7 +39,7 @@ from __future__ import annotations
 import struct
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 
 import numpy as np
@@ -133,10 +133,12 @@ class SegmentTracker:
         backoff: Sequence[float] = (),
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
         pipe: ScriptPipeline | None = None,
+        runs: bool = False,
     ):
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease). With
         `pipe`, queues the script and returns a function that reads its answer into the HandOut
-        (a read's segments then hand out in one round trip)."""
+        (a read's segments then hand out in one round trip). `runs`: its first deliveries as
+        runs (`HandOut.first_runs`), not spelled out in `deliveries`."""
         args = [
             now,
             limit,
@@ -154,10 +156,11 @@ class SegmentTracker:
             AckPolicy(ack_policy).value,
         ]
         keys = [*self.keys, self.index_key]
+        read = _handed_out_as_runs if runs else _handed_out
         if pipe is not None:
             pipe.run_script(self._hand_out, keys, args)
-            return _handed_out
-        return _handed_out(self._hand_out(keys=keys, args=args))
+            return read
+        return read(self._hand_out(keys=keys, args=args))
 
     def fan_out(self, due: dict[int, float] | bytes, pipe: ScriptPipeline | None = None) -> list[int] | None:
         """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built
@@ -295,22 +298,32 @@ _OK = AckResult(True)
 
 def _handed_out(answer: list) -> HandOut:
     """The HAND_OUT script's answer as a HandOut."""
+    out = _handed_out_as_runs(answer)
+    deliveries = out.deliveries
+    for a, b in out.first_runs:  # one Delivery per event, made in C
+        deliveries += map(tuple.__new__, repeat(Delivery), zip(range(a, b), repeat(1)))
+    return replace(out, first_runs=[])
+
+
+def _handed_out_as_runs(answer: list) -> HandOut:
+    """The HAND_OUT script's answer as a HandOut whose first deliveries stay runs (`first_runs`)."""
     again, first, dead, missed, new_floor, nxt, sinks_done = answer
     deliveries = []
     if again:
         for item in _text(again).split(","):
             offset, epoch = item.split(":")
             deliveries.append(Delivery(int(offset), int(epoch)))
-    if first:  # runs "a-b" of first deliveries (offsets a to b - 1): one Delivery per event, made in C
+    first_runs = []
+    if first:  # runs "a-b" of first deliveries (offsets a to b - 1)
         for run in _text(first).split(","):
             a, _, b = run.partition("-")
-            deliveries += map(tuple.__new__, repeat(Delivery), zip(range(int(a), int(b)), repeat(1)))
+            first_runs.append((int(a), int(b)))
     done = {}
     if sinks_done:
         for item in _text(sinks_done).split(";"):
             offset, _, names = item.partition("=")
             done[int(offset)] = tuple(names.split(","))
-    return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done)
+    return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done, first_runs)
 
 
 Run = tuple[int, int, int]  # deliveries of offsets first to last (included) at one epoch

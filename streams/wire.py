@@ -17,7 +17,6 @@ from typing import Protocol, cast, overload
 
 import orjson
 
-from domain.acks import Delivery
 from store.framing import Frame, Record, frame_record
 from store.store import StreamRecord
 
@@ -119,7 +118,8 @@ class BatchPart(Protocol):
     stream: str
     segment: str
     id_prefix: str
-    got: list[tuple[Record | Frame, Delivery]]
+    items: list[Record | Frame]  # each event's record, in order
+    runs: list[list[int]]  # their deliveries: [first offset, events, delivery count]
     sinks_pending: list[list[str]] | None
 
 
@@ -132,14 +132,14 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
     described = []
     for part in parts:
         counts: list[list[int]] = []  # [delivery count, events in a row], in order
+        for _, n, epoch in part.runs:
+            if counts and counts[-1][0] == epoch:
+                counts[-1][1] += n
+            else:
+                counts.append([epoch, n])
         view: memoryview | None = None
         data, begin, end = None, 0, 0  # the frames of the current run, not yet added
-        for item, delivery in part.got:
-            epoch = delivery[1]
-            if counts and counts[-1][0] == epoch:
-                counts[-1][1] += 1
-            else:
-                counts.append([epoch, 1])
+        for item in part.items:
             if type(item) is Frame:
                 if item.data is data and item.start == end:  # the next frame in the store
                     end = item.stop
@@ -159,7 +159,7 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
             "stream": part.stream,
             "segment": part.segment,
             "id_prefix": part.id_prefix,
-            "count": len(part.got),
+            "count": len(part.items),
             "delivery_counts": counts,
         }
         if part.sinks_pending is not None:

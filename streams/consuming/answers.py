@@ -6,27 +6,64 @@ from __future__ import annotations
 
 import functools
 from binascii import b2a_base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import repeat
 
 from domain.acks import Delivery
 from store.framing import Frame, Record
 from streams.consuming.acking import AckOutcome
 from streams.wire import ms_to_iso, record_json
 
-_DELIVERY, _OFFSET, _EPOCH = itemgetter(1), itemgetter(0), itemgetter(1)  # of a (record, delivery); of a Delivery
-
 
 @dataclass
 class ReadPart:
-    """A read's deliveries on one segment, in order: each event's record and delivery, and for a
-    fan-out group's read the sinks each still waits for."""
+    """A read's deliveries on one segment, in order: each event's record (`items`), and its
+    delivery, given as runs (`runs`: [first offset, events, delivery count], each run's offsets
+    consecutive, its events the next ones of `items`); for a fan-out group's read the sinks each
+    still waits for. A read's first deliveries are a run per look: no object per delivery."""
 
     stream: str  # the stream's full name
     segment: str
     id_prefix: str  # of the deliveries' ids: `<incarnation>-<stream id>-<segment>`
-    got: list[tuple[Record | Frame, Delivery]]  # a record, or one left as stored for a binary answer
+    items: list[Record | Frame] = field(default_factory=list)  # a record, or one left as stored for a binary answer
+    runs: list[list[int]] = field(default_factory=list)
     sinks_pending: list[list[str]] | None = None  # per delivery; None for a group without sinks
+
+    @classmethod
+    def of(cls, stream: str, segment: str, id_prefix: str, got: Iterable[tuple[Record | Frame, Delivery]]) -> ReadPart:
+        """A part from each event's record and delivery."""
+        part = cls(stream, segment, id_prefix)
+        for item, delivery in got:
+            part.add(item, delivery.epoch)
+        return part
+
+    def add(self, item: Record | Frame, epoch: int) -> None:
+        """One more event, delivered for the `epoch`-th time."""
+        self.items.append(item)
+        add_run(self.runs, item.offset, 1, epoch)
+
+    def deliveries(self) -> list[Delivery]:
+        """Each event's delivery, in order."""
+        return [Delivery(first + k, epoch) for first, n, epoch in self.runs for k in range(n)]
+
+    def epochs(self) -> list[int]:
+        """Each event's delivery count, in order."""
+        out: list[int] = []
+        for _, n, epoch in self.runs:
+            out += repeat(epoch, n)
+        return out
+
+
+def add_run(runs: list[list[int]], first: int, n: int, epoch: int) -> None:
+    """Deliveries of offsets first .. first + n - 1 at one delivery count, after `runs`: the
+    last run grows when they follow it at its count."""
+    if runs:
+        last = runs[-1]
+        if last[2] == epoch and last[0] + last[1] == first:
+            last[1] += n
+            return
+    runs.append([first, n, epoch])
 
 
 @dataclass
@@ -53,25 +90,10 @@ class ReadResult:
         return out
 
 
-def id_ranges(prefix: str, got: list[tuple[Record | Frame, Delivery]]) -> list[str]:
-    """The deliveries of `got` as id ranges `<prefix>-<first>..<last>-<epoch>`: one per run of
-    consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
-    n = len(got)
-    if n:  # the common case, checked by C-level maps: the whole part is one run
-        deliveries = list(map(_DELIVERY, got))
-        first, epoch = deliveries[0]
-        if list(map(_OFFSET, deliveries)) == list(range(first, first + n)) and set(map(_EPOCH, deliveries)) == {epoch}:
-            return [f"{prefix}-{first}..{first + n - 1}-{epoch}"]
-    out = []
-    i = 0
-    while i < n:
-        first, epoch = got[i][1]
-        j = i
-        while j + 1 < n and got[j + 1][1] == (got[j][1][0] + 1, epoch):
-            j += 1
-        out.append(f"{prefix}-{first}..{got[j][1][0]}-{epoch}")
-        i = j + 1
-    return out
+def id_ranges(prefix: str, runs: list[list[int]]) -> list[str]:
+    """A part's deliveries (its `runs`) as id ranges `<prefix>-<first>..<last>-<epoch>`: one per
+    run of consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
+    return [f"{prefix}-{first}..{first + n - 1}-{epoch}" for first, n, epoch in runs]
 
 
 def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
@@ -82,11 +104,10 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
     prefix = part.id_prefix + "-"
     stream = part.stream
     segment = part.segment
-    got = part.got
     times: dict[int, str] = {}
     out: list[dict] = []
     append = out.append
-    for item, d in got:
+    for item, epoch in zip(part.items, part.epochs(), strict=True):
         rec = item.record() if isinstance(item, Frame) else item  # (a binary answer's read)
         offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
         published = times.get(published_ms)
@@ -99,8 +120,8 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
                 {
                     **record_json(segment, rec),
                     "stream": stream,
-                    "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
-                    "delivery_count": d.epoch,
+                    "delivery_id": f"{prefix}{offset}-{epoch}",
+                    "delivery_count": epoch,
                     "lease_expires_at": expires,
                 }
             )
@@ -117,8 +138,8 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
                 "payload_b64": b2a_base64(payload, newline=False).decode(),
                 "payload": text,
                 "stream": stream,
-                "delivery_id": f"{prefix}{d.offset}-{d.epoch}",
-                "delivery_count": d.epoch,
+                "delivery_id": f"{prefix}{offset}-{epoch}",
+                "delivery_count": epoch,
                 "lease_expires_at": expires,
             }
         )

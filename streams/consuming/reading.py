@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Protocol, cast
@@ -15,7 +17,7 @@ from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
 from streams.consuming import positions
 from streams.consuming.acking import PendingAck, ack_part
-from streams.consuming.answers import ReadPart, ReadResult, id_ranges
+from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
@@ -156,12 +158,12 @@ def _read_once(
         _take(ctx, serve, want, looked, looked.read(answer))
     # then, one segment at a time, what the first looks did not fill (a segment with fewer events
     # than its share, a competing consumer that took some): each segment looks at most three times
-    while (missing := limit - sum(len(s.got) for s in serves)) > 0:
+    while (missing := limit - sum(len(s.items) for s in serves)) > 0:
         more = [s for s in serves if s.more]
         if not more:
             break
         for n, serve in enumerate(more):
-            missing = limit - sum(len(s.got) for s in serves)
+            missing = limit - sum(len(s.items) for s in serves)
             if missing <= 0:
                 break
             want = math.ceil(missing / (len(more) - n))
@@ -170,22 +172,23 @@ def _read_once(
             _take(ctx, serve, want, looked, looked.read(pipe.execute()[0]))
     result.lease_expires_at = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
     for serve in serves:
-        if not serve.got:
+        if not serve.items:
             continue
         slot = serve.slot
         part = ReadPart(
             slot.stream.full_name,
             slot.segment,
             delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment),
-            serve.got,
+            serve.items,
+            serve.runs,
         )
         if sink_names:  # a redelivery is for the sinks that have not acknowledged it
             part.sinks_pending = [
-                [s for s in sink_names if s not in serve.sinks_acked.get(d.offset, ())] for _, d in serve.got
+                [s for s in sink_names if s not in serve.sinks_acked.get(item.offset, ())] for item in serve.items
             ]
         result.parts.append(part)
         if result.delivery_ranges is not None:
-            result.delivery_ranges += id_ranges(part.id_prefix, serve.got)
+            result.delivery_ranges += id_ranges(part.id_prefix, part.runs)
     _persist(group, ctx.moves, pending)
     return result
 
@@ -231,7 +234,8 @@ class _Serve:
     head: int
     tail: int  # where the read stops on this segment (its tail, or a bounded group's end)
     ends: tuple[Head, Tail]  # the segment's head and committed tail as the read found them
-    got: list[tuple[Record | Frame, Delivery]] = field(default_factory=list)
+    items: list[Record | Frame] = field(default_factory=list)  # what its looks got, in order
+    runs: list[list[int]] = field(default_factory=list)  # their deliveries (`ReadPart.runs`)
     sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
     looks: int = 0
     more: bool = True  # another look may find more
@@ -239,13 +243,20 @@ class _Serve:
 
 @dataclass
 class _Look:
-    """One hand-out on one segment, queued on a pipeline: the records read ahead of it, and what
-    reads its answer into a HandOut."""
+    """One hand-out on one segment, queued on a pipeline: the records read ahead of it (`rows`,
+    in offset order; `base` the first one's offset when they hold consecutive offsets, else -1),
+    and what reads its answer into a HandOut."""
 
     seg: Any
     view: Any
-    ahead: dict[int, Record | Frame]
+    rows: list[Record] | list[Frame]
+    base: int
     read: Callable[[list], HandOut]
+
+    @functools.cached_property
+    def ahead(self) -> dict[int, Record | Frame]:
+        """The rows by offset (made in C), for deliveries that are not a run of them."""
+        return dict(zip(map(_ROW_OFFSET, self.rows), self.rows))
 
 
 def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look:
@@ -257,26 +268,27 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
     view = ctx.views.get(slot.stream.pk)
     horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
     in_view = view is not None and start < horizon
-    ahead: dict[int, Record | Frame]
     rows: list[Record] | list[Frame]
+    base = -1
     if in_view:  # below the view's horizon a read_compacted group reads the view
         rows = _compacted.segment_records(slot.stream, view, slot.segment, start, want)
-        ahead = {r.offset: r for r in rows}
-        scan_until = max(ahead) + 1 if len(rows) == want else horizon
+        scan_until = max(map(_ROW_OFFSET, rows)) + 1 if len(rows) == want else horizon
     else:
         read = seg.read_frames if ctx.frames else seg.read
         rows = read(max(start, head), want, ends=serve.ends) if start < tail else []
-        ahead = dict(zip(map(_ROW_OFFSET, rows), rows))  # (made in C: a read has thousands)
-        scan_until = max(ahead) + 1 if ahead else max(start, head)
+        if rows:
+            first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
+            scan_until = last + 1
+            base = first if last - first == len(rows) - 1 else -1
+        else:
+            scan_until = max(start, head)
     # not due by a clock read after the records: an event published with a delivery
     # time already past when it was read is ordinary (the index did not take it)
     after_ms = int(positions.clock() * 1000)
     delayed = {}
     if any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
         delayed = {
-            o: r.deliver_at_ms / 1000
-            for o, r in ahead.items()
-            if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+            r.offset: r.deliver_at_ms / 1000 for r in rows if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
         }
     read = slot.tracker.hand_out(
         ctx.now,
@@ -290,12 +302,13 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         head=0 if in_view else head,
         delayed=delayed,
         scan_until=scan_until,
-        present=list(ahead) if in_view else None,
+        present=list(map(_ROW_OFFSET, rows)) if in_view else None,
         backoff=ctx.backoff,
         ack_policy=ctx.ack_policy,
         pipe=pipe,
+        runs=True,
     )
-    return _Look(seg, view, ahead, read)
+    return _Look(seg, view, rows, base, read)
 
 
 def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) -> None:
@@ -311,24 +324,43 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed += out.missed
         name = slot.stream.full_name
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
-    offsets = list(map(_OFFSET, out.deliveries))
+    if out.deliveries:  # redeliveries, one by one
+        _take_each(serve, look, out.deliveries)
+    rows, base = look.rows, look.base
+    for a, b in out.first_runs:  # first deliveries, a run of offsets each
+        i, j = a - base, b - base
+        if base >= 0 and i >= 0 and j <= len(rows):  # all read ahead: the run is a slice of them
+            serve.items += rows[i:j]
+            add_run(serve.runs, a, b - a, 1)
+        else:
+            _take_each(serve, look, [Delivery(o, 1) for o in range(a, b)])
+    serve.looks += 1
+    handed = out.deliveries or out.first_runs
+    no_progress = not handed and out.next <= max(serve.start, serve.head)  # a halted segment
+    # served and maybe more behind, or a competing consumer took some: another look may find more
+    serve.more = serve.looks < 3 and out.next < serve.tail and not no_progress
+    serve.start = out.next
+
+
+def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
+    """Deliveries given one by one, each with its record: read ahead, or read now (a compacted
+    view's, or one behind what was read ahead). An offset truncated away meanwhile is skipped:
+    the next read counts it missed."""
+    offsets = list(map(_OFFSET, deliveries))
     found = list(map(look.ahead.get, offsets))
-    got: list[tuple[Record | Frame, Delivery]]
+    pairs: Iterable[tuple[Record | Frame, Delivery]]
     if None not in found:  # the common case: every record read ahead (pairs made in C)
-        got = list(zip(cast(list[Record | Frame], found), out.deliveries))
+        pairs = zip(cast(list[Record | Frame], found), deliveries)
     else:
         records = records_at(look.seg, offsets, look.ahead)
         if look.view is not None:  # redeliveries of view events truncated from the log
             lost = [o for o in offsets if o not in records]
-            records.update(_compacted.records_at(slot.stream, look.view, slot.segment, lost))
-        # an offset truncated away meanwhile is skipped: the next read counts it missed
-        got = [(records[d.offset], d) for d in out.deliveries if d.offset in records]
-    serve.got += got
-    serve.looks += 1
-    no_progress = not out.deliveries and out.next <= max(serve.start, serve.head)  # a halted segment
-    # served and maybe more behind, or a competing consumer took some: another look may find more
-    serve.more = serve.looks < 3 and out.next < serve.tail and not no_progress
-    serve.start = out.next
+            records.update(_compacted.records_at(serve.slot.stream, look.view, serve.slot.segment, lost))
+        pairs = [(records[d.offset], d) for d in deliveries if d.offset in records]
+    items, runs = serve.items, serve.runs
+    for item, (offset, epoch) in pairs:
+        items.append(item)
+        add_run(runs, offset, 1, epoch)
 
 
 class CompactedViews(Protocol):

@@ -2,6 +2,7 @@
 what the id-by-id parse finds, and leaves every other list to it (which names the bad id)."""
 
 from collections import Counter
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given
@@ -11,7 +12,7 @@ from domain.acks import Delivery
 from domain.errors import FieldError
 from streams.ack_tracker import runs_of
 from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
-from streams.consuming.answers import id_ranges
+from streams.consuming.answers import ReadPart, add_run, id_ranges
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
@@ -156,15 +157,28 @@ def test_runs_spell_out_the_deliveries_they_were_made_of_in_order(pairs):
     assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
 
 
+class _Event(NamedTuple):
+    offset: int
+
+
+def part_of(deliveries) -> ReadPart:
+    """A read's part holding these deliveries, one by one, as a read adds them."""
+    part = ReadPart("s/t", "0", "7-8-0")
+    for d in deliveries:
+        part.add(_Event(d.offset), d.epoch)
+    return part
+
+
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), max_size=30))
 def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps):
     # given deliveries whose offsets go up by 0-3 at epochs 1-3 (runs and breaks of every kind)
-    offset, got = 10, []
+    offset, deliveries = 10, []
     for step, epoch in steps:
         offset += step
-        got.append((None, Delivery(offset, epoch)))
+        deliveries.append(Delivery(offset, epoch))
+    part = part_of(deliveries)
 
-    ranges = id_ranges("7-8-0", got)
+    ranges = id_ranges("7-8-0", part.runs)
 
     # then the ranges spell out exactly those deliveries, in order, and no two could be one
     spelled, runs = [], []
@@ -175,18 +189,24 @@ def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps)
         assert prefix == "7-8-0" and first <= last
         spelled += [Delivery(o, int(epoch)) for o in range(first, last + 1)]
         runs.append((first, last, int(epoch)))
-    assert spelled == [d for _, d in got]
+    assert spelled == deliveries == part.deliveries()
+    assert part.epochs() == [d.epoch for d in deliveries]
     assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
 
 
 def test_a_part_that_is_one_run_is_one_range_and_any_break_splits_it():
-    one = [(None, Delivery(o, 2)) for o in range(5, 1005)]
-    assert id_ranges("7-8-0", one) == ["7-8-0-5..1004-2"]
-    # an epoch that differs, an offset skipped, two offsets swapped: the general path's ranges
-    assert id_ranges("7-8-0", one[:3] + [(None, Delivery(8, 1))] + one[4:6]) == [
+    one = [Delivery(o, 2) for o in range(5, 1005)]
+    assert id_ranges("7-8-0", part_of(one).runs) == ["7-8-0-5..1004-2"]
+    # an epoch that differs, an offset skipped, two offsets swapped: a range each side of the break
+    assert id_ranges("7-8-0", part_of(one[:3] + [Delivery(8, 1)] + one[4:6]).runs) == [
         "7-8-0-5..7-2",
         "7-8-0-8..8-1",
         "7-8-0-9..10-2",
     ]
-    assert id_ranges("7-8-0", one[:2] + one[3:5]) == ["7-8-0-5..6-2", "7-8-0-8..9-2"]
-    assert id_ranges("7-8-0", [one[1], one[0]]) == ["7-8-0-6..6-2", "7-8-0-5..5-2"]
+    assert id_ranges("7-8-0", part_of(one[:2] + one[3:5]).runs) == ["7-8-0-5..6-2", "7-8-0-8..9-2"]
+    assert id_ranges("7-8-0", part_of([one[1], one[0]]).runs) == ["7-8-0-6..6-2", "7-8-0-5..5-2"]
+    # a run added whole grows the run before it when it follows it at its count
+    part = part_of(one[:3])
+    add_run(part.runs, 8, 10, 2)
+    add_run(part.runs, 18, 2, 1)
+    assert id_ranges("7-8-0", part.runs) == ["7-8-0-5..17-2", "7-8-0-18..19-1"]

@@ -58,7 +58,7 @@ def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_by
         Record(10, 1_700_000_000_123, None, 13, None, b"k", {"a": [1, 2]}, b'{"x": 1}', False),
     ]
     deliveries = [Delivery(7, 1), Delivery(8, 3), Delivery(9, 1), Delivery(10, 2)]
-    part = ReadPart("sc/st", "2", "4-5-2", list(zip(records, deliveries, strict=True)))
+    part = ReadPart.of("sc/st", "2", "4-5-2", zip(records, deliveries, strict=True))
     expires = "2026-11-23T07:00:00.500Z"
     got = _deliveries_json(part, expires)
     expected = []

@@ -42,8 +42,8 @@ def test_every_field_of_every_event_round_trips_byte_for_byte():
     # gives it, a record
     frames, _ = framing.read_frames(b"".join(map(framing.frame_record, first)))
     parts = [
-        ReadPart("sc/st", "2", "4-5-2", list(zip(frames, map(Delivery._make, [(7, 1), (8, 3), (9, 1), (10, 2)])))),
-        ReadPart("sc/other", "0", "4-6-0", [(second[0], Delivery(0, 1))]),
+        ReadPart.of("sc/st", "2", "4-5-2", zip(frames, map(Delivery._make, [(7, 1), (8, 3), (9, 1), (10, 2)]))),
+        ReadPart.of("sc/other", "0", "4-6-0", [(second[0], Delivery(0, 1))]),
     ]
     result = ReadResult(parts, missed=3, missed_by_stream={"sc/st": 3}, lease_expires_at="2026-11-23T07:00:00.500Z")
     head = {
@@ -79,7 +79,7 @@ def test_an_empty_read_round_trips():
 def test_a_batch_cut_short_or_with_bytes_after_it_is_refused(cut):
     recs = [Record(o, 1_700_000_000_000, None, 0, b"rk", None, None, b"payload", True) for o in (0, 1)]
     raw = encode_read_batch(
-        {"missed": 0}, [ReadPart("s/t", "0", "1-2-0", [(r, Delivery(r.offset, 1)) for r in recs])], None
+        {"missed": 0}, [ReadPart.of("s/t", "0", "1-2-0", [(r, Delivery(r.offset, 1)) for r in recs])], None
     )
     with pytest.raises(ValueError):
         decode_read_batch(raw[:-cut] if cut else raw + b"x")
@@ -89,7 +89,7 @@ def test_an_event_that_fails_its_crc_or_does_not_hold_together_is_refused():
     # given a batch of two events sent as stored
     recs = [Record(o, 1_700_000_000_000, None, 0, b"rk", None, None, b"payload", True) for o in (0, 1)]
     frames, _ = framing.read_frames(b"".join(map(framing.frame_record, recs)))
-    raw = encode_read_batch({}, [ReadPart("s/t", "0", "1-2-0", [(f, Delivery(f.offset, 1)) for f in frames])], None)
+    raw = encode_read_batch({}, [ReadPart.of("s/t", "0", "1-2-0", [(f, Delivery(f.offset, 1)) for f in frames])], None)
     assert [d["payload"] for d in decode_read_batch(raw)["deliveries"]] == ["payload", "payload"]
     # when a payload byte flips on the way, or an event's routing key claims more than its body holds
     flipped = raw[:-1] + b"X"
