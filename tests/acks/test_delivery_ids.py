@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from domain.acks import Delivery
 from domain.errors import FieldError
-from streams.ack_tracker import runs_of
+from streams.ack_tracker import _handed_out, _handed_out_as_runs, runs_of
 from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
 from streams.consuming.answers import ReadPart, add_run, id_ranges
 
@@ -210,3 +210,14 @@ def test_a_part_that_is_one_run_is_one_range_and_any_break_splits_it():
     add_run(part.runs, 8, 10, 2)
     add_run(part.runs, 18, 2, 1)
     assert id_ranges("7-8-0", part.runs) == ["7-8-0-5..17-2", "7-8-0-18..19-1"]
+
+
+def test_a_hand_out_read_as_runs_holds_the_same_deliveries_as_spelled_out():
+    # the HAND_OUT script's answer: redeliveries "offset:epoch", first deliveries as runs "a-b"
+    answer = [b"3:2,9:4", b"10-14,20-21", [b"5"], 1, 3, 21, b"9=search"]
+    spelled, runs = _handed_out(answer), _handed_out_as_runs(answer)
+    assert runs.first_runs == [(10, 14), (20, 21)] and spelled.first_runs == []
+    assert spelled.deliveries == runs.deliveries + [Delivery(o, 1) for o in (10, 11, 12, 13, 20)]
+    assert runs.deliveries == [Delivery(3, 2), Delivery(9, 4)]
+    assert (spelled.dead_letter, spelled.missed, spelled.floor, spelled.next) == ([5], 1, 3, 21)
+    assert spelled.sinks_acked == runs.sinks_acked == {9: ("search",)}
