@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from wsgiref.util import setup_testing_defaults
 
 from _common import ROOT, machine, postgres_cpu_seconds
 
@@ -104,23 +105,14 @@ def run(args) -> None:
                 "REQUEST_METHOD": method,
                 "PATH_INFO": path,
                 "QUERY_STRING": query,
-                "SERVER_NAME": "127.0.0.1",
-                "HTTP_HOST": "127.0.0.1",
-                "SERVER_PORT": "80",
-                "SERVER_PROTOCOL": "HTTP/1.1",
                 "REMOTE_ADDR": "127.0.0.1",
                 "CONTENT_TYPE": "application/json",
                 "CONTENT_LENGTH": str(len(data)),
                 "HTTP_ACCEPT": accept,
                 "HTTP_AUTHORIZATION": f"Token {self.token}",
                 "wsgi.input": io.BytesIO(data),
-                "wsgi.url_scheme": "http",
-                "wsgi.errors": sys.stderr,
-                "wsgi.version": (1, 0),
-                "wsgi.multithread": True,
-                "wsgi.multiprocess": True,
-                "wsgi.run_once": False,
             }
+            setup_testing_defaults(environ)  # the rest of what a WSGI server passes (host 127.0.0.1)
             answer: dict = {}
 
             def start_response(status, headers, exc_info=None):

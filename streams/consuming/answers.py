@@ -43,10 +43,6 @@ class ReadPart:
         self.items.append(item)
         add_run(self.runs, item.offset, 1, epoch)
 
-    def deliveries(self) -> list[Delivery]:
-        """Each event's delivery, in order."""
-        return [Delivery(first + k, epoch) for first, n, epoch in self.runs for k in range(n)]
-
     def epochs(self) -> list[int]:
         """Each event's delivery count, in order."""
         out: list[int] = []

@@ -189,7 +189,8 @@ def test_a_reads_id_ranges_name_its_deliveries_in_order_one_range_per_run(steps)
         assert prefix == "7-8-0" and first <= last
         spelled += [Delivery(o, int(epoch)) for o in range(first, last + 1)]
         runs.append((first, last, int(epoch)))
-    assert spelled == deliveries == part.deliveries()
+    assert spelled == deliveries
+    assert [(item.offset, epoch) for item, epoch in zip(part.items, part.epochs())] == deliveries
     assert part.epochs() == [d.epoch for d in deliveries]
     assert all(not (a[2] == b[2] and a[1] + 1 == b[0]) for a, b in zip(runs, runs[1:]))
 

@@ -5,7 +5,7 @@ application itself, as a web server calls it (the test client keeps answers of i
 
 import gc
 import io
-import sys
+from wsgiref.util import setup_testing_defaults
 
 import factories
 import orjson
@@ -30,23 +30,14 @@ def call(method: str, path: str, token: str, body: dict | None = None, accept: s
         "REQUEST_METHOD": method,
         "PATH_INFO": path,
         "QUERY_STRING": "",
-        "SERVER_NAME": "127.0.0.1",
-        "HTTP_HOST": "127.0.0.1",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
         "REMOTE_ADDR": "127.0.0.1",
         "CONTENT_TYPE": "application/json",
         "CONTENT_LENGTH": str(len(data)),
         "HTTP_ACCEPT": accept,
         "HTTP_AUTHORIZATION": f"Token {token}",
         "wsgi.input": io.BytesIO(data),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr,
-        "wsgi.version": (1, 0),
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": True,
-        "wsgi.run_once": False,
     }
+    setup_testing_defaults(environ)  # the rest of what a WSGI server passes (host 127.0.0.1)
     status = []
     # as Django's test client does: the test's transaction keeps its connection
     request_started.disconnect(close_old_connections)
