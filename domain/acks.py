@@ -115,6 +115,9 @@ class HandOut:
     # first deliveries given as runs of offsets [a, b), each at delivery count 1, after
     # `deliveries` (a read's hand-out asks for them so: no Delivery per event); empty otherwise
     first_runs: list[tuple[int, int]] = field(default_factory=list)
+    # the life of the state that handed them out, named in their delivery ids (0: a state of an
+    # older release, or the plain model); -1: nothing handed out, the state must be started anew
+    life: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

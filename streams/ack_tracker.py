@@ -36,10 +36,11 @@ same way by the next hand-out.
 
 from __future__ import annotations
 
+import random
 import struct
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 
 import numpy as np
@@ -87,6 +88,28 @@ class TrackerStats:
     skipped: int
 
 
+@dataclass(frozen=True)
+class KnownCounts:
+    """What the database knows of a segment's deliveries (`ReadPosition.handed`, `DeliveryCount`),
+    for a state Redis starts afresh: offsets from the floor up to `handed` were handed out at
+    least once, `counts` the highest count of those handed out more than once."""
+
+    handed: int = 0
+    counts: dict[int, int] = field(default_factory=dict)
+
+
+KNOWN_NOTHING = KnownCounts()
+
+
+def new_life() -> int:
+    """A state's life, named in its delivery ids (`streams.wire.delivery_prefix`): random, so that
+    no id of a state Redis lost names a delivery of the state started after it, whatever the
+    database managed to persist in between."""
+    return _random.randrange(1, 1_000_000_000)
+
+
+_random = random.SystemRandom()
+
 _SCRIPT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -108,6 +131,7 @@ class SegmentTracker:
         self.redis = redis
         self.keys = self.keys_of(subscription_key, segment)
         self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
+        self.life = 0  # of the state, as the last hand-out through this tracker found it
         (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._read_counts) = _scripts(redis)
 
     @staticmethod
@@ -134,11 +158,17 @@ class SegmentTracker:
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
         pipe: ScriptPipeline | None = None,
         runs: bool = False,
+        known: KnownCounts | None = KNOWN_NOTHING,
     ):
         """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease). With
         `pipe`, queues the script and returns a function that reads its answer into the HandOut
         (a read's segments then hand out in one round trip). `runs`: its first deliveries as
-        runs (`HandOut.first_runs`), not spelled out in `deliveries`."""
+        runs (`HandOut.first_runs`), not spelled out in `deliveries`. `known`: what the database
+        knows of the deliveries so far, read after the caller found no state in Redis; a state
+        is started only from it (None: the caller saw a state, and if it is gone meanwhile this
+        hand-out gives nothing and says so with `life` -1)."""
+        seeded = known is not None
+        known = known or KNOWN_NOTHING
         args = [
             now,
             limit,
@@ -154,9 +184,20 @@ class SegmentTracker:
             "0" if present is None else "1",
             ",".join(map(repr, map(float, backoff))),
             AckPolicy(ack_policy).value,
+            max(known.handed, floor),
+            ",".join(f"{o}:{c}" for o, c in known.counts.items()),
+            "1" if seeded else "0",
+            new_life(),
         ]
         keys = [*self.keys, self.index_key]
-        read = _handed_out_as_runs if runs else _handed_out
+        as_hand_out = _handed_out_as_runs if runs else _handed_out
+
+        def read(answer: list) -> HandOut:
+            out = as_hand_out(answer)
+            if out.life >= 0:
+                self.life = out.life
+            return out
+
         if pipe is not None:
             pipe.run_script(self._hand_out, keys, args)
             return read
@@ -185,12 +226,15 @@ class SegmentTracker:
         sink: str | None = None,
         sinks: tuple[str, ...] = (),
         pipe: ScriptPipeline | None = None,
+        life: int | None = None,
     ):
         """`ack_many` of the deliveries these runs name (each run: first offset, last offset
-        included, epoch), in that order, without a Python object per delivery. Returns the
+        included, epoch), in that order, without a Python object per delivery; `life`: the life
+        their ids name (a delivery of another life holds no live lease; None: the life the last
+        hand-out through this tracker found). Returns the
         deliveries not counted (0-based position in that order → why) and the floor after them;
         with `pipe`, queues the script and returns a function that reads its answer so."""
-        args = [sink or "", len(sinks), *sinks, _packed_runs(runs)]
+        args = [sink or "", len(sinks), *sinks, self.life if life is None else life, _packed_runs(runs)]
         if pipe is not None:
             pipe.run_script(self._ack, self.keys, args)
             return lambda answer: (_refused(answer[1]), int(answer[0]))
@@ -221,11 +265,20 @@ class SegmentTracker:
         reason: str = "",
         backoff: Sequence[float] = (),
         sink: str | None = None,
+        life: int | None = None,
     ) -> dict[int, str]:
-        """`nack_many` of the deliveries these runs name; returns those not given back (0-based
-        position → why)."""
+        """`nack_many` of the deliveries these runs name (their ids of `life`); returns those not
+        given back (0-based position → why)."""
         delay = "" if delay_s is None else repr(float(delay_s))
-        args = [now, delay, reason, ",".join(map(repr, map(float, backoff))), sink or "", _packed_runs(runs)]
+        args = [
+            now,
+            delay,
+            reason,
+            ",".join(map(repr, map(float, backoff))),
+            sink or "",
+            self.life if life is None else life,
+            _packed_runs(runs),
+        ]
         return _refused(self._nack(keys=self.keys, args=args))
 
     def nack(
@@ -307,7 +360,7 @@ def _handed_out(answer: list) -> HandOut:
 
 def _handed_out_as_runs(answer: list) -> HandOut:
     """The HAND_OUT script's answer as a HandOut whose first deliveries stay runs (`first_runs`)."""
-    again, first, dead, missed, new_floor, nxt, sinks_done = answer
+    again, first, dead, missed, new_floor, nxt, sinks_done, life = answer
     deliveries = []
     if again:
         for item in _text(again).split(","):
@@ -323,7 +376,9 @@ def _handed_out_as_runs(answer: list) -> HandOut:
         for item in _text(sinks_done).split(";"):
             offset, _, names = item.partition("=")
             done[int(offset)] = tuple(names.split(","))
-    return HandOut(deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done, first_runs)
+    return HandOut(
+        deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done, first_runs, int(life)
+    )
 
 
 Run = tuple[int, int, int]  # deliveries of offsets first to last (included) at one epoch

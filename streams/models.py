@@ -267,6 +267,9 @@ class Subscription(models.Model):
     # Names the subscription's acknowledgement state in Redis (streams.ack_tracker), for the
     # reason `ReaderGroup.state_key` gives: a new subscription can only start from its own floor.
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
+    # the incarnations of its state keys before its last seeks (the latest few): an ack a read
+    # carries across a seek names one, and is set apart as stale rather than refused
+    former_incarnations = models.JSONField(default=list, blank=True)
     acknowledgement_cut = models.JSONField(null=True, blank=True)
     # size_till of each segment's offset in the cut, recorded with it (the cycle needs no store
     # read for it); absent for cuts written before this field existed
@@ -315,6 +318,10 @@ class ReadPosition(models.Model):
     segment_id = models.CharField(max_length=64)
     floor = models.BigIntegerField(default=0)
     missed = models.BigIntegerField(default=0)  # events truncated away before they were processed
+    # every offset from the floor up to here was handed out at least once: persisted before a
+    # read answers, so that deliveries handed out again after Redis lost its state count on
+    # from what they had (`streams.ack_tracker`), never from 1
+    handed = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -323,6 +330,24 @@ class ReadPosition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subscription}:{self.segment_id}@{self.floor}"
+
+
+class DeliveryCount(models.Model):
+    """The highest delivery count an offset at or above its position's floor was handed out with,
+    for offsets handed out more than once (those handed out once are below `ReadPosition.handed`).
+    Persisted before a read answers; a Redis that lost its state starts from these, so a
+    redelivery's `delivery_count` and `max_deliveries` go on from where they were. Rows below
+    the floor are dropped as it passes them."""
+
+    position = models.ForeignKey(ReadPosition, on_delete=models.CASCADE, related_name="delivery_counts")
+    offset = models.BigIntegerField()
+    count = models.IntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["position", "offset"], name="delivery_count_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.position}:{self.offset}×{self.count}"
 
 
 class Checkpoint(models.Model):

@@ -179,6 +179,9 @@ def do_create_reader_group(
     return group
 
 
+FORMER_KEPT = 16  # the incarnations before a subscription's last seeks that it remembers
+
+
 def do_seek(group: ReaderGroup, body: object) -> ReaderGroup:
     """Move the group (Pravega's resetReaderGroup, Pulsar's seek, JetStream's deliver policies)
     to `position` (head or tail), `time` or `stream_cuts` (streams left out stay where they are).
@@ -204,8 +207,9 @@ def do_seek(group: ReaderGroup, body: object) -> ReaderGroup:
         ReaderGroup.objects.filter(pk=group.pk).update(generation=F("generation") + 1, updated_at=now)
         moved = []
         for sub, cut in targets:
+            sub.former_incarnations = [*sub.former_incarnations, sub.incarnation][-FORMER_KEPT:]
             sub.state_key = new_storage_key()
-            fields = ["state_key"]
+            fields = ["state_key", "former_incarnations"]
             if group.is_subscriber:
                 if cut != (sub.acknowledgement_cut or {}):
                     moved.append(sub.stream)

@@ -3,9 +3,11 @@ ISO 8601 with milliseconds and `Z`, and delivery ids. One home, used by the REST
 path of reader groups and the compacted view, so that one event reads the same everywhere. Plain
 Python: it never does I/O.
 
-A delivery id is `<incarnation>-<stream>-<segment>-<offset>-<epoch>`: the subscription's
-incarnation (a number from its random `state_key`), the stream's id, the segment, and the
-delivery of that offset. Clients treat it as opaque."""
+A delivery id is `<incarnation>.<life>-<stream>-<segment>-<offset>-<epoch>`: the subscription's
+incarnation (a number from its random `state_key`) and the life of the Redis state that handed it
+out (a random number drawn when that state started: a state Redis lost and started again hands out
+ids no earlier one had), the stream's id, the segment, and the delivery of that offset. Clients
+treat it as opaque."""
 
 from __future__ import annotations
 
@@ -81,9 +83,13 @@ def event_json(sr: StreamRecord) -> dict:
     return record_json(sr.segment, sr.record)
 
 
-def delivery_prefix(incarnation: int, stream_id: int, segment: str) -> str:
-    """What every delivery id of a subscription's segment starts with (then `-offset-epoch`)."""
-    return f"{incarnation}-{stream_id}-{segment}"
+def delivery_prefix(incarnation: int, stream_id: int, segment: str, life: int = 0) -> str:
+    """What every delivery id of a subscription's segment starts with (then `-offset-epoch`):
+    `<incarnation>.<life>-<stream id>-<segment>`, the life of the Redis state that handed it out
+    (`streams.ack_tracker.new_life`) after a dot; a state of an older release has none (0), and
+    its ids no dot."""
+    first = f"{incarnation}.{life}" if life else str(incarnation)
+    return f"{first}-{stream_id}-{segment}"
 
 
 # A read's answer in binary, for clients that ask for it by `Accept` (JSON stays the default and

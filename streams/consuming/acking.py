@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import groupby, repeat
+from typing import cast
 
 from django.conf import settings
 
@@ -17,12 +17,68 @@ from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
 from streams.models import ReaderGroup
-from streams.wire import delivery_prefix
 
-# Each number as the server writes it: ASCII digits, no leading zero ("0" itself is a number).
-# `\d` took Unicode digits ("١٢") and zero-padded numbers ("007"), ids the server never wrote.
-_N18, _N9 = "(0|[1-9][0-9]{0,17})", "(0|[1-9][0-9]{0,8})"
-_DELIVERY_ID = re.compile("-".join([_N18, _N18, _N9, _N18, _N9]))
+# Where an id's prefix (`<incarnation>[.<life>]-<stream>-<segment>`) points: one of the group's
+# segments at a life ((stream id, segment, life)), or why not
+Where = tuple[int, str, int]
+MALFORMED, NOT_READ, FOREIGN, STALE = "malformed", "not-read", "foreign", "stale"
+
+
+class IdPrefixes:
+    """The group's segments as delivery ids name them (`streams.wire.delivery_prefix`), to tell
+    what an id's prefix points at: a segment and the life of the Redis state that handed it out
+    (`Where`), or `NOT_READ` (a stream or segment the group does not read), `STALE` (the
+    segment's, handed out before one of the subscription's last seeks), `FOREIGN` (the
+    segment's, but of another incarnation: another group's, or this one's before it last
+    subscribed to the stream) or `MALFORMED`. Each distinct prefix is looked at once."""
+
+    def __init__(
+        self, incarnations: dict[tuple[int, str], int], former: dict[tuple[int, str], list[int]] | None = None
+    ):
+        """`incarnations`: (stream id, segment) → the subscription's incarnation; `former`: its
+        incarnations before its last seeks."""
+        former = former or {}
+        self.segments = {
+            f"{sid}-{seg}": (sid, seg, str(inc), {str(f) for f in former.get((sid, seg), ())})
+            for (sid, seg), inc in incarnations.items()
+        }
+        self.seen: dict[str, Where | str] = {}
+
+    @classmethod
+    def of(cls, group_slots: list[Slot]) -> IdPrefixes:
+        return cls(
+            {(s.stream.pk, s.segment): s.subscription.incarnation for s in group_slots},
+            {(s.stream.pk, s.segment): s.subscription.former_incarnations for s in group_slots},
+        )
+
+    def where(self, prefix: str) -> Where | str:
+        found = self.seen.get(prefix)
+        if found is None:
+            found = self.seen[prefix] = self._where(prefix)
+        return found
+
+    def _where(self, prefix: str) -> Where | str:
+        first, _, rest = prefix.partition("-")
+        incarnation, dot, life = first.partition(".")
+        if not _as_written(incarnation, 18) or (dot and (not _as_written(life, 9) or life == "0")):
+            return MALFORMED
+        segment = self.segments.get(rest)
+        if segment is None:
+            stream_id, _, segment_id = rest.partition("-")
+            return NOT_READ if _as_written(stream_id, 18) and _as_written(segment_id, 9) else MALFORMED
+        sid, seg, mine, former = segment
+        if incarnation in former:
+            return STALE
+        if incarnation != mine:
+            return FOREIGN
+        return (sid, seg, int(life) if dot else 0)
+
+
+_WHY = {
+    NOT_READ: "names a stream this group does not read",
+    STALE: "was handed out before the group was sought: its lease went with the seek",
+    FOREIGN: "belongs to another reader group, or to this group before it last subscribed to the stream",
+}
 
 
 @dataclass
@@ -76,69 +132,62 @@ def _id_list(ids: object, name: str = "delivery_ids") -> list:
     return ids
 
 
-def _parse_ids(ids: list, group_slots: list[Slot], name: str = "delivery_ids") -> dict[tuple, Named]:
-    """Delivery ids by (stream, segment) → the deliveries they name there; anything wrong is
-    refused before anything is applied."""
-    known = {(s.stream.pk, s.segment): s for s in group_slots}
-    prefixes = {
-        delivery_prefix(s.subscription.incarnation, s.stream.pk, s.segment): (s.stream.pk, s.segment)
-        for s in group_slots
-    }
+def _parse_ids(
+    ids: list, group_slots: list[Slot], name: str = "delivery_ids", lenient: bool = False
+) -> tuple[dict[Where, Named], list[tuple[int, str]]]:
+    """Delivery ids by where they point (stream, segment, life) → the deliveries they name
+    there; anything wrong is refused before anything is applied. `lenient` (an ack a read
+    carries): ids handed out before one of the group's last seeks are not refused but returned
+    apart, each (index, reason "stale"): a consumer that carried them across a seek goes on
+    reading."""
+    prefixes = IdPrefixes.of(group_slots)
     by_slot = _parse_plain_ids(ids, prefixes)
-    return by_slot if by_slot is not None else _parse_each(ids, known, prefixes, name)
+    return (by_slot, []) if by_slot is not None else _parse_each(ids, prefixes, name, lenient)
 
 
-def _parse_each(ids: list, known: dict, prefixes: dict[str, tuple], name: str = "delivery_ids") -> dict[tuple, Named]:
+def _parse_each(
+    ids: list, prefixes: IdPrefixes, name: str = "delivery_ids", lenient: bool = False
+) -> tuple[dict[Where, Named], list[tuple[int, str]]]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why. An id may
     be a range, `<…>-<first>..<last>-<epoch>`: the deliveries of offsets first to last (both
     included) at that epoch, as a read's `delivery_ranges` gives them; all of them count towards
     the batch's bound."""
-    by_slot: dict[tuple, Named] = defaultdict(Named)
+    by_slot: dict[Where, Named] = defaultdict(Named)
+    apart: list[tuple[int, str]] = []
     total = 0
     for i, raw in enumerate(ids):
-        if type(raw) is str:  # the common case, without a regular expression
-            head, _, epoch = raw.rpartition("-")
-            prefix, _, offset = head.rpartition("-")
-            key = prefixes.get(prefix)
-            first, dots, last = offset.partition("..")
-            if dots:
-                if key is None or not (_as_written(first, 18) and _as_written(last, 18) and _as_written(epoch, 9)):
-                    raise FieldError(
-                        f"{name}[{i}]", f"{raw!r} is not a delivery id range of this group", "unknown_delivery"
-                    )
-                a, b = int(first), int(last)
-                total += b - a + 1
-                if b < a or total > settings.CBR_MAX_READ_EVENTS:
-                    raise FieldError(
-                        f"{name}[{i}]",
-                        f"{raw!r}: a range runs from its first offset to a last one not below it, and a batch "
-                        f"names at most {settings.CBR_MAX_READ_EVENTS} deliveries",
-                    )
-                by_slot[key].add(i, a, b, int(epoch))
-                continue
-            total += 1
-            if total > settings.CBR_MAX_READ_EVENTS:  # with the ranges before it
-                raise FieldError(f"{name}[{i}]", f"a batch names at most {settings.CBR_MAX_READ_EVENTS} deliveries")
-            if key is not None and _as_written(offset, 18) and _as_written(epoch, 9):
-                n = int(offset)
-                by_slot[key].add(i, n, n, int(epoch))
-                continue
-        m = _DELIVERY_ID.fullmatch(raw) if isinstance(raw, str) else None
-        if m is None:
+        if type(raw) is not str:
             raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
-        incarnation, sid, seg, offset, epoch = m.groups()
-        key = (int(sid), seg)
-        if key not in known:
-            raise FieldError(f"{name}[{i}]", "names a stream this group does not read", "unknown_delivery")
-        if "-".join((incarnation, sid, seg)) not in prefixes:  # the stream's, but another subscription's
+        head, _, epoch = raw.rpartition("-")
+        prefix, _, offset = head.rpartition("-")
+        first, dots, last = offset.partition("..")
+        if dots:
+            if not (_as_written(first, 18) and _as_written(last, 18) and _as_written(epoch, 9)):
+                raise FieldError(
+                    f"{name}[{i}]", f"{raw!r} is not a delivery id range of this group", "unknown_delivery"
+                )
+            a, b = int(first), int(last)
+        elif _as_written(offset, 18) and _as_written(epoch, 9):
+            a = b = int(offset)
+        else:
+            raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
+        total += b - a + 1
+        if b < a or total > settings.CBR_MAX_READ_EVENTS:
             raise FieldError(
                 f"{name}[{i}]",
-                "belongs to another reader group, or to this group before it last subscribed to the stream",
-                "unknown_delivery",
+                f"{raw!r}: a range runs from its first offset to a last one not below it, and a batch "
+                f"names at most {settings.CBR_MAX_READ_EVENTS} deliveries",
             )
-        n = int(offset)
-        by_slot[key].add(i, n, n, int(epoch))
-    return by_slot
+        where = prefixes.where(prefix)
+        if where == MALFORMED:
+            raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
+        if isinstance(where, str):
+            if not (lenient and where == STALE):
+                raise FieldError(f"{name}[{i}]", _WHY[where], "unknown_delivery")
+            apart.append((i, "stale"))
+            continue
+        by_slot[where].add(i, a, b, int(epoch))
+    return by_slot, apart
 
 
 def _as_written(number: str, digits: int) -> bool:
@@ -151,12 +200,13 @@ def _unpadded(numbers: tuple[str, ...]) -> bool:
     return sum(map(str.startswith, numbers, repeat("0"))) == numbers.count("0")
 
 
-def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, Named] | None:
+def _parse_plain_ids(ids: list, prefixes: IdPrefixes) -> dict[Where, Named] | None:
     """The common case of `_parse_ids` without a Python step per id (an ack carries a thousand):
     every id a string naming one of the group's segments, as the server wrote it, offset and epoch
     plain ASCII digits (at most 18 and 9) with no leading zero. Ids are split, checked and
     converted by C-level `map`s, and handed to their segments in runs (a read's ids come segment
-    by segment). None when any id is not so (the id-by-id parse then says which, and why)."""
+    by segment); each distinct prefix is looked at once. None when any id is not so (the id-by-id
+    parse then says which, and why)."""
     if not all(type(raw) is str for raw in ids):
         return None
     parts = list(map(str.rsplit, ids, repeat("-"), repeat(2)))
@@ -174,17 +224,17 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, Named
         or not _unpadded(epochs)
     ):
         return None
-    keys = list(map(prefixes.get, heads))
-    if None in keys:
+    where = {head: prefixes.where(head) for head in set(heads)}
+    if any(isinstance(w, str) for w in where.values()):
         return None
+    keys = list(map(where.__getitem__, heads))
     numbers = list(map(int, offsets))
     runs = list(zip(numbers, numbers, map(int, epochs)))  # one delivery each
-    by_slot: dict[tuple, Named] = defaultdict(Named)
+    by_slot: dict[Where, Named] = defaultdict(Named)
     at = 0
     for key, group in groupby(keys):
-        assert key is not None  # None in keys: returned above
         n = len(list(group))
-        named = by_slot[key]
+        named = by_slot[cast(Where, key)]
         named.runs += runs[at : at + n]
         named.index += range(at, at + n)
         named.count += n
@@ -195,13 +245,15 @@ def _parse_plain_ids(ids: list, prefixes: dict[str, tuple]) -> dict[tuple, Named
 def _refusal(outcome: AckOutcome, ids: list, verb: str) -> None:
     if not outcome.refused:
         return
-    first = outcome.refused[0]
-    unknown = [r for r in outcome.refused if r["reason"] != "stale"]
+    unknown = [r for r in outcome.refused if r["reason"] not in ("stale", "lost")]
     code = "unknown_delivery" if unknown else "lease_lost"
     first = (unknown or outcome.refused)[0]
     detail = {
         "unknown": "is not a live delivery of this group (never handed out, or already given back)",
-        "stale": "its lease expired and the event was handed out again: this delivery is void",
+        "stale": "its lease expired (or the group's state in Redis was lost) and the event was handed out "
+        "again: this delivery is void",
+        "lost": "the group's state in Redis was lost (Redis restarted empty): the event will be handed out "
+        "again, and this delivery is void",
     }.get(first["reason"], first["reason"])
     details = {
         "refused": outcome.refused,
@@ -237,16 +289,17 @@ def ack(
 def ack_part(group: ReaderGroup, part: object, group_slots: list[Slot]) -> PendingAck:
     """The `ack` of a read that acknowledges the previous batch on its way (as an ack request's
     body: `delivery_ids`, and `sink` for a fan-out group), checked and ready to go on the read's
-    first pipeline, before the read's own commands. Errors name `ack.…`. A malformed or foreign
-    id refuses the whole request before anything is applied, as an ack does; deliveries refused
-    as such (a lease lost, one never handed out) are listed in the outcome's `refused`, the others
-    acknowledged, and the read goes on."""
+    first pipeline, before the read's own commands. Errors name `ack.…`. A malformed id refuses
+    the whole request before anything is applied, as an ack does; deliveries refused as such (a
+    lease lost, one never handed out, one handed out before a seek) are listed in the outcome's
+    `refused`, the others acknowledged, and the read goes on: a consumer carrying the last batch's ack across a seek or a loss of Redis state
+    keeps consuming."""
     if not isinstance(part, dict):
         raise FieldError("ack", "must be an object: delivery_ids, and sink for a group with sinks")
     unknown = sorted(set(part) - {"delivery_ids", "sink"})
     if unknown:
         raise FieldError(f"ack.{unknown[0]}", "is not a field of an ack")
-    return _pending(group, part.get("delivery_ids"), part.get("sink"), group_slots, "ack.")
+    return _pending(group, part.get("delivery_ids"), part.get("sink"), group_slots, "ack.", lenient=True)
 
 
 class PendingAck:
@@ -255,18 +308,30 @@ class PendingAck:
     persist. A read carrying an ack queues them on its own first pipeline: one round trip, one
     floor update for both."""
 
-    def __init__(self, group: ReaderGroup, ids: list, by_slot: dict[tuple, Named], group_slots: list[Slot], sink, name):
+    def __init__(
+        self,
+        group: ReaderGroup,
+        ids: list,
+        by_slot: dict[Where, Named],
+        group_slots: list[Slot],
+        sink,
+        name,
+        apart: list[tuple[int, str]] = (),  # type: ignore[assignment]
+    ):
         self.group, self.ids, self.by_slot, self.sink, self.name = group, ids, by_slot, sink, name
+        self.apart = list(apart)  # ids refused by their prefix alone: (index, reason)
         self.slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
         self.readers: list = []
 
     def queue(self, pipe: ScriptPipeline) -> int:
         """Queue the scripts; returns how many answers they take on the pipeline's answer."""
         sinks = self.group.sink_names
-        self.readers = [
-            (self.slot_of[key], named, self.slot_of[key].tracker.ack_runs(named.runs, self.sink, sinks, pipe=pipe))
-            for key, named in self.by_slot.items()
-        ]
+        self.readers = []
+        for (sid, seg, life), named in self.by_slot.items():
+            slot = self.slot_of[sid, seg]
+            self.readers.append(
+                (slot, named, slot.tracker.ack_runs(named.runs, self.sink, sinks, pipe=pipe, life=life))
+            )
         return len(self.readers)
 
     def finish(self, answers: list) -> tuple[AckOutcome, list[tuple[Slot, int, int]]]:
@@ -275,13 +340,19 @@ class PendingAck:
         moves = []
         for (slot, named, reader), answer in zip(self.readers, answers, strict=True):
             refused, floor = reader(answer)
-            _tally(outcome, self.ids, named, refused, name=self.name)
+            _tally(outcome, self.ids, named, refused, name=self.name, slot=slot)
             moves.append((slot, floor, 0))
+        outcome.refused += [
+            {"field": f"{self.name}[{i}]", "delivery_id": self.ids[i], "reason": why} for i, why in self.apart
+        ]
         return outcome, moves
 
 
-def _pending(group: ReaderGroup, ids: object, sink: object, group_slots: list[Slot] | None, prefix: str) -> PendingAck:
-    """An ack checked (errors name `<prefix>delivery_ids` and `<prefix>sink`), ready to queue."""
+def _pending(
+    group: ReaderGroup, ids: object, sink: object, group_slots: list[Slot] | None, prefix: str, lenient: bool = False
+) -> PendingAck:
+    """An ack checked (errors name `<prefix>delivery_ids` and `<prefix>sink`), ready to queue;
+    `lenient` as `_parse_ids` has it."""
     sinks = group.sink_names
     if sinks:
         if sink not in sinks:
@@ -290,8 +361,8 @@ def _pending(group: ReaderGroup, ids: object, sink: object, group_slots: list[Sl
         raise FieldError(f"{prefix}sink", "this group declares no sinks")
     group_slots = slots(group) if group_slots is None else group_slots
     id_list = _id_list(ids, f"{prefix}delivery_ids")
-    by_slot = _parse_ids(id_list, group_slots, f"{prefix}delivery_ids")
-    return PendingAck(group, id_list, by_slot, group_slots, sink, f"{prefix}delivery_ids")
+    by_slot, apart = _parse_ids(id_list, group_slots, f"{prefix}delivery_ids", lenient)
+    return PendingAck(group, id_list, by_slot, group_slots, sink, f"{prefix}delivery_ids", apart)
 
 
 def _ack(
@@ -341,15 +412,16 @@ def nack(
         )
     group_slots = slots(group) if group_slots is None else group_slots
     id_list = _id_list(ids)
-    by_slot = _parse_ids(id_list, group_slots)
+    by_slot, _ = _parse_ids(id_list, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
     now = positions.clock()
     delay_s = None if delay_ms is None else delay_ms / 1000
     backoff = tuple(group.backoff_s or ())
-    for key, named in by_slot.items():
-        refused = slot_of[key].tracker.nack_runs(named.runs, now, delay_s, reason, backoff, sink)
-        _tally(outcome, id_list, named, refused, nack=True)
+    for (sid, seg, life), named in by_slot.items():
+        slot = slot_of[sid, seg]
+        refused = slot.tracker.nack_runs(named.runs, now, delay_s, reason, backoff, sink, life=life)
+        _tally(outcome, id_list, named, refused, nack=True, slot=slot)
     _refusal(outcome, id_list, "given back")
     return outcome
 
@@ -369,9 +441,14 @@ def _tally(
     refused: dict[int, str],
     nack: bool = False,
     name: str = "delivery_ids",
+    slot: Slot | None = None,
 ) -> None:
     """Count what a segment's script did with the deliveries `named` there: all of them but those
-    `refused` (position among them → why) were acknowledged (given back, with `nack`)."""
+    `refused` (position among them → why) were acknowledged (given back, with `nack`). A
+    delivery the script found no state for ('lost': Redis lost it, or the segment was never
+    read) is told apart by what the database knows of the segment (`slot`): below the floor it
+    was processed, at or past `handed` it was never handed out, and in between its lease was
+    lost with the state."""
     if not refused:  # the common case: no delivery spelled out
         if nack:
             outcome.given_back += named.count
@@ -380,6 +457,11 @@ def _tally(
         return
     for k, (i, d) in enumerate(named.items()):
         reason = refused.get(k)
+        if reason == "lost" and slot is not None:
+            if d.offset < slot.position.floor:
+                reason = "already-acked"
+            elif d.offset >= max(slot.position.handed, slot.position.floor):
+                reason = "unknown"
         if reason is None:
             if nack:
                 outcome.given_back += 1

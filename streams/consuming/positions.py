@@ -18,11 +18,11 @@ from django.utils import timezone
 
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
-from streams.ack_tracker import SegmentTracker
+from streams.ack_tracker import KnownCounts, SegmentTracker
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
-from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription
+from streams.models import DeliveryCount, ReaderGroup, ReadPosition, Scope, Stream, Subscription
 
 SEEN_TTL_S = 30 * 86400
 clock = time.time  # the clock of leases and delays (tests replace it)
@@ -198,24 +198,33 @@ def make_positions(sub: Subscription, segments: list[str]) -> dict[str, ReadPosi
     return {p.segment_id: p for p in ReadPosition.objects.filter(subscription=sub, segment_id__in=segments)}
 
 
-def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
-    """Persist (slot, floor, missed) moves in one statement. Floors only move forward: each row
-    takes the greater of its floor and the new one."""
-    merged: dict[int, tuple[Slot, int, int]] = {}
+def persist_floors(moves: list[tuple[Slot, int, int]], handed: dict[int, tuple[Slot, int]] | None = None) -> None:
+    """Persist (slot, floor, missed) moves, and how far reads handed out (`handed`: by position,
+    (slot, the state's `next` after the read)), in one statement. Floors and `handed` only move
+    forward: each row takes the greater of its value and the new one."""
+    merged: dict[int, list] = {}  # position -> [slot, floor, missed, handed]
     for slot, floor, missed in moves:  # one slot may move more than once in a request
-        _, f, m = merged.get(slot.position.pk, (slot, floor, 0))
-        merged[slot.position.pk] = (slot, max(f, floor), m + missed)
-    moves = [(slot, floor, missed) for slot, floor, missed in merged.values() if floor > slot.position.floor or missed]
-    if not moves:
+        row = merged.setdefault(slot.position.pk, [slot, floor, 0, 0])
+        row[1], row[2] = max(row[1], floor), row[2] + missed
+    for position, (slot, upto) in (handed or {}).items():
+        row = merged.setdefault(position, [slot, 0, 0, 0])
+        row[3] = max(row[3], upto)
+    rows = [
+        (slot, floor, missed, upto)
+        for slot, floor, missed, upto in merged.values()
+        if floor > slot.position.floor or missed or upto > slot.position.handed
+    ]
+    if not rows:
         return
     # As `.update(floor=Greatest(F("floor"), Case(When(pk=…, then=…))), missed=F("missed") + …)`,
     # in SQL written directly: every ack persists floors, and building the query was most of it.
     q = connection.ops.quote_name
-    pk, floor_col, missed_col = q("id"), q("floor"), q("missed")
-    when_floor = " ".join(f"WHEN {pk} = %s AND {floor_col} < %s THEN %s" for _ in moves)
-    when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in moves)
+    pk, floor_col, missed_col, handed_col = q("id"), q("floor"), q("missed"), q("handed")
+    when_floor = " ".join(f"WHEN {pk} = %s AND {floor_col} < %s THEN %s" for _ in rows)
+    when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in rows)
+    when_handed = " ".join(f"WHEN {pk} = %s AND {handed_col} < %s THEN %s" for _ in rows)
     table = q(ReadPosition._meta.db_table)
-    ids = ", ".join(["%s"] * len(moves))
+    ids = ", ".join(["%s"] * len(rows))
     if connection.vendor == "postgresql":
         # the rows locked in id order first: two requests of one group (a read and an ack, or two
         # consumers' acks) updating the same rows, each in the order its scan met them, deadlocked
@@ -225,17 +234,62 @@ def persist_floors(moves: list[tuple[Slot, int, int]]) -> None:
         which = ids
     sql = (
         f"UPDATE {table} SET {floor_col} = CASE {when_floor} ELSE {floor_col} END, "
-        f"{missed_col} = {missed_col} + CASE {when_missed} ELSE 0 END, {q('updated_at')} = %s "
+        f"{missed_col} = {missed_col} + CASE {when_missed} ELSE 0 END, "
+        f"{handed_col} = CASE {when_handed} ELSE {handed_col} END, {q('updated_at')} = %s "
         f"WHERE {pk} IN ({which})"
     )
-    params: list[int | str | None] = [v for slot, f, _ in moves for v in (slot.position.pk, f, f)]
-    params += [v for slot, _, m in moves for v in (slot.position.pk, m)]
+    params: list[int | str | None] = [v for slot, f, _, _ in rows for v in (slot.position.pk, f, f)]
+    params += [v for slot, _, m, _ in rows for v in (slot.position.pk, m)]
+    params += [v for slot, _, _, h in rows for v in (slot.position.pk, h, h)]
     params += [connection.ops.adapt_datetimefield_value(timezone.now())]
-    params += [slot.position.pk for slot, _, _ in moves]
+    params += [slot.position.pk for slot, _, _, _ in rows]
     run_prepared(sql, params)
-    for slot, floor, m in moves:
+    for slot, floor, m, h in rows:
         slot.position.floor = max(slot.position.floor, floor)
         slot.position.missed += m
+        slot.position.handed = max(slot.position.handed, h)
+
+
+def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:
+    """Persist the delivery counts of redeliveries, each (position, offset, count), in one
+    statement (a row per offset keeps its highest count), and drop the rows of those positions
+    that their floors passed."""
+    best: dict[tuple[int, int], int] = {}
+    for position, offset, count in counts:
+        best[position, offset] = max(best.get((position, offset), 0), count)
+    q = connection.ops.quote_name
+    table, positions_table = q(DeliveryCount._meta.db_table), q(ReadPosition._meta.db_table)
+    pos, off, cnt = q("position_id"), q("offset"), q("count")
+    values = ", ".join(["(%s, %s, %s)"] * len(best))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({pos}, {off}, {cnt}) VALUES {values} "
+            f"ON CONFLICT ({pos}, {off}) DO UPDATE SET {cnt} = "
+            f"CASE WHEN excluded.{cnt} > {table}.{cnt} THEN excluded.{cnt} ELSE {table}.{cnt} END",
+            [v for (p, o), c in best.items() for v in (p, o, c)],
+        )
+        ids = sorted({p for p, _ in best})
+        cursor.execute(
+            f"DELETE FROM {table} WHERE {pos} IN ({', '.join(['%s'] * len(ids))}) AND {off} < "
+            f"(SELECT {q('floor')} FROM {positions_table} WHERE {positions_table}.{q('id')} = {table}.{pos})",
+            ids,
+        )
+
+
+def known_counts(fresh: list[Slot]) -> dict[int, KnownCounts]:
+    """What the database knows now of the deliveries on these segments (by position), for the
+    Redis state a read starts there; each slot's position is brought up to date with it (its
+    floor may have moved since the request began)."""
+    by_pk = {slot.position.pk: slot for slot in fresh}
+    for pk, floor, handed in ReadPosition.objects.filter(pk__in=by_pk).values_list("pk", "floor", "handed"):
+        position = by_pk[pk].position
+        position.floor, position.handed = max(position.floor, floor), max(position.handed, handed)
+    counts: dict[int, dict[int, int]] = {pk: {} for pk in by_pk}
+    rows = DeliveryCount.objects.filter(position_id__in=by_pk).values_list("position_id", "offset", "count")
+    for pk, offset, count in rows:
+        if offset >= by_pk[pk].position.floor:
+            counts[pk][offset] = count
+    return {pk: KnownCounts(slot.position.handed, counts[pk]) for pk, slot in by_pk.items()}
 
 
 def seen_key(group_key: str) -> str:

@@ -15,12 +15,22 @@ from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
+from streams.ack_tracker import KnownCounts
 from streams.consuming import positions
 from streams.consuming.acking import PendingAck, ack_part
 from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
-from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, records_at, slots
+from streams.consuming.positions import (
+    Slot,
+    known_counts,
+    mark_seen,
+    note_consumer,
+    persist_delivery_counts,
+    persist_floors,
+    records_at,
+    slots,
+)
 from streams.delaying.handing import queue_release, release_due
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
@@ -125,28 +135,45 @@ def _read_once(
     for slot in group_slots:
         if slot.stream.pk not in ends:
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
-    work: list[tuple[Slot, int, int, int, tuple[Head, Tail]]] = []  # (slot, start, head, stop, ends)
+    # (slot, start, head, stop, ends, whether Redis holds no state for it)
+    work: list[tuple[Slot, int, int, int, tuple[Head, Tail], bool]] = []
+    fresh: list[Slot] = []  # segments whose state Redis does not hold (lost, or never read)
     for i, slot in enumerate(group_slots):
         nxt, halted, _, expired, retry_due, dead_due = answers[i]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
         stop = seg_tail.next_offset
+        head = seg_head.offset
         end_cut = slot.subscription.end_cut
         if end_cut is not None and slot.segment in end_cut:  # a bounded group reads up to its end
-            stop = min(stop, max(int(end_cut[slot.segment]), seg_head.offset))
+            end = int(end_cut[slot.segment])
+            if head > end:
+                # retention deleted past the end: the group missed only what lay before its end,
+                # never what it would not have read
+                head = max(end, slot.position.floor)
+            stop = min(stop, max(end, head))
         start = slot.position.floor if nxt is None else int(nxt)
         if (
-            max(start, seg_head.offset) < stop
+            max(start, head) < stop
             or halted is not None
             or expired
             or retry_due
             or dead_due
-            or seg_head.offset > slot.position.floor
+            or head > slot.position.floor
         ):
-            work.append((slot, start, seg_head.offset, stop, (seg_head, seg_tail)))
+            work.append((slot, start, head, stop, (seg_head, seg_tail), nxt is None))
+            if nxt is None:
+                fresh.append(slot)
+    # a state Redis must start: from what the database knows now (the floor may have moved, and
+    # what was handed out before a loss comes again counting on), never from what this request
+    # loaded when it began
+    known = known_counts(fresh) if fresh else {}
     views = compacted_views(group, group_slots)
     random.shuffle(work)  # fair across segments: no segment is always served first
-    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves, frames)
-    serves = [_Serve(*item) for item in work]
+    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves, frames, known)
+    serves = [
+        _Serve(slot, slot.position.floor if lost else start, head, stop, seg_ends)
+        for slot, start, head, stop, seg_ends, lost in work
+    ]
     # every segment's first look in one round trip, the read's events shared out evenly
     pipe = scripted_pipeline(redis)
     asked: list[tuple[_Serve, int, _Look]] = []
@@ -178,7 +205,7 @@ def _read_once(
         part = ReadPart(
             slot.stream.full_name,
             slot.segment,
-            delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment),
+            delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment, serve.life),
             serve.items,
             serve.runs,
         )
@@ -189,7 +216,7 @@ def _read_once(
         result.parts.append(part)
         if result.delivery_ranges is not None:
             result.delivery_ranges += id_ranges(part.id_prefix, part.runs)
-    _persist(group, ctx.moves, pending)
+    _persist(group, ctx.moves, pending, ctx.handed, ctx.counts)
     return result
 
 
@@ -200,10 +227,20 @@ def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: Scr
         slot.tracker.read_counts(now, lease_s, pipe)
 
 
-def _persist(group: ReaderGroup, moves: list[tuple[Slot, int, int]], pending: PendingAck | None) -> None:
-    """A pass's floors (its carried ack's with its own) in one statement; after an ack, an
-    AUTOMATIC group's periodic checkpoint when one is due, as after an ack request."""
-    persist_floors(moves)
+def _persist(
+    group: ReaderGroup,
+    moves: list[tuple[Slot, int, int]],
+    pending: PendingAck | None,
+    handed: dict[int, tuple[Slot, int]] | None = None,
+    counts: list[tuple[int, int, int]] | None = None,
+) -> None:
+    """A pass's floors (its carried ack's with its own) and how far it handed out, in one
+    statement, and the delivery counts of its redeliveries: all before the answer leaves, so
+    that what a consumer holds is what the database knows if Redis loses its state. After an
+    ack, an AUTOMATIC group's periodic checkpoint when one is due, as after an ack request."""
+    if counts:
+        persist_delivery_counts(counts)
+    persist_floors(moves, handed)
     if pending is not None:
         maybe_checkpoint(group)
 
@@ -223,6 +260,9 @@ class _Context:
     result: ReadResult
     moves: list[tuple[Slot, int, int]]
     frames: bool  # events from the log left as stored (`framing.Frame`)
+    known: dict[int, KnownCounts]  # by position: what a state Redis starts now starts from
+    handed: dict[int, tuple[Slot, int]] = field(default_factory=dict)  # by position: (slot, its `next`)
+    counts: list[tuple[int, int, int]] = field(default_factory=list)  # (position, offset, count) of redeliveries
 
 
 @dataclass
@@ -239,6 +279,7 @@ class _Serve:
     sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
     looks: int = 0
     more: bool = True  # another look may find more
+    life: int = 0  # of the Redis state that handed them out (in their ids)
 
 
 @dataclass
@@ -307,6 +348,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         ack_policy=ctx.ack_policy,
         pipe=pipe,
         runs=True,
+        known=ctx.known.get(slot.position.pk),
     )
     return _Look(seg, view, rows, base, read)
 
@@ -315,6 +357,11 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
     """What one hand-out gave: its events (with their records) to the segment's part of the read,
     its floor and missed events to the moves, its poison to the dead letters."""
     slot, result = serve.slot, ctx.result
+    if out.life < 0:  # Redis lost the state since this read looked: the next read starts it
+        serve.more = False
+        return
+    if not serve.looks:
+        serve.life = out.life
     serve.sinks_acked.update(out.sinks_acked)
     floor = out.floor
     if out.dead_letter:
@@ -326,6 +373,10 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
     if out.deliveries:  # redeliveries, one by one
         _take_each(serve, look, out.deliveries)
+        ctx.counts += [(slot.position.pk, o, e) for o, e in out.deliveries if e > 1]
+    if out.deliveries or out.first_runs:
+        _, was = ctx.handed.get(slot.position.pk, (slot, 0))
+        ctx.handed[slot.position.pk] = (slot, max(was, out.next))
     rows, base = look.rows, look.base
     for a, b in out.first_runs:  # first deliveries, a run of offsets each
         i, j = a - base, b - base

@@ -1,4 +1,4 @@
--- ARGV: sink, number of sinks, the sinks, then the deliveries
+-- ARGV: sink, number of sinks, the sinks, then the ids' life and the deliveries
 -- returns {floor, {index, reason, index, reason, …}} for the deliveries not counted
 local sink, nsinks = ARGV[1], tonumber(ARGV[2])
 local required = {}

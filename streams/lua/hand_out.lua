@@ -15,6 +15,13 @@ end
 -- the group's backoff for expired leases, and its ack policy ('none': processed when handed out)
 local backoff, ack_none = parse_backoff(ARGV[13]), ARGV[14] == 'none'
 
+-- what the database knows of the deliveries so far, for a state started afresh: offsets from
+-- the floor up to `handed` were handed out at least once, and `counts` ("o:c,…") those handed
+-- out more than once; `seeded` says the caller read them from the database after it found no
+-- state (a state is started from nothing else: counts must never go back); `life` names the
+-- state started now in its delivery ids
+local handed, seeded, life = tonumber(ARGV[15]), ARGV[17] == '1', ARGV[18]
+
 local known = redis.call('HMGET', state, 'floor', 'layout')
 if known[1] and known[2] ~= LAYOUT then
   -- kept by an older release in another shape: dropped, as if Redis had lost it
@@ -22,8 +29,24 @@ if known[1] and known[2] ~= LAYOUT then
   known[1] = false
 end
 if not known[1] then
-  redis.call('HSET', state, 'floor', persisted, 'next', persisted, 'layout', LAYOUT)
+  if not seeded then
+    -- lost since the caller looked: nothing handed out, its next read starts it from the database
+    return {'', '', {}, 0, persisted, persisted, '', -1}
+  end
+  redis.call('HSET', state, 'floor', persisted, 'next', persisted, 'layout', LAYOUT, 'life', life)
   start_at(persisted)
+  if handed > persisted then
+    -- handed out before the state was lost: each comes again as a redelivery, counting on
+    redis.call('HSET', state, 'redo', handed)
+    local seed = {}
+    for o, c in string.gmatch(ARGV[16], '(%d+):(%d+)') do
+      if tonumber(o) >= persisted and tonumber(o) < handed then
+        seed[#seed + 1] = o
+        seed[#seed + 1] = c
+      end
+    end
+    if #seed > 0 then in_chunks('HSET', epochs, seed, 2) end
+  end
 elseif persisted > tonumber(redis.call('HGET', state, 'floor')) then
   drop_below(persisted)
 end
@@ -110,6 +133,7 @@ for _, o in ipairs(ordered) do
 end
 -- offsets never handed out: their first delivery (epoch 1, not stored), leased in batches
 local nxt = tonumber(redis.call('HGET', state, 'next'))
+local redo = tonumber(redis.call('HGET', state, 'redo') or '0')
 local stop = math.min(tail, scan_until)
 local first, compacted_away = {}, {}
 if not is_halted() then
@@ -125,6 +149,22 @@ if not is_halted() then
       nxt = nxt + 1
       if later then
         -- passed over, holding the floor: the stream's delayed index hands it back when due
+      elseif o < redo then
+        -- handed out before Redis lost the state: a redelivery, its count going on from the
+        -- database's (at least 1)
+        local e = tonumber(redis.call('HGET', epochs, o) or '1')
+        if e >= max_deliveries then
+          redis.call('HSET', epochs, o, e)
+          poison_it(o)
+          if is_halted() then break end
+        else
+          e = e + 1
+          redis.call('HSET', epochs, o, e)
+          redis.call('HINCRBY', state, 'redelivered', 1)
+          again_offs[#again_offs + 1] = o
+          again[#again + 1] = o .. ':' .. e
+          count = count + 1
+        end
       else
         first[#first + 1] = o
         count = count + 1
@@ -133,6 +173,7 @@ if not is_halted() then
   end
 end
 redis.call('HSET', state, 'next', nxt)
+if redo > 0 and nxt >= redo then redis.call('HDEL', state, 'redo') end
 -- the sinks that acknowledged a redelivered offset already (a fan-out group's redelivery is for
 -- the others): "o=sink,sink;…"
 local sinks_done = {}
@@ -188,4 +229,5 @@ if #compacted_away > 0 then
 end
 table.sort(dead_out)
 return {table.concat(again, ','), table.concat(first_runs, ','), dead_out, missed,
-        tonumber(redis.call('HGET', state, 'floor')), nxt, table.concat(sinks_done, ';')}
+        tonumber(redis.call('HGET', state, 'floor')), nxt, table.concat(sinks_done, ';'),
+        tonumber(redis.call('HGET', state, 'life') or '0')}

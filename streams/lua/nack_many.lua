@@ -1,5 +1,5 @@
 -- ARGV: now, delay (seconds; '' for the group's backoff), reason, backoff, sink ('' for none),
--- then the deliveries; returns {index, reason, …} for those not given back
+-- then the ids' life and the deliveries; returns {index, reason, …} for those not given back
 local now, delay, why = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local backoff, sink = parse_backoff(ARGV[4]), ARGV[5]
 local bad, back, seen, dues = {}, {}, {}, {}

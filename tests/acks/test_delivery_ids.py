@@ -11,12 +11,20 @@ from hypothesis import strategies as st
 from domain.acks import Delivery
 from domain.errors import FieldError
 from streams.ack_tracker import _handed_out, _handed_out_as_runs, runs_of
-from streams.consuming.acking import AckOutcome, Named, _parse_each, _parse_plain_ids, _tally
+from streams.consuming.acking import AckOutcome, IdPrefixes, Named, _parse_each, _parse_plain_ids, _tally
 from streams.consuming.answers import ReadPart, add_run, id_ranges
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
-KNOWN = {(3, "0"): None, (3, "1"): None, (40, "0"): None}
-PREFIXES = {f"{INCARNATION}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN}
+KNOWN = {(3, "0"): INCARNATION, (3, "1"): INCARNATION, (40, "0"): INCARNATION}
+# as a state of an older release writes them (no life), and as states started since do
+PREFIXES = {f"{INCARNATION}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN} | {
+    f"{INCARNATION}.{life}-{sid}-{seg}": (sid, seg) for sid, seg in KNOWN for life in (7, 123456789)
+}
+
+
+def prefixes():
+    return IdPrefixes(KNOWN)
+
 
 part = st.one_of(st.integers(0, 10**19).map(str), st.sampled_from(["", "007", "1٣", "²", "x", "-", " 1", "1\n"]))
 good = st.builds(
@@ -36,14 +44,16 @@ odd = st.one_of(
 
 def each(ids):
     try:
-        return _parse_each(ids, KNOWN, PREFIXES)
+        by_slot, apart = _parse_each(ids, prefixes())
+        assert not apart  # not lenient: nothing is set apart
+        return by_slot
     except FieldError as exc:
         return exc.field, exc.message
 
 
 @given(st.lists(st.one_of(good, good, good, odd), min_size=1, max_size=30))
 def test_the_one_pass_parse_agrees_with_the_id_by_id_parse(ids):
-    plain = _parse_plain_ids(ids, PREFIXES)
+    plain = _parse_plain_ids(ids, prefixes())
     if plain is not None:
         assert plain == each(ids)
 
@@ -52,15 +62,15 @@ def test_the_one_pass_parse_agrees_with_the_id_by_id_parse(ids):
     "bad", ["12-3-0-5-1\n12-3-0-6-1", "12-3-0-5-1\n", "12-9-0-5-1", "12-3-0-5-", "12-3-0-5-1234567890"]
 )
 def test_a_list_with_anything_unusual_goes_to_the_id_by_id_parse(bad):
-    assert _parse_plain_ids(["12-3-0-1-1", bad], PREFIXES) is None
-    assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], PREFIXES) == each(
+    assert _parse_plain_ids(["12-3-0-1-1", bad], prefixes()) is None
+    assert _parse_plain_ids(["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"], prefixes()) == each(
         ["12-3-0-1-1", "12-3-1-9-2", "12-40-0-0-1"]
     )
 
 
 @given(st.lists(good, min_size=1, max_size=60))
 def test_ids_as_the_server_writes_them_take_the_one_pass_parse_in_any_order_of_segments(ids):
-    plain = _parse_plain_ids(ids, PREFIXES)
+    plain = _parse_plain_ids(ids, prefixes())
     assert plain is not None and plain == each(ids)
     assert sorted(i for items in plain.values() for i, _ in items.items()) == list(range(len(ids)))
 
@@ -107,6 +117,11 @@ def test_a_refusal_inside_a_range_names_the_range_and_the_one_delivery():
         "12-3-00-5-1",
         "١٢-3-0-5-1",  # the same in the prefix's numbers
         "12-3-0-5-1\n",
+        "12.0-3-0-5-1",  # a life is never 0 as written (no life: no dot)
+        "12.007-3-0-5-1",
+        "12.1234567890-3-0-5-1",
+        "12.-3-0-5-1",
+        "12.٣-3-0-5-1",
     ],
 )
 def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
@@ -114,15 +129,15 @@ def test_an_id_the_server_never_wrote_is_refused_naming_it(bad):
     ids = ["12-3-0-1-1", bad]
 
     # then the one-pass parse leaves the list to the id-by-id parse, which refuses the id
-    assert _parse_plain_ids(ids, PREFIXES) is None
+    assert _parse_plain_ids(ids, prefixes()) is None
     with pytest.raises(FieldError) as refused:
-        _parse_each(ids, KNOWN, PREFIXES)
+        _parse_each(ids, prefixes())
     assert (refused.value.field, refused.value.code) == ("delivery_ids[1]", "unknown_delivery")
 
 
 def test_zero_is_an_offset_and_an_epoch_as_written():
     ids = ["12-3-0-0-1", "12-40-0-10-0", "12-3-1-0-0"]
-    plain = _parse_plain_ids(ids, PREFIXES)
+    plain = _parse_plain_ids(ids, prefixes())
     assert plain is not None and plain == each(ids)
     assert [d for items in plain.values() for _, d in items.items()] == [(0, 1), (10, 0), (0, 0)]
 
@@ -215,10 +230,46 @@ def test_a_part_that_is_one_run_is_one_range_and_any_break_splits_it():
 
 def test_a_hand_out_read_as_runs_holds_the_same_deliveries_as_spelled_out():
     # the HAND_OUT script's answer: redeliveries "offset:epoch", first deliveries as runs "a-b"
-    answer = [b"3:2,9:4", b"10-14,20-21", [b"5"], 1, 3, 21, b"9=search"]
+    answer = [b"3:2,9:4", b"10-14,20-21", [b"5"], 1, 3, 21, b"9=search", 42]
     spelled, runs = _handed_out(answer), _handed_out_as_runs(answer)
     assert runs.first_runs == [(10, 14), (20, 21)] and spelled.first_runs == []
     assert spelled.deliveries == runs.deliveries + [Delivery(o, 1) for o in (10, 11, 12, 13, 20)]
     assert runs.deliveries == [Delivery(3, 2), Delivery(9, 4)]
     assert (spelled.dead_letter, spelled.missed, spelled.floor, spelled.next) == ([5], 1, 3, 21)
     assert spelled.sinks_acked == runs.sinks_acked == {9: ("search",)}
+
+
+def test_ids_of_another_life_point_at_their_own_life_on_the_same_segment():
+    # given ids of one segment from two lives of its Redis state (before and after a loss)
+    ids = ["12.7-3-0-5-1", "12.123456789-3-0-5-2", "12-3-0-6-1"]
+
+    # then each names its life: the scripts refuse a delivery of a life that is not theirs
+    plain = _parse_plain_ids(ids, prefixes())
+    assert plain is not None and plain == each(ids)
+    assert {where: named.items() for where, named in plain.items()} == {
+        (3, "0", 7): [(0, Delivery(5, 1))],
+        (3, "0", 123456789): [(1, Delivery(5, 2))],
+        (3, "0", 0): [(2, Delivery(6, 1))],
+    }
+
+
+def test_a_carried_ack_sets_apart_ids_from_before_a_seek_and_refuses_any_other_bad_one():
+    # given the segment's subscription sought twice (incarnations 98, then 99, then 12 now)
+    sought = IdPrefixes(KNOWN, {(3, "0"): [98, 99]})
+    ids = ["99.4-3-0-5-1", "12-3-1-2-1", "98-3-0-1-1"]
+
+    # then a plain ack refuses the first, naming it
+    with pytest.raises(FieldError) as refused:
+        _parse_each(ids, sought)
+    assert (refused.value.field, refused.value.code) == ("delivery_ids[0]", "unknown_delivery")
+    assert "sought" in refused.value.message
+    # and an ack a read carries sets the ids from before the seeks apart and keeps the live one
+    by_slot, apart = _parse_each(ids, sought, "ack.delivery_ids", lenient=True)
+    assert apart == [(0, "stale"), (2, "stale")]
+    assert {where: named.items() for where, named in by_slot.items()} == {(3, "1", 0): [(1, Delivery(2, 1))]}
+    # and another group's id, one of a stream the group does not read, or a malformed one still
+    # refuses the whole of it
+    for bad in ("77-3-0-5-1", "12-77-0-1-1", "12-3-0-007-1"):
+        with pytest.raises(FieldError) as other:
+            _parse_each([*ids, bad], sought, "ack.delivery_ids", lenient=True)
+        assert (other.value.field, other.value.code) == ("ack.delivery_ids[3]", "unknown_delivery")

@@ -210,7 +210,7 @@ def test_after_redis_loses_its_state_the_ack_is_refused_and_the_read_resumes_at_
     client = redis.Redis.from_url(redis_url)
     client.delete(*client.keys("cbr:acks:*"))
     body = post_read(api, max_events=20, ack={"delivery_ids": [d["delivery_id"] for d in got if d["offset"]]}).json()
-    assert body["ack"]["acked"] == 0 and {r["reason"] for r in body["ack"]["refused"]} == {"unknown"}
+    assert body["ack"]["acked"] == 0 and {r["reason"] for r in body["ack"]["refused"]} == {"lost"}
     # what was not acknowledged before Redis lost it comes again (at least once)
     offsets = sorted((d["segment"], d["offset"]) for d in body["deliveries"])
     assert offsets == sorted([(s, o) for s in "01" for o in range(1, 10)])
