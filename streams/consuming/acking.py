@@ -21,6 +21,8 @@ from streams.models import ReaderGroup
 # Where an id's prefix (`<incarnation>[.<life>]-<stream>-<segment>`) points: one of the group's
 # segments at a life ((stream id, segment, life)), or why not
 Where = tuple[int, str, int]
+# an id an ack a read carries sets apart: (its index, why, its first and last offset, its epoch)
+Apart = tuple[int, str, int, int, int]
 MALFORMED, NOT_READ, FOREIGN, STALE = "malformed", "not-read", "foreign", "stale"
 
 
@@ -134,11 +136,11 @@ def _id_list(ids: object, name: str = "delivery_ids") -> list:
 
 def _parse_ids(
     ids: list, group_slots: list[Slot], name: str = "delivery_ids", lenient: bool = False
-) -> tuple[dict[Where, Named], list[tuple[int, str]]]:
+) -> tuple[dict[Where, Named], list[Apart]]:
     """Delivery ids by where they point (stream, segment, life) → the deliveries they name
     there; anything wrong is refused before anything is applied. `lenient` (an ack a read
     carries): ids handed out before one of the group's last seeks are not refused but returned
-    apart, each (index, reason "stale"): a consumer that carried them across a seek goes on
+    apart (`Apart`, reason "stale"): a consumer that carried them across a seek goes on
     reading."""
     prefixes = IdPrefixes.of(group_slots)
     by_slot = _parse_plain_ids(ids, prefixes)
@@ -147,13 +149,13 @@ def _parse_ids(
 
 def _parse_each(
     ids: list, prefixes: IdPrefixes, name: str = "delivery_ids", lenient: bool = False
-) -> tuple[dict[Where, Named], list[tuple[int, str]]]:
+) -> tuple[dict[Where, Named], list[Apart]]:
     """`_parse_ids` id by id: the first bad one is refused, naming its index and why. An id may
     be a range, `<…>-<first>..<last>-<epoch>`: the deliveries of offsets first to last (both
     included) at that epoch, as a read's `delivery_ranges` gives them; all of them count towards
     the batch's bound."""
     by_slot: dict[Where, Named] = defaultdict(Named)
-    apart: list[tuple[int, str]] = []
+    apart: list[Apart] = []
     total = 0
     for i, raw in enumerate(ids):
         if type(raw) is not str:
@@ -184,7 +186,7 @@ def _parse_each(
         if isinstance(where, str):
             if not (lenient and where == STALE):
                 raise FieldError(f"{name}[{i}]", _WHY[where], "unknown_delivery")
-            apart.append((i, "stale"))
+            apart.append((i, "stale", a, b, int(epoch)))
             continue
         by_slot[where].add(i, a, b, int(epoch))
     return by_slot, apart
@@ -316,10 +318,10 @@ class PendingAck:
         group_slots: list[Slot],
         sink,
         name,
-        apart: list[tuple[int, str]] = (),  # type: ignore[assignment]
+        apart: list[Apart] | None = None,
     ):
         self.group, self.ids, self.by_slot, self.sink, self.name = group, ids, by_slot, sink, name
-        self.apart = list(apart)  # ids refused by their prefix alone: (index, reason)
+        self.apart = apart or []  # ids refused by their prefix alone
         self.slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
         self.readers: list = []
 
@@ -342,9 +344,11 @@ class PendingAck:
             refused, floor = reader(answer)
             _tally(outcome, self.ids, named, refused, name=self.name, slot=slot)
             moves.append((slot, floor, 0))
-        outcome.refused += [
-            {"field": f"{self.name}[{i}]", "delivery_id": self.ids[i], "reason": why} for i, why in self.apart
-        ]
+        for i, why, first, last, epoch in self.apart:  # each delivery of a range on its own, as the scripts' refusals
+            outcome.refused += [
+                {"field": f"{self.name}[{i}]", "delivery_id": _one_id(self.ids[i], Delivery(o, epoch)), "reason": why}
+                for o in range(first, last + 1)
+            ]
         return outcome, moves
 
 

@@ -265,7 +265,7 @@ def test_a_carried_ack_sets_apart_ids_from_before_a_seek_and_refuses_any_other_b
     assert "sought" in refused.value.message
     # and an ack a read carries sets the ids from before the seeks apart and keeps the live one
     by_slot, apart = _parse_each(ids, sought, "ack.delivery_ids", lenient=True)
-    assert apart == [(0, "stale"), (2, "stale")]
+    assert apart == [(0, "stale", 5, 5, 1), (2, "stale", 1, 1, 1)]
     assert {where: named.items() for where, named in by_slot.items()} == {(3, "1", 0): [(1, Delivery(2, 1))]}
     # and another group's id, one of a stream the group does not read, or a malformed one still
     # refuses the whole of it
