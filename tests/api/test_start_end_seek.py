@@ -117,6 +117,30 @@ def test_a_bounded_group_stops_at_its_end_and_says_when_it_has_finished(api, str
     assert api.get(G).json()["finished"] is True
 
 
+def missed(api):
+    return {p["segment"]: p["missed"] for p in api.get(G).json()["positions"]}
+
+
+def test_a_bounded_group_counts_as_missed_only_what_it_would_have_read(api, stream, admin_user):
+    # given: a bounded group that finished segment 0 (end 5) and read nothing of segment 1 (end 7)
+    create(api, end_stream_cuts={"shop/orders": {"0": 5, "1": 7}}, retention_type="NONE")
+    done = [d for d in read(api, 100) if d["segment"] == "0"]
+    assert ack(api, done).status_code == 200
+
+    # when: retention deletes far past both ends
+    do_truncate(stream, {"0": 9, "1": 9}, rule="manual", trigger="api", user=admin_user)
+    after = api.post(G + "read/", {"max_events": 100}, format="json").json()
+
+    # then: nothing past an end counts: segment 0 missed nothing, segment 1 the 7 events it did
+    # not process before its end (of 9 deleted), and the group has finished
+    assert after["deliveries"] == [] and after["missed"] == 7
+    assert missed(api) == {"0": 0, "1": 7}
+    assert api.get(G).json()["finished"] is True
+    # and later reads count nothing more
+    assert api.post(G + "read/", {"max_events": 100}, format="json").json()["missed"] == 0
+    assert missed(api) == {"0": 0, "1": 7}
+
+
 def test_a_seek_back_to_a_time_drops_live_leases_moves_the_generation_and_the_cut(api, stream):
     create(api)
     handed = read(api)
