@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from access.rules import KeyKind
-from api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField
+from api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField, TimeField
 
 
 class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -33,7 +33,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
         min_length=1,
         help_text="scope/name of the streams a publish key publishes on",
     )
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    expires_at = TimeField(required=False, allow_null=True)
 
     def validate(self, attrs):
         unknown = sorted(set(self.initial_data) - set(self.fields))

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from api.serializers import RefusesUnknownFields, StreamNameField
+from api.serializers import RefusesUnknownFields, StreamNameField, TimeField
 from retention.models import RetentionCycle
 
 
@@ -8,7 +8,7 @@ class CycleRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a cycle request"
 
     stream = StreamNameField(required=False, help_text="only this stream, 'scope/name'")
-    now = serializers.DateTimeField(required=False, help_text="the cycle's clock (ISO 8601)")
+    now = TimeField(required=False, help_text="the cycle's clock (ISO 8601)")
 
 
 class RetentionCycleSerializer(serializers.ModelSerializer):

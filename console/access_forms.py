@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from access.rules import KeyKind
+from console.forms import TimeField
 
 
 class ApiKeyForm(forms.Form):
@@ -15,7 +16,7 @@ class ApiKeyForm(forms.Form):
     )
     reader_group = forms.CharField(required=False, help_text="scope/name (for a reader-group key)")
     streams = forms.CharField(required=False, help_text="scope/name, comma-separated (for a publish key)")
-    expires_at = forms.DateTimeField(
+    expires_at = TimeField(
         required=False,
         help_text="optional, e.g. 2027-01-31 12:00",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC
 from urllib.parse import quote
 
 from django.contrib import messages
@@ -20,15 +20,16 @@ from access.rules import Action, TargetKind
 from compaction.models import CompactedView
 from compaction.view import read_view
 from domain.cuts import check_cut, parse_cut_json
+from domain.dead_letters import read_dead_letter
 from domain.errors import FieldError
 from domain.events import parse_batch
+from domain.times import parse_time
 from streams import logs, services
 from streams.browsing import browse
 from streams.models import Stream
 
 PAGE = 50
 FORMATS = ("text", "json", "hex")
-DLQ = "cbr-dlq-"
 
 
 def _shown(raw: bytes, text: str | None, form: str) -> str:
@@ -46,23 +47,32 @@ def _shown(raw: bytes, text: str | None, form: str) -> str:
 
 def _decorated(events: list[dict], form: str) -> list[dict]:
     """Each event with what the page shows: the payload formatted, its size, its own headers,
-    and for a dead-lettered event the `cbr-dlq-*` headers (reason, origin) apart."""
+    and for a dead-lettered event the `cbr-dlq-*` headers (reason, origin) apart, when they parse
+    (`domain.dead_letters`; otherwise they are shown as the plain headers they then are)."""
     out = []
     for e in events:
         raw = base64.b64decode(e["payload_b64"])
-        headers = e.get("headers") or {}
-        dead = {k.removeprefix(DLQ).replace("-", "_"): v for k, v in headers.items() if k.startswith(DLQ)}
-        if "/" in dead.get("stream", "") and "segment" in dead and "offset" in dead:
-            cut = json.dumps({dead["segment"]: int(dead["offset"])}, separators=(",", ":"))
-            dead["url"] = f"/streams/{dead['stream']}/events/?start=cut&cut={quote(cut)}"
+        letter, own = read_dead_letter(e.get("headers"))
+        dead = None
+        if letter is not None:
+            cut = json.dumps({letter.segment: letter.offset}, separators=(",", ":"))
+            dead = {
+                "reason": letter.reason,
+                "stream": letter.stream,
+                "segment": letter.segment,
+                "offset": letter.offset,
+                "reader_group": letter.reader_group,
+                "deliveries": letter.deliveries,
+                "url": f"/streams/{letter.stream}/events/?start=cut&cut={quote(cut)}",
+            }
         out.append(
             {
                 **e,
                 "shown": _shown(raw, e.get("payload"), form),
                 "binary": e.get("payload") is None,
                 "size": len(raw),
-                "own_headers": {k: v for k, v in headers.items() if not k.startswith(DLQ)},
-                "dead": dead or None,
+                "own_headers": own,
+                "dead": dead,
             }
         )
     return out
@@ -75,12 +85,7 @@ def _start(stream: Stream, request) -> tuple[dict[str, int], str]:
     if start == "tail":
         return log.tail_cut(), start
     if start == "time":
-        raw = request.GET.get("time", "")
-        try:
-            at = datetime.fromisoformat(raw)
-        except ValueError:
-            raise FieldError("time", "must be a date and time, e.g. 2026-11-26T09:30") from None
-        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        at = parse_time(request.GET.get("time", ""), "time", naive=UTC)  # the form's time is UTC
         return log.cut_at_time(int(at.timestamp() * 1000)), start
     if start == "cut":
         tail = log.tail_cut()
@@ -94,6 +99,11 @@ def _start(stream: Stream, request) -> tuple[dict[str, int], str]:
 @console_access({"GET": Action.VIEW}, TargetKind.STREAM)
 def events_page(request, scope, name):
     stream = get_object_or_404(Stream.objects.select_related("scope", "compacted_view"), scope__name=scope, name=name)
+    return _page(request, stream)
+
+
+def _page(request, stream: Stream, status: int = 200, **extra):
+    """The browser at the page the query asks for (a publish refused: the head, with `extra`)."""
     form = request.GET.get("format", "text")
     form = form if form in FORMATS else "text"
     view = "compacted" if request.GET.get("view") == "compacted" and stream.is_compacted else "log"
@@ -105,8 +115,8 @@ def events_page(request, scope, name):
         "q": request.GET,
         "can_publish": can(request, Action.PUBLISH),
         "error": None,
+        **extra,
     }
-    status = 200
     if view == "compacted":
         context.update(_compacted_page(stream, request, form))
     else:
@@ -143,37 +153,47 @@ def _compacted_page(stream: Stream, request, form: str) -> dict:
     return {"events": _decorated(page.events, form), "generation": view.generation, "next_after": page.next_after}
 
 
+# the status of a refusal, as the API answers it (api.errors.STATUS_OF_CODE); any other: 400
+_REFUSED_STATUS = {"event_too_large": 413, "stream_full": 507, "insufficient_storage": 507}
+
+
 @console_access({"POST": Action.PUBLISH}, TargetKind.STREAM)
 def publish(request, scope, name):
-    """One event typed in the browser, published as the API publishes it (`parse_batch`)."""
-    stream = get_object_or_404(Stream.objects.select_related("scope"), scope__name=scope, name=name)
-    event: dict = {"payload": request.POST.get("payload", "")}
-    for field in ("routing_key", "key"):
-        if request.POST.get(field):
-            event[field] = request.POST[field]
-    headers = {}
-    for line in request.POST.get("headers", "").splitlines():
-        if line.strip():
-            k, sep, v = line.partition("=")
-            if not sep:
-                messages.error(request, f"headers: '{line.strip()}' is not name=value")
-                return redirect("console:stream-events", scope=scope, name=name)
-            headers[k.strip()] = v.strip()
-    if headers:
-        event["headers"] = headers
-    if request.POST.get("delay_ms"):
-        try:
-            event["delay_ms"] = int(request.POST["delay_ms"])
-        except ValueError:
-            messages.error(request, "delay (ms): must be a whole number")
-            return redirect("console:stream-events", scope=scope, name=name)
+    """One event typed in the browser, published as the API publishes it (`parse_batch`). A
+    refusal answers the page again with its status, the form open with what was typed and the
+    refusal naming the field beside it; nothing is written."""
+    stream = get_object_or_404(Stream.objects.select_related("scope", "compacted_view"), scope__name=scope, name=name)
     try:
+        event = _typed_event(request.POST)
         events = parse_batch({"events": [event]}, logs.publish_limits(stream), time.time_ns() // 1_000_000)
         ((segment, offset),) = services.do_publish(stream, events)
     except FieldError as exc:
-        messages.error(request, f"{exc.field.removeprefix('events[0].')}: {exc.message}")
-        return redirect("console:stream-events", scope=scope, name=name)
+        refusal = f"{exc.field.removeprefix('events[0].')}: {exc.message}"
+        return _page(request, stream, _REFUSED_STATUS.get(exc.code, 400), publish_refusal=refusal, typed=request.POST)
     messages.success(request, f"Published at segment {segment}, offset {offset}.")
     # the page from the new event on: its segment at it, the others at their tails
     cut = json.dumps({**logs.stream_log(stream).tail_cut(), segment: offset}, separators=(",", ":"))
     return redirect(f"/streams/{scope}/{name}/events/?start=cut&cut={quote(cut)}")
+
+
+def _typed_event(post) -> dict:
+    """The form's fields as an event of a publish request (headers one `name=value` a line)."""
+    event: dict = {"payload": post.get("payload", "")}
+    for field in ("routing_key", "key"):
+        if post.get(field):
+            event[field] = post[field]
+    headers = {}
+    for line in post.get("headers", "").splitlines():
+        if line.strip():
+            k, sep, v = line.partition("=")
+            if not sep:
+                raise FieldError("headers", f"'{line.strip()}' is not name=value")
+            headers[k.strip()] = v.strip()
+    if headers:
+        event["headers"] = headers
+    if post.get("delay_ms"):
+        try:
+            event["delay_ms"] = int(post["delay_ms"])
+        except ValueError:
+            raise FieldError("delay_ms", "must be a whole number") from None
+    return event

@@ -7,6 +7,7 @@ from django import forms
 
 from domain.errors import FieldError
 from domain.policy_spec import parse_policy
+from domain.times import as_utc
 
 LIMIT_CHOICES = [("none", "none"), ("time", "time (seconds)"), ("size", "size (bytes)")]
 
@@ -21,6 +22,20 @@ def policy_body(data: dict) -> dict:
         "subscriber_timeout_s": data.get("subscriber_timeout_s"),
         "fallback_after_s": data.get("fallback_after_s"),
     }
+
+
+class TimeField(forms.DateTimeField):
+    """A date and time typed in a form (UTC unless it says its offset), refused beside the field
+    when UTC cannot hold it (`domain.times`: 0001-01-01T00:00:00+14:00 is year 0 in UTC)."""
+
+    def to_python(self, value):
+        at = super().to_python(value)
+        if at is None:
+            return None
+        try:
+            return as_utc(at, "time")
+        except FieldError as exc:
+            raise forms.ValidationError(exc.message) from None
 
 
 class PolicyForm(forms.Form):

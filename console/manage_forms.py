@@ -7,7 +7,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from console.forms import LIMIT_CHOICES, policy_body
+from console.forms import LIMIT_CHOICES, TimeField, policy_body
 from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
@@ -126,7 +126,7 @@ class GroupForm(ShowsRefusals, forms.Form):
         label="retention",
     )
     start = forms.ChoiceField(choices=START_CHOICES, initial="head")
-    start_time = forms.DateTimeField(required=False, label="start time (UTC)", help_text="with start: a time")
+    start_time = TimeField(required=False, label="start time (UTC)", help_text="with start: a time")
     ack_timeout_s = forms.IntegerField(
         min_value=BOUNDS["ack_timeout_s"][0],
         max_value=BOUNDS["ack_timeout_s"][1],
@@ -204,7 +204,12 @@ class GroupForm(ShowsRefusals, forms.Form):
 
     def clean(self):
         data = super().clean()
-        if not self.editing and data.get("start") == "time" and not data.get("start_time"):
+        if (
+            not self.editing
+            and data.get("start") == "time"
+            and not data.get("start_time")
+            and not self.has_error("start_time")  # a time given and refused: that is said already
+        ):
             self.add_error("start_time", "give the time to start from")
         return data
 

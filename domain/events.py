@@ -9,10 +9,10 @@ from __future__ import annotations
 import binascii
 from base64 import b64decode
 from dataclasses import dataclass
-from datetime import datetime
 from typing import NamedTuple
 
 from domain.errors import FieldError
+from domain.times import parse_time
 
 # a key or routing key is stored with a 16-bit length; 0xFFFF marks it absent (store.framing)
 MAX_KEY_BYTES = 0xFFFE
@@ -29,6 +29,10 @@ class EventIn(NamedTuple):
 
 
 ALLOWED_FIELDS = frozenset({"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"})
+# Headers the service writes itself (a dead letter's `cbr-dlq-*`, `streams.consuming.dead_letters`,
+# which appends without this check): a publish may not set them, in any case, so that a header's
+# meaning cannot be forged (`domain.dead_letters` still reads them as untrusted: older events).
+RESERVED_HEADER_PREFIX = "cbr-"
 # 9999-12-31T23:59:59.999Z: the last delivery time an answer can carry as ISO 8601 (Python's
 # datetime ends there). A later one was stored, then failed every read of the stream (a 500).
 LAST_DELIVER_AT_MS = 253_402_300_799_999
@@ -130,6 +134,12 @@ def _headers(value: object, field: str) -> dict | None:
     if not isinstance(value, dict):
         raise FieldError(field, "must be an object of string to string")
     for k, v in value.items():
+        if k[: len(RESERVED_HEADER_PREFIX)].lower() == RESERVED_HEADER_PREFIX:
+            raise FieldError(
+                f"{field}.{k}",
+                f"header names starting with {RESERVED_HEADER_PREFIX!r} are the service's own "
+                "(a dead letter's cbr-dlq-* headers); give the header another name",
+            )
         if not isinstance(v, str):
             raise FieldError(f"{field}.{k}", "header values must be strings")
     return value or None
@@ -171,11 +181,5 @@ def _parse_time(value: object, field: str) -> int:
             raise FieldError(field, "must not be negative")
         return value
     if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise FieldError(field, "must be ISO 8601 or epoch milliseconds") from None
-        if parsed.tzinfo is None:
-            raise FieldError(field, "must carry a time zone (e.g. 'Z')")
-        return int(parsed.timestamp() * 1000)
+        return int(parse_time(value, field).timestamp() * 1000)
     raise FieldError(field, "must be ISO 8601 or epoch milliseconds")

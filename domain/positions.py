@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
+from domain import times
 from domain.errors import FieldError
 from domain.names import split_stream_name
 
@@ -40,16 +41,8 @@ class Position:
 
 
 def parse_time(value: object, field: str, now: datetime) -> datetime:
-    """An ISO 8601 time with its offset (or Z), not after `now`."""
-    if not isinstance(value, str):
-        raise FieldError(field, "must be an ISO 8601 time, e.g. 2026-11-26T09:30:00Z")
-    try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    except ValueError:
-        raise FieldError(field, f"{value!r} is not an ISO 8601 time (years 1 to 9999)") from None
-    if at.tzinfo is None:
-        raise FieldError(field, "must carry its UTC offset (Z or ±hh:mm)")
-    at = at.astimezone(UTC)
+    """An ISO 8601 time with its offset (or Z), in UTC (`domain.times`), not after `now`."""
+    at = times.parse_time(value, field)
     if at > now:
         raise FieldError(field, f"{value} is in the future: no event was published then yet")
     return at

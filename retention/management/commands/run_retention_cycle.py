@@ -4,11 +4,10 @@ is recorded as every other (the console's cycle history, `GET /api/v1/retention/
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.core.management.base import BaseCommand, CommandError
 
 from domain.errors import FieldError
+from domain.times import parse_time
 from retention.cycle.gathering import streams_with_policy
 from retention.cycle.lifecycle import execute
 from retention.models import RetentionCycle
@@ -29,11 +28,9 @@ class Command(BaseCommand):
         when = None
         if now is not None:
             try:
-                when = datetime.fromisoformat(now.replace("Z", "+00:00"))
-            except ValueError:
-                raise CommandError(f"--now {now!r} is not an ISO 8601 time (e.g. 2026-11-21T10:00:00Z)") from None
-            if when.tzinfo is None:
-                raise CommandError("--now needs a time zone, e.g. 2026-11-21T10:00:00Z")
+                when = parse_time(now, "--now")  # with its offset, and within what UTC holds
+            except FieldError as exc:
+                raise CommandError(f"--now: {exc.message}") from None
         streams = None
         if stream is not None:
             scope, _, name = stream.partition("/")
