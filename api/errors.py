@@ -47,7 +47,10 @@ STATUS_OF_CODE = {
     "event_too_large": 413,
     "stream_full": 507,
     "insufficient_storage": 507,
+    "too_many_waiting_reads": 503,
 }
+# codes whose answer says when to try again (`Retry-After`, seconds)
+RETRY_AFTER_OF_CODE = {"too_many_waiting_reads": "1"}
 
 
 def exception_handler(exc, context):
@@ -62,7 +65,10 @@ def exception_handler(exc, context):
     if isinstance(exc, FieldError):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
-        return Response(body, status=STATUS_OF_CODE.get(exc.code, 400))
+        retry = RETRY_AFTER_OF_CODE.get(exc.code)
+        return Response(
+            body, status=STATUS_OF_CODE.get(exc.code, 400), headers={"Retry-After": retry} if retry else None
+        )
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)
         if (

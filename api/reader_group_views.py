@@ -3,7 +3,10 @@ acknowledgement cut a MANUAL subscriber publishes. Thin: streams.reader_groups d
 
 from __future__ import annotations
 
+import time
+
 from django.db.models import Prefetch
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer, extend_schema, inline_serializer
@@ -13,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
+from api.errors import exception_handler
+from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from api.serializers import (
     AckAnswerSerializer,
@@ -198,6 +203,9 @@ class ReadView(ConsumingView):
         group, group_slots = _group_and_slots(scope, name)
         args = read_request(request.data)
         binary = isinstance(request.accepted_renderer, ReadBatchRenderer)
+        park = PARK in request.META and args["wait_ms"] > 0
+        if args["wait_ms"] > 0:
+            check_room_to_wait()
         result = consuming.read(
             group,
             args["max_events"],
@@ -207,23 +215,17 @@ class ReadView(ConsumingView):
             args["ack"],
             args["ranges"],
             frames=binary,  # a binary answer sends the events as stored
+            park=park,
         )
-        head = {
-            "missed": result.missed,
-            "missed_by_stream": result.missed_by_stream,
-            "pending_limit_reached": result.pending_limit_reached,
-        }
-        if result.delivery_ranges is not None:  # only when asked for
-            head["delivery_ranges"] = result.delivery_ranges
-        if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
-            head["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
-        if binary:
-            return Response(ReadBatch(head, result.parts, result.lease_expires_at))
-        return Response({"deliveries": result.deliveries, **head})
+        if result.wait is not None:
+            return Parked(result.wait, _resumed_read(group, group_slots, args, binary, result))
+        return Response(_read_answer(result, binary))
 
     def finalize_response(self, request, response, *args, **kwargs):
         """Only a read's answer renders in binary: anything else (an error, OPTIONS) in JSON,
         whatever the client accepts."""
+        if isinstance(response, Parked):
+            return response
         if (
             isinstance(getattr(request, "accepted_renderer", None), ReadBatchRenderer)
             and isinstance(response, Response)
@@ -231,6 +233,61 @@ class ReadView(ConsumingView):
         ):
             request.accepted_renderer, request.accepted_media_type = ORJSONRenderer(), "application/json"
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch:
+    """A read's answer (DESIGN.md §10): JSON's object, or the binary form's parts."""
+    head = {
+        "missed": result.missed,
+        "missed_by_stream": result.missed_by_stream,
+        "pending_limit_reached": result.pending_limit_reached,
+    }
+    if result.delivery_ranges is not None:  # only when asked for
+        head["delivery_ranges"] = result.delivery_ranges
+    if result.acked is not None:  # only for a read that carried an ack: other answers stay as they were
+        head["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
+    if binary:
+        return ReadBatch(head, result.parts, result.lease_expires_at)
+    return {"deliveries": result.deliveries, **head}
+
+
+def _resumed_read(group, group_slots, args: dict, binary: bool, first: consuming.ReadResult):
+    """What a parked read does when woken (`api.parking`): read once more, until its wait ends;
+    the answer rendered as the view's is, with what its first pass's ack did."""
+    renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
+    acked, deadline = first.acked, first.wait.deadline
+
+    def resume(cause: str) -> HttpResponse:
+        try:
+            result = consuming.read(
+                group,
+                args["max_events"],
+                max(0, int((deadline - time.monotonic()) * 1000)),
+                args["consumer"],
+                group_slots,
+                None,  # the first pass applied the ack
+                args["ranges"],
+                frames=binary,
+                park=True,
+                woken=cause,
+            )
+        except Exception as exc:  # answered as the view's errors are (a service lost: 503)
+            error = exception_handler(exc, {})
+            if error is None:
+                raise
+            response = HttpResponse(
+                ORJSONRenderer().render(error.data), status=error.status_code, content_type="application/json"
+            )
+            for name, value in error.items():
+                if name.lower() != "content-type":
+                    response[name] = value
+            return response
+        result.acked = acked
+        if result.wait is not None:
+            return Parked(result.wait, resume)
+        return HttpResponse(renderer.render(_read_answer(result, binary)), content_type=renderer.media_type)
+
+    return resume
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

@@ -10,12 +10,15 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cbrweb import web  # noqa: E402  (the project, from the path above)
 
 
 def machine() -> str:
@@ -64,10 +67,12 @@ class Server:
 
 
 @contextmanager
-def web_server(stream: str, segments: int, gunicorn_args: list[str]) -> Iterator[Server]:
-    """gunicorn serving a fresh data directory (and a fresh SQLite database unless DATABASE_URL
-    is set), with one stream `bench/<stream>` of `segments` segments and an admin's token; all
-    removed afterwards."""
+def web_server(
+    stream: str, segments: int, gunicorn_args: Sequence[str] = (), workers: int = 2, threads: int = 2
+) -> Iterator[Server]:
+    """The web server (`cbrweb.web`: `workers` processes of `threads` threads) serving a fresh data
+    directory (and a fresh SQLite database unless DATABASE_URL is set), with one stream
+    `bench/<stream>` of `segments` segments and an admin's token; all removed afterwards."""
     (ROOT / "var").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=ROOT / "var"))
     port = 18000 + os.getpid() % 1000
@@ -77,6 +82,7 @@ def web_server(stream: str, segments: int, gunicorn_args: list[str]) -> Iterator
         "CBR_DATA_DIR": str(work / "data"),
         "DJANGO_SECRET_KEY": "bench-only",
         "CBR_LOG_LEVEL": "WARNING",
+        "CBR_WEB_THREADS": str(threads),
     }
     if "DATABASE_URL" not in os.environ:
         env["DATABASE_URL"] = f"sqlite:///{work / 'bench.sqlite3'}"
@@ -94,19 +100,7 @@ def web_server(stream: str, segments: int, gunicorn_args: list[str]) -> Iterator
         ),
     ).split()[-1]
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "cbrweb.wsgi",
-            "-c",
-            "python:cbrweb.gunicorn_conf",
-            "-b",
-            f"127.0.0.1:{port}",
-            *gunicorn_args,
-            "--log-level",
-            "warning",
-        ],
+        web.command(f"127.0.0.1:{port}", workers, *gunicorn_args, "--log-level", "warning"),
         cwd=ROOT,
         env=env,
         start_new_session=True,

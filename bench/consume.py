@@ -57,7 +57,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -84,6 +83,7 @@ from consume_common import (  # noqa: E402
 from consume_peers import JetStream, RabbitMQ, RedisStreams  # noqa: E402
 
 from cbr_client import Client
+from cbrweb import web
 
 FIGURE_NAMES = {
     "carried": "CBR HTTP read carrying ack, {} group",
@@ -156,6 +156,7 @@ class CBRServer:
             "CBR_FSYNC": "batch",
             "DJANGO_SECRET_KEY": "bench-only",
             "CBR_LOG_LEVEL": "WARNING",
+            "CBR_WEB_THREADS": str(a.web_threads),
         }
         create_database(a.database_url)
         import redis
@@ -176,26 +177,14 @@ class CBRServer:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "cbrweb.wsgi",
-                "-c",
-                "python:cbrweb.gunicorn_conf",
-                "-b",
+            web.command(
                 f"127.0.0.1:{port}",
-                "-w",
-                str(a.web_workers),
-                "-k",
-                "gthread",
-                "--threads",
-                str(a.web_threads),
+                a.web_workers,
                 "--log-level",
                 "warning",
                 "--graceful-timeout",
                 "5",
-            ],
+            ),
             cwd=ROOT,
             env=env,
             start_new_session=True,

@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     count = int(args.mib * 2**20 / (EVENT_BYTES + 40))
     body = orjson.dumps({"events": [{"payload": "x" * EVENT_BYTES, "routing_key": f"k{i}"} for i in range(count)]})
-    with web_server(f"large{os.getpid()}", args.segments, ["-w", "1", "--timeout", "300"]) as server:
+    with web_server(f"large{os.getpid()}", args.segments, ["--timeout", "300"], workers=1) as server:
         pid = worker_pid(server.pid)
         print(f"machine: {machine()}")
         print(

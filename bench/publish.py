@@ -33,7 +33,7 @@ from _common import ROOT, machine, web_server
 
 BATCH = 1000
 EVENT = b"x" * 100
-GUNICORN_ARGS = os.environ.get("CBR_BENCH_GUNICORN", "-k gthread --threads 2").split()
+THREADS = int(os.environ.get("CBR_BENCH_WEB_THREADS", "2"))
 
 
 def bench_store(seconds: float, segments: int) -> float:
@@ -86,7 +86,7 @@ def _http_client(port: int, token: str, path: str, seconds: float, counter) -> N
 
 
 def bench_http(seconds: float, segments: int, clients: int = 2) -> float:
-    with web_server(f"http{os.getpid()}", segments, ["-w", "2", *GUNICORN_ARGS]) as server:
+    with web_server(f"http{os.getpid()}", segments, workers=2, threads=THREADS) as server:
         _http_client(server.port, server.token, server.path, 1.0, mp.Value("q", 0))  # warm both workers
         counter = mp.Value("q", 0)
         procs = [

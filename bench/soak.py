@@ -67,6 +67,7 @@ from consume import free_port
 from consume_common import pct
 
 from cbr_client import CBRError, Client
+from cbrweb import web
 from cbrweb.run import celery_commands
 
 STREAMS = 20
@@ -396,30 +397,10 @@ class Stack:
         ).split()[-1]
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        py = sys.executable
         commands = {
-            "web": [
-                py,
-                "-m",
-                "gunicorn",
-                "cbrweb.wsgi",
-                "-c",
-                "python:cbrweb.gunicorn_conf",
-                "-b",
-                f"127.0.0.1:{port}",
-                "-w",
-                "2",
-                "-k",
-                "gthread",
-                "--threads",
-                "8",
-                "--graceful-timeout",
-                "5",
-                "--keep-alive",
-                "30",
-                "--log-level",
-                "warning",
-            ],
+            "web": web.command(
+                f"127.0.0.1:{port}", 2, "--graceful-timeout", "5", "--keep-alive", "30", "--log-level", "warning"
+            ),
             **celery_commands("warning", str(self.work / "celerybeat-schedule")),  # as make run starts them
         }
         for name, command in commands.items():

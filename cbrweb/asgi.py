@@ -1,6 +1,15 @@
+"""The web process's application (`gunicorn cbrweb.asgi:application -k uvicorn_worker.UvicornWorker`,
+as `cbrweb.web.command` starts it): the Django application of `cbrweb.wsgi` behind the front that
+parks waiting reads (`cbrweb.front`)."""
+
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
-application = get_asgi_application()
+
+from django.conf import settings  # noqa: E402  (configured by cbrweb.wsgi's import below)
+
+from cbrweb.front import Front  # noqa: E402
+from cbrweb.gunicorn_conf import KEEPALIVE_REQUESTS  # noqa: E402
+from cbrweb.wsgi import application as wsgi_application  # noqa: E402
+
+application = Front(wsgi_application, settings.CBR_WEB_THREADS, KEEPALIVE_REQUESTS)

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from cbrweb import embedded_redis
+from cbrweb import embedded_redis, web
 from cbrweb.prereq import java_problem, python_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,28 +55,9 @@ def main() -> int:
         workers = os.environ.get("CBR_WEB_WORKERS", "2")
         beat_schedule = str(var / "celerybeat-schedule")
         commands = {
-            "web": [
-                py,
-                "-m",
-                "gunicorn",
-                "cbrweb.wsgi",
-                "-c",
-                "python:cbrweb.gunicorn_conf",
-                "-b",
-                f"{host}:{port}",
-                "-w",
-                workers,
-                "-k",
-                "gthread",
-                "--threads",
-                os.environ.get("CBR_WEB_THREADS", "8"),
-                "--access-logfile",
-                "-",
-                "--graceful-timeout",
-                "5",
-                "--keep-alive",
-                "30",
-            ],
+            "web": web.command(
+                f"{host}:{port}", workers, "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"
+            ),
             **celery_commands("info", beat_schedule),
         }
         for name, cmd in commands.items():

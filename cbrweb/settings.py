@@ -169,7 +169,11 @@ CBR_COMPACTION_WARM_UP = env_bool("CBR_COMPACTION_WARM_UP", True)
 CBR_SEAL_INTERVAL = env_int("CBR_SEAL_INTERVAL", 60, minimum=1)
 # reader groups: the most events one read hands out (and ids one ack takes), the longest long poll
 CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
-CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 30_000, minimum=0)
+CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 60_000, minimum=0)
+# reads waiting at once in one web process (past it: 503 too_many_waiting_reads, Retry-After)
+CBR_MAX_WAITING_READS = env_int("CBR_MAX_WAITING_READS", 20_000, minimum=1)
+# threads of a web process (the ASGI front runs the application in them; a waiting read holds none)
+CBR_WEB_THREADS = env_int("CBR_WEB_THREADS", 8, minimum=1)
 # How long a web process trusts an API token's lookup (access/token_cache.py): a revoked token
 # or a deactivated user is refused by every process within this many seconds. 0: no cache.
 CBR_TOKEN_CACHE_S = env_int("CBR_TOKEN_CACHE_S", 5, minimum=0)

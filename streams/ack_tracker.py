@@ -299,8 +299,8 @@ class SegmentTracker:
     def read_counts(self, now: float, lease_s: float, pipe: ScriptPipeline | None = None):
         """What a read needs to know first, in one script: [next, halted (both None when unset),
         live leases, leases expired by `now` and not yet given back, retries due by `now`,
-        dead-letter claims older than `lease_s`]; with `pipe`, queued on the pipeline, whose
-        answer is that list."""
+        dead-letter claims older than `lease_s`, the earliest time something comes due later
+        (None: nothing will)]; with `pipe`, queued on the pipeline, whose answer is that list."""
         if pipe is not None:
             pipe.run_script(self._read_counts, self.keys, [now, lease_s])
             return None
@@ -308,7 +308,7 @@ class SegmentTracker:
 
     def lease_counts(self, now: float) -> tuple[int, int]:
         """(live leases, leases expired by `now` and not yet given back)."""
-        _, _, live, expired, _, _ = self.read_counts(now, 0.0)
+        _, _, live, expired, _, _, _ = self.read_counts(now, 0.0)
         return int(live), int(expired)
 
     def reasons(self, offsets: list[int]) -> dict[int, str]:

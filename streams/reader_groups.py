@@ -31,6 +31,7 @@ from streams.consuming import current_floors, forget_trackers, tracker_names
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
 from streams.signals import holds_released
+from streams.waking import group_channel, publish_notice
 
 
 def check_streams(names: object, field: str = "streams") -> list[Stream]:
@@ -223,6 +224,7 @@ def do_seek(group: ReaderGroup, body: object) -> ReaderGroup:
         if moved:
             holds_released.send(sender=ReaderGroup, streams=moved)
         transaction.on_commit(lambda: forget_trackers(old_state))
+        transaction.on_commit(lambda: publish_notice([group_channel(group.state_key)]))  # waiting reads look again
     group.refresh_from_db()
     return group
 
@@ -319,6 +321,8 @@ def do_update_reader_group(
         if removed:
             names = tracker_names(removed)
             transaction.on_commit(lambda: forget_trackers(names))
+        # a setting may make events available (a higher max_ack_pending, max_deliveries): waiting reads look again
+        transaction.on_commit(lambda: publish_notice([group_channel(group.state_key)]))
     return group
 
 

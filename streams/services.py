@@ -16,6 +16,7 @@ from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.models import Scope, Segment, Stream
 from streams.signals import delayed_bucket_sealed
+from streams.waking import publish_notice, stream_channel
 
 # -- streams -------------------------------------------------------------------------------
 
@@ -101,9 +102,22 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     if stream.full_since is not None:
         raise stream_full()
     try:
-        return _publish(stream, events)
+        positions = _publish(stream, events)
     except StorageFull as full:
         raise insufficient_storage() from full
+    _wake_readers(stream, events)
+    return positions
+
+
+def _wake_readers(stream: Stream, events: list[EventIn]) -> None:
+    """Reads waiting on the stream look again now; a delayed event wakes them when it is due
+    (the earliest of the batch: a read woken then finds the next due time in the index)."""
+    channel = [stream_channel(stream.storage_key)]
+    delayed = [ev.deliver_at_ms for ev in events if ev.deliver_at_ms is not None]
+    if len(delayed) < len(events):
+        publish_notice(channel)
+    if delayed:
+        publish_notice(channel, min(delayed))
 
 
 def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:

@@ -15,7 +15,7 @@ from django.core.cache import cache
 from cbrweb import embedded_redis
 from cbrweb.celery import app
 from spark_tasks.session import get_spark, stop_spark
-from streams import consuming
+from streams import consuming, waking
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +36,7 @@ def redis_url(tmp_path_factory):
         return
     proc, url = embedded_redis.start(tmp_path_factory.mktemp("redis"))
     yield url
+    waking.listener().stop()  # its Redis goes: the process's wake-up listener stops first
     proc.terminate()
     proc.wait(10)
 

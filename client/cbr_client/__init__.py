@@ -64,6 +64,7 @@ class CBRError(Exception):
 
 class Client:
     IDLE_S = 1.0  # reopen a keep-alive connection idle longer than this (gunicorn keeps 2 s)
+    WAIT_MARGIN_S = 15.0  # a waiting read's answer may come this long after its wait ends
 
     def __init__(
         self,
@@ -109,8 +110,13 @@ class Client:
         status, binary, raw = self._exchange(method, path, body, accept)
         return _answer(status, raw, decode_read_batch if binary else None)
 
-    def _exchange(self, method: str, path: str, body: object, accept: str) -> tuple[int, bool, bytes]:
-        """Send one request; (its status, whether the answer is a binary read batch, its body)."""
+    def _exchange(
+        self, method: str, path: str, body: object, accept: str, wait_s: float = 0.0
+    ) -> tuple[int, bool, bytes]:
+        """Send one request; (its status, whether the answer is a binary read batch, its body).
+        `wait_s`: how long the server may hold it before answering (a waiting read): the socket's
+        timeout is that much longer."""
+        timeout = max(self._timeout, wait_s + self.WAIT_MARGIN_S) if wait_s else self._timeout
         data = None if body is None else _dumps(body)
         headers = {"Content-Type": "application/json", "Accept": accept}
         if self.api_key:
@@ -119,6 +125,9 @@ class Client:
             headers["Authorization"] = f"Token {self.token}"
         for attempt in (0, 1):
             conn = self._connection()
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
             try:
                 conn.request(method, self._prefix + path, body=data, headers=headers)
             except (ConnectionResetError, BrokenPipeError):  # not sent: safe to send again
@@ -344,6 +353,8 @@ class ReaderGroup:
         self.refused = 0  # settlements the server refused in consume() (leases lost meanwhile)
         self.last_ack: dict | None = None  # what the last read's `ack` did (read(ack=...))
 
+    WAIT_MS = 30_000  # how long consume() waits in one read by default (the server holds no thread for it)
+
     def info(self) -> dict:
         return self.client._object("GET", self._path)
 
@@ -373,7 +384,7 @@ class ReaderGroup:
             self._quietly(lambda: self.ack(ack_ids, sink, consumer))
         try:
             accept = READ_BATCH if self.client.binary_reads else "application/json"
-            status, binary, raw = self.client._exchange("POST", self._path + "read/", body, accept)
+            status, binary, raw = self.client._exchange("POST", self._path + "read/", body, accept, wait_ms / 1000)
             # a binary answer gives its messages as they are (their fields read when asked for);
             # a JSON one, its deliveries to wrap
             answer = _answer(status, raw, functools.partial(_batch_messages, self) if binary else None)
@@ -470,7 +481,7 @@ class ReaderGroup:
     def consume(
         self,
         max_events: int = 100,
-        wait_ms: int = 1000,
+        wait_ms: int | None = None,
         consumer: str | None = None,
         idle_stop: bool = False,
         sink: str | None = None,
@@ -481,6 +492,8 @@ class ReaderGroup:
         at the first read that finds nothing. With `sink` (a fan-out group's exporter), a
         redelivery this sink acknowledged already is not yielded again: it is for the other
         sinks."""
+        if wait_ms is None:  # a loop that goes on waits long; one that stops when idle, a second
+            wait_ms = 1000 if idle_stop else self.WAIT_MS
         batch: list[Message] = []
         carried: list[Message] = []  # acknowledged, for the next read to carry
         try:

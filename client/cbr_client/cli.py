@@ -432,7 +432,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, help="stop after this many")
     p.add_argument("--idle-stop", dest="idle_stop", action="store_true", help="stop when a read finds nothing")
     p.add_argument("--max", type=int, default=100, help="events per read")
-    p.add_argument("--wait-ms", dest="wait_ms", type=int, default=5000)
+    p.add_argument(
+        "--wait-ms",
+        dest="wait_ms",
+        type=int,
+        default=None,
+        help="how long a read waits for events (default 30000, 1000 with --idle-stop)",
+    )
     p.add_argument("--consumer", help="this consumer's name (the console shows it)")
     formats(p)
 

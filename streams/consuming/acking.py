@@ -17,6 +17,7 @@ from streams.consuming import positions
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
 from streams.models import ReaderGroup
+from streams.waking import group_channel, publish_notice
 
 # Where an id's prefix (`<incarnation>[.<life>]-<stream>-<segment>`) points: one of the group's
 # segments at a life ((stream id, segment, life)), or why not
@@ -426,6 +427,11 @@ def nack(
         slot = slot_of[sid, seg]
         refused = slot.tracker.nack_runs(named.runs, now, delay_s, reason, backoff, sink, life=life)
         _tally(outcome, id_list, named, refused, nack=True, slot=slot)
+    if outcome.given_back:
+        # the group's waiting reads look again when the first of them is due (a read woken then
+        # finds the next due time in Redis)
+        wait_s = delay_s if delay_s is not None else min(backoff, default=0.0)
+        publish_notice([group_channel(group.state_key)], int((now + wait_s) * 1000) if wait_s > 0 else None)
     _refusal(outcome, id_list, "given back")
     return outcome
 

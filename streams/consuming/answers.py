@@ -9,6 +9,7 @@ from binascii import b2a_base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 from domain.acks import Delivery
 from store.framing import Frame, Record
@@ -71,6 +72,8 @@ class ReadResult:
     acked: AckOutcome | None = None  # what the read's `ack` part did (None: it had none)
     delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
     lease_expires_at: str | None = None  # of every delivery of the read (None: an ack_policy none group)
+    next_due: float | None = None  # the earliest time something of the group's segments comes due later
+    wait: Any = None  # a read that found nothing and parks: what it waits for (`reading.Wait`)
 
     @functools.cached_property
     def deliveries(self) -> list[dict]:

@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Protocol, cast
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
+from streams import waking
 from streams.ack_tracker import KnownCounts
 from streams.consuming import positions
 from streams.consuming.acking import PendingAck, ack_part
@@ -32,8 +36,11 @@ from streams.consuming.positions import (
     slots,
 )
 from streams.delaying.handing import queue_release, release_due
+from streams.delaying.index import hot_states
+from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
+from streams.waking import group_channel, notify, stream_channel
 from streams.wire import delivery_prefix, seconds_to_iso
 
 _OFFSET = itemgetter(0)  # of a Delivery
@@ -49,30 +56,95 @@ def read(
     ack: object = None,
     ranges: bool = False,
     frames: bool = False,
+    park: bool = False,
+    woken: str = "",
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
-    to that long for the first one (long poll). `group_slots`: the group's `slots`, when the
+    to that long for the first one (long poll), woken by what makes events available to the
+    group (`streams.waking`), never polling. `group_slots`: the group's `slots`, when the
     caller has them already. `ack`: the previous batch's acknowledgement (`acking.ack_part`),
     applied first: one request where a consumer would send two (JetStream's AckNext). `ranges`:
     the answer also names its deliveries as id ranges (`delivery_ranges`), which an ack takes
     in place of the ids: a few strings where a batch has a thousand ids. `frames`: the events
     read from the log are left as stored (`framing.Frame`), for an answer that sends them so
-    (`streams.wire.encode_read_batch`)."""
+    (`streams.wire.encode_read_batch`). `park`: instead of waiting in this thread, answer a
+    result whose `wait` says what to wait for (the ASGI front waits without a thread and reads
+    again, with `woken` the cause)."""
     group_slots = slots(group) if group_slots is None else group_slots
     pending = None if ack is None else ack_part(group, ack, group_slots)
     acked = None
     deadline = time.monotonic() + wait_ms / 1000
-    pause = 0.02
+    channels = wake_channels(group, group_slots) if wait_ms > 0 else ()
+    group_key = group_channel(group.state_key)
+    first = not woken
     while True:
-        result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending, frames)
+        seen = waking.listener().snapshot(channels) if channels else None
+        try:
+            result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending, frames)
+        except (RedisConnectionError, RedisTimeoutError):
+            # Redis lost while the read waits: it waits on (looking every `FALLBACK_POLL_S`) and
+            # answers 503 only if Redis is still gone when its wait ends
+            if first or deadline - time.monotonic() <= 0:
+                raise
+            result = ReadResult()
+        first = False
         if pending is not None:  # applied by the first pass, on its first pipeline
             acked, pending = result.acked, None
         left = deadline - time.monotonic()
-        if result.parts or result.pending_limit_reached or left <= 0:
+        if result.parts or result.pending_limit_reached or left <= 0 or seen is None:
             result.acked = acked
+            if woken and sum(len(p.items) for p in result.parts) >= max_events:
+                waking.listener().wake_more(group_key, channels)  # more may be there for the next waiter
             return result
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.25)
+        timeout = _wait_for(group_slots, result, left)
+        if park:
+            result.acked = acked
+            result.wait = Wait(channels, group_key, seen, timeout, deadline)
+            return result
+        woken = waking.wait(channels, group_key, seen, timeout)
+
+
+@dataclass
+class Wait:
+    """What a read that found nothing waits for: a message or timer on `channels` (the group's
+    is `group`) seen after `seen`, for at most `timeout_s`; the read ends at `deadline`
+    (`time.monotonic()`)."""
+
+    channels: tuple[str, ...]
+    group: str
+    seen: waking.Snapshot
+    timeout_s: float
+    deadline: float
+
+
+def wake_channels(group: ReaderGroup, group_slots: list[Slot]) -> tuple[str, ...]:
+    """The channels a waiting read of the group listens on: its streams', then its own."""
+    streams = dict.fromkeys(slot.stream.storage_key for slot in group_slots)
+    return (*map(stream_channel, streams), group_channel(group.state_key))
+
+
+def _wait_for(group_slots: list[Slot], result: ReadResult, left: float) -> float:
+    """How long a read that found nothing waits before it looks again, at most `left`: until
+    the earliest thing that comes due (a lease, a retry, a delayed event of its streams), and no
+    longer than `waking.FALLBACK_POLL_S` while the wake-up channel is down."""
+    now = positions.clock()
+    try:
+        delayed = _next_delayed(group_slots)
+    except (RedisConnectionError, RedisTimeoutError):  # Redis lost: look again soon
+        return min(left, waking.FALLBACK_POLL_S)
+    due = [t - now for t in (result.next_due, delayed) if t is not None]
+    timeout = min([left, *due])
+    if not waking.listener().healthy:
+        timeout = min(timeout, waking.FALLBACK_POLL_S)
+    return max(timeout, 0.001)
+
+
+def _next_delayed(group_slots: list[Slot]) -> float | None:
+    """The earliest delivery time of a delayed event held by the indexes of the group's streams
+    (seconds), if any."""
+    streams = list({slot.stream.pk: slot.stream for slot in group_slots}.values())
+    dues = [st.next_due for st in hot_states([index_of(stream) for stream in streams]) if st.next_due is not None]
+    return min(dues) / 1000 if dues else None
 
 
 def _read_once(
@@ -125,7 +197,10 @@ def _read_once(
         _queue_counts(group_slots, now, lease_s, pipe)
         answers = pipe.execute()
     live = sum(counts[2] for counts in answers)
+    dues = [float(counts[6]) for counts in answers if counts[6] is not None]
+    result_next_due = min(dues) if dues else None
     room = group.max_ack_pending - live
+    result.next_due = result_next_due
     if room <= 0:
         result.pending_limit_reached = True
         _persist(group, moves, pending)
@@ -139,7 +214,7 @@ def _read_once(
     work: list[tuple[Slot, int, int, int, tuple[Head, Tail], bool]] = []
     fresh: list[Slot] = []  # segments whose state Redis does not hold (lost, or never read)
     for i, slot in enumerate(group_slots):
-        nxt, halted, _, expired, retry_due, dead_due = answers[i]
+        nxt, halted, _, expired, retry_due, dead_due, _ = answers[i]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
         stop = seg_tail.next_offset
         head = seg_head.offset
@@ -181,7 +256,12 @@ def _read_once(
         want = math.ceil((limit - sum(a[1] for a in asked)) / (len(serves) - n))
         if want > 0:
             asked.append((serve, want, _ask(ctx, serve, want, pipe)))
-    for (serve, want, looked), answer in zip(asked, pipe.execute(), strict=True):
+    if asked and ack_policy is not AckPolicy.NONE:
+        # the leases this read may hand out expire then: a waiting read of the group (another
+        # consumer's) looks again at that time, in case they are not acknowledged (one command on
+        # the pipeline, no round trip of its own)
+        notify(pipe, [group_channel(group.state_key)], int((now + lease_s) * 1000))
+    for (serve, want, looked), answer in zip(asked, pipe.execute()[: len(asked)], strict=True):
         _take(ctx, serve, want, looked, looked.read(answer))
     # then, one segment at a time, what the first looks did not fill (a segment with fewer events
     # than its share, a competing consumer that took some): each segment looks at most three times

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from cbrweb import web
 from cbrweb.celery import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,26 +121,9 @@ class WebServer:
     def start(self) -> None:
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "cbrweb.wsgi",
-                "-c",
-                "python:cbrweb.gunicorn_conf",
-                "-b",
-                f"127.0.0.1:{self.port}",
-                "-w",
-                "2",
-                "-k",
-                "gthread",
-                "--threads",
-                "4",
-                "--graceful-timeout",
-                "2",
-            ],
+            web.command(f"127.0.0.1:{self.port}", 2, "--graceful-timeout", "2"),
             cwd=ROOT,
-            env=self.env,
+            env={"CBR_WEB_THREADS": "4", **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

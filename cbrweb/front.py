@@ -1,0 +1,307 @@
+"""The web process's front (ASGI, under uvicorn's worker in gunicorn): it runs the Django
+application (WSGI) in a pool of threads, as a threaded WSGI server would, and parks the reads that
+wait (`api.parking`) without a thread: a waiting read costs its socket and an entry in the
+process's wake-up table (`streams.waking`), so thousands may wait while the threads serve
+publishes, acks, health checks and the console.
+
+A request goes to a thread with its body read from the connection as the application asks for it.
+A read answered `Parked` is not sent: the front waits for what it waits for (a wake-up, its due
+time, the end of its wait), or for the client to go away (then nothing more is done: a parked read
+holds no lease), and calls its `resume` in a thread, which reads once more. Any other answer is
+sent as it is; a streamed one chunk by chunk from its thread.
+
+It must never run the application on the event loop's thread, nor hold a thread while a read
+waits. The connection's `CBR_WEB_KEEPALIVE_REQUESTS`-th answer closes it (`cbrweb.gunicorn_conf`
+says why)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from api.parking import PARK, Parked
+from cbrweb.body_limit import after_large_body
+from streams import waking
+
+log = logging.getLogger(__name__)
+_CONNECTIONS_KEPT = 50_000  # connections whose requests are counted (the oldest forgotten first)
+
+
+class Front:
+    """`Front(wsgi_app, threads, keepalive_requests)`: the ASGI application."""
+
+    def __init__(self, wsgi_app: Callable, threads: int, keepalive_requests: int = 0):
+        self.app = wsgi_app
+        self.threads = threads
+        self.keepalive_requests = keepalive_requests
+        self.pool: ThreadPoolExecutor | None = None
+        self.requests_on: OrderedDict[tuple, int] = OrderedDict()  # connection -> requests so far
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Callable, send: Callable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.pool is not None:
+                    self.pool.shutdown(wait=False, cancel_futures=True)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def _start(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="cbr-web")
+        return self.pool
+
+    async def _http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        loop = asyncio.get_running_loop()
+        pool = self._start()
+        body = _Body(receive, loop)
+        environ = _environ(scope, body)
+        environ[PARK] = True
+        close = self._last_on_connection(scope)
+        gone: asyncio.Future | None = None
+        try:
+            answer = await loop.run_in_executor(pool, self._run, environ, send, loop, close)
+            while isinstance(answer, tuple) and isinstance(answer[0], Parked):
+                parked, middleware_headers = answer
+                if gone is None:
+                    gone = asyncio.ensure_future(_disconnected(body, receive))
+                cause = await _parked(parked, loop, gone)
+                if cause is None:  # the client went away: nothing more to do
+                    return
+                answer = await loop.run_in_executor(pool, _resumed, parked, cause, middleware_headers, close)
+            if answer is not None:
+                status, headers, content = answer
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": content})
+        finally:
+            if gone is not None and not gone.done():
+                gone.cancel()
+
+    def _last_on_connection(self, scope: dict) -> bool:
+        """Whether this request's answer closes its connection (the n-th on it)."""
+        if not self.keepalive_requests or scope.get("client") is None:
+            return False
+        key = (tuple(scope["client"]), tuple(scope.get("server") or ()))
+        n = self.requests_on.pop(key, 0) + 1
+        if n >= self.keepalive_requests:
+            return True
+        self.requests_on[key] = n
+        while len(self.requests_on) > _CONNECTIONS_KEPT:
+            self.requests_on.popitem(last=False)
+        return False
+
+    def _run(self, environ: dict, send: Callable, loop: asyncio.AbstractEventLoop, close: bool) -> Any:
+        """In a thread: the application's answer. A parked read's `Parked`, with the headers the
+        middleware gave it; a streamed answer is sent from here, chunk by chunk (None returned);
+        any other is returned whole (status, headers, body) for the loop to send."""
+        started: list = []
+
+        def start_response(status: str, headers: list, exc_info: Any = None) -> Callable:
+            if exc_info is not None and started:
+                raise exc_info[1].with_traceback(exc_info[2])
+            started[:] = [status, headers]
+            return _no_write
+
+        result = self.app(environ, start_response)
+        try:
+            if isinstance(result, Parked):
+                return result, [(k, v) for k, v in started[1] if k.lower() not in _OWN_HEADERS]
+            status = int(started[0].split(" ", 1)[0])
+            headers = _headers(started[1], close)
+            if not getattr(result, "streaming", False) and not hasattr(result, "file_to_stream"):
+                return _whole(status, headers, b"".join(result))
+
+            def blocking(message: dict) -> None:
+                asyncio.run_coroutine_threadsafe(send(message), loop).result()
+
+            blocking({"type": "http.response.start", "status": status, "headers": headers})
+            for chunk in result:
+                if chunk:
+                    blocking({"type": "http.response.body", "body": chunk, "more_body": True})
+            blocking({"type": "http.response.body", "body": b""})
+            return None
+        finally:
+            close_result = getattr(result, "close", None)
+            if close_result is not None:
+                close_result()  # Django's request_finished: this thread's connections are tidied
+            after_large_body(environ)
+
+
+_SERVER_ERROR = b'{"code":"server_error","message":"the server failed to answer this read"}'
+_OWN_HEADERS = {"content-type", "content-length"}  # a resumed read's answer has its own
+
+
+def _headers(pairs: list, close: bool) -> list[tuple[bytes, bytes]]:
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
+    if close:
+        headers.append((b"connection", b"close"))
+    return headers
+
+
+def _whole(status: int, headers: list[tuple[bytes, bytes]], content: bytes) -> tuple:
+    if not any(name == b"content-length" for name, _ in headers):
+        headers.append((b"content-length", str(len(content)).encode()))
+    return status, headers, content
+
+
+def _resumed(parked: Parked, cause: str, middleware_headers: list, close: bool) -> tuple:
+    """In a thread: a parked read woken, read once more: parked again (with the same headers),
+    or its answer, with the headers the middleware gave the request."""
+    try:
+        response = parked.resume(cause)
+    except Exception:  # a bug: answered as Django answers one, never a dropped connection
+        log.exception("a waiting read failed when woken")
+        return _whole(500, _headers([("Content-Type", "application/json")], close), _SERVER_ERROR)
+    if isinstance(response, Parked):
+        return response, middleware_headers
+    own = list(response.items())
+    names = {k.lower() for k, _ in own}
+    pairs = [(k, v) for k, v in middleware_headers if k.lower() not in names] + own
+    return _whole(response.status_code, _headers(pairs, close), response.content)
+
+
+async def _parked(answer: Parked, loop: asyncio.AbstractEventLoop, gone: asyncio.Future) -> str | None:
+    """Wait, holding no thread, for what the parked read waits for; the cause ("timeout" when
+    nothing came), or None when the client went away first."""
+    wait = answer.wait
+    woken: asyncio.Future = loop.create_future()
+
+    def wake(cause: str) -> None:  # from the listener's thread
+        loop.call_soon_threadsafe(_settle, woken, cause)
+
+    listener = waking.listener()
+    waiter = listener.park(wait.channels, wait.group, wait.seen, wake)
+    try:
+        await asyncio.wait({woken, gone}, timeout=wait.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        listener.unpark(waiter)
+    if gone.done():
+        return None
+    return woken.result() if woken.done() else "timeout"
+
+
+def _settle(future: asyncio.Future, cause: str) -> None:
+    if not future.done():
+        future.set_result(cause)
+
+
+async def _disconnected(body: _Body, receive: Callable) -> None:
+    """Returns once the client has gone away (what is left of the body is read and dropped)."""
+    while True:
+        message = await body.receive_next()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("the WSGI write() callable is not supported: return the body")
+
+
+class _Body:
+    """The request's body, read from the connection as a thread asks for it (the application's
+    `wsgi.input`)."""
+
+    def __init__(self, receive: Callable, loop: asyncio.AbstractEventLoop):
+        self._receive = receive
+        self._loop = loop
+        self._buffer = b""
+        self._more = True
+        self._lock = asyncio.Lock()
+
+    async def receive_next(self) -> dict:
+        async with self._lock:
+            return await self._receive()
+
+    def _chunk(self) -> bytes:
+        """The next piece of the body, from a thread (b"": no more)."""
+        while self._more:
+            message = asyncio.run_coroutine_threadsafe(self.receive_next(), self._loop).result()
+            if message["type"] == "http.disconnect":
+                self._more = False
+                return b""
+            self._more = message.get("more_body", False)
+            data = message.get("body", b"")
+            if data:
+                return data
+        return b""
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            parts = [self._buffer]
+            self._buffer = b""
+            while chunk := self._chunk():
+                parts.append(chunk)
+            return b"".join(parts)
+        while len(self._buffer) < size and (chunk := self._chunk()):
+            self._buffer += chunk
+        out, self._buffer = self._buffer[:size], self._buffer[size:]
+        return out
+
+    def readline(self, size: int = -1) -> bytes:
+        while b"\n" not in self._buffer and (chunk := self._chunk()):
+            self._buffer += chunk
+        end = self._buffer.find(b"\n") + 1 or len(self._buffer)
+        if size is not None and size >= 0:
+            end = min(end, size)
+        out, self._buffer = self._buffer[:end], self._buffer[end:]
+        return out
+
+
+def _environ(scope: dict, body: _Body) -> dict:
+    """The WSGI environ of an ASGI HTTP request (PEP 3333)."""
+    server = scope.get("server") or ("localhost", 80)
+    client = scope.get("client") or ("", 0)
+    path = scope.get("raw_path") or scope["path"].encode()
+    query = scope.get("query_string", b"")
+    if b"?" in path:
+        path = path.split(b"?", 1)[0]
+    root = scope.get("root_path", "").encode()
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": root.decode("latin-1"),
+        "PATH_INFO": _unquote(path).decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1]),
+        "REMOTE_ADDR": client[0],
+        "REMOTE_PORT": str(client[1]),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": body,
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in scope.get("headers", []):
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        value = raw_value.decode("latin-1")
+        if name == "CONTENT_LENGTH" or name == "CONTENT_TYPE":
+            key = name
+        else:
+            key = "HTTP_" + name
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ
+
+
+def _unquote(path: bytes) -> bytes:
+    """A raw path's %-escapes decoded, as a WSGI server gives PATH_INFO."""
+    return unquote_to_bytes(path) if b"%" in path else path

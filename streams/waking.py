@@ -1,0 +1,324 @@
+"""Waking waiting reads (DESIGN.md §10b): a read with `wait_ms` that finds nothing waits for
+something to become available to its group, instead of polling the store.
+
+Whatever makes events available says so on a Redis pub/sub channel: a publish on its stream's
+(`stream_channel`), a nack, a seek or the leases of a hand-out on the group's (`group_channel`).
+A message is empty (available now) or a time in milliseconds (due then: a nack's delay, a lease's
+expiry, a delayed event's delivery time). Each process has one `Listener`: one thread, one Redis
+connection subscribed to every channel, which wakes the reads waiting in this process. It wakes
+one waiting read of a group per message (a group's competing consumers are not all woken for one
+event: the one woken that fills its batch wakes the next, `Listener.wake_more`), and keeps due
+times in a timer instead of having reads look for them.
+
+A read takes a `snapshot` of the channels it waits on before it looks at the store, and parks
+with it: a message that came in between wakes it at once, so nothing published while it looked
+is missed. If the connection drops, every waiting read is woken (each looks once more) and reads
+poll every `FALLBACK_POLL_S` until the listener is subscribed again, when all are woken once more.
+
+It must never hold a waiting read's thread or connection: a parked read is an entry in a dict.
+Both ways of waiting use it: `wait` blocks a thread (a WSGI server, the tests' client), and the
+ASGI front parks a read with a callback (`cbrweb.front`)."""
+
+from __future__ import annotations
+
+import atexit
+import heapq
+import logging
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import redis as redis_lib
+from django.conf import settings
+
+from store.redis_connection import as_text, get_redis
+
+log = logging.getLogger(__name__)
+
+PREFIX = "cbr:wake:"
+FALLBACK_POLL_S = 1.0  # how often waiting reads look while the listener is not subscribed
+_TICK_S = 1.0  # the listener's longest sleep: how soon it notices it should stop
+
+
+def stream_channel(storage_key: str) -> str:
+    return f"{PREFIX}s:{storage_key}"
+
+
+def group_channel(state_key: str) -> str:
+    return f"{PREFIX}g:{state_key}"
+
+
+def notify(pipe, channels: Iterable[str], due_ms: int | None = None) -> None:
+    """Say on these channels that something is available now (or at `due_ms`); queued on `pipe`
+    (a pipeline, or a client: one command each)."""
+    message = "" if due_ms is None else str(int(due_ms))
+    for channel in channels:
+        pipe.publish(channel, message)
+
+
+@dataclass(eq=False)
+class Waiter:
+    """One read waiting in this process: woken once, by `wake(cause)`."""
+
+    group: str  # the group's channel
+    channels: tuple[str, ...]  # its streams' channels, then its group's
+    on_wake: Callable[[str], None]
+    woken: bool = False
+
+
+@dataclass
+class Snapshot:
+    """What the listener had seen of some channels, taken before a read looks at the store."""
+
+    counts: tuple[int, ...]
+    epoch: int
+
+
+@dataclass
+class _Timers:
+    heap: list[tuple[float, str]] = field(default_factory=list)
+    known: set[tuple[float, str]] = field(default_factory=set)
+
+
+class Listener:
+    """The process's subscriber: one thread, one Redis connection."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.lock = threading.Lock()
+        self.seen: defaultdict[str, int] = defaultdict(int)  # channel -> messages and timers so far
+        # channel -> group channel -> its reads waiting there, oldest first
+        self.waiting: defaultdict[str, OrderedDict[str, OrderedDict[int, Waiter]]] = defaultdict(OrderedDict)
+        self.count = 0  # reads waiting
+        self.epoch = 0  # +1 each time the subscription is lost or made again
+        self.subscribed = False
+        self.timers = _Timers()
+        self.stopped = threading.Event()
+        self.woken_by: defaultdict[str, int] = defaultdict(int)  # cause -> reads woken
+        self.thread = threading.Thread(target=self._run, name="cbr-wake-listener", daemon=True)
+        self.thread.start()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def snapshot(self, channels: Iterable[str]) -> Snapshot:
+        with self.lock:
+            return Snapshot(tuple(self.seen[c] for c in channels), self.epoch)
+
+    def park(self, channels: tuple[str, ...], group: str, seen: Snapshot, on_wake: Callable[[str], None]) -> Waiter:
+        """Wait for a message on `channels` (the group's streams' and the group's own, `group`)
+        or a timer of theirs; `on_wake(cause)` is called once, from the listener's thread (or
+        from this call, when something came since `seen`). Take the read out with `unpark`."""
+        waiter = Waiter(group, channels, on_wake)
+        with self.lock:
+            missed = seen.epoch != self.epoch or any(self.seen[c] != n for c, n in zip(channels, seen.counts))
+            if not missed:
+                for channel in channels:
+                    self.waiting[channel].setdefault(group, OrderedDict())[id(waiter)] = waiter
+                self.count += 1
+        if missed:
+            self._fire(waiter, "missed")
+        return waiter
+
+    def unpark(self, waiter: Waiter) -> None:
+        with self.lock:
+            self._remove(waiter)
+
+    def wake_more(self, group: str, channels: Iterable[str]) -> None:
+        """A woken read filled its batch: more may be there for the group's next waiting read."""
+        with self.lock:
+            waiter = self._first(channels, group)
+        if waiter is not None:
+            self._fire(waiter, "more")
+
+    @property
+    def healthy(self) -> bool:
+        return self.subscribed
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self.stopped.is_set():
+            client = redis_lib.Redis.from_url(self.url, socket_keepalive=True, health_check_interval=30)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.psubscribe(f"{PREFIX}*")
+                self._subscribed(True)
+                backoff = 0.1
+                while not self.stopped.is_set():
+                    message = pubsub.get_message(timeout=self._sleep())
+                    if message is not None and message["type"] == "pmessage":
+                        self._message(as_text(message["channel"]), as_text(message["data"]))
+                    self._due_timers()
+            except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError) as exc:
+                if not self.stopped.is_set():
+                    log.warning("wake-up channel lost (%s); waiting reads poll until it is back", exc)
+            finally:
+                self._subscribed(False)
+                try:
+                    pubsub.close()
+                    client.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection
+                    pass
+            if self.stopped.wait(backoff):
+                return
+            backoff = min(backoff * 2, 2.0)
+
+    def _sleep(self) -> float:
+        with self.lock:
+            if not self.timers.heap:
+                return _TICK_S
+            return max(0.0, min(_TICK_S, self.timers.heap[0][0] - time.time()))
+
+    def _subscribed(self, on: bool) -> None:
+        """Lost or made again: every waiting read looks once more (a message may have been
+        missed while nobody listened)."""
+        with self.lock:
+            if self.subscribed == on:
+                return
+            self.subscribed = on
+            self.epoch += 1
+            everyone = list(self._all())
+        for waiter in everyone:
+            self._fire(waiter, "channel")
+
+    def _message(self, channel: str, data: str) -> None:
+        if data:
+            try:
+                due = int(data) / 1000
+            except ValueError:
+                due = 0.0
+            if due > time.time():
+                # a timer only for reads waiting now: one that parks later finds the due time in
+                # Redis itself, and one looking at the store meanwhile looks again (`seen` moved)
+                with self.lock:
+                    self.seen[channel] += 1
+                    if channel in self.waiting and (due, channel) not in self.timers.known:
+                        self.timers.known.add((due, channel))
+                        heapq.heappush(self.timers.heap, (due, channel))
+                return
+        self._wake_on(channel, "stream" if channel.startswith(PREFIX + "s:") else "group")
+
+    def _due_timers(self) -> None:
+        now = time.time()
+        fired = []
+        with self.lock:
+            while self.timers.heap and self.timers.heap[0][0] <= now:
+                item = heapq.heappop(self.timers.heap)
+                self.timers.known.discard(item)
+                fired.append(item[1])
+        for channel in fired:
+            self._wake_on(channel, "timer")
+
+    def _wake_on(self, channel: str, cause: str) -> None:
+        """One waiting read of each group waiting on `channel`."""
+        with self.lock:
+            self.seen[channel] += 1
+            chosen = [next(iter(reads.values())) for reads in self.waiting.get(channel, {}).values() if reads]
+        for waiter in chosen:
+            self._fire(waiter, cause)
+
+    # -- the table --------------------------------------------------------------------------
+
+    def _fire(self, waiter: Waiter, cause: str) -> None:
+        with self.lock:
+            if waiter.woken:
+                return
+            waiter.woken = True
+            self._remove(waiter)
+            self.woken_by[cause] += 1
+        try:
+            waiter.on_wake(cause)
+        except Exception:  # noqa: BLE001 - a waiter gone (its loop closed) must not stop the others
+            log.exception("waking a waiting read")
+
+    def _remove(self, waiter: Waiter) -> None:
+        """With the lock held."""
+        found = False
+        for channel in waiter.channels:
+            groups = self.waiting.get(channel)
+            reads = groups.get(waiter.group) if groups else None
+            if reads is not None and reads.pop(id(waiter), None) is not None:
+                found = True
+                if not reads:
+                    del groups[waiter.group]  # type: ignore[union-attr]
+                    if not groups:
+                        del self.waiting[channel]
+        if found:
+            self.count -= 1
+
+    def _first(self, channels: Iterable[str], group: str) -> Waiter | None:
+        for channel in channels:
+            groups = self.waiting.get(channel)
+            reads = groups.get(group) if groups is not None else None
+            if reads:
+                return next(iter(reads.values()))
+        return None
+
+    def _all(self) -> Iterable[Waiter]:
+        seen: dict[int, Waiter] = {}
+        for groups in self.waiting.values():
+            for reads in groups.values():
+                seen.update(reads)
+        return seen.values()
+
+
+_listener: Listener | None = None
+_listener_lock = threading.Lock()
+
+
+def listener() -> Listener:
+    """The process's listener for REDIS_URL, started on first use (and again for another URL)."""
+    global _listener
+    url = settings.REDIS_URL
+    current = _listener
+    if current is not None and current.url == url:
+        return current
+    with _listener_lock:
+        if _listener is None or _listener.url != url:
+            if _listener is not None:
+                _listener.stop()
+            _listener = Listener(url)
+        return _listener
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    if _listener is not None:
+        _listener.stop()
+
+
+def wait(channels: tuple[str, ...], group: str, seen: Snapshot, timeout_s: float) -> str:
+    """Block this thread until something for these channels comes (or `timeout_s` passes);
+    returns the cause ("timeout" when none came)."""
+    got: list[str] = []
+    event = threading.Event()
+
+    def woken(cause: str) -> None:
+        got.append(cause)
+        event.set()
+
+    lst = listener()
+    waiter = lst.park(channels, group, seen, woken)
+    try:
+        event.wait(timeout_s)
+    finally:
+        lst.unpark(waiter)
+    return got[0] if got else "timeout"
+
+
+def publish_notice(channels: Iterable[str], due_ms: int | None = None) -> None:
+    """`notify` now, on the process's Redis client. A notice that cannot be sent is not an error
+    of the request that sends it (what it announces is durable already): waiting reads then find
+    it at their next look."""
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        notify(pipe, channels, due_ms)
+        pipe.execute()
+    except redis_lib.RedisError as exc:
+        log.warning("wake-up notice not sent: %s", exc)

@@ -1,0 +1,116 @@
+"""The wake-up listener (streams/waking.py) against the run's real Redis: one waiting read per
+group woken per announcement, a snapshot that catches what came while a read looked, due times
+kept in a timer, and a read waiting in its thread (a WSGI server, the tests' client) woken by a
+publish."""
+
+import threading
+import time
+
+import pytest
+
+from domain.events import EventIn
+from streams import services, waking
+from streams.waking import group_channel, notify, publish_notice, stream_channel
+
+pytestmark = pytest.mark.django_db
+
+
+def listening():
+    lst = waking.listener()
+    deadline = time.monotonic() + 10
+    while not lst.healthy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lst.healthy
+    return lst
+
+
+class Woken:
+    def __init__(self):
+        self.causes: list[str] = []
+        self.event = threading.Event()
+
+    def __call__(self, cause: str) -> None:
+        self.causes.append(cause)
+        self.event.set()
+
+
+def test_one_waiting_read_per_group_is_woken_per_announcement(redis):
+    lst = listening()
+    s, g1, g2 = stream_channel("s-one"), group_channel("g-one"), group_channel("g-two")
+    # given: two reads of group 1 and one of group 2 waiting on the stream
+    reads = {name: Woken() for name in ("a", "b", "c")}
+    waiters = {
+        "a": lst.park((s, g1), g1, lst.snapshot((s, g1)), reads["a"]),
+        "b": lst.park((s, g1), g1, lst.snapshot((s, g1)), reads["b"]),
+        "c": lst.park((s, g2), g2, lst.snapshot((s, g2)), reads["c"]),
+    }
+    # when: one publish is announced
+    publish_notice([s])
+    assert reads["a"].event.wait(5) and reads["c"].event.wait(5)
+    time.sleep(0.2)
+    # then: the first read of each group woke, the second of group 1 waits on
+    assert (reads["a"].causes, reads["b"].causes, reads["c"].causes) == (["stream"], [], ["stream"])
+    # and a woken read that filled its batch wakes the group's next one
+    lst.wake_more(g1, (s, g1))
+    assert reads["b"].causes == ["more"]
+    for w in waiters.values():
+        lst.unpark(w)
+    assert lst.count == 0
+
+
+def test_what_came_while_a_read_looked_wakes_it_at_once(redis):
+    lst = listening()
+    s, g = stream_channel("s-two"), group_channel("g-three")
+    seen = lst.snapshot((s, g))
+    publish_notice([s])  # while the read looks at the store
+    deadline = time.monotonic() + 5
+    while lst.snapshot((s, g)) == seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    woken = Woken()
+    lst.park((s, g), g, seen, woken)
+    assert woken.causes == ["missed"] and lst.count == 0
+
+
+def test_a_due_time_wakes_a_waiting_read_then_and_not_before(redis):
+    lst = listening()
+    s, g = stream_channel("s-three"), group_channel("g-four")
+    woken = Woken()
+    waiter = lst.park((s, g), g, lst.snapshot((s, g)), woken)
+    at = time.time()
+    pipe = redis.pipeline()
+    notify(pipe, [g], int((at + 0.6) * 1000))
+    pipe.execute()
+    assert not woken.event.wait(0.3)
+    assert woken.event.wait(5) and woken.causes == ["timer"]
+    assert time.time() >= at + 0.5
+    lst.unpark(waiter)
+
+
+@pytest.mark.django_db(transaction=True)  # the read runs in a thread of its own, on its own connection
+def test_a_read_waiting_in_its_thread_is_woken_by_a_publish(api, clock):
+    # given: a group with nothing to read, and a read of it waiting (the tests' client: a thread)
+    listening()
+    stream = services.do_create_stream(scope="w", name="s", segment_count=1)
+    created = api.post(
+        "/api/v1/reader-groups/",
+        {"scope": "w", "name": "g", "streams": ["w/s"], "retention_type": "NONE"},
+        format="json",
+    )
+    assert created.status_code == 201
+    answers = []
+
+    def wait():
+        started = time.monotonic()
+        response = api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json")
+        answers.append((time.monotonic() - started, response.json()))
+
+    reader = threading.Thread(target=wait)
+    reader.start()
+    time.sleep(0.5)
+    # when: an event is published
+    services.do_publish(stream, [EventIn(b"hello")])
+    reader.join(20)
+    # then: the read is answered with it, long before its wait ends
+    ((took, answer),) = answers
+    assert [d["payload"] for d in answer["deliveries"]] == ["hello"]
+    assert took < 10
