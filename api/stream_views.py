@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -36,6 +37,7 @@ from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
+from streams.lookups import stream_for_publish
 from streams.models import Stream
 from streams.wire import event_json
 
@@ -170,13 +172,9 @@ class EventsView(APIView):
 
     @extend_schema(request=PublishSerializer, responses={201: PublishedSerializer})
     def post(self, request, scope, name):
-        stream = get_object_or_404(
-            Stream.objects.only(
-                "id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy", "full_since"
-            ),
-            scope__name=scope,
-            name=name,
-        )
+        stream = stream_for_publish(scope, name)
+        if stream is None:
+            raise Http404(f"no stream {scope}/{name}")
         now_ms = time.time_ns() // 1_000_000
         events = parse_batch(request.data, logs.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)

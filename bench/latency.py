@@ -87,19 +87,25 @@ class CBR:
         ).split()[-1]
         self.port = free_port()
         self.server = subprocess.Popen(
-            web.command(f"127.0.0.1:{self.port}", 2, "--log-level", "warning", "--keep-alive", "30"),
+            web.command(
+                f"127.0.0.1:{self.port}", 2, "--log-level", "warning", "--keep-alive", "30", "--graceful-timeout", "5"
+            ),
             cwd=ROOT,
             env=self.env,
             start_new_session=True,
         )
         wait_http(f"http://127.0.0.1:{self.port}/login/")
-        for stream in ("events", "probe"):
+        for stream in ("orders", "probe"):
             self.call("POST", "/api/v1/streams/", {"scope": "lat", "name": stream, "segment_count": 1})
         return self
 
     def __exit__(self, *exc) -> None:
         os.killpg(self.server.pid, signal.SIGTERM)
-        self.server.wait(20)
+        try:
+            self.server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.server.pid, signal.SIGKILL)
+            self.server.wait(10)
         subprocess.run(["rm", "-rf", self.work])
         import psycopg
 
@@ -140,7 +146,7 @@ class CBR:
                 body = {
                     "scope": "lat",
                     "name": name,
-                    "streams": ["lat/events"],
+                    "streams": ["lat/orders"],
                     "retention_type": "NONE",
                     "start": "tail",
                 }
@@ -193,7 +199,7 @@ class CBR:
         early = sum(t.done() for t in reads)
         sent = time.perf_counter()
         await loop.run_in_executor(
-            None, self.call, "POST", "/api/v1/streams/lat/events/", {"events": [{"payload": "now"}]}
+            None, self.call, "POST", "/api/v1/streams/lat/orders/events/", {"events": [{"payload": "now"}]}
         )
         await asyncio.wait(reads, timeout=5 if not herd else 3)
         got = sorted(t.result()[0] - sent for t in reads if t.done() and t.result()[1].get("deliveries"))
@@ -208,7 +214,7 @@ class CBR:
         self.call(
             "POST",
             "/api/v1/reader-groups/",
-            {"scope": "lat", "name": "steady", "streams": ["lat/events"], "retention_type": "NONE", "start": "tail"},
+            {"scope": "lat", "name": "steady", "streams": ["lat/orders"], "retention_type": "NONE", "start": "tail"},
         )
         latencies: list[float] = []
         stop = threading.Event()
@@ -233,7 +239,7 @@ class CBR:
                 due = start + i / rate
                 time.sleep(max(0.0, due - time.monotonic()))
                 t = time.perf_counter()
-                cbr.publish("lat/events", [{"payload": repr(time.time())}])
+                cbr.publish("lat/orders", [{"payload": repr(time.time())}])
                 publish.append(time.perf_counter() - t)
         consumer.join(30)
         stop.set()

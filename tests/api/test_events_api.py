@@ -3,6 +3,8 @@ import json
 
 import factories
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from streams.logs import stream_log
 
@@ -144,3 +146,20 @@ def test_bad_read_parameters_are_400s(api, stream, params, field):
     response = read(api, **params)
     assert response.status_code == 400
     assert response.json()["field"] == field
+
+
+def test_a_publish_asks_the_database_one_query(api):
+    # given: a stream, and a publish already made (the token's lookup is cached by then)
+    factories.make_stream()
+    assert (
+        api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "a"}]}, format="json").status_code
+        == 201
+    )
+
+    # when: the next one is published
+    with CaptureQueriesContext(connection) as queries:
+        answer = api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "b"}]}, format="json")
+
+    # then: the database saw the stream's lookup alone (one statement, no ORM query built per publish)
+    assert answer.status_code == 201 and answer.json()["positions"] == [{"segment": "0", "offset": 1}]
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"], queries.captured_queries
