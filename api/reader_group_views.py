@@ -256,6 +256,7 @@ def _resumed_read(group, group_slots, args: dict, binary: bool, first: consuming
     the answer rendered as the view's is, with what its first pass's ack did."""
     renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
     acked, deadline = first.acked, first.wait.deadline
+    first_wait = first.wait
 
     def resume(cause: str) -> HttpResponse:
         try:
@@ -270,6 +271,7 @@ def _resumed_read(group, group_slots, args: dict, binary: bool, first: consuming
                 frames=binary,
                 park=True,
                 woken=cause,
+                since=first_wait.since,
             )
         except Exception as exc:  # answered as the view's errors are (a service lost: 503)
             error = exception_handler(exc, {})

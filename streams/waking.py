@@ -34,11 +34,13 @@ import redis as redis_lib
 from django.conf import settings
 
 from store.redis_connection import as_text, get_redis
+from streams import wait_stats
 
 log = logging.getLogger(__name__)
 
 PREFIX = "cbr:wake:"
 FALLBACK_POLL_S = 1.0  # how often waiting reads look while the listener is not subscribed
+FLUSH_S = 1.0  # how often the process's figures go to Redis (`streams.wait_stats`)
 _TICK_S = 1.0  # the listener's longest sleep: how soon it notices it should stop
 
 
@@ -143,6 +145,7 @@ class Listener:
 
     def _run(self) -> None:
         backoff = 0.1
+        flushed = time.monotonic()
         while not self.stopped.is_set():
             client = redis_lib.Redis.from_url(self.url, socket_keepalive=True, health_check_interval=30)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -155,6 +158,9 @@ class Listener:
                     if message is not None and message["type"] == "pmessage":
                         self._message(as_text(message["channel"]), as_text(message["data"]))
                     self._due_timers()
+                    if time.monotonic() - flushed >= FLUSH_S:
+                        flushed = time.monotonic()
+                        wait_stats.flush(client, self.count)
             except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError) as exc:
                 if not self.stopped.is_set():
                     log.warning("wake-up channel lost (%s); waiting reads poll until it is back", exc)
@@ -232,6 +238,7 @@ class Listener:
             waiter.woken = True
             self._remove(waiter)
             self.woken_by[cause] += 1
+        wait_stats.woken(cause)
         try:
             waiter.on_wake(cause)
         except Exception:  # noqa: BLE001 - a waiter gone (its loop closed) must not stop the others

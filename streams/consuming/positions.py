@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
+import redis as redis_lib
 from django.db import connection
 from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
@@ -316,11 +317,22 @@ def note_consumer(group: ReaderGroup, consumer: str, what: str, now: float, pipe
     pipe.hset(consumers_key(group.state_key), f"{what}:{consumer or 'default'}", now)
 
 
+def note_waiting(group: ReaderGroup, consumer: str, timeout_s: float) -> None:
+    """A consumer's read waits from now for at most `timeout_s` (until its next look): the
+    console shows it waiting until the read looks again (its next `r`) or that time passes."""
+    now = clock()
+    try:
+        get_redis().hset(consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}")
+    except (redis_lib.ConnectionError, redis_lib.TimeoutError):
+        pass  # shown for the console alone: a read waiting through a loss of Redis waits on
+
+
 @dataclass(frozen=True)
 class ConsumerSeen:
     name: str
     last_read: datetime | None
     last_ack: datetime | None
+    waiting: bool = False  # a read of its waits now
 
 
 def consumers_seen(group: ReaderGroup, now: float | None = None) -> list[ConsumerSeen]:
@@ -329,8 +341,11 @@ def consumers_seen(group: ReaderGroup, now: float | None = None) -> list[Consume
     now = clock() if now is None else now
     key = consumers_key(group.state_key)
     redis = get_redis()
-    fields = {as_text(k): float(v) for k, v in redis.hgetall(key).items()}
+    raw = {as_text(k): as_text(v) for k, v in redis.hgetall(key).items()}
+    waits = {f.partition(":")[2]: tuple(map(float, v.split())) for f, v in raw.items() if f.startswith("w:")}
+    fields = {f: float(v) for f, v in raw.items() if not f.startswith("w:")}
     old = [f for f, at in fields.items() if now - at > CONSUMER_SHOWN_S]
+    old += [f"w:{name}" for name, (_, until) in waits.items() if until < now]
     if old:
         redis.hdel(key, *old)
     seen: dict[str, dict[str, float]] = {}
@@ -342,7 +357,14 @@ def consumers_seen(group: ReaderGroup, now: float | None = None) -> list[Consume
     def when(value: float | None) -> datetime | None:
         return None if value is None else datetime.fromtimestamp(value, tz=UTC)
 
-    rows = [ConsumerSeen(name, when(times.get("r")), when(times.get("a"))) for name, times in seen.items()]
+    def waiting(name: str, times: dict[str, float]) -> bool:
+        since, until = waits.get(name, (0.0, 0.0))
+        return until >= now and since >= times.get("r", 0.0)
+
+    rows = [
+        ConsumerSeen(name, when(times.get("r")), when(times.get("a")), waiting(name, times))
+        for name, times in seen.items()
+    ]
     return sorted(rows, key=lambda c: max(t for t in (c.last_read, c.last_ack) if t is not None), reverse=True)
 
 

@@ -18,7 +18,7 @@ from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
-from streams import waking
+from streams import wait_stats, waking
 from streams.ack_tracker import KnownCounts
 from streams.consuming import positions
 from streams.consuming.acking import PendingAck, ack_part
@@ -30,6 +30,7 @@ from streams.consuming.positions import (
     known_counts,
     mark_seen,
     note_consumer,
+    note_waiting,
     persist_delivery_counts,
     persist_floors,
     records_at,
@@ -58,6 +59,7 @@ def read(
     frames: bool = False,
     park: bool = False,
     woken: str = "",
+    since: float | None = None,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll), woken by what makes events available to the
@@ -69,7 +71,7 @@ def read(
     read from the log are left as stored (`framing.Frame`), for an answer that sends them so
     (`streams.wire.encode_read_batch`). `park`: instead of waiting in this thread, answer a
     result whose `wait` says what to wait for (the ASGI front waits without a thread and reads
-    again, with `woken` the cause)."""
+    again, with `woken` the cause, and `since` when it began to wait)."""
     group_slots = slots(group) if group_slots is None else group_slots
     pending = None if ack is None else ack_part(group, ack, group_slots)
     acked = None
@@ -93,13 +95,17 @@ def read(
         left = deadline - time.monotonic()
         if result.parts or result.pending_limit_reached or left <= 0 or seen is None:
             result.acked = acked
+            if since is not None:
+                wait_stats.waited(time.monotonic() - since)
             if woken and sum(len(p.items) for p in result.parts) >= max_events:
                 waking.listener().wake_more(group_key, channels)  # more may be there for the next waiter
             return result
         timeout = _wait_for(group_slots, result, left)
+        since = time.monotonic() if since is None else since
+        note_waiting(group, consumer, timeout)
         if park:
             result.acked = acked
-            result.wait = Wait(channels, group_key, seen, timeout, deadline)
+            result.wait = Wait(channels, group_key, seen, timeout, deadline, since)
             return result
         woken = waking.wait(channels, group_key, seen, timeout)
 
@@ -115,6 +121,7 @@ class Wait:
     seen: waking.Snapshot
     timeout_s: float
     deadline: float
+    since: float  # `time.monotonic()` when it began to wait
 
 
 def wake_channels(group: ReaderGroup, group_slots: list[Slot]) -> tuple[str, ...]:
@@ -460,11 +467,16 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
     rows, base = look.rows, look.base
     for a, b in out.first_runs:  # first deliveries, a run of offsets each
         i, j = a - base, b - base
+        first = len(serve.items)
         if base >= 0 and i >= 0 and j <= len(rows):  # all read ahead: the run is a slice of them
             serve.items += rows[i:j]
             add_run(serve.runs, a, b - a, 1)
         else:
             _take_each(serve, look, [Delivery(o, 1) for o in range(a, b)])
+        if len(serve.items) > first:  # publish -> first hand-out, by the run's oldest event
+            wait_stats.delivered_first(
+                wait_stats.published_ms_of(serve.items[first]), ctx.now, len(serve.items) - first
+            )
     serve.looks += 1
     handed = out.deliveries or out.first_runs
     no_progress = not handed and out.next <= max(serve.start, serve.head)  # a halted segment

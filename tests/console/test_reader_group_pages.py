@@ -9,7 +9,8 @@ from page_text import row_of, rows, text
 
 from domain.events import EventIn
 from retention.services import do_truncate
-from streams import services
+from streams import consuming, services
+from streams.models import ReaderGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -383,6 +384,21 @@ def test_consumers_seen_with_their_last_read_and_acknowledgement(admin_client, a
     assert row_of(html, "worker-2")[1:] == ["now", "—"]
     bad = api.post(G + "ack/", {"delivery_ids": ids, "consumer": 7}, format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "consumer"
+
+
+def test_a_consumer_whose_read_waits_is_shown_waiting_until_it_reads_again(admin_client, api, stream, clock):
+    # given: worker-1 read everything, then its next read waits (nothing left)
+    create(api)
+    read(api, 10)
+    group = ReaderGroup.objects.get(name="billing")
+    api.post(G + "read/", {"max_events": 1, "consumer": "worker-1"}, format="json")
+    consuming.positions.note_waiting(group, "worker-1", 30)
+    # then: the page says it waits
+    assert "worker-1 waiting" in row_of(admin_client.get(PAGE).content.decode(), "worker-1")[0]
+    # and once its read looks again (or the wait's time passes), it no longer does
+    clock.now += 1
+    api.post(G + "read/", {"max_events": 1, "consumer": "worker-1"}, format="json")
+    assert row_of(admin_client.get(PAGE).content.decode(), "worker-1")[0] == "worker-1"
 
 
 def test_checkpoint_now_and_release_at_a_checkpoint_from_the_page(admin_client, api, stream):

@@ -1,0 +1,109 @@
+"""What waiting reads and deliveries look like to whoever watches (`/metrics`): reads waiting now,
+what woke them, how long they waited, and the time from an event's publish to its first
+hand-out. Counted in each web process and added into Redis every second by the process's
+wake-up listener (`streams.waking`), so that whichever process answers a scrape shows every
+process's figures. It must never cost a read a round trip: counting is a few additions under a
+lock."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from bisect import bisect_left
+from collections import defaultdict
+
+WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)  # seconds
+LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+COUNTERS_KEY = "cbr:metrics:reads"  # hash: field -> total (every process's)
+WAITING_KEY = "cbr:metrics:waiting"  # hash: process -> "<reads waiting> <unix time>"
+STALE_S = 10.0  # a process that has not said how many reads wait for this long is gone
+
+_PUBLISHED_MS = struct.Struct("<q")
+_BODY = 8 + 1 + 8  # a frame's header (length, CRC), then the body's flags and offset
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: defaultdict[str, float] = defaultdict(float)
+
+    def add(self, field: str, value: float = 1.0) -> None:
+        with self.lock:
+            self.pending[field] += value
+
+    def observe(self, name: str, buckets: tuple[float, ...], value: float, n: int = 1) -> None:
+        """A histogram's observation (`n` of them with this value): its bucket, count and sum."""
+        i = bisect_left(buckets, value)
+        le = repr(buckets[i]) if i < len(buckets) else "+Inf"
+        with self.lock:
+            self.pending[f"{name}:{le}"] += n
+            self.pending[f"{name}:count"] += n
+            self.pending[f"{name}:sum"] += value * n
+
+    def take(self) -> dict[str, float]:
+        with self.lock:
+            out, self.pending = dict(self.pending), defaultdict(float)
+        return out
+
+
+counts = _Counts()
+PROCESS = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def woken(cause: str) -> None:
+    counts.add(f"woken:{cause}")
+
+
+def waited(seconds: float) -> None:
+    counts.observe("wait", WAIT_BUCKETS, seconds)
+
+
+def delivered_first(published_ms: int, now: float, n: int = 1) -> None:
+    """`n` events handed out for the first time, the oldest of them published at `published_ms`
+    (a read counts each run of first deliveries by its oldest event: no work per event)."""
+    counts.observe("latency", LATENCY_BUCKETS, max(0.0, now - published_ms / 1000), n)
+
+
+def published_ms_of(item) -> int:
+    """An event's publish time from its record, or from its stored frame without decoding it."""
+    published = getattr(item, "published_ms", None)
+    if published is not None:
+        return published
+    return _PUBLISHED_MS.unpack_from(item.data, item.start + _BODY)[0]
+
+
+def flush(redis, waiting_now: int) -> None:
+    """Add this process's counts into Redis and say how many reads wait in it (the listener
+    calls it every second)."""
+    pending = counts.take()
+    pipe = redis.pipeline(transaction=False)
+    for field, value in pending.items():
+        pipe.hincrbyfloat(COUNTERS_KEY, field, value)
+    pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
+    try:
+        pipe.execute()
+    except Exception:
+        for field, value in pending.items():  # counted again at the next flush
+            counts.add(field, value)
+        raise
+
+
+def totals(redis) -> tuple[int, dict[str, float]]:
+    """Every live process's reads waiting now, and the counters (one round trip)."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.hgetall(WAITING_KEY)
+    pipe.hgetall(COUNTERS_KEY)
+    waiting_raw, counters_raw = pipe.execute()
+    now, waiting, gone = time.time(), 0, []
+    for process, value in waiting_raw.items():
+        n, _, at = value.decode().partition(" ")
+        if now - float(at) > STALE_S:
+            gone.append(process)
+        else:
+            waiting += int(n)
+    if gone:
+        redis.hdel(WAITING_KEY, *gone)
+    return waiting, {k.decode(): float(v) for k, v in counters_raw.items()}
