@@ -62,6 +62,70 @@ class Released:
         return f"{self.segment}:{self.offset}:{self.deliver_at}"
 
 
+@dataclass(frozen=True)
+class HotState:
+    """What a stream's index holds in Redis: the snapshot segments loaded per bucket
+    (`DelayIndex.loaded`), the indexes held (`DelayIndex.counts`), the earliest delivery time
+    among them (`DelayIndex.next_due`)."""
+
+    loaded: dict[int, int]
+    counts: dict[str, int]  # mutable, sealing, queue, due
+    next_due: int | None
+
+
+def hot_states(indexes: Sequence[DelayIndex]) -> list[HotState]:
+    """The `HotState` of each index (all on one Redis client), in two round trips whatever their
+    number: the keys every index has, then the buckets being sealed that the first named (the
+    console asks for one stream, /metrics for every stream with an index)."""
+    if not indexes:
+        return []
+    redis = indexes[0].redis
+    pipe = redis.pipeline(transaction=False)
+    for index in indexes:
+        state, mutable, queue, due, _, loaded = index.keys
+        pipe.hget(state, "sealing")
+        pipe.hgetall(loaded)
+        pipe.zcard(mutable)
+        pipe.zcard(queue)
+        pipe.zrange(due, 0, -1)  # small: what is being handed out right now
+        pipe.zrange(mutable, 0, 0, withscores=True)
+        pipe.zrange(queue, 0, 0, withscores=True)
+    first = pipe.execute()
+    gens = [_generations(value) for value in first[::7]]
+    pipe = redis.pipeline(transaction=False)
+    for index, index_gens in zip(indexes, gens, strict=True):
+        for g in index_gens:
+            pipe.zcard(f"{index.prefix}:sealing:{g}")
+            pipe.zrange(f"{index.prefix}:sealing:{g}", 0, 0, withscores=True)
+    second = iter(pipe.execute() if any(gens) else [])
+    out = []
+    for i, index_gens in enumerate(gens):
+        _, loaded, mutable, queue, due, *earliest = first[7 * i : 7 * i + 7]
+        sealing = 0
+        for _ in index_gens:
+            sealing += next(second)
+            earliest.append(next(second))
+        times = [int(rows[0][1]) for rows in earliest if rows]
+        out.append(
+            HotState(
+                loaded={int(k): int(v) for k, v in loaded.items()},
+                counts={
+                    "mutable": mutable,
+                    "queue": queue,
+                    "due": sum(len(unpacked(_text(m))) for m in due),
+                    "sealing": sealing,
+                },
+                next_due=min(times) if times else None,
+            )
+        )
+    return out
+
+
+def _generations(sealing) -> list[int]:
+    """The generations being sealed, from the state hash's `sealing` field (absent: none)."""
+    return [int(g) for g in _text(sealing).split(",") if g] if sealing else []
+
+
 def _scripts(redis) -> tuple:
     if redis not in _SCRIPTS:
         _SCRIPTS[redis] = tuple(redis.register_script(src) for src in (ADD, RELEASE, LOAD, DROP_GEN))
@@ -227,8 +291,7 @@ class DelayIndex:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(self.keys[0]).items()}
 
     def sealing(self) -> list[int]:
-        value = self.redis.hget(self.keys[0], "sealing")
-        return [int(g) for g in _text(value).split(",") if g] if value else []
+        return _generations(self.redis.hget(self.keys[0], "sealing"))
 
     def sealing_entries(self, gen: int) -> tuple[list[tuple[int, int, int]], dict[str, list[int]]]:
         """The indexes of a bucket being sealed, and its offsets' span per segment."""
@@ -259,24 +322,11 @@ class DelayIndex:
 
     def counts(self) -> dict[str, int]:
         """Indexes held in Redis: mutable, being sealed, queued, being handed out."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zcard(self.keys[1])
-        pipe.zcard(self.keys[2])
-        pipe.zrange(self.keys[3], 0, -1)  # small: what is being handed out right now
-        gens = self.sealing()
-        for g in gens:
-            pipe.zcard(f"{self.prefix}:sealing:{g}")
-        mutable, queue, due, *sealing = pipe.execute()
-        due = sum(len(unpacked(_text(m))) for m in due)
-        return {"mutable": mutable, "queue": queue, "due": due, "sealing": sum(sealing)}
+        return hot_states([self])[0].counts
 
     def next_due(self) -> int | None:
         """The earliest delivery time the index holds in Redis (ms)."""
-        pipe = self.redis.pipeline(transaction=False)
-        for key in [self.keys[1], self.keys[2], *[f"{self.prefix}:sealing:{g}" for g in self.sealing()]]:
-            pipe.zrange(key, 0, 0, withscores=True)
-        times = [int(rows[0][1]) for rows in pipe.execute() if rows]
-        return min(times) if times else None
+        return hot_states([self])[0].next_due
 
     def mark_recovered(self) -> None:
         self.redis.hset(self.keys[0], "recovered", 1)

@@ -6,9 +6,11 @@ latencies. It only reads: it never changes the index (streams.delaying.handing a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from streams.delaying.buckets import LATENCY_BOUNDS_MS, remaining
+from streams.delaying.index import DelayIndex, HotState, hot_states
 from streams.delaying.stream_index import index_of
 from streams.models import Stream
 
@@ -91,22 +93,43 @@ class DelayedState:
 
 
 def delayed_state(stream: Stream, now_ms: int | None = None, bins: int = 24) -> DelayedState:
-    """The stream's delayed index as it stands; `bins=0` leaves out the due-time histogram (what
-    /metrics does). Reads the buckets through `stream.delayed_buckets`, so a prefetch serves it."""
+    """The stream's delayed index as it stands; `bins=0` leaves out the due-time histogram.
+    Reads the buckets through `stream.delayed_buckets`, so a prefetch serves it."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     index = index_of(stream)
-    loaded = index.loaded()
+    (hot,), (ops,) = hot_states([index]), _op_figures([index])
     rows = list(stream.delayed_buckets.all())
-    buckets = [_bucket_state(row, loaded.get(row.pk, 0)) for row in rows]
-    cold = [s for row, b in zip(rows, buckets) for s in row.segments[b.segments_loaded :]]
-    hot = index.counts()
-    next_due = min([t for t in [index.next_due()] if t is not None] + [s["min"] for s in cold], default=None)
-    if bins:
-        due_now, by_due_time = _by_due_time(index, cold, now_ms, bins)
-        due_now += hot["due"]  # released, being handed to the groups
-    else:
-        due_now, by_due_time = 0, []
-    return DelayedState(now_ms, hot, buckets, next_due, due_now, by_due_time, _op_figures(index))
+    state = _state(rows, hot, ops, now_ms)
+    if not bins:
+        return state
+    due_now, by_due_time = _by_due_time(index, _cold(rows, state.buckets), now_ms, bins)
+    return replace(state, due_now=due_now + hot.counts["due"], by_due_time=by_due_time)  # "due": being handed out
+
+
+def delayed_states(streams: Sequence[Stream], now_ms: int | None = None) -> list[DelayedState]:
+    """`delayed_state(stream, bins=0)` of each stream (what /metrics exports), in three Redis
+    round trips whatever their number (`hot_states`, then the operations' figures)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    indexes = [index_of(stream) for stream in streams]
+    return [
+        _state(list(stream.delayed_buckets.all()), hot, ops, now_ms)
+        for stream, hot, ops in zip(streams, hot_states(indexes), _op_figures(indexes), strict=True)
+    ]
+
+
+def _state(rows: list, hot: HotState, ops: dict[str, OpFigures], now_ms: int) -> DelayedState:
+    """The state of an index whose bucket rows are `rows`, without its due-time histogram
+    (nothing counted as due now either)."""
+    buckets = [_bucket_state(row, hot.loaded.get(row.pk, 0)) for row in rows]
+    next_due = min(
+        [t for t in [hot.next_due] if t is not None] + [s["min"] for s in _cold(rows, buckets)], default=None
+    )
+    return DelayedState(now_ms, hot.counts, buckets, next_due, 0, [], ops)
+
+
+def _cold(rows: list, buckets: list[BucketState]) -> list[dict]:
+    """The sealed buckets' snapshot segments not loaded yet: pending outside Redis."""
+    return [s for row, b in zip(rows, buckets) for s in row.segments[b.segments_loaded :]]
 
 
 def _bucket_state(row, loaded: int) -> BucketState:
@@ -167,22 +190,31 @@ def _spread_at_or_before(segment: dict, at_ms: int) -> int:
     return round(count * (at_ms - lo) / (hi - lo))
 
 
-def _op_figures(index) -> dict[str, OpFigures]:
+def _op_figures(indexes: Sequence[DelayIndex]) -> list[dict[str, OpFigures]]:
     """The counters buckets.record keeps in Redis, per operation type (zeros for the types that
-    never ran, so a rate() starts from the first scrape)."""
-    pipe = index.redis.pipeline(transaction=False)
-    pipe.hgetall(f"{index.prefix}:ops")
-    pipe.hgetall(f"{index.prefix}:latency")
-    ops, latency = ({_text(k): _text(v) for k, v in h.items()} for h in pipe.execute())
-    return {
-        kind: OpFigures(
-            succeed=int(ops.get(f"{kind}:succeed", 0)),
-            failed=int(ops.get(f"{kind}:failed", 0)),
-            latency_ms_sum=float(ops.get(f"{kind}:ms", 0)),
-            latency={le: int(latency.get(f"{kind}:{le}", 0)) for le in LATENCY_LES},
+    never ran, so a rate() starts from the first scrape), of each index in one round trip."""
+    if not indexes:
+        return []
+    pipe = indexes[0].redis.pipeline(transaction=False)
+    for index in indexes:
+        pipe.hgetall(f"{index.prefix}:ops")
+        pipe.hgetall(f"{index.prefix}:latency")
+    answers = pipe.execute()
+    out = []
+    for i in range(len(indexes)):
+        ops, latency = ({_text(k): _text(v) for k, v in h.items()} for h in answers[2 * i : 2 * i + 2])
+        out.append(
+            {
+                kind: OpFigures(
+                    succeed=int(ops.get(f"{kind}:succeed", 0)),
+                    failed=int(ops.get(f"{kind}:failed", 0)),
+                    latency_ms_sum=float(ops.get(f"{kind}:ms", 0)),
+                    latency={le: int(latency.get(f"{kind}:{le}", 0)) for le in LATENCY_LES},
+                )
+                for kind in OP_TYPES
+            }
         )
-        for kind in OP_TYPES
-    }
+    return out
 
 
 def _text(v) -> str:
