@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from access.rules import KeyKind
-from api.serializers import RefusesUnknownFields, StreamNameField, StrictCharField, TimeField
+from api.serializers import RefusesUnknownFields, StreamNameField, StreamNamesField, StrictCharField, TimeField
 
 
 class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -27,12 +27,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     reader_group = StreamNameField(
         required=False, help_text="scope/name of the one reader group a reader_group key is for"
     )
-    streams = serializers.ListField(
-        child=StreamNameField(),
-        required=False,
-        min_length=1,
-        help_text="scope/name of the streams a publish key publishes on",
-    )
+    streams = StreamNamesField(required=False, help_text="scope/name of the streams a publish key publishes on")
     expires_at = TimeField(required=False, allow_null=True)
 
     def validate(self, attrs):

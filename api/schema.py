@@ -38,8 +38,8 @@ WHY = {
     "a retention cycle working on the stream",
     413: "A request body over `CBR_MAX_REQUEST_BYTES` (`body_too_large`, refused before it is read), "
     "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
-    414: "The query string is too long: the web server refuses a request line over 4094 bytes "
-    "(gunicorn's limit, answered by it, not in the error shape)",
+    414: "The URL (path and query string) is over `CBR_MAX_URL_BYTES` (8000 bytes by default): "
+    "`url_too_long`, `field: url`",
     429: "Too many failed sign-ins (Retry-After)",
     503: "The database or the task queue could not serve the request; retry (Retry-After)",
     507: "The stream is full under `on_max_limit: reject_publish`, or the data disk is full",
@@ -123,8 +123,6 @@ BODY_LINKS = {  # operation -> its 200's links that fill a body
         ("reader_groups_nack_create", BY_PATH, DELIVERED),
     ],
 }
-# Answered by the web server in front of Django (no body of ours)
-PLAIN = {414}
 # Signing in is open to everyone: it is how a token is had.
 OPEN = {"auth_token_create"}
 WRITES = {"post", "put", "patch"}
@@ -145,9 +143,10 @@ def add_error_responses(result, generator, request, public):
                 operation["security"] = []
             responses = operation.setdefault("responses", {})
             for code in sorted(error_statuses(method, operation)):
-                answer = {"description": WHY[code]}
-                if code not in PLAIN:
-                    answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+                answer = {
+                    "description": WHY[code],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                }
                 responses.setdefault(str(code), answer)
             add_links(op_id, responses)
     return result
@@ -157,7 +156,7 @@ def error_statuses(method: str, operation: dict) -> set[int]:
     op_id = operation.get("operationId", "")
     params = operation.get("parameters", [])
     query = any(p.get("in") == "query" for p in params)
-    statuses = {503} | EXTRA.get(op_id, set())
+    statuses = {414, 503} | EXTRA.get(op_id, set())  # 414: any URL may be too long
     if op_id not in OPEN:
         statuses |= {401, 403}
         if method in WRITES:
@@ -166,8 +165,6 @@ def error_statuses(method: str, operation: dict) -> set[int]:
         statuses.add(400)
     if "requestBody" in operation:
         statuses.add(413)
-    if query:
-        statuses.add(414)
     if any(p.get("in") == "path" for p in params) or op_id in BODY_NAMES_OBJECTS:
         statuses.add(404)
     return statuses

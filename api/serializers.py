@@ -12,12 +12,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from domain.errors import FieldError
-from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
+from domain.events import LAST_DELIVER_AT_MS
+from domain.group_settings import BOUNDS, DEFAULTS, MAX_SINKS, SINK_PATTERN, check_sinks
 from domain.names import NAME_PATTERN, check_name
 from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
 from domain.positions import finished
 from domain.times import parse_time
 from retention.models import RetentionPolicy, TruncationRecord
+from streams.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
 from streams.models import (
     AckPolicyChoice,
     CleanupPolicy,
@@ -68,29 +70,100 @@ class TimeField(serializers.DateTimeField):
 
 
 # What streams.domain checks, told to the schema, so that generated clients refuse what the server
-# refuses. Patterns are anchored: a JSON-schema `pattern` matches anywhere in the text. ("." and
-# ".." pass the name pattern and are still refused: a pattern without look-ahead cannot say so.)
+# refuses. Patterns are anchored: a JSON-schema `pattern` matches anywhere in the text. "." and
+# "..", which the name pattern lets through and the server refuses, are said with `not` (a
+# look-ahead would say it in the pattern, but not every client's regex engine has one).
 NAME = NAME_PATTERN.pattern
+NAME_SCHEMA = {"type": "string", "pattern": f"^{NAME}$", "not": {"enum": [".", ".."]}}
+STREAM_NAME_SCHEMA = {
+    "type": "string",
+    "pattern": f"^{NAME}/{NAME}$",
+    "not": {"pattern": r"^\.\.?/|/\.\.?$"},
+    "description": "scope/name",
+}
+SINK_SCHEMA = {"type": "string", "pattern": f"^{SINK_PATTERN.pattern}$"}
 
 
-@extend_schema_field({"type": "string", "pattern": f"^{NAME}$"})
+@extend_schema_field(NAME_SCHEMA)
 class NameField(StrictCharField):
     """A scope's, a stream's or a reader group's own name (checked by domain.names)."""
 
 
-@extend_schema_field({"type": "string", "pattern": f"^{NAME}/{NAME}$", "description": "scope/name"})
+@extend_schema_field(STREAM_NAME_SCHEMA)
 class StreamNameField(StrictCharField):
     """A stream or a reader group named 'scope/name' (checked by split_stream_name)."""
 
 
 @extend_schema_field(
     {
-        "type": "object",
-        "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
-        "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
-        "additionalProperties": {"type": "integer", "minimum": 0},
+        "type": "array",
+        "items": STREAM_NAME_SCHEMA,
+        "minItems": 1,
+        "uniqueItems": True,
+        "description": "scope/name, each once",
     }
 )
+class StreamNamesField(serializers.ListField):
+    """Streams named 'scope/name', at least one, none twice (the services refuse a repeated one,
+    naming `streams[i]`)."""
+
+    def __init__(self, **kwargs):
+        # min_length: the schema's minItems (allow_empty refuses first, with its own message)
+        super().__init__(child=StreamNameField(), allow_empty=False, min_length=1, **kwargs)
+
+
+@extend_schema_field(SINK_SCHEMA)
+class SinkNameField(StrictCharField):
+    """A fan-out group's sink, as a request names it: one of the group's sinks (checked by the
+    service), so never a name `check_sinks` refuses."""
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": SINK_SCHEMA,
+        "maxItems": MAX_SINKS,
+        "uniqueItems": True,
+        "description": "sink names, each once",
+    }
+)
+class SinksField(serializers.ListField):
+    """A fan-out group's sinks (checked by `domain.group_settings.check_sinks`)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=StrictCharField(max_length=64), max_length=MAX_SINKS, **kwargs)
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": f"^{CHECKPOINT_NAME_PATTERN.pattern}$", "not": {"pattern": f"^{AUTO_PREFIX}"}}
+)
+class CheckpointNameField(StrictCharField):
+    """A checkpoint's name (checked by `check_checkpoint_name`): the automatic ones' prefix is
+    the server's."""
+
+
+CUT_SCHEMA = {
+    "type": "object",
+    "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
+    "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
+    "additionalProperties": {"type": "integer", "minimum": 0},
+}
+
+
+def cuts_schema(*, min_streams: int = 0) -> dict:
+    """Cuts of several streams: {"scope/name": cut, …}; `min_streams` 1 where the server wants
+    one at least."""
+    return {
+        "type": "object",
+        "propertyNames": STREAM_NAME_SCHEMA,
+        "additionalProperties": CUT_SCHEMA,
+        **({"minProperties": min_streams} if min_streams else {}),
+        "description": '{"scope/name": {"<segment>": offset, …}, …}',
+        "example": {"shop/orders": {"0": 120, "1": 97}},
+    }
+
+
+@extend_schema_field(CUT_SCHEMA)
 class StreamCutField(serializers.DictField):
     """For the schema: a stream cut (checked by domain.cuts.check_cut)."""
 
@@ -120,7 +193,7 @@ class DeliveryIdsField(serializers.JSONField):
                 "minItems": 1,
                 "maxItems": settings.CBR_MAX_READ_EVENTS,
             },
-            "sink": {"type": "string", "description": "for groups with sinks: which sink acknowledges"},
+            "sink": {**SINK_SCHEMA, "description": "for groups with sinks: which sink acknowledges"},
         },
         "required": ["delivery_ids"],
         "additionalProperties": False,
@@ -358,17 +431,31 @@ class StreamSerializer(serializers.ModelSerializer):
         return stream.settings_from_scope
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "description": "ISO 8601"},
+            {"type": "integer", "minimum": 0, "maximum": LAST_DELIVER_AT_MS, "description": "epoch milliseconds"},
+        ],
+        "description": "when to deliver it: ISO 8601, or epoch milliseconds",
+    }
+)
+class DeliverAtField(serializers.JSONField):
+    """For the schema: a delivery time, parsed by domain.events."""
+
+
 class EventInSerializer(serializers.Serializer):
     """For the schema only: publishing is parsed by domain.events for speed."""
 
-    # empty text is an event like any other (an empty payload, key or header value)
-    payload = serializers.CharField(required=False, allow_blank=True)
-    payload_b64 = serializers.CharField(required=False, allow_blank=True)
-    routing_key = serializers.CharField(required=False, allow_blank=True)
-    key = serializers.CharField(required=False, allow_blank=True)
-    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
-    deliver_at = serializers.CharField(required=False, help_text="ISO 8601 or epoch ms")
-    delay_ms = serializers.IntegerField(required=False, min_value=0)
+    # empty text is an event like any other (an empty payload, key or header value); null is a
+    # field left out, as an event read back shows them (api/strict_bodies.py: which go together)
+    payload = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    payload_b64 = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    routing_key = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    key = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True)
+    deliver_at = DeliverAtField(required=False, allow_null=True)
+    delay_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
 
 
 class PublishSerializer(serializers.Serializer):
@@ -469,7 +556,7 @@ class BackoffField(serializers.JSONField):
             },
             {
                 "type": "object",
-                "properties": {"stream_cuts": {"type": "object", "additionalProperties": {"type": "object"}}},
+                "properties": {"stream_cuts": cuts_schema(min_streams=1)},
                 "required": ["stream_cuts"],
                 "additionalProperties": False,
             },
@@ -482,16 +569,15 @@ class StartField(serializers.JSONField):
     """For the schema: a start position, checked by domain.positions.parse_position."""
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-        "description": '{"scope/name": {"<segment>": offset, …}, …}',
-        "example": {"shop/orders": {"0": 120, "1": 97}},
-    }
-)
+@extend_schema_field(cuts_schema())
 class StreamCutsField(serializers.JSONField):
     """For the schema: cuts of several streams, checked by the service that takes them."""
+
+
+@extend_schema_field(cuts_schema(min_streams=1))
+class TargetCutsField(serializers.JSONField):
+    """For the schema: the cuts a seek or a truncation cut moves streams to, one stream at least
+    (checked by the service that takes them)."""
 
 
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -499,12 +585,11 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
 
     scope = NameField()
     name = NameField()
-    # min_length: the schema's minItems (allow_empty refuses first, with its own message)
-    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1)
+    streams = StreamNamesField()
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, default="NONE")
     start = StartField(required=False)
     end_stream_cuts = StreamCutsField(required=False, default=None, allow_null=True)
-    sinks = serializers.ListField(child=StrictCharField(max_length=64), default=list, max_length=16)
+    sinks = SinksField(default=list)
     ack_timeout_s = StrictIntegerField(
         min_value=BOUNDS["ack_timeout_s"][0], max_value=BOUNDS["ack_timeout_s"][1], default=DEFAULTS["ack_timeout_s"]
     )
@@ -650,17 +735,17 @@ class SeekRequestSerializer(RefusesUnknownFields, serializers.Serializer):
 
     position = serializers.ChoiceField(choices=["head", "tail"], required=False)
     time = serializers.DateTimeField(required=False, help_text="the first events published at or after it")
-    stream_cuts = StreamCutsField(required=False, help_text="streams left out stay where they are")
-    generation = serializers.IntegerField(required=False)
+    stream_cuts = TargetCutsField(required=False, help_text="streams left out stay where they are")
+    generation = serializers.IntegerField(required=False, allow_null=True, help_text="null: not checked")
 
 
 class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a reader group update"
 
     generation = StrictIntegerField(min_value=0, required=False)
-    streams = serializers.ListField(child=StreamNameField(), allow_empty=False, min_length=1, required=False)
+    streams = StreamNamesField(required=False)
     retention_type = serializers.ChoiceField(choices=RetentionType.choices, required=False)
-    sinks = serializers.ListField(child=StrictCharField(max_length=64), max_length=16, required=False)
+    sinks = SinksField(required=False)
     ack_timeout_s = StrictIntegerField(
         min_value=BOUNDS["ack_timeout_s"][0], max_value=BOUNDS["ack_timeout_s"][1], required=False
     )
@@ -795,7 +880,7 @@ class AckRequestSerializer(serializers.Serializer):
     """For the schema: parsed by streams.consuming.ack (errors name `delivery_ids[i]`)."""
 
     delivery_ids = DeliveryIdsField()
-    sink = serializers.CharField(required=False, help_text="for groups with sinks: which sink acknowledges")
+    sink = SinkNameField(required=False, help_text="for groups with sinks: which sink acknowledges")
     consumer = serializers.CharField(
         required=False,
         max_length=128,
@@ -816,7 +901,7 @@ class NackRequestSerializer(RefusesUnknownFields, serializers.Serializer):
         help_text="wait this long before the redelivery; absent: the group's backoff_s (none: at once)",
     )
     reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
-    sink = StrictCharField(
+    sink = SinkNameField(
         max_length=64, required=False, default=None, help_text="fan-out groups: the sink giving it back"
     )
 
@@ -830,7 +915,7 @@ class AckAnswerSerializer(serializers.Serializer):
 class CheckpointRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     what = "a checkpoint"
 
-    name = StrictCharField(max_length=128)
+    name = CheckpointNameField(max_length=128)
     persist = StrictBooleanField(default=False)
 
 
@@ -847,9 +932,8 @@ class TruncationCutSerializer(serializers.Serializer):
 
     stream = StreamNameField(required=False)
     stream_cut = StreamCutField(required=False)
-    stream_cuts = serializers.DictField(
-        child=StreamCutField(),
+    stream_cuts = TargetCutsField(
         required=False,
         help_text='several streams\' cuts at once: {"scope/name": {"0": 120, …}, …}; all applied or none',
     )
-    generation = serializers.IntegerField(required=False)
+    generation = serializers.IntegerField(required=False, allow_null=True, help_text="null: not checked")

@@ -19,7 +19,10 @@ from __future__ import annotations
 import gc
 import os
 
+import gunicorn.util  # type: ignore[import-untyped]  # (gunicorn ships no type information)
+
 from cbrweb.body_limit import after_large_body
+from cbrweb.url_limit import REQUEST_LINE_BYTES, too_long_body
 
 
 def _keepalive_requests() -> int:
@@ -47,6 +50,39 @@ GC_TUNED = _gc_tuned()
 GC_GEN0 = 10_000  # allocations between young collections (Python's default: 700)
 
 
+# Request lines as long as gunicorn reads any (its default was 4094 bytes): every URL up to the
+# longest `CBR_MAX_URL_BYTES` may be reaches the application, which answers an over-long one in
+# the API's error shape (cbrweb/url_limit.py). Not 0 (no limit): gunicorn would then hold a line
+# of any size, copying it whole for every piece that arrives.
+limit_request_line = REQUEST_LINE_BYTES
+
+
+def on_starting(server) -> None:
+    """In the master, before it starts the workers (they inherit it): gunicorn's own refusal of
+    a request line over `limit_request_line` answers 414 in the API's error shape, naming `url`,
+    not with an HTML page; its other answers stay its own. gunicorn has no setting for its
+    error pages: its writer is replaced (tests/faults/test_long_urls.py holds it to the shape)."""
+    gunicorn.util.write_error = _url_too_long_as_json(gunicorn.util.write_error)
+
+
+def _url_too_long_as_json(write_error):
+    if getattr(write_error, "url_too_long_as_json", False):  # already (a config reloaded)
+        return write_error
+
+    def write(sock, status_int, reason, mesg):
+        if status_int != 414:
+            return write_error(sock, status_int, reason, mesg)
+        body = too_long_body(f"the request line is over {REQUEST_LINE_BYTES} bytes")
+        head = (
+            f"HTTP/1.1 414 {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        gunicorn.util.write_nonblock(sock, head.encode("latin-1") + body)
+
+    write.url_too_long_as_json = True
+    return write
+
+
 def post_request(worker, req, environ, resp) -> None:
     """After a request with a large body, its memory goes back to the system."""
     after_large_body(environ)
@@ -64,7 +100,14 @@ def post_worker_init(worker) -> None:
     700. A read of 1 000 events makes thousands of objects that live for one request; each
     collection of the oldest generation walked the whole loaded application again. Measured
     (bench/RESULTS.md, 2026-11-27): 12-18 % of a read's CPU in the web worker. Reference cycles
-    are still collected; `CBR_WEB_GC_FREEZE=0` keeps Python's defaults."""
+    are still collected; `CBR_WEB_GC_FREEZE=0` keeps Python's defaults.
+
+    A uvicorn worker (cbrweb/web.py) parses HTTP with CBR's protocol, which reads URLs no longer
+    than gunicorn's own parser does (cbrweb/http_protocol.py): uvicorn's worker takes its
+    protocol from a class attribute, not from a setting, and starts serving after this hook."""
+    config = getattr(worker, "config", None)
+    if config is not None and getattr(config, "http", None) in ("auto", "httptools"):
+        config.http = "cbrweb.http_protocol:CbrHttpToolsProtocol"
     if GC_TUNED:
         gc.freeze()
         gc.set_threshold(GC_GEN0, *gc.get_threshold()[1:])

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
 from cbrweb.env import env_bool, env_choice, env_int, env_list, env_path, env_str
+from cbrweb.url_limit import LONGEST_URL_BYTES, REQUEST_LINE_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("CBR_VAR_DIR", BASE_DIR / "var")
@@ -152,6 +153,14 @@ CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
 # The largest request body the web server takes (cbrweb/body_limit.py), as Kafka's
 # socket.request.max.bytes (100 MiB): past it, 413 before the body is read.
 CBR_MAX_REQUEST_BYTES = env_int("CBR_MAX_REQUEST_BYTES", 100 * 1024 * 1024, minimum=1024)
+# The longest URL (path and query string) the web server takes (cbrweb/url_limit.py): past it,
+# 414 `url_too_long` naming `url`, whichever server runs the application.
+CBR_MAX_URL_BYTES = env_int("CBR_MAX_URL_BYTES", 8000, minimum=256)
+if CBR_MAX_URL_BYTES > LONGEST_URL_BYTES:
+    raise ImproperlyConfigured(
+        f"CBR_MAX_URL_BYTES must be at most {LONGEST_URL_BYTES} (the longest URL a request line of "
+        f"{REQUEST_LINE_BYTES} bytes holds: the web server reads no longer one), not {CBR_MAX_URL_BYTES}"
+    )
 CBR_MAX_SEGMENTS = env_int("CBR_MAX_SEGMENTS", 64, minimum=1)
 CBR_RETENTION_INTERVAL = env_int("CBR_RETENTION_INTERVAL", 1800, minimum=1)
 CBR_COMPACTION_INTERVAL = env_int("CBR_COMPACTION_INTERVAL", 3600, minimum=1)

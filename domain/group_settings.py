@@ -18,7 +18,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
 DEFAULTS: dict[str, int] = {"ack_timeout_s": 30, "max_deliveries": 5, "max_ack_pending": 1000}
 
 MAX_SINKS = 16
-_SINK = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+SINK_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a sink's name (the API's schema says it too)
 
 
 def check_sinks(value: list[str]) -> list[str]:
@@ -26,7 +26,7 @@ def check_sinks(value: list[str]) -> list[str]:
     if len(value) > MAX_SINKS:
         raise FieldError("sinks", f"at most {MAX_SINKS} sinks")
     for name in value:
-        if not _SINK.fullmatch(name):
+        if not SINK_PATTERN.fullmatch(name):
             raise FieldError("sinks", f"sink {name!r}: 1-64 letters, digits, '_', '.', ':' or '-'")
     if len(set(value)) != len(value):
         raise FieldError("sinks", "sink names must be distinct")

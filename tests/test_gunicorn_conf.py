@@ -1,10 +1,14 @@
-"""cbrweb/gunicorn_conf.py without a server: the setting's parsing and the hook's rule."""
+"""cbrweb/gunicorn_conf.py without a server: the settings' parsing and the hooks' rules."""
 
 import gc
 import importlib
+import socket
 from types import SimpleNamespace
 
+import gunicorn.util
+import orjson
 import pytest
+from uvicorn.config import Config
 
 import cbrweb.gunicorn_conf as conf
 
@@ -71,3 +75,43 @@ def test_a_bad_gc_setting_stops_the_server_naming_it(monkeypatch):
     monkeypatch.setenv("CBR_WEB_GC_FREEZE", "yes")
     with pytest.raises(SystemExit, match="CBR_WEB_GC_FREEZE"):
         importlib.reload(conf)
+
+
+def test_the_server_reads_request_lines_as_long_as_gunicorn_can(monkeypatch):
+    module = importlib.reload(conf)
+    assert module.limit_request_line == 8190  # its largest: every URL up to CBR_MAX_URL_BYTES's largest
+
+
+def answered(write_error, status: int, reason: str) -> bytes:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        write_error(ours, status, reason, "a request line over 8190 bytes")
+        ours.shutdown(socket.SHUT_WR)
+        return theirs.makefile("rb").read()
+
+
+def test_gunicorns_own_414_is_in_the_apis_error_shape_and_its_other_answers_its_own(monkeypatch):
+    monkeypatch.setattr(gunicorn.util, "write_error", gunicorn.util.write_error)
+    original = gunicorn.util.write_error
+    conf.on_starting(None)
+    conf.on_starting(None)  # a second start (a reloaded config) wraps it once only
+
+    head, _, body = answered(gunicorn.util.write_error, 414, "URI Too Long").partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 414 URI Too Long\r\n")
+    assert b"Content-Type: application/json" in head and f"Content-Length: {len(body)}".encode() in head
+    error = orjson.loads(body)
+    assert error["code"] == "url_too_long" and error["field"] == "url" and "8190" in error["message"]
+    assert answered(gunicorn.util.write_error, 400, "Bad Request") == answered(original, 400, "Bad Request")
+
+
+def test_a_uvicorn_worker_parses_http_with_cbrs_protocol(monkeypatch):
+    monkeypatch.setenv("CBR_WEB_GC_FREEZE", "0")
+    module = importlib.reload(conf)
+    worker = SimpleNamespace(config=Config(app=None, http="auto"))
+    module.post_worker_init(worker)
+    assert worker.config.http == "cbrweb.http_protocol:CbrHttpToolsProtocol"
+
+    chosen = SimpleNamespace(config=Config(app=None, http="h11"))  # a protocol chosen on purpose stays
+    module.post_worker_init(chosen)
+    assert chosen.config.http == "h11"
+    module.post_worker_init(SimpleNamespace())  # gunicorn's own workers have no such config

@@ -18,6 +18,7 @@ from streams.models import Checkpoint, ReaderGroup, RetentionType, Stream, Subsc
 from streams.signals import holds_released
 
 AUTO_PREFIX = "auto-"
+CHECKPOINT_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # and not AUTO_PREFIX first
 AUTO_CHECKPOINTS_KEPT = 3
 DEFAULT_CHECKPOINT_INTERVAL_S = 30  # Pravega's automatic checkpoint interval
 
@@ -50,7 +51,7 @@ def current_floors(group: ReaderGroup, group_slots: list[Slot] | None = None) ->
 
 
 def check_checkpoint_name(name: object) -> str:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", name):
+    if not isinstance(name, str) or not CHECKPOINT_NAME_PATTERN.fullmatch(name):
         raise FieldError("name", "must be 1-128 letters, digits, '_', '.', ':' or '-'")
     if name.startswith(AUTO_PREFIX):
         raise FieldError("name", f"names starting with '{AUTO_PREFIX}' are the automatic checkpoints'")

@@ -84,6 +84,84 @@ REFUSED = [
     (("post", S + "truncate/"), {"stream_cut": {"0": 1, "٣": 0}}, "stream_cut.٣"),
     (("post", RG + "truncation-cut/"), {"stream": "shop/orders", "stream_cut": {"0": 0, "x": 0}}, "stream_cut.x"),
     (("post", RG + "truncation-cut/"), {"stream": "shop/orders", "stream_cut": {"0": 0, "1": -3}}, "stream_cut.1"),
+    # lists the server wants without repeats (uniqueItems)
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "g", "streams": ["shop/orders"], "sinks": ["a", "a"]},
+        "sinks",
+    ),
+    (("patch", RG), {"sinks": ["x", "x"]}, "sinks"),
+    (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["shop/orders"] * 2}, "streams[1]"),
+    (("patch", RG), {"streams": ["shop/orders", "shop/orders"]}, "streams[1]"),
+    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "publish", "streams": ["shop/orders"] * 2}, "streams[1]"),
+    # sink and checkpoint names (their patterns), and "." and ".." as names
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "g", "streams": ["shop/orders"], "sinks": ["a b"]},
+        "sinks",
+    ),
+    (("patch", RG), {"sinks": ["x" * 65]}, "sinks[0]"),
+    (("post", RG + "ack/"), {"delivery_ids": ["1-1-0-0-1"], "sink": "a b"}, "sink"),
+    (("post", RG + "nack/"), {"delivery_ids": ["1-1-0-0-1"], "sink": "a/b"}, "sink"),
+    (("post", RG + "read/"), {"max_events": 1, "ack": {"delivery_ids": ["1-1-0-0-1"], "sink": "a b"}}, "ack.sink"),
+    (("post", RG + "checkpoints/"), {"name": "a b"}, "name"),
+    (("post", RG + "checkpoints/"), {"name": "cp/1"}, "name"),
+    (("post", RG + "checkpoints/"), {"name": "auto-20260101"}, "name"),
+    (("post", "/api/v1/streams/"), {"scope": "shop", "name": ".."}, "name"),
+    (("post", "/api/v1/reader-groups/"), {"scope": ".", "name": "g", "streams": ["shop/orders"]}, "scope"),
+    (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g", "streams": ["../orders"]}, "streams[0]"),
+    (("post", RG + "truncation-cut/"), {"stream": "shop/..", "stream_cut": CUT}, "stream"),
+    # cuts of several streams: named 'scope/name', one at least where the server wants one
+    (("post", RG + "truncation-cut/"), {"stream_cuts": {}}, "stream_cuts"),
+    (("post", RG + "truncation-cut/"), {"stream_cuts": {"orders": CUT}}, "stream_cuts.orders"),
+    (("post", RG + "seek/"), {"stream_cuts": {}}, "stream_cuts"),
+    (("post", RG + "seek/"), {"stream_cuts": {"orders": CUT}}, "stream_cuts.orders"),
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "g", "streams": ["shop/orders"], "start": {"stream_cuts": {}}},
+        "start.stream_cuts",
+    ),
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "g", "streams": ["shop/orders"], "end_stream_cuts": {"orders": CUT}},
+        "end_stream_cuts.orders",
+    ),
+    # bodies that need one of several fields, or not two at once
+    (("post", RG + "truncation-cut/"), {}, "stream"),
+    (("post", RG + "truncation-cut/"), {"generation": 0}, "stream"),
+    (("post", RG + "truncation-cut/"), {"stream": "shop/orders"}, "stream_cut"),
+    (("post", RG + "truncation-cut/"), {"stream_cut": CUT}, "stream"),
+    (
+        ("post", RG + "truncation-cut/"),
+        {"stream": "shop/orders", "stream_cut": CUT, "stream_cuts": {"shop/orders": CUT}},
+        "stream",
+    ),
+    (("post", RG + "truncation-cut/"), {"stream_cuts": {"shop/orders": CUT}, "stream_cut": CUT}, "stream_cut"),
+    (("post", RG + "seek/"), {}, "position"),
+    (("post", RG + "seek/"), {"generation": 0}, "position"),
+    (("post", RG + "seek/"), {"position": "head", "time": "2026-01-01T00:00:00Z"}, "time"),
+    (("post", S + "events/"), {"events": [{}]}, "events[0].payload"),
+    (("post", S + "events/"), {"events": [{"headers": {"h": "v"}}]}, "events[0].payload"),
+    (("post", S + "events/"), {"events": [{"payload": "a", "payload_b64": "AA=="}]}, "events[0].payload"),
+    (
+        ("post", S + "events/"),
+        {"events": [{"payload": "a", "deliver_at": "2030-01-01T00:00:00Z", "delay_ms": 5}]},
+        "events[0].deliver_at",
+    ),
+    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "publish"}, "streams"),
+    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "reader_group"}, "reader_group"),
+    (
+        ("post", "/api/v1/api-keys/"),
+        {"name": "k", "kind": "publish", "streams": ["shop/orders"], "reader_group": "shop/billing"},
+        "reader_group",
+    ),
+    (
+        ("post", "/api/v1/api-keys/"),
+        {"name": "k", "kind": "reader_group", "reader_group": "shop/billing", "streams": ["shop/orders"]},
+        "streams",
+    ),
+    (("put", S + "retention-policy/"), {"limit_type": "none", "min": 5}, "limit_type"),
+    (("put", S + "retention-policy/"), {"limit_type": "none", "max": 10}, "limit_type"),
 ]
 
 ACCEPTED = [
@@ -103,6 +181,42 @@ ACCEPTED = [
     (("post", "/api/v1/reader-groups/"), {"scope": "shop", "name": "g2", "streams": ["shop/orders"]}, 201),
     (("post", RG + "truncation-cut/"), {"stream": "shop/orders", "stream_cut": {"0": 1, "1": 0}}, 200),
     (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "publish", "streams": ["shop/orders"]}, 201),
+    # the fields issue 37 named, and the others of their kind, as the server takes them
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "fan", "streams": ["shop/orders"], "sinks": ["search", "audit:eu-1.b_2"]},
+        201,
+    ),
+    (("patch", RG), {"sinks": ["x" * 64]}, 200),
+    (("post", RG + "checkpoints/"), {"name": "before:migration-2.0_b"}, 201),
+    (("post", RG + "checkpoints/"), {"name": "autumn"}, 201),
+    (("post", RG + "truncation-cut/"), {"stream_cuts": {"shop/orders": {"0": 1, "1": 0}}, "generation": 0}, 200),
+    (("post", RG + "seek/"), {"position": "tail", "generation": 0}, 200),
+    (("post", RG + "seek/"), {"time": "2026-01-01T00:00:00Z"}, 200),
+    (("post", RG + "seek/"), {"stream_cuts": {"shop/orders": {"0": 1, "1": 0}}}, 200),
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "bounded", "streams": ["shop/orders"], "end_stream_cuts": {}},
+        201,
+    ),
+    (
+        ("post", "/api/v1/reader-groups/"),
+        {"scope": "shop", "name": "from", "streams": ["shop/orders"], "start": {"stream_cuts": {"shop/orders": CUT}}},
+        201,
+    ),
+    (
+        ("post", S + "events/"),
+        {"events": [{"payload_b64": "AA==", "delay_ms": 5}, {"payload": "", "deliver_at": "2030-01-01T00:00:00Z"}]},
+        201,
+    ),
+    (("post", "/api/v1/api-keys/"), {"name": "k", "kind": "reader_group", "reader_group": "shop/billing"}, 201),
+    (("post", S + "events/"), {"events": [{"payload": None, "payload_b64": "AA==", "delay_ms": None}]}, 201),
+    (("post", S + "events/"), {"events": [{"payload": "", "deliver_at": None, "delay_ms": 5, "key": None}]}, 201),
+    (("post", S + "events/"), {"events": [{"payload": "", "deliver_at": 0}, {"payload": "", "deliver_at": None}]}, 201),
+    (("post", RG + "seek/"), {"position": "head", "generation": None}, 200),
+    (("post", RG + "truncation-cut/"), {"stream": "shop/orders", "stream_cut": CUT, "generation": None}, 200),
+    (("put", S + "retention-policy/"), {"limit_type": "none", "min": 0, "max": None}, 200),
+    (("put", S + "retention-policy/"), {"limit_type": "time", "max": 60}, 200),
 ]
 
 
