@@ -22,6 +22,8 @@ from prometheus_client.utils import floatToGoString
 from api.exposition import Family, exposition, label_set
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
+from store.redis_connection import get_redis
+from streams import wait_stats
 from streams.logs import StreamState, stream_state
 from streams.models import Stream
 from streams.projections.delayed import LATENCY_LES, delayed_states
@@ -54,6 +56,7 @@ def families() -> Iterator[Family | Metric]:
     yield from _reader_group_metrics(ends, labels)
     yield from _delayed_metrics()
     yield from _cycle_metrics()
+    yield from _waiting_metrics()
 
 
 def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> Iterator[Family]:
@@ -210,6 +213,49 @@ def _cycle_metrics() -> Iterator[Family]:
     for state, n in RetentionCycle.objects.values_list("state").annotate(n=Count("id")):
         cycles.add(label_set(state=state), n)
     yield from (duration, streams, cycles)
+
+
+def _waiting_metrics() -> Iterator[Family | Metric]:
+    """Waiting reads and delivery latency, every web process's (`streams.wait_stats`): one round
+    trip."""
+    waiting, counters = wait_stats.totals(get_redis())
+    now = Family("cbr_reads_waiting", "Reads waiting for events now, in every web process")
+    now.add("", waiting)
+    wakes = Family("cbr_read_wakeups", "Waiting reads woken, by what woke them", "counter")
+    for cause in WAKE_CAUSES:
+        wakes.add(label_set(cause=cause), int(counters.get(f"woken:{cause}", 0)))
+    yield now
+    yield wakes
+    yield _histogram(
+        "cbr_read_wait_seconds",
+        "How long waiting reads waited before their answer",
+        "wait",
+        wait_stats.WAIT_BUCKETS,
+        counters,
+    )
+    yield _histogram(
+        "cbr_delivery_latency_seconds",
+        "From an event's publish to its first hand-out to a reader group",
+        "latency",
+        wait_stats.LATENCY_BUCKETS,
+        counters,
+    )
+
+
+# what wakes a waiting read (`streams.waking`): a publish, a group's own notice, a due time, what
+# came while it looked, the channel lost or made again, a woken read that filled its batch
+WAKE_CAUSES = ("stream", "group", "timer", "missed", "channel", "more")
+
+
+def _histogram(name: str, doc: str, prefix: str, buckets: tuple[float, ...], counters: dict[str, float]) -> Metric:
+    total, cumulative = 0.0, []
+    for le in buckets:
+        total += counters.get(f"{prefix}:{le!r}", 0.0)
+        cumulative.append((floatToGoString(le), total))
+    cumulative.append(("+Inf", counters.get(f"{prefix}:count", 0.0)))
+    family = HistogramMetricFamily(name, doc)
+    family.add_metric([], cumulative, counters.get(f"{prefix}:sum", 0.0))
+    return family
 
 
 def metrics_view(request):

@@ -270,10 +270,12 @@ def _environ(scope: dict, body: _Body) -> dict:
     query = scope.get("query_string", b"")
     if b"?" in path:
         path = path.split(b"?", 1)[0]
+    raw_uri = path + (b"?" + query if query else b"")
     root = scope.get("root_path", "").encode()
     if root and path.startswith(root):
         path = path[len(root) :]
     environ: dict[str, Any] = {
+        "RAW_URI": raw_uri.decode("latin-1"),  # as gunicorn gives it
         "REQUEST_METHOD": scope["method"],
         "SCRIPT_NAME": root.decode("latin-1"),
         "PATH_INFO": _unquote(path).decode("latin-1"),

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from domain.events import EventIn
-from streams import services, waking
+from streams import services, wait_stats, waking
 from streams.waking import group_channel, notify, publish_notice, stream_channel
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +114,47 @@ def test_a_read_waiting_in_its_thread_is_woken_by_a_publish(api, clock):
     ((took, answer),) = answers
     assert [d["payload"] for d in answer["deliveries"]] == ["hello"]
     assert took < 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics_count_waiting_reads_what_woke_them_and_the_delivery_latency(api, client, redis):
+    # given: what the process's figures say so far (earlier tests woke reads too)
+    listening()
+    stream = services.do_create_stream(scope="w", name="m", segment_count=1)
+    api.post(
+        "/api/v1/reader-groups/",
+        {"scope": "w", "name": "g", "streams": ["w/m"], "retention_type": "NONE"},
+        format="json",
+    )
+    time.sleep(2 * waking.FLUSH_S)  # what earlier tests counted is in Redis by now
+    _, before = wait_stats.totals(redis)
+    answers = []
+    reader = threading.Thread(
+        target=lambda: answers.append(
+            api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json")
+        )
+    )
+    reader.start()
+    # when: a read waits (counted as waiting in /metrics), then a publish wakes it
+    assert wait_until(lambda: "cbr_reads_waiting 1.0" in client.get("/metrics").content.decode())
+    services.do_publish(stream, [EventIn(b"x")])
+    reader.join(20)
+    assert [d["payload"] for d in answers[0].json()["deliveries"]] == ["x"]
+
+    # then: the figures count what woke it, its wait and the event's latency, and nothing waits
+    def grew(field: str) -> float:
+        return wait_stats.totals(redis)[1].get(field, 0.0) - before.get(field, 0.0)
+
+    assert wait_until(lambda: grew("latency:count") == 1 and grew("wait:count") == 1 and grew("woken:stream") == 1)
+    text = client.get("/metrics").content.decode()
+    assert "cbr_reads_waiting 0.0" in text
+    assert "# TYPE cbr_delivery_latency_seconds histogram" in text and 'cbr_read_wakeups_total{cause="stream"}' in text
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
