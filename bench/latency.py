@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.request
 
-from _common import ROOT, machine, manage, wait_http
+from _common import ROOT, cpu_seconds, machine, manage, wait_http
 from consume import free_port
 from consume_common import pct
 
@@ -126,16 +126,10 @@ class CBR:
         return time.perf_counter() - t, json.loads(out) if out else {}
 
     def cpu(self) -> float:
+        """CPU seconds the web server's processes have used so far."""
         import psutil
 
-        total = 0.0
-        for proc in psutil.Process(self.server.pid).children(recursive=True):
-            try:
-                t = proc.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-        return total
+        return cpu_seconds(psutil.Process(self.server.pid).children(recursive=True))
 
     async def _create_groups(self, names: list[str]) -> None:
         loop = asyncio.get_running_loop()
