@@ -83,27 +83,27 @@ def flush(redis, waiting_now: int) -> None:
     for field, value in pending.items():
         pipe.hincrbyfloat(COUNTERS_KEY, field, value)
     pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
+    pipe.hgetall(WAITING_KEY)
     try:
-        pipe.execute()
+        *_, processes = pipe.execute()
     except Exception:
         for field, value in pending.items():  # counted again at the next flush
             counts.add(field, value)
         raise
+    gone = [p for p, value in processes.items() if time.time() - float(value.split()[1]) > STALE_S]
+    if gone:  # processes that stopped: dropped here, never by a scrape (a fixed cost)
+        redis.hdel(WAITING_KEY, *gone)
 
 
 def totals(redis) -> tuple[int, dict[str, float]]:
-    """Every live process's reads waiting now, and the counters (one round trip)."""
+    """Every live process's reads waiting now, and the counters: one round trip, always."""
     pipe = redis.pipeline(transaction=False)
     pipe.hgetall(WAITING_KEY)
     pipe.hgetall(COUNTERS_KEY)
     waiting_raw, counters_raw = pipe.execute()
-    now, waiting, gone = time.time(), 0, []
-    for process, value in waiting_raw.items():
+    now, waiting = time.time(), 0
+    for value in waiting_raw.values():
         n, _, at = value.decode().partition(" ")
-        if now - float(at) > STALE_S:
-            gone.append(process)
-        else:
+        if now - float(at) <= STALE_S:  # a stopped process's entry: left for a live one's flush to drop
             waiting += int(n)
-    if gone:
-        redis.hdel(WAITING_KEY, *gone)
     return waiting, {k.decode(): float(v) for k, v in counters_raw.items()}
