@@ -25,7 +25,7 @@ PARK = "cbr.park"  # in the environ: this server can park a read
 
 class Parked(HttpResponse):
     """A read's answer when it found nothing and may wait without its thread: the front waits
-    for `wait` (`streams.consuming.reading.Wait`), then calls `resume(cause)` in a thread for
+    for `wait` (`streams.waking.Wait`), then calls `resume(cause)` in a thread for
     the answer (or another `Parked`). Never sent to a client."""
 
     def __init__(self, wait: Any, resume: Callable[[str], HttpResponse]):

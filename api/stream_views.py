@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from django.http import Http404
+from django.conf import settings
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -16,6 +17,8 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from api.pagination import query_int
+from api.parking import PARK, Parked, check_room_to_wait
+from api.rendering import ORJSONRenderer
 from api.serializers import (
     EventsReadSerializer,
     PublishedSerializer,
@@ -39,6 +42,8 @@ from retention import set_store
 from streams import deletion, logs, services
 from streams.lookups import stream_for_publish
 from streams.models import Stream
+from streams.tailing import read_events_waiting
+from streams.waking import Wait
 from streams.wire import event_json
 
 MAX_READ_LIMIT = 10_000
@@ -187,19 +192,49 @@ class EventsView(APIView):
         parameters=[
             OpenApiParameter("from", OpenApiTypes.STR, description='stream cut as JSON, {"0": 12}'),
             OpenApiParameter("limit", OpenApiTypes.INT, description=f"1..{MAX_READ_LIMIT}"),
+            OpenApiParameter(
+                "wait_ms",
+                OpenApiTypes.INT,
+                description=f"0..{settings.CBR_MAX_WAIT_MS}: with nothing from `from` on, wait that long for an "
+                "event (answered as soon as one is published; `events: []` when the wait ends first)",
+            ),
         ],
         responses=EventsReadSerializer,
     )
     def get(self, request, scope, name):
         stream = get_stream(scope, name)
         limit = query_int(request, "limit", 100, 1, MAX_READ_LIMIT)
+        wait_ms = query_int(request, "wait_ms", 0, 0, settings.CBR_MAX_WAIT_MS)
         tail = logs.stream_log(stream).tail_cut()
         raw = request.query_params.get("from")
         from_cut = {}
         if raw is not None:
             from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
-        records, next_cut = logs.read_events(stream, from_cut, limit)
-        return Response({"events": [event_json(r) for r in records], "next_cut": next_cut})
+        if wait_ms:
+            check_room_to_wait()
+        park = PARK in request.META
+        records, next_cut, wait = read_events_waiting(stream, from_cut, limit, wait_ms, park)
+        if wait is not None:
+            return Parked(wait, _resumed_events(stream, from_cut, limit, wait))
+        return Response(_events_answer(records, next_cut))
+
+
+def _events_answer(records, next_cut: dict[str, int]) -> dict:
+    return {"events": [event_json(r) for r in records], "next_cut": next_cut}
+
+
+def _resumed_events(stream: Stream, from_cut: dict[str, int], limit: int, first: Wait):
+    """What a parked plain read does when woken (`api.parking`): read once more, until its wait
+    ends."""
+
+    def resume(cause: str) -> HttpResponse:
+        left = max(0, int((first.deadline - time.monotonic()) * 1000))
+        records, next_cut, wait = read_events_waiting(stream, from_cut, limit, left, park=True, since=first.since)
+        if wait is not None:
+            return Parked(wait, _resumed_events(stream, from_cut, limit, wait))
+        return HttpResponse(ORJSONRenderer().render(_events_answer(records, next_cut)), content_type="application/json")
+
+    return resume
 
 
 class TruncateView(APIView):

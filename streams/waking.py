@@ -79,6 +79,20 @@ class Snapshot:
 
 
 @dataclass
+class Wait:
+    """What a read that found nothing waits for: a message or timer on `channels` (its waiter's
+    key among them is `group`) seen after `seen`, for at most `timeout_s`; the read ends at
+    `deadline` (`time.monotonic()`), and began to wait at `since`."""
+
+    channels: tuple[str, ...]
+    group: str
+    seen: Snapshot
+    timeout_s: float
+    deadline: float
+    since: float
+
+
+@dataclass
 class _Timers:
     heap: list[tuple[float, str]] = field(default_factory=list)
     known: set[tuple[float, str]] = field(default_factory=set)

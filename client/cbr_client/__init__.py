@@ -188,13 +188,18 @@ class Client:
     def retention_policy(self, stream: str) -> dict:
         return self._object("GET", f"streams/{stream}/retention-policy/")
 
-    def events(self, stream: str, start: dict[str, int] | None = None, limit: int = 100) -> dict:
+    def events(self, stream: str, start: dict[str, int] | None = None, limit: int = 100, wait_ms: int = 0) -> dict:
         """A plain read from `start` (a stream cut; None: the head): `{events, next_cut}`, no
-        delivery and no acknowledgement. Pass `next_cut` as the next `start`."""
+        delivery and no acknowledgement. Pass `next_cut` as the next `start`. `wait_ms`: with
+        nothing there yet, the server waits that long for an event to be published."""
         query = {"limit": str(limit)}
         if start is not None:
             query["from"] = json.dumps(start)
-        return self._object("GET", f"streams/{stream}/events/?" + urllib.parse.urlencode(query))
+        if wait_ms:
+            query["wait_ms"] = str(wait_ms)
+        path = f"streams/{stream}/events/?" + urllib.parse.urlencode(query)
+        status, _, raw = self._exchange("GET", path, None, "application/json", wait_ms / 1000)
+        return cast(dict, _answer(status, raw, None))
 
     def run_cycle(self, stream: str | None = None) -> dict:
         """Queue a retention cycle (of every stream with a policy, or of one): the cycle's record;

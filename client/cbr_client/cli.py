@@ -217,6 +217,9 @@ def _encoded(payload: bytes) -> dict:
         return {"payload_b64": base64.b64encode(payload).decode()}
 
 
+FOLLOW_WAIT_MS = 30_000  # how long `tail --follow` asks the server to wait for new events
+
+
 def tail(client: Client, args) -> None:
     """A plain read from the head, the tail or a cut; with --follow, new events as they come."""
     if args.start == "head":
@@ -228,7 +231,8 @@ def tail(client: Client, args) -> None:
     shown = 0
     while args.limit is None or shown < args.limit:
         want = 1000 if args.limit is None else min(1000, args.limit - shown)
-        page = client.events(args.stream, cut, want)
+        asked = time.monotonic()
+        page = client.events(args.stream, cut, want, wait_ms=FOLLOW_WAIT_MS if args.follow else 0)
         for event in page["events"]:
             print(_event_line(args, event), flush=True)
         shown += len(page["events"])
@@ -236,7 +240,8 @@ def tail(client: Client, args) -> None:
         if not page["events"]:
             if not args.follow:
                 return
-            time.sleep(args.poll_s)
+            if time.monotonic() - asked < FOLLOW_WAIT_MS / 2000:
+                time.sleep(args.poll_s)  # a server that does not wait (an older one): poll
 
 
 def consume(client: Client, args) -> None:

@@ -73,7 +73,7 @@ class ReadResult:
     delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
     lease_expires_at: str | None = None  # of every delivery of the read (None: an ack_policy none group)
     next_due: float | None = None  # the earliest time something of the group's segments comes due later
-    wait: Any = None  # a read that found nothing and parks: what it waits for (`reading.Wait`)
+    wait: Any = None  # a read that found nothing and parks: what it waits for (`waking.Wait`)
 
     @functools.cached_property
     def deliveries(self) -> list[dict]:

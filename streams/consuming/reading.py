@@ -105,23 +105,9 @@ def read(
         note_waiting(group, consumer, timeout)
         if park:
             result.acked = acked
-            result.wait = Wait(channels, group_key, seen, timeout, deadline, since)
+            result.wait = waking.Wait(channels, group_key, seen, timeout, deadline, since)
             return result
         woken = waking.wait(channels, group_key, seen, timeout)
-
-
-@dataclass
-class Wait:
-    """What a read that found nothing waits for: a message or timer on `channels` (the group's
-    is `group`) seen after `seen`, for at most `timeout_s`; the read ends at `deadline`
-    (`time.monotonic()`)."""
-
-    channels: tuple[str, ...]
-    group: str
-    seen: waking.Snapshot
-    timeout_s: float
-    deadline: float
-    since: float  # `time.monotonic()` when it began to wait
 
 
 def wake_channels(group: ReaderGroup, group_slots: list[Slot]) -> tuple[str, ...]:

@@ -158,3 +158,23 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plain_read_waiting_in_its_thread_is_woken_by_a_publish(api):
+    listening()
+    stream = services.do_create_stream(scope="w", name="p", segment_count=1)
+    answers = []
+
+    def wait():
+        started = time.monotonic()
+        response = api.get("/api/v1/streams/w/p/events/?wait_ms=20000")
+        answers.append((time.monotonic() - started, response.json()))
+
+    reader = threading.Thread(target=wait)
+    reader.start()
+    time.sleep(0.5)
+    services.do_publish(stream, [EventIn(b"plain")])
+    reader.join(20)
+    ((took, answer),) = answers
+    assert [e["payload"] for e in answer["events"]] == ["plain"] and took < 10

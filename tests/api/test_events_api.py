@@ -163,3 +163,17 @@ def test_a_publish_asks_the_database_one_query(api):
     # then: the database saw the stream's lookup alone (one statement, no ORM query built per publish)
     assert answer.status_code == 201 and answer.json()["positions"] == [{"segment": "0", "offset": 1}]
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"], queries.captured_queries
+
+
+@pytest.mark.parametrize("wait_ms", ["-1", "60001", "soon"])
+def test_a_plain_read_refuses_a_wait_out_of_its_bounds_naming_it(api, wait_ms):
+    factories.make_stream()
+    answer = api.get(f"/api/v1/streams/shop/orders/events/?wait_ms={wait_ms}")
+    assert answer.status_code == 400 and answer.json()["field"] == "wait_ms"
+
+
+def test_a_plain_read_with_events_there_answers_at_once_whatever_its_wait(api):
+    factories.make_stream()
+    api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "a"}]}, format="json")
+    answer = api.get("/api/v1/streams/shop/orders/events/?wait_ms=60000")
+    assert [e["payload"] for e in answer.json()["events"]] == ["a"]

@@ -9,7 +9,10 @@ waits for comes within a few seconds."""
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import factories
 import pytest
@@ -271,3 +274,29 @@ def test_a_waiting_read_misses_nothing_when_redis_restarts(django_db_setup, tmp_
     # has the event, before its wait ended
     assert status == 201 and read_status == 200, answer
     assert [d["payload"] for d in answer["deliveries"]] == ["after"] and took < WOKEN_WITHIN_S
+
+
+def test_a_plain_read_and_cbr_tail_follow_wait_for_a_publish(web_server, token):
+    http = Http(web_server.url, token)
+    make_stream()
+    cbr = Path(sys.executable).parent / "cbr"
+    # given: `cbr tail --follow` from the tail, and a plain read waiting, on an empty stream
+    tail = subprocess.Popen(
+        [str(cbr), "--json", "tail", "w/orders", "--from", "tail", "--follow", "--limit", "1", "--poll-s", "60"],
+        env={"PATH": "/usr/bin:/bin", "CBR_SERVER": web_server.url, "CBR_TOKEN": token},
+        stdout=subprocess.PIPE,
+    )
+
+    async def run():
+        waiting = asyncio.create_task(http.request("GET", "/api/v1/streams/w/orders/events/?wait_ms=30000"))
+        await soon(2)
+        assert not waiting.done()
+        started = time.monotonic()
+        await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "tailed"}]})
+        return await waiting, time.monotonic() - started
+
+    (status, answer), took = asyncio.run(run())
+    # then: both have the event once it is published, long before their waits (or a poll) end
+    assert status == 200 and [e["payload"] for e in answer["events"]] == ["tailed"] and took < WOKEN_WITHIN_S
+    out, _ = tail.communicate(timeout=WOKEN_WITHIN_S)
+    assert [json.loads(line)["payload"] for line in out.decode().splitlines()] == ["tailed"]
