@@ -112,7 +112,6 @@ class Listener:
         self.subscribed = False
         self.timers = _Timers()
         self.stopped = threading.Event()
-        self.woken_by: defaultdict[str, int] = defaultdict(int)  # cause -> reads woken
         self.thread = threading.Thread(target=self._run, name="cbr-wake-listener", daemon=True)
         self.thread.start()
 
@@ -251,7 +250,6 @@ class Listener:
                 return
             waiter.woken = True
             self._remove(waiter)
-            self.woken_by[cause] += 1
         wait_stats.woken(cause)
         try:
             waiter.on_wake(cause)

@@ -190,10 +190,8 @@ def _read_once(
         _queue_counts(group_slots, now, lease_s, pipe)
         answers = pipe.execute()
     live = sum(counts[2] for counts in answers)
-    dues = [float(counts[6]) for counts in answers if counts[6] is not None]
-    result_next_due = min(dues) if dues else None
+    result.next_due = min((float(counts[6]) for counts in answers if counts[6] is not None), default=None)
     room = group.max_ack_pending - live
-    result.next_due = result_next_due
     if room <= 0:
         result.pending_limit_reached = True
         _persist(group, moves, pending)

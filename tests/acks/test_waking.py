@@ -97,23 +97,34 @@ def test_a_read_waiting_in_its_thread_is_woken_by_a_publish(api, clock):
         format="json",
     )
     assert created.status_code == 201
-    answers = []
-
-    def wait():
-        started = time.monotonic()
-        response = api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json")
-        answers.append((time.monotonic() - started, response.json()))
-
-    reader = threading.Thread(target=wait)
-    reader.start()
-    time.sleep(0.5)
-    # when: an event is published
-    services.do_publish(stream, [EventIn(b"hello")])
-    reader.join(20)
+    # when: an event is published while a read waits
+    took, answer = answered_while_publishing(
+        lambda: api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json"),
+        stream,
+        b"hello",
+    )
     # then: the read is answered with it, long before its wait ends
-    ((took, answer),) = answers
     assert [d["payload"] for d in answer["deliveries"]] == ["hello"]
     assert took < 10
+
+
+def answered_while_publishing(request, stream, payload: bytes) -> tuple[float, dict]:
+    """`request()` sent from a thread of its own (it waits there); once it waits, `payload` is
+    published on `stream`: how long the request took, and its answer."""
+    answers = []
+
+    def send():
+        started = time.monotonic()
+        response = request()
+        answers.append((time.monotonic() - started, response.json()))
+
+    reader = threading.Thread(target=send)
+    reader.start()
+    time.sleep(0.5)
+    services.do_publish(stream, [EventIn(payload)])
+    reader.join(20)
+    ((took, answer),) = answers
+    return took, answer
 
 
 @pytest.mark.django_db(transaction=True)
@@ -164,17 +175,7 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
 def test_a_plain_read_waiting_in_its_thread_is_woken_by_a_publish(api):
     listening()
     stream = services.do_create_stream(scope="w", name="p", segment_count=1)
-    answers = []
-
-    def wait():
-        started = time.monotonic()
-        response = api.get("/api/v1/streams/w/p/events/?wait_ms=20000")
-        answers.append((time.monotonic() - started, response.json()))
-
-    reader = threading.Thread(target=wait)
-    reader.start()
-    time.sleep(0.5)
-    services.do_publish(stream, [EventIn(b"plain")])
-    reader.join(20)
-    ((took, answer),) = answers
+    took, answer = answered_while_publishing(
+        lambda: api.get("/api/v1/streams/w/p/events/?wait_ms=20000"), stream, b"plain"
+    )
     assert [e["payload"] for e in answer["events"]] == ["plain"] and took < 10
