@@ -87,14 +87,17 @@ def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_not
                     deliveries.extend((sent, m.data["segment"], m.data["offset"]) for m in batch)
                     processed.update((m.data["segment"], m.data["offset"]) for m in batch)
                     # out of order: a batch's first delivery is acknowledged with the next batch,
-                    # so acknowledgements always sit above the floor when Redis goes
-                    group.ack(batch[1:])
+                    # so acknowledgements always sit above the floor when Redis goes. The held one
+                    # goes first: after a restart the new batch may hold its event again, and
+                    # acking that first could move the floor past it (an old id below the floor
+                    # is taken as already processed, not refused)
                     try:
                         group.ack(held)
                     except CBRError as err:  # after a restart: a lease that went with Redis
                         if err.code != "lease_lost":
                             raise
                         lost.append(err.body["refused"])
+                    group.ack(batch[1:])
                     held = batch[:1]
                 except CBRError as err:
                     errors.append((err.status, err.body))
