@@ -10,6 +10,7 @@ client) `PARK` is absent and the read waits in its thread."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,13 @@ PARK = "cbr.park"  # in the environ: this server can park a read
 class Parked(HttpResponse):
     """A read's answer when it found nothing and may wait without its thread: the front waits
     for `wait` (`streams.waking.Wait`), then calls `resume(cause)` in a thread for
-    the answer (or another `Parked`). Never sent to a client."""
+    the answer (or another `Parked`). Never sent to a client. Reads that can be read once more
+    together (one pass for many groups: `consuming.read_woken`) say how (`together`)."""
 
-    def __init__(self, wait: Any, resume: Callable[[str], HttpResponse]):
+    # many parked reads of this kind read once more in one call: their answers, in order
+    together: Callable[[list[Parked], list[str]], list[HttpResponse | Exception]] | None = None
+
+    def __init__(self, wait: Any, resume: Callable[[str], HttpResponse] | None = None):
         super().__init__(status=202)
         self.wait = wait
         self._resume = resume
@@ -36,11 +41,41 @@ class Parked(HttpResponse):
     def resume(self, cause: str) -> HttpResponse:
         """The read once more, in a thread of the front's: as a request's would, with the
         database connections checked before and tidied after."""
+        return resume_all([self], [cause])[0]  # type: ignore[return-value]
+
+
+def resume_all(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
+    """Woken reads read once more, in a thread of the front's, as requests would be (database
+    connections checked before, tidied after): those of a kind that reads together in one call
+    each, the others one by one. Each read's answer, or what it raised (a bug: the front answers
+    it as Django answers one)."""
+    close_old_connections()
+    try:
+        out: list[HttpResponse | Exception | None] = [None] * len(parked)
+        kinds: dict[Any, list[int]] = defaultdict(list)
+        for i, read in enumerate(parked):
+            kinds[type(read).together].append(i)
+        for together, which in kinds.items():
+            try:
+                if together is None:
+                    answers = [_one(parked[i], causes[i]) for i in which]
+                else:
+                    answers = together([parked[i] for i in which], [causes[i] for i in which])
+            except Exception as exc:  # noqa: BLE001 - answered by the front, as a bug
+                answers = [exc] * len(which)
+            for i, answer in zip(which, answers, strict=True):
+                out[i] = answer
+        return out  # type: ignore[return-value]
+    finally:
         close_old_connections()
-        try:
-            return self._resume(cause)
-        finally:
-            close_old_connections()
+
+
+def _one(read: Parked, cause: str) -> HttpResponse | Exception:
+    try:
+        assert read._resume is not None, "a parked read says how it reads again"
+        return read._resume(cause)
+    except Exception as exc:  # noqa: BLE001 - answered by the front, as a bug
+        return exc
 
 
 def check_room_to_wait() -> None:

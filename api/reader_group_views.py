@@ -3,8 +3,9 @@ acknowledgement cut a MANUAL subscriber publishes. Thin: streams.reader_groups d
 
 from __future__ import annotations
 
-import time
+from typing import cast
 
+import orjson
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -40,7 +41,7 @@ from domain.errors import FieldError
 from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription
 from streams.projections.positions import group_state
-from streams.wire import READ_BATCH_MEDIA_TYPE
+from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 
 def reader_group_queryset():
@@ -218,7 +219,7 @@ class ReadView(ConsumingView):
             park=park,
         )
         if result.wait is not None:
-            return Parked(result.wait, _resumed_read(group, group_slots, args, binary, result))
+            return _ParkedRead(result, binary)
         return Response(_read_answer(result, binary))
 
     def finalize_response(self, request, response, *args, **kwargs):
@@ -248,35 +249,30 @@ def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch
         head["ack"] = _ack_fields(result.acked) | {"refused": result.acked.refused}
     if binary:
         return ReadBatch(head, result.parts, result.lease_expires_at)
-    return {"deliveries": result.deliveries, **head}
+    # the deliveries already JSON: `result.deliveries` as orjson writes it, without a dict per event
+    return {"deliveries": orjson.Fragment(deliveries_json(result.parts, result.lease_expires_at)), **head}
 
 
-def _resumed_read(group, group_slots, args: dict, binary: bool, first: consuming.ReadResult):
-    """What a parked read does when woken (`api.parking`): read once more, until its wait ends;
-    the answer rendered as the view's is, with what its first pass's ack did."""
-    renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
-    acked, deadline = first.acked, first.wait.deadline
-    first_wait = first.wait
+class _ParkedRead(Parked):
+    """A group's read parked: woken, it is read once more with every other group's read woken
+    about the same time (`consuming.read_woken`), and answered as the view would."""
 
-    def resume(cause: str) -> HttpResponse:
-        try:
-            result = consuming.read(
-                group,
-                args["max_events"],
-                max(0, int((deadline - time.monotonic()) * 1000)),
-                args["consumer"],
-                group_slots,
-                None,  # the first pass applied the ack
-                args["ranges"],
-                frames=binary,
-                park=True,
-                woken=cause,
-                since=first_wait.since,
-            )
-        except Exception as exc:  # answered as the view's errors are (a service lost: 503)
-            error = exception_handler(exc, {})
+    def __init__(self, result: consuming.ReadResult, binary: bool):
+        super().__init__(result.wait)
+        self.reading = result.wait.reading
+        self.binary = binary
+
+    @staticmethod
+    def together(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
+        reads = cast(list[_ParkedRead], parked)
+        results = consuming.read_woken([read.reading for read in reads], causes)
+        return [read.answer(result) for read, result in zip(reads, results, strict=True)]
+
+    def answer(self, result: consuming.ReadResult | Exception) -> HttpResponse | Exception:
+        if isinstance(result, Exception):  # answered as the view's errors are (a service lost: 503)
+            error = exception_handler(result, {})
             if error is None:
-                raise
+                return result  # a bug: the front answers it as Django answers one
             response = HttpResponse(
                 ORJSONRenderer().render(error.data), status=error.status_code, content_type="application/json"
             )
@@ -284,12 +280,10 @@ def _resumed_read(group, group_slots, args: dict, binary: bool, first: consuming
                 if name.lower() != "content-type":
                     response[name] = value
             return response
-        result.acked = acked
         if result.wait is not None:
-            return Parked(result.wait, resume)
-        return HttpResponse(renderer.render(_read_answer(result, binary)), content_type=renderer.media_type)
-
-    return resume
+            return _ParkedRead(result, self.binary)
+        renderer = ReadBatchRenderer() if self.binary else ORJSONRenderer()
+        return HttpResponse(renderer.render(_read_answer(result, self.binary)), content_type=renderer.media_type)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

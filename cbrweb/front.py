@@ -4,7 +4,9 @@ wait (`api.parking`) without a thread: a waiting read costs its socket and an en
 process's wake-up table (`streams.waking`), so thousands may wait while the threads serve
 publishes, acks, health checks and the console.
 
-A request goes to a thread with its body read from the connection as the application asks for it.
+A request goes to a thread with its body read from the connection as the application asks for it;
+a small body of known length (`READ_AHEAD_BYTES`, a publish of a few events) is read whole on the
+loop first, so its thread does not hop to the loop and back for it.
 A read answered `Parked` is not sent: the front waits for what it waits for (a wake-up, its due
 time, the end of its wait), or for the client to go away (then nothing more is done: a parked read
 holds no lease), and calls its `resume` in a thread, which reads once more. Any other answer is
@@ -17,20 +19,31 @@ says why)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from api.parking import PARK, Parked
+from django.http import HttpResponse
+
+from api.parking import PARK, Parked, resume_all
 from cbrweb.body_limit import after_large_body
 from streams import waking
 
 log = logging.getLogger(__name__)
 _CONNECTIONS_KEPT = 50_000  # connections whose requests are counted (the oldest forgotten first)
+# A body of known length up to this is read on the loop before its request goes to a thread:
+# asked for by the thread, each piece cost a hop to the loop and back (~0.07 ms of a one-event
+# publish, more when the loop's core was idle). Far below any `CBR_MAX_REQUEST_BYTES`
+# (cbrweb/body_limit.py refuses a longer body unread); a larger one is read as the thread asks.
+READ_AHEAD_BYTES = 64 * 1024
+_RESUMING = 2  # calls reading woken reads at once (one may wait on Redis or the database)
+_TOGETHER = 1000  # woken reads read together in one call at most
 
 
 class Front:
@@ -42,6 +55,8 @@ class Front:
         self.keepalive_requests = keepalive_requests
         self.pool: ThreadPoolExecutor | None = None
         self.requests_on: OrderedDict[tuple, int] = OrderedDict()  # connection -> requests so far
+        self.woken: list[_Woken] = []  # woken reads waiting for a thread (`_resume`)
+        self.resuming = 0  # calls reading woken reads now
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
@@ -72,6 +87,8 @@ class Front:
         body = _Body(receive, loop)
         environ = _environ(scope, body)
         environ[PARK] = True
+        if 0 < _content_length(environ) <= READ_AHEAD_BYTES:
+            await body.read_ahead()
         close = self._last_on_connection(scope)
         gone: asyncio.Future | None = None
         try:
@@ -83,7 +100,7 @@ class Front:
                 cause = await _parked(parked, loop, gone)
                 if cause is None:  # the client went away: nothing more to do
                     return
-                answer = await loop.run_in_executor(pool, _resumed, parked, cause, middleware_headers, close)
+                answer = await self._resume(_Woken(parked, cause, middleware_headers, close, loop.create_future()))
             if answer is not None:
                 status, headers, content = answer
                 await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -91,6 +108,38 @@ class Front:
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()
+
+    def _resume(self, woken: _Woken) -> asyncio.Future:
+        """A woken read's answer, to come: read once more in a thread with the others woken about
+        the same time (one pass for many groups' reads: `api.parking.resume_all`). At most
+        `_RESUMING` such calls run at once; reads woken meanwhile wait for the next, so that a
+        publish that wakes thousands of reads is read in a few large passes, and a lone read at
+        once."""
+        self.woken.append(woken)
+        self._resume_more(asyncio.get_running_loop())
+        return woken.answer
+
+    def _resume_more(self, loop: asyncio.AbstractEventLoop) -> None:
+        while self.woken and self.resuming < _RESUMING:
+            batch, self.woken = self.woken[:_TOGETHER], self.woken[_TOGETHER:]
+            self.resuming += 1
+            task = loop.run_in_executor(self._start(), _resumed, batch)
+            task.add_done_callback(functools.partial(self._hand_back, batch, loop))
+
+    def _hand_back(self, batch: list[_Woken], loop: asyncio.AbstractEventLoop, task: asyncio.Future) -> None:
+        """A call's answers to the reads that wait for them; then the next call, if any waits."""
+        self.resuming -= 1
+        error = RuntimeError("the server is stopping") if task.cancelled() else task.exception()
+        if error is not None:
+            answers = [
+                _answer(woken, error if isinstance(error, Exception) else RuntimeError(error)) for woken in batch
+            ]
+        else:
+            answers = task.result()
+        for woken, answer in zip(batch, answers, strict=True):
+            if not woken.answer.done():
+                woken.answer.set_result(answer)
+        self._resume_more(loop)
 
     def _last_on_connection(self, scope: dict) -> bool:
         """Whether this request's answer closes its connection (the n-th on it)."""
@@ -159,13 +208,29 @@ def _whole(status: int, headers: list[tuple[bytes, bytes]], content: bytes) -> t
     return status, headers, content
 
 
-def _resumed(parked: Parked, cause: str, middleware_headers: list, close: bool) -> tuple:
-    """In a thread: a parked read woken, read once more: parked again (with the same headers),
-    or its answer, with the headers the middleware gave the request."""
-    try:
-        response = parked.resume(cause)
-    except Exception:  # a bug: answered as Django answers one, never a dropped connection
-        log.exception("a waiting read failed when woken")
+@dataclass
+class _Woken:
+    """A parked read woken, to be read once more (`Front._resume`)."""
+
+    parked: Parked
+    cause: str
+    middleware_headers: list
+    close: bool
+    answer: asyncio.Future  # what `_answer` makes of its response
+
+
+def _resumed(batch: list[_Woken]) -> list[tuple]:
+    """In a thread: woken reads read once more, together (`api.parking.resume_all`)."""
+    responses = resume_all([woken.parked for woken in batch], [woken.cause for woken in batch])
+    return [_answer(woken, response) for woken, response in zip(batch, responses, strict=True)]
+
+
+def _answer(woken: _Woken, response: HttpResponse | Exception) -> tuple:
+    """A woken read's response: parked again (with the same headers), or its answer, with the
+    headers the middleware gave the request."""
+    middleware_headers, close = woken.middleware_headers, woken.close
+    if isinstance(response, Exception):  # a bug: answered as Django answers one, never a dropped connection
+        log.error("a waiting read failed when woken", exc_info=response)
         return _whole(500, _headers([("Content-Type", "application/json")], close), _SERVER_ERROR)
     if isinstance(response, Parked):
         return response, middleware_headers
@@ -226,6 +291,18 @@ class _Body:
     async def receive_next(self) -> dict:
         async with self._lock:
             return await self._receive()
+
+    async def read_ahead(self) -> None:
+        """On the loop: the whole body into the buffer, for the thread's reads to find there."""
+        parts = [self._buffer]
+        while self._more:
+            message = await self.receive_next()
+            if message["type"] == "http.disconnect":
+                self._more = False
+                break
+            self._more = message.get("more_body", False)
+            parts.append(message.get("body", b""))
+        self._buffer = b"".join(parts)
 
     def _chunk(self) -> bytes:
         """The next piece of the body, from a thread (b"": no more)."""
@@ -302,6 +379,12 @@ def _environ(scope: dict, body: _Body) -> dict:
             key = "HTTP_" + name
         environ[key] = f"{environ[key]},{value}" if key in environ else value
     return environ
+
+
+def _content_length(environ: dict) -> int:
+    """The body's declared length (0: none, or not a number: the application refuses that)."""
+    raw = environ.get("CONTENT_LENGTH", "")
+    return int(raw) if raw.isdigit() else 0
 
 
 def _unquote(path: bytes) -> bytes:

@@ -39,7 +39,7 @@ from streams.consuming.positions import (
     slots,
     tracker_names,
 )
-from streams.consuming.reading import read
+from streams.consuming.reading import read, read_woken
 
 __all__ = [
     "AUTO_PREFIX",
@@ -66,6 +66,7 @@ __all__ = [
     "nack",
     "periodic_checkpoints",
     "read",
+    "read_woken",
     "slots",
     "tracker_names",
 ]

@@ -217,38 +217,60 @@ def persist_floors(moves: list[tuple[Slot, int, int]], handed: dict[int, tuple[S
     ]
     if not rows:
         return
-    # As `.update(floor=Greatest(F("floor"), Case(When(pk=…, then=…))), missed=F("missed") + …)`,
-    # in SQL written directly: every ack persists floors, and building the query was most of it.
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    if connection.vendor == "postgresql":
+        _update_positions_postgresql([(slot.position.pk, f, m, h) for slot, f, m, h in rows], now)
+    else:
+        _update_positions([(slot.position.pk, f, m, h) for slot, f, m, h in rows], now)
+    for slot, floor, m, h in rows:
+        slot.position.floor = max(slot.position.floor, floor)
+        slot.position.missed += m
+        slot.position.handed = max(slot.position.handed, h)
+
+
+def _update_positions_postgresql(rows: list[tuple[int, int, int, int]], now: object) -> None:
+    """Each (position, floor, missed, handed) row: the floor and `handed` raised to the row's,
+    `missed` added to. One statement whatever the number of rows, its arguments arrays (the
+    same SQL each time: prepared once per connection, however many groups a pass reads). The
+    rows are locked in id order first: two requests of one group (a read and an ack, or two
+    consumers' acks) updating the same rows, each in the order its scan met them, deadlocked (one
+    answered 503)."""
+    q = connection.ops.quote_name
+    table, pk = q(ReadPosition._meta.db_table), q("id")
+    floor, missed, handed = q("floor"), q("missed"), q("handed")
+    sql = (
+        f"UPDATE {table} SET {floor} = GREATEST({table}.{floor}, v.floor), "
+        f"{missed} = {table}.{missed} + v.missed, {handed} = GREATEST({table}.{handed}, v.handed), "
+        f"{q('updated_at')} = %s "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, floor, missed, handed) "
+        f"WHERE {table}.{pk} = v.id AND {table}.{pk} IN "
+        f"(SELECT {pk} FROM {table} WHERE {pk} = ANY(%s::bigint[]) ORDER BY {pk} FOR UPDATE)"
+    )
+    ids, floors, misses, handeds = (list(column) for column in zip(*rows, strict=True))
+    run_prepared(sql, [now, ids, floors, misses, handeds, ids])
+
+
+def _update_positions(rows: list[tuple[int, int, int, int]], now: object) -> None:
+    """As `_update_positions_postgresql`, for SQLite (which serialises writers): one statement
+    of `CASE`s, written directly (`.update(floor=Greatest(F("floor"), Case(When(pk=…))), …)`
+    cost more to build than to run)."""
     q = connection.ops.quote_name
     pk, floor_col, missed_col, handed_col = q("id"), q("floor"), q("missed"), q("handed")
     when_floor = " ".join(f"WHEN {pk} = %s AND {floor_col} < %s THEN %s" for _ in rows)
     when_missed = " ".join(f"WHEN {pk} = %s THEN %s" for _ in rows)
     when_handed = " ".join(f"WHEN {pk} = %s AND {handed_col} < %s THEN %s" for _ in rows)
     table = q(ReadPosition._meta.db_table)
-    ids = ", ".join(["%s"] * len(rows))
-    if connection.vendor == "postgresql":
-        # the rows locked in id order first: two requests of one group (a read and an ack, or two
-        # consumers' acks) updating the same rows, each in the order its scan met them, deadlocked
-        # (one answered 503); SQLite serialises writers
-        which = f"SELECT {pk} FROM {table} WHERE {pk} IN ({ids}) ORDER BY {pk} FOR UPDATE"
-    else:
-        which = ids
     sql = (
         f"UPDATE {table} SET {floor_col} = CASE {when_floor} ELSE {floor_col} END, "
         f"{missed_col} = {missed_col} + CASE {when_missed} ELSE 0 END, "
         f"{handed_col} = CASE {when_handed} ELSE {handed_col} END, {q('updated_at')} = %s "
-        f"WHERE {pk} IN ({which})"
+        f"WHERE {pk} IN ({', '.join(['%s'] * len(rows))})"
     )
-    params: list[int | str | None] = [v for slot, f, _, _ in rows for v in (slot.position.pk, f, f)]
-    params += [v for slot, _, m, _ in rows for v in (slot.position.pk, m)]
-    params += [v for slot, _, _, h in rows for v in (slot.position.pk, h, h)]
-    params += [connection.ops.adapt_datetimefield_value(timezone.now())]
-    params += [slot.position.pk for slot, _, _, _ in rows]
+    params: list = [v for p, f, _, _ in rows for v in (p, f, f)]
+    params += [v for p, _, m, _ in rows for v in (p, m)]
+    params += [v for p, _, _, h in rows for v in (p, h, h)]
+    params += [now, *(p for p, _, _, _ in rows)]
     run_prepared(sql, params)
-    for slot, floor, m, h in rows:
-        slot.position.floor = max(slot.position.floor, floor)
-        slot.position.missed += m
-        slot.position.handed = max(slot.position.handed, h)
 
 
 def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:

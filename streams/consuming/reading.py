@@ -21,7 +21,7 @@ from store.segment import Head, Tail
 from streams import wait_stats, waking
 from streams.ack_tracker import KnownCounts
 from streams.consuming import positions
-from streams.consuming.acking import PendingAck, ack_part
+from streams.consuming.acking import AckOutcome, PendingAck, ack_part
 from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
@@ -58,8 +58,6 @@ def read(
     ranges: bool = False,
     frames: bool = False,
     park: bool = False,
-    woken: str = "",
-    since: float | None = None,
 ) -> ReadResult:
     """Up to `max_events` deliveries, fair across the group's segments; with `wait_ms`, waits up
     to that long for the first one (long poll), woken by what makes events available to the
@@ -70,44 +68,95 @@ def read(
     in place of the ids: a few strings where a batch has a thousand ids. `frames`: the events
     read from the log are left as stored (`framing.Frame`), for an answer that sends them so
     (`streams.wire.encode_read_batch`). `park`: instead of waiting in this thread, answer a
-    result whose `wait` says what to wait for (the ASGI front waits without a thread and reads
-    again, with `woken` the cause, and `since` when it began to wait)."""
+    result whose `wait` (a `GroupWait`) says what to wait for: the ASGI front waits without a
+    thread, then reads again with `read_woken`."""
     group_slots = slots(group) if group_slots is None else group_slots
     pending = None if ack is None else ack_part(group, ack, group_slots)
-    acked = None
-    deadline = time.monotonic() + wait_ms / 1000
     channels = wake_channels(group, group_slots) if wait_ms > 0 else ()
-    group_key = group_channel(group.state_key)
-    first = not woken
+    deadline = time.monotonic() + wait_ms / 1000
+    reading = Waiting(group, group_slots, max_events, consumer or "default", ranges, frames, channels, deadline)
     while True:
         seen = waking.listener().snapshot(channels) if channels else None
         try:
-            result = _read_once(group, group_slots, max_events, consumer or "default", ranges, pending, frames)
+            result = _read_passes([(reading, pending)])[0]
         except (RedisConnectionError, RedisTimeoutError):
             # Redis lost while the read waits: it waits on (looking every `FALLBACK_POLL_S`) and
             # answers 503 only if Redis is still gone when its wait ends
-            if first or deadline - time.monotonic() <= 0:
+            if not reading.woken or deadline - time.monotonic() <= 0:
                 raise
             result = ReadResult()
-        first = False
         if pending is not None:  # applied by the first pass, on its first pipeline
-            acked, pending = result.acked, None
-        left = deadline - time.monotonic()
-        if result.parts or result.pending_limit_reached or left <= 0 or seen is None:
-            result.acked = acked
-            if since is not None:
-                wait_stats.waited(time.monotonic() - since)
-            if woken and sum(len(p.items) for p in result.parts) >= max_events:
-                waking.listener().wake_more(group_key, channels)  # more may be there for the next waiter
+            reading.acked, pending = result.acked, None
+        result = _looked(reading, result, seen)
+        if result.wait is None or park:
             return result
-        timeout = _wait_for(group_slots, result, left)
-        since = time.monotonic() if since is None else since
-        note_waiting(group, consumer, timeout)
-        if park:
-            result.acked = acked
-            result.wait = waking.Wait(channels, group_key, seen, timeout, deadline, since)
-            return result
-        woken = waking.wait(channels, group_key, seen, timeout)
+        reading.woken = waking.wait(channels, reading.group_key, result.wait.seen, result.wait.timeout_s)
+
+
+def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exception]:
+    """The next pass of parked reads (`read(..., park=True)`), woken by `causes`: all of them
+    at once (`_read_passes`), each answered or parked again as `read` would. A read whose pass
+    failed because Redis is gone waits on, or gets the error once its wait is over."""
+    for reading, cause in zip(reads, causes, strict=True):
+        reading.woken = cause
+    seens = [waking.listener().snapshot(reading.channels) for reading in reads]
+    try:
+        results: list[ReadResult] = _read_passes([(reading, None) for reading in reads])
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        now = time.monotonic()
+        return [
+            exc if reading.deadline - now <= 0 else _looked(reading, ReadResult(), seen)
+            for reading, seen in zip(reads, seens, strict=True)
+        ]
+    return [_looked(reading, result, seen) for reading, result, seen in zip(reads, results, seens, strict=True)]
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A read of one group, from its first pass to its answer: what each pass needs."""
+
+    group: ReaderGroup
+    group_slots: list[Slot]
+    max_events: int
+    consumer: str
+    ranges: bool
+    frames: bool
+    channels: tuple[str, ...]  # what it waits on (`wake_channels`; none: it does not wait)
+    deadline: float  # `time.monotonic()` when its wait ends
+    since: float | None = None  # when it began to wait
+    woken: str = ""  # what woke it last ("": it has not waited yet)
+    acked: AckOutcome | None = None  # what its first pass's carried ack did
+
+    @property
+    def group_key(self) -> str:
+        return group_channel(self.group.state_key)
+
+
+@dataclass
+class GroupWait(waking.Wait):
+    """What a group's parked read waits for, and the read (for `read_woken`)."""
+
+    reading: Waiting | None = None
+
+
+def _looked(reading: Waiting, result: ReadResult, seen: waking.Snapshot | None) -> ReadResult:
+    """A pass's result, final, or (when it found nothing and may wait on) with the `wait` it
+    waits for; `seen` is what the listener had seen before the pass looked."""
+    result.acked = reading.acked
+    left = reading.deadline - time.monotonic()
+    if result.parts or result.pending_limit_reached or left <= 0 or seen is None:
+        if reading.since is not None:
+            wait_stats.waited(time.monotonic() - reading.since)
+        if reading.woken and sum(len(p.items) for p in result.parts) >= reading.max_events:
+            waking.listener().wake_more(reading.group_key, reading.channels)  # more may be there for the next waiter
+        return result
+    timeout = _wait_for(reading.group_slots, result, left)
+    reading.since = time.monotonic() if reading.since is None else reading.since
+    note_waiting(reading.group, reading.consumer, timeout)
+    result.wait = GroupWait(
+        reading.channels, reading.group_key, seen, timeout, reading.deadline, reading.since, reading
+    )
+    return result
 
 
 def wake_channels(group: ReaderGroup, group_slots: list[Slot]) -> tuple[str, ...]:
@@ -140,72 +189,144 @@ def _next_delayed(group_slots: list[Slot]) -> float | None:
     return min(dues) / 1000 if dues else None
 
 
-def _read_once(
-    group: ReaderGroup,
-    group_slots: list[Slot],
-    max_events: int,
-    consumer: str,
-    ranges: bool = False,
-    pending: PendingAck | None = None,
-    frames: bool = False,
-) -> ReadResult:
-    """One pass of `read`; with `pending`, that ack is applied first, on the pass's first
-    pipeline (its outcome in `acked`), and its floors persisted with the read's."""
+@dataclass
+class _Queued:
+    """Where a read's answers lie on its pass's first pipeline."""
+
+    ack_at: int  # its carried ack's answers
+    acks: int
+    counts_at: int  # its segments' counts (`_queue_counts`), one answer each
+
+
+def _read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadResult]:
+    """One pass of each of these reads, together: one round trip to Redis for all their counts,
+    one for all their first looks, one statement for all their floors, and each record read once
+    (a publish that wakes a thousand groups' reads is read in a few round trips, not thousands).
+    A read with a `PendingAck` has that ack applied first, on the first pipeline (its outcome in
+    its result's `acked`), and its floors persisted with the read's."""
     now = positions.clock()
     now_ms = int(now * 1000)
-    lease_s = float(group.ack_timeout_s)
-    on_poison = Poison(group.on_poison)
-    ack_policy = AckPolicy(group.ack_policy)
-    backoff = tuple(group.backoff_s or ())
-    sink_names = group.sink_names
     redis = get_redis()
-    streams = list({slot.stream.pk: slot.stream for slot in group_slots}.values())
-    pipe = scripted_pipeline()
+    streams = list({slot.stream.pk: slot.stream for reading, _ in passes for slot in reading.group_slots}.values())
+    pipe = scripted_pipeline(redis)
     # due delayed events go to every group of the stream: the first round of each stream's
     # release is the first thing on this pipeline, and the rest (if anything was due) follows
     # once it is answered
     releases = [queue_release(stream, now_ms, pipe) for stream in streams]
-    # then the carried ack: the leases it ends leave room for this read (Redis runs a pipeline
-    # in order)
-    acks = 0 if pending is None else pending.queue(pipe)
-    mark_seen(group, now, pipe)
-    if pending is not None:
-        note_consumer(group, consumer, "a", now, pipe)
-    note_consumer(group, consumer, "r", now, pipe)
-    _queue_counts(group_slots, now, lease_s, pipe)
+    queued: list[_Queued] = []
+    for reading, pending in passes:
+        # then a carried ack: the leases it ends leave room for its read (Redis runs a pipeline
+        # in order)
+        ack_at = len(pipe)
+        acks = 0 if pending is None else pending.queue(pipe)
+        mark_seen(reading.group, now, pipe)
+        if pending is not None:
+            note_consumer(reading.group, reading.consumer, "a", now, pipe)
+        note_consumer(reading.group, reading.consumer, "r", now, pipe)
+        queued.append(_Queued(ack_at, acks, len(pipe)))
+        _queue_counts(reading.group_slots, now, float(reading.group.ack_timeout_s), pipe)
     answers = pipe.execute()
-    released = 0
-    for stream, round_of, answer in zip(streams, releases, answers, strict=False):
-        released += release_due(stream, now_ms, first=round_of(answer))
-    answers = answers[len(streams) :]
-    result = ReadResult(delivery_ranges=[] if ranges else None)
-    moves: list[tuple[Slot, int, int]] = []
-    if pending is not None:
-        result.acked, moves = pending.finish(answers[:acks])
-    answers = answers[acks + (3 if pending is not None else 2) :]
-    # the counts again when they may be stale: events released to the group's segments after
-    # they were counted, or an ack script Redis had lost that ran after them
-    if released or (pending is not None and pipe.reran):
-        pipe = scripted_pipeline()
-        _queue_counts(group_slots, now, lease_s, pipe)
+    released = {
+        stream.pk: release_due(stream, now_ms, first=round_of(answer))
+        for stream, round_of, answer in zip(streams, releases, answers, strict=False)
+    }
+    contexts: list[_Context] = []
+    counts: list[list] = []
+    stale: list[int] = []  # reads whose counts may be stale
+    for n, ((reading, pending), at) in enumerate(zip(passes, queued, strict=True)):
+        ctx = _context(reading, now)
+        if pending is not None:
+            ctx.result.acked, ctx.moves = pending.finish(answers[at.ack_at : at.ack_at + at.acks])
+        counts.append(answers[at.counts_at : at.counts_at + len(reading.group_slots)])
+        contexts.append(ctx)
+        # the counts again when they may be stale: events released to the group's segments after
+        # they were counted, or an ack script Redis had lost that ran after them
+        if any(released[slot.stream.pk] for slot in reading.group_slots) or (pending is not None and pipe.reran):
+            stale.append(n)
+    if stale:
+        pipe = scripted_pipeline(redis)
+        for n in stale:
+            _queue_counts(passes[n][0].group_slots, now, contexts[n].lease_s, pipe)
+        recounted = iter(pipe.execute())
+        for n in stale:
+            counts[n] = [next(recounted) for _ in passes[n][0].group_slots]
+    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
+    shared_rows: dict[tuple, list] = {}
+    work = [_work(ctx, reading_counts, ends, shared_rows) for ctx, reading_counts in zip(contexts, counts, strict=True)]
+    # a state Redis must start: from what the database knows now (the floor may have moved, and
+    # what was handed out before a loss comes again counting on), never from what the request
+    # loaded when it began
+    fresh = [serve for serves in work for serve in serves if serve.fresh]
+    known = known_counts([serve.slot for serve in fresh]) if fresh else {}
+    for serve in fresh:  # from the floor as the database knows it now
+        serve.start = serve.slot.position.floor
+    # every segment's first look in one round trip, each read's events shared out evenly across
+    # its segments
+    pipe = scripted_pipeline(redis)
+    asked: list[tuple[_Context, _Serve, int, _Look, int]] = []  # with where its answer lies
+    for ctx, serves in zip(contexts, work, strict=True):
+        ctx.known = known
+        ctx.serves = serves
+        for n, serve in enumerate(serves):
+            want = math.ceil((ctx.limit - sum(s.asked for s in serves)) / (len(serves) - n))
+            if want > 0:
+                serve.asked = want
+                answer_at = len(pipe)
+                asked.append((ctx, serve, want, _ask(ctx, serve, want, pipe), answer_at))
+        if any(serve.asked for serve in serves) and ctx.ack_policy is not AckPolicy.NONE:
+            # the leases this read may hand out expire then: a waiting read of the group (another
+            # consumer's) looks again at that time, in case they are not acknowledged (one command
+            # on the pipeline, no round trip of its own)
+            notify(pipe, [group_channel(ctx.group.state_key)], int((now + ctx.lease_s) * 1000))
+    if asked:
         answers = pipe.execute()
-    live = sum(counts[2] for counts in answers)
-    result.next_due = min((float(counts[6]) for counts in answers if counts[6] is not None), default=None)
-    room = group.max_ack_pending - live
+        for ctx, serve, want, looked, answer_at in asked:
+            _take(ctx, serve, want, looked, looked.read(answers[answer_at]))
+    for ctx in contexts:
+        _look_more(ctx, redis)
+        _answer(ctx)
+    _persist(contexts, [pending for _, pending in passes])
+    return [ctx.result for ctx in contexts]
+
+
+def _context(reading: Waiting, now: float) -> _Context:
+    group = reading.group
+    return _Context(
+        group,
+        now,
+        reading.consumer,
+        float(group.ack_timeout_s),
+        Poison(group.on_poison),
+        tuple(group.backoff_s or ()),
+        AckPolicy(group.ack_policy),
+        compacted_views(group, reading.group_slots),
+        ReadResult(delivery_ranges=[] if reading.ranges else None),
+        [],
+        reading.frames,
+        reading.group_slots,
+        reading.max_events,
+    )
+
+
+def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tail]]], rows: dict) -> list[_Serve]:
+    """From a read's counts (one answer per segment, `_queue_counts`): the segments with
+    something to hand out, as `_Serve`s in a fair (random) order, and how many events the read
+    may hand out (`ctx.limit`: none when the group holds `max_ack_pending` leases). `ends`: the
+    streams' ends as read so far by this pass (each stream's read once); `rows`: the records read
+    so far (`_ask` reads each once)."""
+    result = ctx.result
+    result.next_due = min((float(c[6]) for c in counts if c[6] is not None), default=None)
+    room = ctx.group.max_ack_pending - sum(c[2] for c in counts)
     if room <= 0:
         result.pending_limit_reached = True
-        _persist(group, moves, pending)
-        return result
-    limit = min(max_events, room)
-    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
-    for slot in group_slots:
+        ctx.limit = 0
+        return []
+    ctx.limit = min(ctx.limit, room)
+    ctx.rows = rows
+    serves: list[_Serve] = []
+    for slot, (nxt, halted, _, expired, retry_due, dead_due, _) in zip(ctx.slots, counts, strict=True):
         if slot.stream.pk not in ends:
             ends[slot.stream.pk] = stream_log(slot.stream).ends()
-    # (slot, start, head, stop, ends, whether Redis holds no state for it)
-    work: list[tuple[Slot, int, int, int, tuple[Head, Tail], bool]] = []
-    fresh: list[Slot] = []  # segments whose state Redis does not hold (lost, or never read)
-    for i, slot in enumerate(group_slots):
-        nxt, halted, _, expired, retry_due, dead_due, _ = answers[i]
         seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
         stop = seg_tail.next_offset
         head = seg_head.offset
@@ -226,50 +347,39 @@ def _read_once(
             or dead_due
             or head > slot.position.floor
         ):
-            work.append((slot, start, head, stop, (seg_head, seg_tail), nxt is None))
-            if nxt is None:
-                fresh.append(slot)
-    # a state Redis must start: from what the database knows now (the floor may have moved, and
-    # what was handed out before a loss comes again counting on), never from what this request
-    # loaded when it began
-    known = known_counts(fresh) if fresh else {}
-    views = compacted_views(group, group_slots)
-    random.shuffle(work)  # fair across segments: no segment is always served first
-    ctx = _Context(group, now, consumer, lease_s, on_poison, backoff, ack_policy, views, result, moves, frames, known)
-    serves = [
-        _Serve(slot, slot.position.floor if lost else start, head, stop, seg_ends)
-        for slot, start, head, stop, seg_ends, lost in work
-    ]
-    # every segment's first look in one round trip, the read's events shared out evenly
-    pipe = scripted_pipeline(redis)
-    asked: list[tuple[_Serve, int, _Look]] = []
-    for n, serve in enumerate(serves):
-        want = math.ceil((limit - sum(a[1] for a in asked)) / (len(serves) - n))
-        if want > 0:
-            asked.append((serve, want, _ask(ctx, serve, want, pipe)))
-    if asked and ack_policy is not AckPolicy.NONE:
-        # the leases this read may hand out expire then: a waiting read of the group (another
-        # consumer's) looks again at that time, in case they are not acknowledged (one command on
-        # the pipeline, no round trip of its own)
-        notify(pipe, [group_channel(group.state_key)], int((now + lease_s) * 1000))
-    for (serve, want, looked), answer in zip(asked, pipe.execute()[: len(asked)], strict=True):
-        _take(ctx, serve, want, looked, looked.read(answer))
-    # then, one segment at a time, what the first looks did not fill (a segment with fewer events
-    # than its share, a competing consumer that took some): each segment looks at most three times
-    while (missing := limit - sum(len(s.items) for s in serves)) > 0:
+            # a segment whose state Redis does not hold (lost, or never read) starts at its floor
+            serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
+    random.shuffle(serves)  # fair across segments: no segment is always served first
+    return serves
+
+
+def _look_more(ctx: _Context, redis: Any) -> None:
+    """One segment at a time, what a read's first looks did not fill (a segment with fewer events
+    than its share, a competing consumer that took some): each segment looks at most three
+    times."""
+    serves = ctx.serves
+    while (missing := ctx.limit - sum(len(s.items) for s in serves)) > 0:
         more = [s for s in serves if s.more]
         if not more:
             break
         for n, serve in enumerate(more):
-            missing = limit - sum(len(s.items) for s in serves)
+            missing = ctx.limit - sum(len(s.items) for s in serves)
             if missing <= 0:
                 break
             want = math.ceil(missing / (len(more) - n))
             pipe = scripted_pipeline(redis)
             looked = _ask(ctx, serve, want, pipe)
             _take(ctx, serve, want, looked, looked.read(pipe.execute()[0]))
-    result.lease_expires_at = None if ack_policy is AckPolicy.NONE else seconds_to_iso(now + lease_s)
-    for serve in serves:
+
+
+def _answer(ctx: _Context) -> None:
+    """A read's parts (a segment's deliveries each) from what its looks got."""
+    result = ctx.result
+    if ctx.limit <= 0:
+        return
+    result.lease_expires_at = None if ctx.ack_policy is AckPolicy.NONE else seconds_to_iso(ctx.now + ctx.lease_s)
+    sink_names = ctx.group.sink_names
+    for serve in ctx.serves:
         if not serve.items:
             continue
         slot = serve.slot
@@ -287,8 +397,6 @@ def _read_once(
         result.parts.append(part)
         if result.delivery_ranges is not None:
             result.delivery_ranges += id_ranges(part.id_prefix, part.runs)
-    _persist(group, ctx.moves, pending, ctx.handed, ctx.counts)
-    return result
 
 
 def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: ScriptPipeline) -> None:
@@ -298,22 +406,23 @@ def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: Scr
         slot.tracker.read_counts(now, lease_s, pipe)
 
 
-def _persist(
-    group: ReaderGroup,
-    moves: list[tuple[Slot, int, int]],
-    pending: PendingAck | None,
-    handed: dict[int, tuple[Slot, int]] | None = None,
-    counts: list[tuple[int, int, int]] | None = None,
-) -> None:
-    """A pass's floors (its carried ack's with its own) and how far it handed out, in one
-    statement, and the delivery counts of its redeliveries: all before the answer leaves, so
-    that what a consumer holds is what the database knows if Redis loses its state. After an
+def _persist(contexts: list[_Context], pendings: list[PendingAck | None]) -> None:
+    """A pass's floors (its carried acks' with its reads') and how far its reads handed out, in
+    one statement, and the delivery counts of their redeliveries: all before the answers leave,
+    so that what a consumer holds is what the database knows if Redis loses its state. After an
     ack, an AUTOMATIC group's periodic checkpoint when one is due, as after an ack request."""
+    counts = [c for ctx in contexts for c in ctx.counts]
     if counts:
         persist_delivery_counts(counts)
-    persist_floors(moves, handed)
-    if pending is not None:
-        maybe_checkpoint(group)
+    handed: dict[int, tuple[Slot, int]] = {}
+    for ctx in contexts:  # a group read twice in one pass: the further of its two
+        for position, (slot, upto) in ctx.handed.items():
+            if upto > handed.get(position, (slot, -1))[1]:
+                handed[position] = (slot, upto)
+    persist_floors([move for ctx in contexts for move in ctx.moves], handed)
+    for ctx, pending in zip(contexts, pendings, strict=True):
+        if pending is not None:
+            maybe_checkpoint(ctx.group)
 
 
 @dataclass
@@ -331,7 +440,11 @@ class _Context:
     result: ReadResult
     moves: list[tuple[Slot, int, int]]
     frames: bool  # events from the log left as stored (`framing.Frame`)
-    known: dict[int, KnownCounts]  # by position: what a state Redis starts now starts from
+    slots: list[Slot]
+    limit: int  # how many events it may hand out (`max_events`, less when few leases are left)
+    known: dict[int, KnownCounts] = field(default_factory=dict)  # by position: where a state Redis starts now starts
+    serves: list[_Serve] = field(default_factory=list)  # its segments with something to hand out
+    rows: dict[tuple, list] = field(default_factory=dict)  # records read so far by the pass (`_ask`)
     handed: dict[int, tuple[Slot, int]] = field(default_factory=dict)  # by position: (slot, its `next`)
     counts: list[tuple[int, int, int]] = field(default_factory=list)  # (position, offset, count) of redeliveries
 
@@ -351,6 +464,8 @@ class _Serve:
     looks: int = 0
     more: bool = True  # another look may find more
     life: int = 0  # of the Redis state that handed them out (in their ids)
+    fresh: bool = False  # Redis holds no state for the segment (lost, or never read)
+    asked: int = 0  # what its first look asked for
 
 
 @dataclass
@@ -386,8 +501,13 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         rows = _compacted.segment_records(slot.stream, view, slot.segment, start, want)
         scan_until = max(map(_ROW_OFFSET, rows)) + 1 if len(rows) == want else horizon
     else:
-        read = seg.read_frames if ctx.frames else seg.read
-        rows = read(max(start, head), want, ends=serve.ends) if start < tail else []
+        rows = []
+        if start < tail:  # the groups read together in one pass read each record once
+            key = (slot.stream.pk, slot.segment, max(start, head), want, ctx.frames)
+            rows = ctx.rows.get(key) or []
+            if not rows:
+                read = seg.read_frames if ctx.frames else seg.read
+                rows = ctx.rows[key] = read(max(start, head), want, ends=serve.ends)
         if rows:
             first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
             scan_until = last + 1

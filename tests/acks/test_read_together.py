@@ -1,0 +1,85 @@
+"""Parked reads woken together (`consuming.read_woken`): many groups' reads in one pass, against
+the run's real Redis and database. Each group gets what it would get read alone; two reads of one
+group in one pass never get the same event; and the pass costs the same few statements however
+many groups it reads."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from domain.events import EventIn
+from streams import consuming, reader_groups, services
+from streams.models import ReaderGroup, ReadPosition
+
+pytestmark = pytest.mark.django_db
+
+
+def parked_reads(stream, names, max_events=10, consumer="c"):
+    """A read of each group that found nothing and parked."""
+    reads = []
+    for name in names:
+        group = ReaderGroup.objects.filter(scope__name="t", name=name).first()
+        group = group or reader_groups.do_create_reader_group(scope="t", name=name, streams=[stream], start="tail")
+        result = consuming.read(group, max_events, 30_000, consumer, park=True)
+        assert result.wait is not None and not result.parts
+        reads.append(result.wait.reading)
+    return reads
+
+
+def payloads(result):
+    return [d["payload"] for d in result.deliveries]
+
+
+def test_every_group_woken_together_gets_what_it_would_alone(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=3)
+    reads = parked_reads(stream, [f"g{i}" for i in range(40)], max_events=5)
+    services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=f"k{i}".encode()) for i in range(4)])
+
+    results = consuming.read_woken(reads, ["stream"] * len(reads))
+
+    assert [sorted(payloads(r)) for r in results] == [["e0", "e1", "e2", "e3"]] * len(reads)
+    ids = [d["delivery_id"] for r in results for d in r.deliveries]
+    assert len(set(ids)) == len(ids)  # each group's deliveries are its own
+    # how far each group handed out is in the database before the answers leave
+    handed = ReadPosition.objects.filter(subscription__stream=stream).values_list("handed", flat=True)
+    assert sum(handed) == 4 * len(reads)
+    # and each group acknowledges its own
+    for read, result in zip(reads, results, strict=True):
+        assert consuming.ack(read.group, [d["delivery_id"] for d in result.deliveries]).acked == 4
+
+
+def test_two_reads_of_one_group_in_one_pass_share_its_events(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    first = parked_reads(stream, ["g"], max_events=2, consumer="a")
+    second = parked_reads(stream, ["g"], max_events=2, consumer="b")
+    services.do_publish(stream, [EventIn(f"e{i}".encode()) for i in range(3)])
+
+    a, b = consuming.read_woken(first + second, ["stream", "more"])
+
+    assert payloads(a) == ["e0", "e1"] and payloads(b) == ["e2"]
+    assert ReadPosition.objects.get(subscription__stream=stream).handed == 3
+
+
+def test_a_read_that_finds_nothing_when_woken_parks_again(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    waiting = parked_reads(stream, ["g"], consumer="a") + parked_reads(stream, ["h"])
+    services.do_publish(stream, [EventIn(b"one")])
+    got = consuming.read(waiting[0].group, 10, consumer="other")  # another consumer of g takes it
+
+    a, h = consuming.read_woken(waiting, ["stream", "stream"])
+
+    assert payloads(got) == ["one"] and payloads(h) == ["one"]
+    assert not a.parts and a.wait is not None and a.wait.reading is waiting[0]  # waits on, same deadline
+
+
+def test_a_pass_costs_the_same_statements_for_five_groups_or_fifty(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=2)
+    statements = []
+    for n, batch in ((5, "a"), (50, "b")):
+        reads = parked_reads(stream, [f"{batch}{i}" for i in range(n)])
+        services.do_publish(stream, [EventIn(b"x", routing_key=b"k")])
+        with CaptureQueriesContext(connection) as queries:
+            results = consuming.read_woken(reads, ["stream"] * n)
+        assert [len(r.parts) for r in results] == [1] * n
+        statements.append(len(queries))
+    assert statements[0] == statements[1] <= 3  # the states' start, the floors' UPDATE (and its lock)
