@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import struct
 from binascii import b2a_base64
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from itertools import chain, repeat
 from typing import Protocol, cast, overload
 
 import orjson
@@ -173,3 +175,132 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
         described.append(about)
     encoded_head = orjson.dumps({**head, "lease_expires_at": lease_expires_at, "parts": described})
     return b"".join((READ_BATCH_MAGIC, struct.pack("<I", len(encoded_head)), encoded_head, *chunks))
+
+
+# A read's deliveries in JSON (`deliveries_json`), a segment's part at a time, as one `%` of a
+# template: an event's object, as many times as the part has events. What is the same for all of
+# a part's events (the segment, the stream, the lease, and often the publication time, the
+# delivery count and the fields no event has) is written in the template; each field that differs
+# is a column of values, JSON already. The columns are made by calls that run over all the events
+# in C (`map`, `zip`, a list's `count`, a text's check): for the usual event no Python runs and no
+# object is made but its base64, where a dict per event, then orjson's reading of them, cost more
+# than the rest of the read. A payload that is text needing no escape goes as it is stored.
+_dump_text = orjson.dumps  # a str as a JSON string, escaped as orjson escapes it in a document
+_dump_value = functools.partial(orjson.dumps, default=str, option=orjson.OPT_NON_STR_KEYS)  # as api.rendering does
+_ESCAPED = bytes(range(0x20)) + b'"\\'  # the bytes a JSON string escapes (orjson: these only)
+_NULL = b"null"
+
+
+class _Template:
+    """An event object's template and the columns of values its `%s` and `%d` take, in order."""
+
+    def __init__(self) -> None:
+        self.fields: list[bytes] = []
+        self.columns: list[Iterable] = []
+
+    def constant(self, name: str, json: bytes) -> None:
+        self.fields.append(b'"%s":%s' % (name.encode(), json.replace(b"%", b"%%")))
+
+    def column(self, name: str, values: Iterable, spec: bytes = b"%s") -> None:
+        self.fields.append(b'"%s":%s' % (name.encode(), spec))
+        self.columns.append(values)
+
+    def field(self, name: str, values: list[bytes]) -> None:
+        """A field every event has: in the template when all have the same value."""
+        if values.count(values[0]) == len(values):
+            self.constant(name, values[0])
+        else:
+            self.column(name, values)
+
+    def optional(self, values: list[bytes]) -> None:
+        """A field some events have, after the one before: each event's `,"name":value` or b""."""
+        self.fields[-1] += b"%s"
+        self.columns.append(values)
+
+    def objects(self, n: int) -> bytes:
+        """The `n` events' objects, comma-separated."""
+        template = b"{" + b",".join(self.fields) + b"}"
+        return b",".join(repeat(template, n)) % tuple(chain.from_iterable(zip(*self.columns, strict=True)))
+
+
+def deliveries_json(parts: Iterable[BatchPart], lease_expires_at: str | None) -> bytes:
+    """A read's deliveries as its JSON answer carries them: byte for byte what `orjson.dumps`
+    makes of `streams.consuming.answers.ReadResult.deliveries` (each event's `record_json`, then
+    its delivery's fields), without a dict per event (`_Template` above). The answer takes it as
+    an `orjson.Fragment`."""
+    expires = _dump_text(lease_expires_at)
+    return b"[" + b",".join(_part_objects(part, expires) for part in parts if part.items) + b"]"
+
+
+def _part_objects(part: BatchPart, expires: bytes) -> bytes:
+    records = [item.record() if type(item) is Frame else item for item in part.items]
+    offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _ = zip(*records, strict=True)
+    epochs = [epoch for _, n, epoch in part.runs for epoch in repeat(epoch, n)]
+    times = {ms: b'"%s"' % _iso(ms).encode() for ms in set(published)}  # one batch's events share theirs
+    event = _Template()
+    event.constant("segment", _dump_text(part.segment))
+    event.column("offset", offsets, b"%d")
+    event.field("routing_key", _json_or_null(routing_keys, _text_json))
+    event.field("key", _json_or_null(keys, _text_json))
+    event.field("headers", _json_or_null(headers, _dump_value))
+    event.field("published_at", list(map(times.__getitem__, published)))
+    event.field("deliver_at", _json_or_null(deliver_at, _time_json))
+    event.column("payload_b64", [b2a_base64(p, newline=False) for p in payloads], b'"%s"')
+    if _plain_text(payloads):
+        event.column("payload", payloads, b'"%s"')
+    else:
+        try:
+            event.column("payload", list(map(_dump_text, map(bytes.decode, payloads))))
+        except UnicodeDecodeError:  # not all text: `payload` only on the events whose payload is
+            event.optional(list(map(_payload_field, payloads)))
+    event.constant("stream", _dump_text(part.stream))
+    prefix = _dump_text(part.id_prefix)[:-1].replace(b"%", b"%%")  # the id's opening quote and prefix
+    if epochs.count(epochs[0]) == len(epochs):  # one delivery count (a read's first deliveries)
+        event.column("delivery_id", offsets, prefix + b'-%%d-%d"' % epochs[0])
+        event.constant("delivery_count", b"%d" % epochs[0])
+    else:
+        event.column("delivery_id", offsets, prefix + b'-%d-%d"')
+        event.columns.append(epochs)
+        event.column("delivery_count", epochs, b"%d")
+    event.constant("lease_expires_at", expires)
+    if part.sinks_pending is not None:
+        event.column("sinks_pending", list(map(_dump_value, part.sinks_pending)))
+    return event.objects(len(records))
+
+
+def _plain_text(payloads: tuple[bytes, ...]) -> bool:
+    """Whether every payload is UTF-8 text that goes in a JSON string as it is (nothing escaped),
+    looked at in one pass over all of them (an ASCII space between two keeps a character from
+    spanning them)."""
+    joined = b" ".join(payloads)
+    if len(joined.translate(None, _ESCAPED)) != len(joined):
+        return False
+    if joined.isascii():
+        return True
+    try:
+        joined.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _json_or_null(values: tuple, dump) -> list[bytes]:
+    """Each value as JSON (`dump`), None as null; a list of nulls without a call per event."""
+    if values.count(None) == len(values):
+        return [_NULL] * len(values)
+    return [_NULL if v is None else dump(v) for v in values]
+
+
+def _text_json(value: bytes) -> bytes:
+    return _dump_text(value.decode())
+
+
+def _time_json(ms: int) -> bytes:
+    return b'"%s"' % _iso(ms).encode()
+
+
+def _payload_field(payload: bytes) -> bytes:
+    try:
+        return b',"payload":' + _dump_text(payload.decode())
+    except UnicodeDecodeError:
+        return b""

@@ -5,7 +5,6 @@ binary form from the same parts."""
 from __future__ import annotations
 
 import functools
-from binascii import b2a_base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -14,7 +13,7 @@ from typing import Any
 from domain.acks import Delivery
 from store.framing import Frame, Record
 from streams.consuming.acking import AckOutcome
-from streams.wire import ms_to_iso, record_json
+from streams.wire import record_json
 
 
 @dataclass
@@ -77,8 +76,9 @@ class ReadResult:
 
     @functools.cached_property
     def deliveries(self) -> list[dict]:
-        """Each delivery as the JSON answer carries it (DESIGN.md §10), built when asked for: a
-        binary answer (`streams.wire.encode_read_batch`) never builds them."""
+        """Each delivery as the JSON answer carries it (DESIGN.md §10), as dicts, built when asked
+        for: a read's answer never builds them (`streams.wire.deliveries_json` writes the JSON's,
+        `streams.wire.encode_read_batch` the binary form's)."""
         out: list[dict] = []
         for part in self.parts:
             answers = _deliveries_json(part, self.lease_expires_at)
@@ -96,50 +96,16 @@ def id_ranges(prefix: str, runs: list[list[int]]) -> list[str]:
 
 
 def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
-    """Each event as every answer carries it (`record_json`: the same keys in the same order),
-    plus the delivery's fields. Built here in one dict per event rather than by `record_json`
-    and four more assignments: a read answers thousands. Events published in one batch share
-    their millisecond, so each time is formatted once per answer."""
-    prefix = part.id_prefix + "-"
-    stream = part.stream
-    segment = part.segment
-    times: dict[int, str] = {}
-    out: list[dict] = []
-    append = out.append
+    """Each event as every answer carries it (`record_json`), then the delivery's fields. A read's
+    JSON answer is not built from these: `streams.wire.deliveries_json` writes the same bytes
+    without a dict per event."""
+    out = []
     for item, epoch in zip(part.items, part.epochs(), strict=True):
         rec = item.record() if isinstance(item, Frame) else item  # (a binary answer's read)
-        offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
-        published = times.get(published_ms)
-        if published is None:
-            published = times[published_ms] = ms_to_iso(published_ms)
-        try:
-            text = payload.decode()
-        except UnicodeDecodeError:  # no `payload`: record_json leaves it out
-            append(
-                {
-                    **record_json(segment, rec),
-                    "stream": stream,
-                    "delivery_id": f"{prefix}{offset}-{epoch}",
-                    "delivery_count": epoch,
-                    "lease_expires_at": expires,
-                }
-            )
-            continue
-        append(
-            {
-                "segment": segment,
-                "offset": offset,
-                "routing_key": None if routing_key is None else routing_key.decode(),
-                "key": None if key is None else key.decode(),
-                "headers": headers,
-                "published_at": published,
-                "deliver_at": None if deliver_at_ms is None else ms_to_iso(deliver_at_ms),
-                "payload_b64": b2a_base64(payload, newline=False).decode(),
-                "payload": text,
-                "stream": stream,
-                "delivery_id": f"{prefix}{offset}-{epoch}",
-                "delivery_count": epoch,
-                "lease_expires_at": expires,
-            }
-        )
+        event = record_json(part.segment, rec)
+        event["stream"] = part.stream
+        event["delivery_id"] = f"{part.id_prefix}-{rec.offset}-{epoch}"
+        event["delivery_count"] = epoch
+        event["lease_expires_at"] = expires
+        out.append(event)
     return out
