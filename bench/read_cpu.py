@@ -96,7 +96,7 @@ def run(args) -> None:
     class InProcess(Client):
         """The client, its requests answered by the application in this process."""
 
-        def _exchange(self, method, path, body, accept):
+        def _exchange(self, method, path, body, accept, timeout=None):  # no socket: nothing to time out
             import orjson
 
             data = b"" if body is None else orjson.dumps(body)
