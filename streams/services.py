@@ -15,8 +15,9 @@ from streams.delaying.handing import ensure_live, publish_hook
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.models import Scope, Segment, Stream
+from streams.notices import send_notice
 from streams.signals import delayed_bucket_sealed
-from streams.waking import publish_notice, stream_channel
+from streams.waking import stream_channel
 
 # -- streams -------------------------------------------------------------------------------
 
@@ -111,13 +112,14 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
 
 def _wake_readers(stream: Stream, events: list[EventIn]) -> None:
     """Reads waiting on the stream look again now; a delayed event wakes them when it is due
-    (the earliest of the batch: a read woken then finds the next due time in the index)."""
+    (the earliest of the batch: a read woken then finds the next due time in the index). Sent
+    before the publish is answered, Redis's reply not waited for (`streams.notices`)."""
     channel = [stream_channel(stream.storage_key)]
     delayed = [ev.deliver_at_ms for ev in events if ev.deliver_at_ms is not None]
     if len(delayed) < len(events):
-        publish_notice(channel)
+        send_notice(channel)
     if delayed:
-        publish_notice(channel, min(delayed))
+        send_notice(channel, min(delayed))
 
 
 def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:
