@@ -92,7 +92,10 @@ class Front:
         close = self._last_on_connection(scope)
         gone: asyncio.Future | None = None
         try:
-            answer = await loop.run_in_executor(pool, self._run, environ, send, loop, close)
+            answered = loop.create_future()
+            job = loop.run_in_executor(pool, self._run, environ, send, loop, close, answered)
+            job.add_done_callback(functools.partial(_finished, answered))
+            answer = await answered
             while isinstance(answer, tuple) and isinstance(answer[0], Parked):
                 parked, middleware_headers = answer
                 if gone is None:
@@ -154,10 +157,14 @@ class Front:
             self.requests_on.popitem(last=False)
         return False
 
-    def _run(self, environ: dict, send: Callable, loop: asyncio.AbstractEventLoop, close: bool) -> Any:
+    def _run(
+        self, environ: dict, send: Callable, loop: asyncio.AbstractEventLoop, close: bool, answered: asyncio.Future
+    ) -> Any:
         """In a thread: the application's answer. A parked read's `Parked`, with the headers the
         middleware gave it; a streamed answer is sent from here, chunk by chunk (None returned);
-        any other is returned whole (status, headers, body) for the loop to send."""
+        any other is handed whole (status, headers, body) to the loop to send as soon as it is
+        made (`answered`), before Django's end of the request (`request_finished`: its
+        connections tidied) and the memory trim of a large body, which follow in this thread."""
         started: list = []
 
         def start_response(status: str, headers: list, exc_info: Any = None) -> Callable:
@@ -173,7 +180,9 @@ class Front:
             status = int(started[0].split(" ", 1)[0])
             headers = _headers(started[1], close)
             if not getattr(result, "streaming", False) and not hasattr(result, "file_to_stream"):
-                return _whole(status, headers, b"".join(result))
+                answer = _whole(status, headers, b"".join(result))
+                loop.call_soon_threadsafe(_settle, answered, answer)
+                return answer
 
             def blocking(message: dict) -> None:
                 asyncio.run_coroutine_threadsafe(send(message), loop).result()
@@ -260,9 +269,24 @@ async def _parked(answer: Parked, loop: asyncio.AbstractEventLoop, gone: asyncio
     return woken.result() if woken.done() else "timeout"
 
 
-def _settle(future: asyncio.Future, cause: str) -> None:
+def _settle(future: asyncio.Future, result: Any) -> None:
     if not future.done():
-        future.set_result(cause)
+        future.set_result(result)
+
+
+def _finished(answered: asyncio.Future, job: asyncio.Future) -> None:
+    """A request's thread is done: its answer, unless it handed one over already (then only a
+    failure after it, in Django's end of the request, is logged)."""
+    error = None if job.cancelled() else job.exception()
+    if answered.done():
+        if error is not None:
+            log.error("a request failed after its answer was made", exc_info=error)
+    elif job.cancelled():
+        answered.cancel()
+    elif error is not None:
+        answered.set_exception(error)
+    else:
+        answered.set_result(job.result())
 
 
 async def _disconnected(body: _Body, receive: Callable) -> None:
