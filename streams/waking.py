@@ -39,6 +39,7 @@ from streams import wait_stats
 log = logging.getLogger(__name__)
 
 PREFIX = "cbr:wake:"
+DUE_CHANNEL = f"{PREFIX}due"  # a time, then the channels on which something comes due then
 FALLBACK_POLL_S = 1.0  # how often waiting reads look while the listener is not subscribed
 FLUSH_S = 1.0  # how often the process's figures go to Redis (`streams.wait_stats`)
 _TICK_S = 1.0  # the listener's longest sleep: how soon it notices it should stop
@@ -50,6 +51,15 @@ def stream_channel(storage_key: str) -> str:
 
 def group_channel(state_key: str) -> str:
     return f"{PREFIX}g:{state_key}"
+
+
+def notify_due(pipe, channels: Iterable[str], due_ms: int) -> None:
+    """Say that something comes due at `due_ms` on each of these channels, in one message on
+    `DUE_CHANNEL` (a pass that hands out leases for thousands of groups sends one message, not
+    one per group for every process's listener to read)."""
+    names = " ".join(channels)
+    if names:
+        pipe.publish(DUE_CHANNEL, f"{int(due_ms)} {names}")
 
 
 def notify(pipe, channels: Iterable[str], due_ms: int | None = None) -> None:
@@ -207,21 +217,32 @@ class Listener:
             self._fire(waiter, "channel")
 
     def _message(self, channel: str, data: str) -> None:
-        if data:
-            try:
-                due = int(data) / 1000
-            except ValueError:
-                due = 0.0
-            if due > time.time():
-                # a timer only for reads waiting now: one that parks later finds the due time in
-                # Redis itself, and one looking at the store meanwhile looks again (`seen` moved)
-                with self.lock:
-                    self.seen[channel] += 1
-                    if channel in self.waiting and (due, channel) not in self.timers.known:
-                        self.timers.known.add((due, channel))
-                        heapq.heappush(self.timers.heap, (due, channel))
-                return
-        self._wake_on(channel, "stream" if channel.startswith(PREFIX + "s:") else "group")
+        if channel == DUE_CHANNEL:
+            due_ms, _, names = data.partition(" ")
+            self._due(names.split(" "), due_ms)
+        elif data:
+            self._due([channel], data)
+        else:
+            self._wake_on(channel, _cause(channel))
+
+    def _due(self, channels: list[str], due_ms: str) -> None:
+        """Something comes due on these channels at `due_ms`: a timer for the reads waiting there
+        now (one that parks later finds the due time in Redis itself, and one looking at the
+        store meanwhile looks again: `seen` moved); already due, they are woken now."""
+        try:
+            due = int(due_ms) / 1000
+        except ValueError:
+            due = 0.0
+        if due <= time.time():
+            for channel in channels:
+                self._wake_on(channel, _cause(channel))
+            return
+        with self.lock:
+            for channel in channels:
+                self.seen[channel] += 1
+                if channel in self.waiting and (due, channel) not in self.timers.known:
+                    self.timers.known.add((due, channel))
+                    heapq.heappush(self.timers.heap, (due, channel))
 
     def _due_timers(self) -> None:
         now = time.time()
@@ -285,6 +306,11 @@ class Listener:
             for reads in groups.values():
                 seen.update(reads)
         return seen.values()
+
+
+def _cause(channel: str) -> str:
+    """What a message on `channel` that is due now wakes a read for."""
+    return "stream" if channel.startswith(PREFIX + "s:") else "group"
 
 
 _listener: Listener | None = None

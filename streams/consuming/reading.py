@@ -6,6 +6,7 @@ import functools
 import math
 import random
 import time
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -41,7 +42,7 @@ from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
-from streams.waking import group_channel, notify, stream_channel
+from streams.waking import group_channel, notify_due, stream_channel
 from streams.wire import delivery_prefix, seconds_to_iso
 
 _OFFSET = itemgetter(0)  # of a Delivery
@@ -264,6 +265,7 @@ def _read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRe
     # its segments
     pipe = scripted_pipeline(redis)
     asked: list[tuple[_Context, _Serve, int, _Look, int]] = []  # with where its answer lies
+    expiring: defaultdict[int, list[str]] = defaultdict(list)  # when leases expire -> the groups
     for ctx, serves in zip(contexts, work, strict=True):
         ctx.known = known
         ctx.serves = serves
@@ -275,9 +277,11 @@ def _read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRe
                 asked.append((ctx, serve, want, _ask(ctx, serve, want, pipe), answer_at))
         if any(serve.asked for serve in serves) and ctx.ack_policy is not AckPolicy.NONE:
             # the leases this read may hand out expire then: a waiting read of the group (another
-            # consumer's) looks again at that time, in case they are not acknowledged (one command
-            # on the pipeline, no round trip of its own)
-            notify(pipe, [group_channel(ctx.group.state_key)], int((now + ctx.lease_s) * 1000))
+            # consumer's) looks again at that time, in case they are not acknowledged (one message
+            # on the pipeline for all the reads of the pass, no round trip of its own)
+            expiring[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
+    for due_ms, channels in expiring.items():
+        notify_due(pipe, channels, due_ms)
     if asked:
         answers = pipe.execute()
         for ctx, serve, want, looked, answer_at in asked:

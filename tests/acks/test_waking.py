@@ -10,7 +10,7 @@ import pytest
 
 from domain.events import EventIn
 from streams import services, wait_stats, waking
-from streams.waking import group_channel, notify, publish_notice, stream_channel
+from streams.waking import group_channel, notify, notify_due, publish_notice, stream_channel
 
 pytestmark = pytest.mark.django_db
 
@@ -84,6 +84,24 @@ def test_a_due_time_wakes_a_waiting_read_then_and_not_before(redis):
     assert woken.event.wait(5) and woken.causes == ["timer"]
     assert time.time() >= at + 0.5
     lst.unpark(waiter)
+
+
+def test_one_message_says_when_leases_of_many_groups_expire(redis):
+    lst = listening()
+    s = stream_channel("s-many")
+    groups = [group_channel(f"g-many-{i}") for i in range(3)]
+    woken = [Woken() for _ in groups]
+    waiters = [lst.park((s, g), g, lst.snapshot((s, g)), w) for g, w in zip(groups, woken, strict=True)]
+    at = time.time()
+    pipe = redis.pipeline()
+    notify_due(pipe, groups[:2], int((at + 0.6) * 1000))  # the third group's leases are not in it
+    pipe.execute()
+    assert not woken[0].event.wait(0.3)
+    assert woken[0].event.wait(5) and woken[1].event.wait(5)
+    assert (woken[0].causes, woken[1].causes) == (["timer"], ["timer"]) and time.time() >= at + 0.5
+    assert not woken[2].event.wait(0.5)
+    for waiter in waiters:
+        lst.unpark(waiter)
 
 
 @pytest.mark.django_db(transaction=True)  # the read runs in a thread of its own, on its own connection
