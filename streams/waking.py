@@ -128,8 +128,13 @@ class Listener:
     # -- reads ------------------------------------------------------------------------------
 
     def snapshot(self, channels: Iterable[str]) -> Snapshot:
+        return self.snapshots([channels])[0]
+
+    def snapshots(self, reads: Iterable[Iterable[str]]) -> list[Snapshot]:
+        """A snapshot of each read's channels, taken together (one hold of the lock)."""
         with self.lock:
-            return Snapshot(tuple(self.seen[c] for c in channels), self.epoch)
+            seen, epoch = self.seen, self.epoch
+            return [Snapshot(tuple(seen[c] for c in channels), epoch) for channels in reads]
 
     def park(self, channels: tuple[str, ...], group: str, seen: Snapshot, on_wake: Callable[[str], None]) -> Waiter:
         """Wait for a message on `channels` (the group's streams' and the group's own, `group`)

@@ -100,7 +100,7 @@ def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exc
     failed because Redis is gone waits on, or gets the error once its wait is over."""
     for reading, cause in zip(reads, causes, strict=True):
         reading.woken = cause
-    seens = [waking.listener().snapshot(reading.channels) for reading in reads]
+    seens = waking.listener().snapshots(reading.channels for reading in reads)
     try:
         results: list[ReadResult] = _read_passes([(reading, None) for reading in reads])
     except (RedisConnectionError, RedisTimeoutError) as exc:
