@@ -364,7 +364,12 @@ class RabbitMQ:
     def _conn(self):
         import pika
 
-        return pika.BlockingConnection(pika.URLParameters(self.args.rabbitmq_url))
+        params = pika.URLParameters(self.args.rabbitmq_url)
+        # no heartbeats: a blocking connection answers them only inside its own calls, and making
+        # or consuming thousands of quorum queues keeps the other connection silent for minutes
+        params.heartbeat = 0
+        params.blocked_connection_timeout = None
+        return pika.BlockingConnection(params)
 
     def waiting(self, n: int) -> dict:
         conn = self._conn()
@@ -398,7 +403,7 @@ class RabbitMQ:
 
         consumer = threading.Thread(target=consume)
         consumer.start()
-        ready.wait(60)
+        ready.wait(600)
         time.sleep(1)
         ch.confirm_delivery()
         publish = []
