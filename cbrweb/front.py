@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,7 @@ class Front:
         self.requests_on: OrderedDict[tuple, int] = OrderedDict()  # connection -> requests so far
         self.woken: list[_Woken] = []  # woken reads waiting for a thread (`_resume`)
         self.resuming = 0  # calls reading woken reads now
+        self.wakeups: _Wakeups | None = None  # the loop's, from the listener's thread
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
@@ -100,7 +102,7 @@ class Front:
                 parked, middleware_headers = answer
                 if gone is None:
                     gone = asyncio.ensure_future(_disconnected(body, receive))
-                cause = await _parked(parked, loop, gone)
+                cause = await _parked(parked, self._wakeups(loop), gone)
                 if cause is None:  # the client went away: nothing more to do
                     return
                 answer = await self._resume(_Woken(parked, cause, middleware_headers, close, loop.create_future()))
@@ -143,6 +145,11 @@ class Front:
             if not woken.answer.done():
                 woken.answer.set_result(answer)
         self._resume_more(loop)
+
+    def _wakeups(self, loop: asyncio.AbstractEventLoop) -> _Wakeups:
+        if self.wakeups is None or self.wakeups.loop is not loop:
+            self.wakeups = _Wakeups(loop)
+        return self.wakeups
 
     def _last_on_connection(self, scope: dict) -> bool:
         """Whether this request's answer closes its connection (the n-th on it)."""
@@ -249,14 +256,14 @@ def _answer(woken: _Woken, response: HttpResponse | Exception) -> tuple:
     return _whole(response.status_code, _headers(pairs, close), response.content)
 
 
-async def _parked(answer: Parked, loop: asyncio.AbstractEventLoop, gone: asyncio.Future) -> str | None:
+async def _parked(answer: Parked, wakeups: _Wakeups, gone: asyncio.Future) -> str | None:
     """Wait, holding no thread, for what the parked read waits for; the cause ("timeout" when
     nothing came), or None when the client went away first."""
     wait = answer.wait
-    woken: asyncio.Future = loop.create_future()
+    woken: asyncio.Future = wakeups.loop.create_future()
 
     def wake(cause: str) -> None:  # from the listener's thread
-        loop.call_soon_threadsafe(_settle, woken, cause)
+        wakeups.add(woken, cause)
 
     listener = waking.listener()
     waiter = listener.park(wait.channels, wait.group, wait.seen, wake)
@@ -267,6 +274,30 @@ async def _parked(answer: Parked, loop: asyncio.AbstractEventLoop, gone: asyncio
     if gone.done():
         return None
     return woken.result() if woken.done() else "timeout"
+
+
+class _Wakeups:
+    """Wake-ups from the listener's thread handed to the loop in one call, however many came at
+    once: a publish that wakes thousands of reads writes once to the loop's self-pipe, not
+    thousands of times."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.due: list[tuple[asyncio.Future, str]] = []
+
+    def add(self, future: asyncio.Future, cause: str) -> None:
+        with self.lock:
+            self.due.append((future, cause))
+            first = len(self.due) == 1
+        if first:
+            self.loop.call_soon_threadsafe(self._settle_all)
+
+    def _settle_all(self) -> None:
+        with self.lock:
+            due, self.due = self.due, []
+        for future, cause in due:
+            _settle(future, cause)
 
 
 def _settle(future: asyncio.Future, result: Any) -> None:
