@@ -183,9 +183,11 @@ class EventsView(APIView):
         now_ms = time.time_ns() // 1_000_000
         events = parse_batch(request.data, logs.publish_limits(stream), now_ms)
         positions = services.do_publish(stream, events)
-        return Response(
-            {"positions": [{"segment": s, "offset": o} for s, o in positions]},
-            status=status.HTTP_201_CREATED,
+        # rendered here, as DRF's renderer would (the same bytes and headers): DRF's rendering of
+        # a `Response` was ~0.05 ms of a one-event publish's CPU
+        answer = {"positions": [{"segment": s, "offset": o} for s, o in positions]}
+        return HttpResponse(
+            ORJSONRenderer().render(answer), status=status.HTTP_201_CREATED, content_type="application/json"
         )
 
     @extend_schema(
