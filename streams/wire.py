@@ -236,15 +236,17 @@ def _part_objects(part: BatchPart, expires: bytes) -> bytes:
     records = [item.record() if type(item) is Frame else item for item in part.items]
     offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _ = zip(*records, strict=True)
     epochs = [epoch for _, n, epoch in part.runs for epoch in repeat(epoch, n)]
-    times = {ms: b'"%s"' % _iso(ms).encode() for ms in set(published)}  # one batch's events share theirs
     event = _Template()
     event.constant("segment", _dump_text(part.segment))
     event.column("offset", offsets, b"%d")
-    event.field("routing_key", _json_or_null(routing_keys, _text_json))
-    event.field("key", _json_or_null(keys, _text_json))
-    event.field("headers", _json_or_null(headers, _dump_value))
-    event.field("published_at", list(map(times.__getitem__, published)))
-    event.field("deliver_at", _json_or_null(deliver_at, _time_json))
+    event.field("routing_key", _each_json(routing_keys, _text_json))
+    event.field("key", _each_json(keys, _text_json))
+    if None in headers:
+        event.field("headers", [_NULL if h is None else _dump_value(h) for h in headers])
+    else:  # (not by value as above: 1 == True, and equal dicts may not write alike)
+        event.field("headers", list(map(_dump_value, headers)))
+    event.field("published_at", _each_json(published, _time_json))  # one batch's events share theirs
+    event.field("deliver_at", _each_json(deliver_at, _time_json))
     event.column("payload_b64", [b2a_base64(p, newline=False) for p in payloads], b'"%s"')
     if _plain_text(payloads):
         event.column("payload", payloads, b'"%s"')
@@ -284,11 +286,13 @@ def _plain_text(payloads: tuple[bytes, ...]) -> bool:
     return True
 
 
-def _json_or_null(values: tuple, dump) -> list[bytes]:
-    """Each value as JSON (`dump`), None as null; a list of nulls without a call per event."""
-    if values.count(None) == len(values):
-        return [_NULL] * len(values)
-    return [_NULL if v is None else dump(v) for v in values]
+def _each_json(values: tuple, dump) -> list[bytes]:
+    """Each value as JSON (`dump`), None as null: each distinct value written once, the same
+    bytes object for equal values (few differ in a read: keys, routing keys, times)."""
+    if values.count(values[0]) == len(values):  # (the usual read: no keys, one publication time)
+        return [_NULL if values[0] is None else dump(values[0])] * len(values)
+    written = {value: _NULL if value is None else dump(value) for value in set(values)}
+    return list(map(written.__getitem__, values))
 
 
 def _text_json(value: bytes) -> bytes:
