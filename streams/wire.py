@@ -181,10 +181,10 @@ def encode_read_batch(head: dict, parts: list[BatchPart], lease_expires_at: str 
 # template: an event's object, as many times as the part has events. What is the same for all of
 # a part's events (the segment, the stream, the lease, and often the publication time, the
 # delivery count and the fields no event has) is written in the template; each field that differs
-# is a column of values, JSON already. The columns are made by calls that run over all the events
-# in C (`map`, `zip`, a list's `count`, a text's check): for the usual event no Python runs and no
-# object is made but its base64, where a dict per event, then orjson's reading of them, cost more
-# than the rest of the read. A payload that is text needing no escape goes as it is stored.
+# is a column of values, JSON already. The columns are made by calls that each go over all the
+# events in C (`map`, `zip`, a list's `count`, one look at all the payloads' text), so little
+# Python runs per event and no dict is built: a dict per event, then orjson's reading of them, cost
+# twice what this does. A payload that is text needing no escape goes as it is stored.
 _dump_text = orjson.dumps  # a str as a JSON string, escaped as orjson escapes it in a document
 _dump_value = functools.partial(orjson.dumps, default=str, option=orjson.OPT_NON_STR_KEYS)  # as api.rendering does
 _ESCAPED = bytes(range(0x20)) + b'"\\'  # the bytes a JSON string escapes (orjson: these only)
@@ -235,7 +235,7 @@ def deliveries_json(parts: Iterable[BatchPart], lease_expires_at: str | None) ->
 def _part_objects(part: BatchPart, expires: bytes) -> bytes:
     records = [item.record() if type(item) is Frame else item for item in part.items]
     offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _ = zip(*records, strict=True)
-    epochs = [epoch for _, n, epoch in part.runs for epoch in repeat(epoch, n)]
+    epochs = list(chain.from_iterable(repeat(epoch, n) for _, n, epoch in part.runs))
     event = _Template()
     event.constant("segment", _dump_text(part.segment))
     event.column("offset", offsets, b"%d")
@@ -262,7 +262,7 @@ def _part_objects(part: BatchPart, expires: bytes) -> bytes:
         event.constant("delivery_count", b"%d" % epochs[0])
     else:
         event.column("delivery_id", offsets, prefix + b'-%d-%d"')
-        event.columns.append(epochs)
+        event.columns.append(epochs)  # the id's second number
         event.column("delivery_count", epochs, b"%d")
     event.constant("lease_expires_at", expires)
     if part.sinks_pending is not None:

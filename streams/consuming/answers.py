@@ -1,6 +1,6 @@
-"""A read's answer: its parts (a segment's records and deliveries each), the JSON form every
-JSON answer carries (DESIGN.md §10), and the deliveries as id ranges. `streams.wire` writes the
-binary form from the same parts."""
+"""A read's answer: its parts (a segment's records and deliveries each), its deliveries as the
+JSON answer gives them (DESIGN.md §10) for callers in Python, and the deliveries as id ranges.
+`streams.wire` writes the answer's JSON and binary forms from the same parts."""
 
 from __future__ import annotations
 

@@ -46,9 +46,10 @@ def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
 
 
 def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_byte():
-    """The read path builds its events itself (streams.consuming.answers._deliveries_json): the
-    same JSON, bytes and key order, as `record_json` followed by the delivery's four fields,
-    for text and binary payloads, shared and distinct publish times, keys, headers, delays."""
+    """A read's deliveries as dicts (streams.consuming.answers._deliveries_json): the same JSON,
+    bytes and key order, as `record_json` followed by the delivery's four fields, for text and
+    binary payloads, shared and distinct publish times, keys, headers, delays. (The answer's own
+    JSON is written without them: tests/api/test_read_json.py.)"""
     records = [
         Record(
             7, 1_700_000_000_123, 1_800_000_000_000, 10, b"user-7", b"k\xc3\xa9", {"h": "v"}, "héllo".encode(), True
