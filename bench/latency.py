@@ -369,6 +369,8 @@ class RabbitMQ:
         # or consuming thousands of quorum queues keeps the other connection silent for minutes
         params.heartbeat = 0
         params.blocked_connection_timeout = None
+        # and patient: a broker busy starting 1 000 quorum queues answers a new connection late
+        params.socket_timeout = params.stack_timeout = 600
         return pika.BlockingConnection(params)
 
     def waiting(self, n: int) -> dict:
