@@ -508,10 +508,10 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         rows = []
         if start < tail:  # the groups read together in one pass read each record once
             key = (slot.stream.pk, slot.segment, max(start, head), want, ctx.frames)
-            rows = ctx.rows.get(key) or []
-            if not rows:
+            if key not in ctx.rows:
                 read = seg.read_frames if ctx.frames else seg.read
-                rows = ctx.rows[key] = read(max(start, head), want, ends=serve.ends)
+                ctx.rows[key] = read(max(start, head), want, ends=serve.ends)
+            rows = ctx.rows[key]
         if rows:
             first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
             scan_until = last + 1
