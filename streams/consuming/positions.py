@@ -276,7 +276,8 @@ def _update_positions(rows: list[tuple[int, int, int, int]], now: object) -> Non
 def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:
     """Persist the delivery counts of redeliveries, each (position, offset, count), in one
     statement (a row per offset keeps its highest count), and drop the rows of those positions
-    that their floors passed."""
+    that their floors passed. A position gone meanwhile (a seek or a change of streams started
+    the group afresh while the read was in flight) takes nothing: its counts went with it."""
     best: dict[tuple[int, int], int] = {}
     for position, offset, count in counts:
         best[position, offset] = max(best.get((position, offset), 0), count)
@@ -286,7 +287,9 @@ def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:
     values = ", ".join(["(%s, %s, %s)"] * len(best))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} ({pos}, {off}, {cnt}) VALUES {values} "
+            f"WITH counted (p, o, c) AS (VALUES {values}) "
+            f"INSERT INTO {table} ({pos}, {off}, {cnt}) SELECT p, o, c FROM counted "
+            f"WHERE EXISTS (SELECT 1 FROM {positions_table} WHERE {positions_table}.{q('id')} = counted.p) "
             f"ON CONFLICT ({pos}, {off}) DO UPDATE SET {cnt} = "
             f"CASE WHEN excluded.{cnt} > {table}.{cnt} THEN excluded.{cnt} ELSE {table}.{cnt} END",
             [v for (p, o), c in best.items() for v in (p, o, c)],
