@@ -16,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
+from domain.errors import FieldError
 from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from store.segment import Head, Tail
@@ -28,6 +29,7 @@ from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import (
     Slot,
+    group_and_slots,
     known_counts,
     mark_seen,
     note_consumer,
@@ -92,6 +94,10 @@ def read(
         if result.wait is None or park:
             return result
         reading.woken = waking.wait(channels, reading.group_key, result.wait.seen, result.wait.timeout_s)
+        gone = _as_it_is_now([reading])
+        if gone:
+            raise gone[0]
+        channels = reading.channels
 
 
 def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exception]:
@@ -100,16 +106,44 @@ def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exc
     failed because Redis is gone waits on, or gets the error once its wait is over."""
     for reading, cause in zip(reads, causes, strict=True):
         reading.woken = cause
-    seens = waking.listener().snapshots(reading.channels for reading in reads)
+    out: list[ReadResult | Exception | None] = [None] * len(reads)
+    for n, error in _as_it_is_now(reads).items():
+        out[n] = error
+    which = [n for n, answer in enumerate(out) if answer is None]
+    live = [reads[n] for n in which]
+    seens = waking.listener().snapshots(reading.channels for reading in live)
     try:
-        results: list[ReadResult] = _read_passes([(reading, None) for reading in reads])
+        results: list[ReadResult] = _read_passes([(reading, None) for reading in live])
     except (RedisConnectionError, RedisTimeoutError) as exc:
         now = time.monotonic()
-        return [
-            exc if reading.deadline - now <= 0 else _looked(reading, ReadResult(), seen)
-            for reading, seen in zip(reads, seens, strict=True)
-        ]
-    return [_looked(reading, result, seen) for reading, result, seen in zip(reads, results, seens, strict=True)]
+        results = [exc if reading.deadline - now <= 0 else ReadResult() for reading in live]  # type: ignore[misc]
+    for n, reading, result, seen in zip(which, live, results, seens, strict=True):
+        out[n] = result if isinstance(result, Exception) else _looked(reading, result, seen)
+    return out  # type: ignore[return-value]
+
+
+def _as_it_is_now(reads: list[Waiting]) -> dict[int, Exception]:
+    """Reads that waited take their group as it is now, in one query for all: a group whose
+    generation moved on while they waited (a seek, new settings, a stream added or removed) is
+    loaded again with its positions and the channels to wait on, for the pass to read from where
+    the group is, not from where it was. A read whose group was deleted meanwhile (by its index)
+    gets `reader_group_not_found`, as its request would now."""
+    generations = dict(
+        ReaderGroup.objects.filter(pk__in={reading.group.pk for reading in reads}).values_list("pk", "generation")
+    )
+    gone: dict[int, Exception] = {}
+    for n, reading in enumerate(reads):
+        group = reading.group
+        if generations.get(group.pk) == group.generation:
+            continue
+        found = group_and_slots(group.scope.name, group.name) if group.pk in generations else None
+        if found is None or found[0].pk != group.pk:
+            gone[n] = FieldError("reader_group", f"{group} was deleted while the read waited", "reader_group_not_found")
+            continue
+        reading.group, reading.group_slots = found
+        if reading.channels:
+            reading.channels = wake_channels(*found)
+    return gone
 
 
 @dataclass(eq=False)

@@ -1,12 +1,14 @@
 """Parked reads woken together (`consuming.read_woken`): many groups' reads in one pass, against
 the run's real Redis and database. Each group gets what it would get read alone; two reads of one
 group in one pass never get the same event; and the pass costs the same few statements however
-many groups it reads."""
+many groups it reads. A read that waited reads its group as it is when woken: after a seek,
+new settings or a deletion, never as it was when the read began."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from domain.errors import FieldError
 from domain.events import EventIn
 from streams import consuming, reader_groups, services
 from streams.models import ReaderGroup, ReadPosition
@@ -82,4 +84,56 @@ def test_a_pass_costs_the_same_statements_for_five_groups_or_fifty(redis):
             results = consuming.read_woken(reads, ["stream"] * n)
         assert [len(r.parts) for r in results] == [1] * n
         statements.append(len(queries))
-    assert statements[0] == statements[1] <= 3  # the states' start, the floors' UPDATE (and its lock)
+    # the groups' generations, the states' start, the floors' UPDATE (and its lock)
+    assert statements[0] == statements[1] <= 4
+
+
+def test_a_read_woken_after_a_seek_reads_from_the_seek_target(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=2)
+    services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=f"k{i}".encode()) for i in range(6)])
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    [waiting] = parked_reads(stream, ["g"])
+    reader_groups.do_seek(group, {"position": "head"})
+    services.do_publish(stream, [EventIn(b"new")])
+
+    [result] = consuming.read_woken([waiting], ["group"])
+
+    assert sorted(payloads(result)) == sorted([f"e{i}" for i in range(6)] + ["new"])
+    # its deliveries are the group's as it is now: they acknowledge
+    assert consuming.ack(waiting.group, [d["delivery_id"] for d in result.deliveries]).acked == 7
+
+
+def test_a_read_woken_after_its_group_changed_streams_reads_the_new_ones(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    other = services.do_create_stream(scope="t", name="refunds", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="head")
+    [waiting] = parked_reads(stream, ["g"])
+    reader_groups.do_update_reader_group(group, {}, streams=[other])
+    services.do_publish(stream, [EventIn(b"old stream")])
+    services.do_publish(other, [EventIn(b"new stream")])
+
+    [result] = consuming.read_woken([waiting], ["group"])
+
+    assert payloads(result) == ["new stream"]
+    # and when it waits again, it waits on the new stream's channel
+    services.do_publish(other, [EventIn(b"more")])
+    [again] = consuming.read_woken([waiting], ["group"])
+    assert payloads(again) == ["more"]
+
+
+def test_a_read_woken_after_its_group_was_deleted_is_told_so_and_the_others_read(
+    redis, django_capture_on_commit_callbacks
+):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    reads = parked_reads(stream, ["gone", "kept"])
+    with django_capture_on_commit_callbacks(execute=True):  # its Redis state goes once the deletion commits
+        reader_groups.do_delete_reader_group(reads[0].group)
+    services.do_publish(stream, [EventIn(b"x")])
+
+    gone, kept = consuming.read_woken(reads, ["stream", "stream"])
+
+    assert isinstance(gone, FieldError) and gone.code == "reader_group_not_found"
+    assert payloads(kept) == ["x"]
+    # nothing of the deleted group came back to Redis
+    kept_keys = [key for key in redis.keys("*") if reads[1].group.state_key.encode() in key]
+    assert kept_keys and not [key for key in redis.keys("*") if reads[0].group.state_key.encode() in key]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from domain.events import EventIn
-from streams import services, wait_stats, waking
+from streams import reader_groups, services, wait_stats, waking
 from streams.waking import group_channel, notify, notify_due, publish_notice, stream_channel
 
 pytestmark = pytest.mark.django_db
@@ -126,9 +126,10 @@ def test_a_read_waiting_in_its_thread_is_woken_by_a_publish(api, clock):
     assert took < 10
 
 
-def answered_while_publishing(request, stream, payload: bytes) -> tuple[float, dict]:
+def answered_while_publishing(request, stream, payload: bytes, publish=None) -> tuple[float, dict]:
     """`request()` sent from a thread of its own (it waits there); once it waits, `payload` is
-    published on `stream`: how long the request took, and its answer."""
+    published on `stream` (by `publish(stream, events)` when given): how long the request took,
+    and its answer."""
     answers = []
 
     def send():
@@ -139,7 +140,7 @@ def answered_while_publishing(request, stream, payload: bytes) -> tuple[float, d
     reader = threading.Thread(target=send)
     reader.start()
     time.sleep(0.5)
-    services.do_publish(stream, [EventIn(payload)])
+    (publish or services.do_publish)(stream, [EventIn(payload)])
     reader.join(20)
     ((took, answer),) = answers
     return took, answer
@@ -197,3 +198,29 @@ def test_a_plain_read_waiting_in_its_thread_is_woken_by_a_publish(api):
         lambda: api.get("/api/v1/streams/w/p/events/?wait_ms=20000"), stream, b"plain"
     )
     assert [e["payload"] for e in answer["events"]] == ["plain"] and took < 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_waiting_in_its_thread_reads_its_group_as_a_seek_left_it(api):
+    # given: a group at the tail of six events, and a read of it waiting
+    listening()
+    stream = services.do_create_stream(scope="w", name="s", segment_count=1)
+    services.do_publish(stream, [EventIn(f"e{i}".encode()) for i in range(6)])
+    group = reader_groups.do_create_reader_group(
+        scope="w", name="g", streams=[stream], start="tail", retention_type="NONE"
+    )
+
+    # when: the group is sought back to its head while the read waits, and an event comes
+    def seek_and_publish(stream, events):
+        reader_groups.do_seek(group, {"position": "head"})
+        return services.do_publish(stream, events)
+
+    took, answer = answered_while_publishing(
+        lambda: api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 10, "wait_ms": 20_000}, format="json"),
+        stream,
+        b"new",
+        publish=seek_and_publish,
+    )
+    # then: the read is answered from the seek's target, not from where it began to wait
+    assert [d["payload"] for d in answer["deliveries"]] == [f"e{i}" for i in range(6)] + ["new"]
+    assert took < 10
