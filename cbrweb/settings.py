@@ -187,6 +187,10 @@ CBR_WEB_THREADS = env_int("CBR_WEB_THREADS", 8, minimum=1)
 # How long a web process trusts an API token's lookup (access/token_cache.py): a revoked token
 # or a deactivated user is refused by every process within this many seconds. 0: no cache.
 CBR_TOKEN_CACHE_S = env_int("CBR_TOKEN_CACHE_S", 5, minimum=0)
+# How long a web process trusts a publish's lookup of its stream (streams/lookups.py): a stream or
+# scope saved or deleted, or marked full, is looked up again by every process at once; this bounds
+# changes made around the ORM. 0: no cache.
+CBR_STREAM_CACHE_S = env_int("CBR_STREAM_CACHE_S", 5, minimum=0)
 # How long a manual truncation waits for a retention cycle that is working on the same stream
 # before it answers 409 `retention_in_progress` (retention/cycle.py, stream_lock).
 CBR_TRUNCATE_LOCK_WAIT_S = env_int("CBR_TRUNCATE_LOCK_WAIT_S", 5, minimum=0)

@@ -6,4 +6,4 @@ class StreamsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from streams import tasks  # noqa: F401  (receives delayed_bucket_sealed: streams.signals)
+        from streams import lookups, tasks  # noqa: F401  (receivers: tasks of delayed_bucket_sealed, lookups of saves)

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "cbr:wake:"
 DUE_CHANNEL = f"{PREFIX}due"  # a time, then the channels on which something comes due then
+CHANGED_CHANNEL = f"{PREFIX}changed"  # the name of a memo whose lookups changed (`streams.memo`)
 FALLBACK_POLL_S = 1.0  # how often waiting reads look while the listener is not subscribed
 FLUSH_S = 1.0  # how often the process's figures go to Redis (`streams.wait_stats`)
 _TICK_S = 1.0  # the listener's longest sleep: how soon it notices it should stop
@@ -119,6 +120,7 @@ class Listener:
         self.waiting: defaultdict[str, OrderedDict[str, OrderedDict[int, Waiter]]] = defaultdict(OrderedDict)
         self.count = 0  # reads waiting
         self.epoch = 0  # +1 each time the subscription is lost or made again
+        self.changes: defaultdict[str, int] = defaultdict(int)  # memo -> changes heard (`streams.memo`)
         self.subscribed = False
         self.timers = _Timers()
         self.stopped = threading.Event()
@@ -222,7 +224,9 @@ class Listener:
             self._fire(waiter, "channel")
 
     def _message(self, channel: str, data: str) -> None:
-        if channel == DUE_CHANNEL:
+        if channel == CHANGED_CHANNEL:
+            self.changes[data] += 1
+        elif channel == DUE_CHANNEL:
             due_ms, _, names = data.partition(" ")
             self._due(names.split(" "), due_ms)
         elif data:

@@ -12,10 +12,12 @@ import pytest
 import redis as redis_lib
 from django.core.cache import cache
 
+from access.token_cache import CREDENTIALS
 from cbrweb import embedded_redis
 from cbrweb.celery import app
 from spark_tasks.session import get_spark, stop_spark
 from streams import consuming, waking
+from streams.lookups import PUBLISHED_STREAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -144,6 +146,14 @@ def clock(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(consuming.positions, "clock", clock)
     return clock
+
+
+@pytest.fixture(autouse=True)
+def _empty_memos():
+    """Each test starts with nothing remembered by the process's memos (`streams.memo`): a test's
+    rows are rolled back at its end without the signals that make a memo forget them."""
+    PUBLISHED_STREAMS.drop()
+    CREDENTIALS.drop()
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,8 @@ Defaults are the ones most tests use: scope "shop", stream "orders" of one segme
 
 from __future__ import annotations
 
+import time
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
@@ -19,7 +21,7 @@ from rest_framework.test import APIClient
 from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
 from retention import services as retention_services
-from streams import reader_groups, services
+from streams import reader_groups, services, waking
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
 
@@ -154,3 +156,14 @@ def publish_over_api(api, events: list[dict], *, stream: str = "shop/orders") ->
     answer = api.post(f"/api/v1/streams/{stream}/events/", {"events": events}, format="json")
     assert answer.status_code == 201, answer.content
     return answer.json()
+
+
+def listening():
+    """The process's wake-up listener (`streams.waking`), once it is subscribed: what waiting reads
+    and the process's memos (`streams.memo`) rely on."""
+    listener = waking.listener()
+    deadline = time.monotonic() + 10
+    while not listener.healthy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert listener.healthy
+    return listener

@@ -12,6 +12,7 @@ from retention.cycle.gathering import Prepared
 from retention.cycle.outcomes import StreamOutcome, Truncation
 from retention.models import TruncationRecord
 from retention.set_store import write_sets
+from streams.lookups import forget_streams
 from streams.models import Stream
 
 
@@ -96,6 +97,8 @@ def _mark_full(states: list[tuple[Stream, bool]], now: datetime) -> None:
         Stream.objects.filter(pk__in=full).update(full_since=now)
     if freed:
         Stream.objects.filter(pk__in=freed).update(full_since=None)
+    if full or freed:
+        forget_streams()  # publishes read `full_since`: every process looks the streams up again
     for stream, at_max in states:
         if at_max and stream.full_since is None:
             stream.full_since = now

@@ -3,6 +3,8 @@ a deleted token, a revoked key or a deactivated user in afterwards (access/token
 
 from __future__ import annotations
 
+import time
+
 import factories
 import pytest
 from django.db import connection
@@ -11,8 +13,9 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from access.token_cache import GENERATION, forget_tokens
+from access.token_cache import forget_tokens
 from store.redis_connection import get_redis
+from streams import waking
 
 pytestmark = pytest.mark.django_db
 STREAMS = "/api/v1/streams/"
@@ -20,6 +23,7 @@ STREAMS = "/api/v1/streams/"
 
 @pytest.fixture(autouse=True)
 def empty_cache():
+    factories.listening()  # what the process remembers counts only while its listener is subscribed
     forget_tokens()
     yield
     forget_tokens()
@@ -132,9 +136,34 @@ def test_a_second_request_with_the_same_api_key_does_not_look_it_up_again(operat
 def test_a_change_made_by_another_process_is_followed_at_once(api):
     # given a token remembered by this process
     assert api.get(STREAMS).status_code == 200
-    # when another process saves a token, key or user (its signal moves the generation)
-    get_redis().incr(GENERATION)
-    # then this process looks the token up again
+    # when another process saves a token, key or user (its signal says so on the channel)
+    heard = waking.listener().changes["credentials"]
+    get_redis().publish(waking.CHANGED_CHANNEL, "credentials")
+    deadline = time.monotonic() + 10
+    while waking.listener().changes["credentials"] == heard and time.monotonic() < deadline:
+        time.sleep(0.001)
+    # then, once this process has heard it, it looks the token up again
     with CaptureQueriesContext(connection) as ctx:
+        assert api.get(STREAMS).status_code == 200
+    assert _token_queries(ctx.captured_queries) == 1
+
+
+def test_nothing_is_remembered_while_the_change_channel_is_not_listened_to(api, monkeypatch):
+    # given a token remembered while the listener was subscribed
+    assert api.get(STREAMS).status_code == 200
+    # when the listener loses its subscription (a change may go unheard)
+    listener = waking.listener()
+    monkeypatch.setattr(listener, "subscribed", False)
+    # then every request looks its credential up
+    with CaptureQueriesContext(connection) as ctx:
+        assert api.get(STREAMS).status_code == 200
+        assert api.get(STREAMS).status_code == 200
+    assert _token_queries(ctx.captured_queries) == 2
+    # and once subscribed again (a new epoch: what was remembered before is not trusted), it
+    # remembers anew
+    monkeypatch.setattr(listener, "subscribed", True)
+    monkeypatch.setattr(listener, "epoch", listener.epoch + 2)
+    with CaptureQueriesContext(connection) as ctx:
+        assert api.get(STREAMS).status_code == 200
         assert api.get(STREAMS).status_code == 200
     assert _token_queries(ctx.captured_queries) == 1

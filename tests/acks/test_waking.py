@@ -7,21 +7,13 @@ import threading
 import time
 
 import pytest
+from factories import listening
 
 from domain.events import EventIn
 from streams import reader_groups, services, wait_stats, waking
 from streams.waking import group_channel, notify, notify_due, publish_notice, stream_channel
 
 pytestmark = pytest.mark.django_db
-
-
-def listening():
-    lst = waking.listener()
-    deadline = time.monotonic() + 10
-    while not lst.healthy and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert lst.healthy
-    return lst
 
 
 class Woken:
