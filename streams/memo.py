@@ -21,6 +21,7 @@ process's threads: callers hand out copies of anything a request may change."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -38,16 +39,18 @@ Ticket = tuple[int, int, int]  # the listener's epoch, the changes it heard, thi
 
 
 class Memo:
-    def __init__(self, name: str, ttl_setting: str):
+    def __init__(self, name: str, ttl_setting: str | None):
         self.name = name
-        self.ttl_setting = ttl_setting  # the setting that says how long an entry counts (seconds; 0: never)
+        # the setting that says how long an entry counts (seconds; 0: never); None: no bound
+        # (every change of what it reads says so)
+        self.ttl_setting = ttl_setting
         self.forgotten = 0  # this process's own forgets
         self.lock = threading.Lock()
         self.entries: dict[Any, tuple[float, Ticket, Any]] = {}  # key -> (valid until, ticket, value)
 
     @property
     def ttl_s(self) -> float:
-        return getattr(settings, self.ttl_setting)
+        return math.inf if self.ttl_setting is None else getattr(settings, self.ttl_setting)
 
     def ticket(self) -> Ticket | None:
         """What an entry made from a lookup starting now is made under; None: nothing is

@@ -27,7 +27,7 @@ from streams.acknowledgement import (
     publish_cuts,
     set_acknowledgement_cut,
 )
-from streams.consuming import current_floors, forget_trackers, tracker_names
+from streams.consuming import current_floors, forget_trackers, group_changed, tracker_names
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
 from streams.signals import holds_released
@@ -206,6 +206,7 @@ def do_seek(group: ReaderGroup, body: object) -> ReaderGroup:
         if generation is not None:
             check_generation(locked, generation)  # an update that came first makes it stale
         ReaderGroup.objects.filter(pk=group.pk).update(generation=F("generation") + 1, updated_at=now)
+        group_changed()
         moved = []
         for sub, cut in targets:
             sub.former_incarnations = [*sub.former_incarnations, sub.incarnation][-FORMER_KEPT:]
@@ -236,8 +237,11 @@ def do_delete_reader_group(group: ReaderGroup) -> None:
     names, group_key = tracker_names(subs), group.state_key
     with transaction.atomic():
         group.delete()
+        group_changed()
         holds_released.send(sender=ReaderGroup, streams=[sub.stream for sub in subs])
         transaction.on_commit(lambda: forget_trackers(names, group_key))
+        # its waiting reads are answered at once (404), not when their wait ends
+        transaction.on_commit(lambda: publish_notice([group_channel(group_key)]))
 
 
 REMOVED_KEPT = 20  # the deleted streams a group remembers
@@ -266,6 +270,8 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
         ReaderGroup.objects.filter(pk=group.pk).update(
             removed_streams=group.removed_streams, generation=F("generation") + 1, updated_at=now
         )
+    if groups:
+        group_changed()
     return tracker_names(subs)
 
 
@@ -286,6 +292,7 @@ def do_update_reader_group(
         if not bumped:  # another update won the race
             group.refresh_from_db(fields=["generation"])
             check_generation(group, generation if generation is not None else -1)
+        group_changed()
         group.refresh_from_db()
         affected: list[Stream] = []
         removed: list[Subscription] = []

@@ -23,6 +23,7 @@ from streams.ack_tracker import KnownCounts, SegmentTracker
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
+from streams.memo import Memo
 from streams.models import DeliveryCount, ReaderGroup, ReadPosition, Scope, Stream, Subscription
 
 SEEN_TTL_S = 30 * 86400
@@ -149,6 +150,19 @@ def _load_positions(scope: str, name: str) -> list[ReadPosition]:
         position.subscription = sub
         out.append(position)
     return out
+
+
+# No entries: its ticket says whether a group's generation may have moved since it was taken (a
+# seek, new settings, a stream removed, a group deleted: each says so, `group_changed`). A read
+# that waited reads its group again only then (`reading._as_it_is_now`).
+GROUP_CHANGES = Memo("groups", None)
+
+
+def group_changed() -> None:
+    """Inside the transaction that moves a group's generation or deletes it: reads waiting in any
+    process take the group as it is now when next woken. Call it before announcing anything to
+    the group's waiting reads: its message goes first once the transaction commits."""
+    GROUP_CHANGES.forget()
 
 
 def group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | None:

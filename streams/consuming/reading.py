@@ -28,6 +28,7 @@ from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
 from streams.consuming.checkpoints import maybe_checkpoint
 from streams.consuming.dead_letters import dead_letter
 from streams.consuming.positions import (
+    GROUP_CHANGES,
     Slot,
     group_and_slots,
     known_counts,
@@ -43,6 +44,7 @@ from streams.delaying.handing import queue_release, release_due
 from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
+from streams.memo import Ticket
 from streams.models import ReaderGroup, Stream
 from streams.waking import group_channel, notify_due, stream_channel
 from streams.wire import delivery_prefix, seconds_to_iso
@@ -78,6 +80,7 @@ def read(
     channels = wake_channels(group, group_slots) if wait_ms > 0 else ()
     deadline = time.monotonic() + wait_ms / 1000
     reading = Waiting(group, group_slots, max_events, consumer or "default", ranges, frames, channels, deadline)
+    reading.ticket = GROUP_CHANGES.ticket() if channels else None
     while True:
         seen = waking.listener().snapshot(channels) if channels else None
         try:
@@ -123,16 +126,24 @@ def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exc
 
 
 def _as_it_is_now(reads: list[Waiting]) -> dict[int, Exception]:
-    """Reads that waited take their group as it is now, in one query for all: a group whose
-    generation moved on while they waited (a seek, new settings, a stream added or removed) is
-    loaded again with its positions and the channels to wait on, for the pass to read from where
-    the group is, not from where it was. A read whose group was deleted meanwhile (by its index)
-    gets `reader_group_not_found`, as its request would now."""
+    """Reads that waited take their group as it is now: a group whose generation moved on while
+    they waited (a seek, new settings, a stream added or removed) is loaded again with its
+    positions and the channels to wait on, for the pass to read from where the group is, not
+    from where it was. A read whose group was deleted meanwhile (by its index) gets
+    `reader_group_not_found`, as its request would now. The database is asked (one query for
+    all) only for reads whose `GROUP_CHANGES` ticket no longer holds: a group changed somewhere,
+    or a change may have gone unheard (the listener lost its subscription)."""
+    now = GROUP_CHANGES.ticket()  # before the query: a change made during it is seen next time
+    unsure = [n for n, reading in enumerate(reads) if now is None or reading.ticket != now]
+    if not unsure:
+        return {}
     generations = dict(
-        ReaderGroup.objects.filter(pk__in={reading.group.pk for reading in reads}).values_list("pk", "generation")
+        ReaderGroup.objects.filter(pk__in={reads[n].group.pk for n in unsure}).values_list("pk", "generation")
     )
     gone: dict[int, Exception] = {}
-    for n, reading in enumerate(reads):
+    for n in unsure:
+        reading = reads[n]
+        reading.ticket = now
         group = reading.group
         if generations.get(group.pk) == group.generation:
             continue
@@ -161,6 +172,7 @@ class Waiting:
     since: float | None = None  # when it began to wait
     woken: str = ""  # what woke it last ("": it has not waited yet)
     acked: AckOutcome | None = None  # what its first pass's carried ack did
+    ticket: Ticket | None = None  # `GROUP_CHANGES`'s when its group was last loaded
 
     @property
     def group_key(self) -> str:

@@ -4,6 +4,7 @@ group in one pass never get the same event; and the pass costs the same few stat
 many groups it reads. A read that waited reads its group as it is when woken: after a seek,
 new settings or a deletion, never as it was when the read began."""
 
+import factories
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -84,7 +85,8 @@ def test_a_pass_costs_the_same_statements_for_five_groups_or_fifty(redis):
             results = consuming.read_woken(reads, ["stream"] * n)
         assert [len(r.parts) for r in results] == [1] * n
         statements.append(len(queries))
-    # the groups' generations, the states' start, the floors' UPDATE (and its lock)
+    # the states' start, the floors' UPDATE (and its lock); the groups' generations when a
+    # change may have been missed (no listener)
     assert statements[0] == statements[1] <= 4
 
 
@@ -137,3 +139,22 @@ def test_a_read_woken_after_its_group_was_deleted_is_told_so_and_the_others_read
     # nothing of the deleted group came back to Redis
     kept_keys = [key for key in redis.keys("*") if reads[1].group.state_key.encode() in key]
     assert kept_keys and not [key for key in redis.keys("*") if reads[0].group.state_key.encode() in key]
+
+
+def test_a_woken_read_asks_for_its_groups_generation_only_after_a_group_changed(redis):
+    factories.listening()  # changes are heard: a read trusts its group until one is
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    reads = parked_reads(stream, ["g", "h"])
+    other = reader_groups.do_create_reader_group(scope="t", name="other", streams=[stream])
+
+    def generation_queries(read) -> int:
+        services.do_publish(stream, [EventIn(b"x")])
+        with CaptureQueriesContext(connection) as queries:
+            [result] = consuming.read_woken([read], ["stream"])
+        assert payloads(result)[-1:] == ["x"]
+        return sum(1 for q in queries.captured_queries if '"generation"' in q["sql"])
+
+    assert generation_queries(reads[0]) == 0
+    reader_groups.do_seek(other, {"position": "tail"})  # any group's change
+    assert generation_queries(reads[1]) == 1
+    assert generation_queries(reads[1]) == 0  # and it trusts it again

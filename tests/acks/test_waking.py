@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from django.db import connections
 from factories import listening
 
 from domain.events import EventIn
@@ -126,7 +127,10 @@ def answered_while_publishing(request, stream, payload: bytes, publish=None) -> 
 
     def send():
         started = time.monotonic()
-        response = request()
+        try:
+            response = request()
+        finally:
+            connections.close_all()  # this thread's own connection, left open by the request
         answers.append((time.monotonic() - started, response.json()))
 
     reader = threading.Thread(target=send)
@@ -151,11 +155,16 @@ def test_metrics_count_waiting_reads_what_woke_them_and_the_delivery_latency(api
     time.sleep(2 * waking.FLUSH_S)  # what earlier tests counted is in Redis by now
     _, before = wait_stats.totals(redis)
     answers = []
-    reader = threading.Thread(
-        target=lambda: answers.append(
-            api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json")
-        )
-    )
+
+    def send():
+        try:
+            answers.append(
+                api.post("/api/v1/reader-groups/w/g/read/", {"max_events": 5, "wait_ms": 20_000}, format="json")
+            )
+        finally:
+            connections.close_all()  # this thread's own connection, left open by the request
+
+    reader = threading.Thread(target=send)
     reader.start()
     # when: a read waits (counted as waiting in /metrics), then a publish wakes it
     assert wait_until(lambda: "cbr_reads_waiting 1.0" in client.get("/metrics").content.decode())
