@@ -81,7 +81,7 @@ async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: 
         t = time.monotonic()
         try:
             messages = await sub.fetch(batch, timeout=0.5)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             continue
         t_end = await _ack_all(messages, t, fetches, acks, fetched)
         n_read += len(messages)
@@ -128,7 +128,7 @@ async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, bat
         await nc.publish(next_subject, request, reply=inbox)
         try:
             await asyncio.wait_for(complete.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         messages = list(got)
         if not messages:
