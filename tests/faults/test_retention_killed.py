@@ -48,7 +48,7 @@ def make_streams(count=STREAMS):
         log = logs.stream_log(stream)
         for seg in stream.segment_ids:
             key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
-            for b in range(PER_SEGMENT // 50):
+            for _ in range(PER_SEGMENT // 50):
                 factories.publish(stream, 50, b"e" * 100, routing_key=key)
         factories.make_group(stream, name=f"g{n}", scope="faults", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
         streams.append(stream)
@@ -56,7 +56,7 @@ def make_streams(count=STREAMS):
 
 
 def acknowledge(streams):
-    for n, stream in enumerate(streams):
+    for n, _stream in enumerate(streams):
         if n != 1:
             acked = {"0": 40 + n * 7, "1": 200 - n * 3} if n else {"0": 10, "1": 5}
             sub = Subscription.objects.get(reader_group__name=f"g{n}")
