@@ -174,7 +174,8 @@ def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp
     assert killed.state == "running" and killed.runner.split("|")[1] == str(proc.pid)
 
     # when: the next cycle runs
-    call_command(*command[1:], stdout=open(os.devnull, "w"))
+    with open(os.devnull, "w") as devnull:
+        call_command(*command[1:], stdout=devnull)
 
     # then: the killed cycle is marked failed, saying why, and the next one finished its work
     killed.refresh_from_db()
