@@ -12,7 +12,8 @@ test: venv check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy, and
-# no model change without its migration (test settings on the embedded SQLite: no service needed)
+# no model change without its migration (test settings on the embedded SQLite: no service needed);
+# .pre-commit-config.yaml runs the same, keep the two in step
 lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
