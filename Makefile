@@ -11,12 +11,15 @@ run: venv check
 test: venv check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy
+# the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy, and
+# no model change without its migration (test settings on the embedded SQLite: no service needed);
+# .pre-commit-config.yaml runs the same, keep the two in step
 lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	env -u DATABASE_URL DJANGO_SETTINGS_MODULE=cbrweb.settings_test $(PY) manage.py makemigrations --check --dry-run
 
 # the locks, from pyproject.toml: requirements.txt (everything, what `make venv` installs) and
 # requirements-runtime.txt (the runtime alone, at the same versions); pins already there are kept

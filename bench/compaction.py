@@ -28,6 +28,7 @@ start (`compaction.runs.warm_up`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import threading
@@ -82,10 +83,8 @@ class PeakRss:
         me = psutil.Process()
         total = me.memory_info().rss
         for child in me.children(recursive=True):
-            try:
+            with contextlib.suppress(psutil.Error):
                 total += child.memory_info().rss
-            except psutil.Error:
-                pass
         return total
 
     def _run(self):

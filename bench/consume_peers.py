@@ -2,6 +2,7 @@
 pipelined) and NATS JetStream (interest retention, a durable pull consumer, explicit acks)."""
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import time
@@ -81,7 +82,7 @@ async def _jetstream_consume(start, url: str, stream: str, durable: str, batch: 
         t = time.monotonic()
         try:
             messages = await sub.fetch(batch, timeout=0.5)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             continue
         t_end = await _ack_all(messages, t, fetches, acks, fetched)
         n_read += len(messages)
@@ -126,10 +127,8 @@ async def _jetstream_raw_consume(start, url: str, stream: str, durable: str, bat
         complete.clear()
         t = time.monotonic()
         await nc.publish(next_subject, request, reply=inbox)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(complete.wait(), 5)
-        except asyncio.TimeoutError:
-            pass
         messages = list(got)
         if not messages:
             await asyncio.sleep(0.01)
@@ -204,10 +203,8 @@ class JetStream:
         a = self.args
         nc = await nats.connect(a.nats_url)
         js = nc.jetstream()
-        try:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
             await js.delete_stream(self.stream)
-        except nats.js.errors.NotFoundError:
-            pass
         await js.add_stream(
             name=self.stream, subjects=[self.subject], retention=RetentionPolicy.INTEREST, storage=StorageType.FILE
         )
@@ -256,10 +253,8 @@ class JetStream:
         import nats
 
         nc = await nats.connect(self.args.nats_url)
-        try:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
             await nc.jetstream().delete_stream(self.stream)
-        except nats.js.errors.NotFoundError:
-            pass
         await nc.close()
 
     def consume(self, round_no: int, raw: bool = False) -> Figure:

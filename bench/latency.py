@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -253,10 +254,8 @@ class JetStream:
         from nats.js.api import StorageType
 
         js = nc.jetstream()
-        try:
+        with contextlib.suppress(Exception):  # none yet
             await js.delete_stream(self.stream)
-        except Exception:  # noqa: BLE001 - none yet
-            pass
         await js.add_stream(
             name=self.stream, subjects=[self.subject, self.subject + ".probe"], storage=StorageType.FILE
         )

@@ -19,6 +19,7 @@ Usage: python bench/publish.py [--seconds N] [--rounds N] [--clients N] [--no-pe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import multiprocessing as mp
 import os
@@ -134,10 +135,8 @@ def bench_jetstream(url: str, seconds: float, clients: int) -> float:
     async def admin(create: bool) -> None:
         nc = await nats.connect(url)
         js = nc.jetstream()
-        try:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
             await js.delete_stream(name)
-        except nats.js.errors.NotFoundError:
-            pass
         if create:
             await js.add_stream(name=name, subjects=[subject], storage=StorageType.FILE)
         await nc.close()

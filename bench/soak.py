@@ -44,6 +44,7 @@ fails or any request failed. Figures also go to var/soak-<time>.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -487,10 +488,8 @@ def disk_bytes(path: Path) -> int:
     total = 0
     for root, _, files in os.walk(path):
         for f in files:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 total += os.stat(os.path.join(root, f)).st_blocks * 512
-            except FileNotFoundError:
-                pass
     return total
 
 

@@ -428,10 +428,7 @@ def _environ(scope: dict, body: _Body) -> dict:
     for raw_name, raw_value in scope.get("headers", []):
         name = raw_name.decode("latin-1").upper().replace("-", "_")
         value = raw_value.decode("latin-1")
-        if name == "CONTENT_LENGTH" or name == "CONTENT_TYPE":
-            key = name
-        else:
-            key = "HTTP_" + name
+        key = name if name == "CONTENT_LENGTH" or name == "CONTENT_TYPE" else "HTTP_" + name
         environ[key] = f"{environ[key]},{value}" if key in environ else value
     return environ
 

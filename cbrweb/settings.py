@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -139,10 +140,8 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 # WhiteNoise serves from the finders in the embedded set-up; the directory only has to exist.
-try:
+with contextlib.suppress(OSError):
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-except OSError:
-    pass
 
 # --- CBR ------------------------------------------------------------------------------------
 CBR_DATA_DIR = env_path("CBR_DATA_DIR", VAR_DIR / "data")

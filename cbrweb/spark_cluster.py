@@ -16,6 +16,7 @@ code from the driver, docs/cluster.md), and their Python is this interpreter (PY
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -118,10 +119,8 @@ def stop(cluster: Cluster) -> int:
     pids_file = cluster.state / "pids"
     pids = pids_file.read_text().split() if pids_file.exists() else []
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(int(pid), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     pids_file.unlink(missing_ok=True)
     return len(pids)
 

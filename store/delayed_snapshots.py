@@ -16,6 +16,7 @@ checksum raises `CorruptSnapshot`, never a partial bucket.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,7 +252,5 @@ def read_snapshot(directory: Path, name: str, skip_due_before: int | None = None
 def delete_snapshot(directory: Path, name: str) -> None:
     """Metadata first: a Parquet file without metadata is an orphan, never a half bucket."""
     for suffix in (".json", ".parquet"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             (directory / f"{name}{suffix}").unlink()
-        except FileNotFoundError:
-            pass

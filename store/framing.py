@@ -25,8 +25,9 @@ beyond the buffers it is given.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import orjson
 from crc32c import crc32c

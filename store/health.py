@@ -9,6 +9,7 @@ the database, Redis and the data directory's free space; `domain.health.assess` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -60,20 +61,16 @@ class WorkerHeartbeat:
     def _run(self) -> None:
         interval = max(0.2, settings.CBR_HEALTH_STALE_S / 3)
         while True:
-            try:
+            with contextlib.suppress(redis.RedisError):
                 record_worker(self.name, self.queues)
-            except redis.RedisError:
-                pass
             if self._stop.wait(interval):
                 return
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-        try:
+        with contextlib.suppress(redis.RedisError):
             forget_worker(self.name)
-        except redis.RedisError:
-            pass
 
 
 class BeatTicks:

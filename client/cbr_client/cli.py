@@ -248,7 +248,6 @@ def consume(client: Client, args) -> None:
     """Read, print, acknowledge: a message is acknowledged once its line is written (at least
     once: a consumer stopped before that gets it again after its lease)."""
     group = client.reader_group(args.group)
-    done = 0
     stream = group.consume(
         max_events=args.max if args.count is None else min(args.max, args.count),
         wait_ms=args.wait_ms,
@@ -256,10 +255,9 @@ def consume(client: Client, args) -> None:
         idle_stop=args.idle_stop,
     )
     message: Message
-    for message in stream:
+    for done, message in enumerate(stream, 1):
         print(_event_line(args, message.data), flush=True)
         message.ack()
-        done += 1
         if args.count is not None and done >= args.count:
             stream.close()  # settles this read's acknowledgements; the rest of it comes again later
             break

@@ -1,6 +1,6 @@
 """Console filters: stream cuts, durations and delivery times as people read them."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django import template
 
@@ -49,7 +49,7 @@ def from_ms(value):
     `naturaltime`; None stays None."""
     if value is None:
         return None
-    return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
 
 
 @register.filter

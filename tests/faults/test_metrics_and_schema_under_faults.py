@@ -3,6 +3,7 @@
 not to concurrent first requests on a fresh server (drf-spectacular loads its extensions
 lazily, and concurrent first builds of the schema failed each other)."""
 
+import contextlib
 import json
 import socket
 import threading
@@ -54,18 +55,14 @@ class DatabaseProxy:
             pass
         finally:
             for s in (a, b):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def down(self):
         self.up = False
         for s in self.sockets:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self.sockets = []
 
     def close(self):

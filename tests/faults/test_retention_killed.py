@@ -48,7 +48,7 @@ def make_streams(count=STREAMS):
         log = logs.stream_log(stream)
         for seg in stream.segment_ids:
             key = next(k for k in (f"k{i}".encode() for i in range(1000)) if log.route(k) == seg)
-            for b in range(PER_SEGMENT // 50):
+            for _ in range(PER_SEGMENT // 50):
                 factories.publish(stream, 50, b"e" * 100, routing_key=key)
         factories.make_group(stream, name=f"g{n}", scope="faults", retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT")
         streams.append(stream)
@@ -56,7 +56,7 @@ def make_streams(count=STREAMS):
 
 
 def acknowledge(streams):
-    for n, stream in enumerate(streams):
+    for n, _stream in enumerate(streams):
         if n != 1:
             acked = {"0": 40 + n * 7, "1": 200 - n * 3} if n else {"0": 10, "1": 5}
             sub = Subscription.objects.get(reader_group__name=f"g{n}")
@@ -174,7 +174,8 @@ def test_a_cycle_killed_mid_way_is_marked_failed_by_the_next_cycle(settings, tmp
     assert killed.state == "running" and killed.runner.split("|")[1] == str(proc.pid)
 
     # when: the next cycle runs
-    call_command(*command[1:], stdout=open(os.devnull, "w"))
+    with open(os.devnull, "w") as devnull:
+        call_command(*command[1:], stdout=devnull)
 
     # then: the killed cycle is marked failed, saying why, and the next one finished its work
     killed.refresh_from_db()

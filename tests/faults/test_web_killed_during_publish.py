@@ -48,7 +48,7 @@ def test_kill_9_of_the_web_server_during_publish_loses_no_201_and_tears_nothing(
     for t in threads:
         t.start()
     answered = []
-    for kill in range(3):
+    for _ in range(3):
         time.sleep(0.8)
         answered.append(len(ledger.events[STREAM]))
         web_server.kill()  # wherever the producers are: writing, syncing, committing, answering
@@ -88,7 +88,7 @@ def test_kill_9_of_the_web_server_during_publish_loses_no_201_and_tears_nothing(
             parts[(tag.decode(), int(batch_no), seg)] += 1
             sizes[(tag.decode(), int(batch_no))] = int(size)
     for tag in ("a", "b"):
-        for (t, batch_no, seg), count in parts.items():
+        for (t, batch_no, _seg), count in parts.items():
             if t == tag:
                 assert count == sizes[(t, batch_no)], (
                     f"batch {tag}/{batch_no} is torn: {count} of {sizes[(t, batch_no)]}"

@@ -32,7 +32,7 @@ def assert_slots_agree(log):
 
 def test_slots_follow_appends_rolls_and_truncations(tmp_path):
     log = stream(tmp_path)
-    for round_ in range(6):
+    for _ in range(6):
         for k, seg in enumerate(log.segment_ids):
             log.segment(seg).append(events(7 * (k + 1)))
         assert_slots_agree(log)
