@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import heapq
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict, defaultdict
@@ -345,6 +346,17 @@ def listener() -> Listener:
 def _stop_at_exit() -> None:
     if _listener is not None:
         _listener.stop()
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of its parent's threads: its listener is started afresh on first
+    use (the parent's, copied, would look subscribed while hearing nothing, and the process's
+    memos would trust what no one tells them has changed)."""
+    global _listener
+    _listener = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def wait(channels: tuple[str, ...], group: str, seen: Snapshot, timeout_s: float) -> str:

@@ -3,6 +3,7 @@ group woken per announcement, a snapshot that catches what came while a read loo
 kept in a timer, and a read waiting in its thread (a WSGI server, the tests' client) woken by a
 publish."""
 
+import os
 import threading
 import time
 
@@ -225,3 +226,22 @@ def test_a_read_waiting_in_its_thread_reads_its_group_as_a_seek_left_it(api):
     # then: the read is answered from the seek's target, not from where it began to wait
     assert [d["payload"] for d in answer["deliveries"]] == [f"e{i}" for i in range(6)] + ["new"]
     assert took < 10
+
+
+def test_a_forked_child_starts_a_listener_of_its_own(redis):
+    parent = listening()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its listener is not the parent's copy, and subscribes by itself
+        try:
+            child = waking.listener()
+            deadline = time.monotonic() + 10
+            while not child.healthy and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.write(write, b"ok" if child is not parent and child.healthy else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 2)
+    os.waitpid(pid, 0)
+    assert answer == b"ok"
