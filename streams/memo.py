@@ -12,8 +12,10 @@ have changed since it was made:
 - an entry is made under a ticket taken *before* its lookup (the changes heard, the listener's
   epoch and this process's own forgets): a change heard during the lookup leaves it untrusted;
 - an entry is trusted only while the listener is subscribed and has not been lost since the ticket
-  (a message may have been missed while nobody listened), and for at most its memo's `ttl_setting` seconds, the
-  bound for changes made around the ORM (`QuerySet.update`, SQL) that say nothing.
+  (a message may have been missed while nobody listened), and for at most its memo's
+  `ttl_setting` seconds, the bound for changes made around the ORM (`QuerySet.update`, SQL) that
+  say nothing, and for a message the changing process could not send (Redis refused it). A memo
+  without one (`GROUP_CHANGES`) relies on every change saying so.
 
 So a change made in another process is followed once its message arrives (well under a
 millisecond on one host), and without Redis nothing is remembered. Values are shared between the
@@ -88,13 +90,11 @@ class Memo:
         """What this memo read changed: every process stops trusting its entries (this one at
         once, the others when they hear it), and again once the change is committed (a lookup
         made in between read the old row). A signal receiver as it is."""
-        self.drop()
-        self._say()
-        transaction.on_commit(self._say)
+        self._drop_and_say()
+        transaction.on_commit(self._drop_and_say)
 
-    def _say(self) -> None:
-        with self.lock:
-            self.forgotten += 1
+    def _drop_and_say(self) -> None:
+        self.drop()
         try:
             get_redis().publish(waking.CHANGED_CHANNEL, self.name)
         except redis.RedisError:

@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
 from retention import services as retention_services
+from store.redis_connection import get_redis
 from streams import reader_groups, services, waking
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
@@ -167,3 +168,15 @@ def listening():
         time.sleep(0.01)
     assert listener.healthy
     return listener
+
+
+def changed_elsewhere(memo: str) -> None:
+    """What another process says when it changes what `memo` reads (`streams.memo`): the message
+    on the change channel, returning once this process's listener has heard it."""
+    listener = listening()
+    heard = listener.changes[memo]
+    get_redis().publish(waking.CHANGED_CHANNEL, memo)
+    deadline = time.monotonic() + 10
+    while listener.changes[memo] == heard and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert listener.changes[memo] > heard
