@@ -3,28 +3,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action
+from api.fields import declared_serializer
 from api.serializers import PolicyField, RefusesUnknownFields
+from domain.compaction import COMPACTION_FIELDS
 from retention import scope_defaults
-from streams.models import CleanupPolicy
+
+# null is "no default"; the bounds are a stream's own (`Any`: a class made at run time)
+_CompactionDefaults: Any = declared_serializer("CompactionDefaults", COMPACTION_FIELDS, required=False, nullable=True)
 
 
-class ScopeDefaultsSerializer(RefusesUnknownFields, serializers.Serializer):
-    """For the schema: parsed by domain.scope_defaults.parse_defaults (null: no default)."""
+class ScopeDefaultsSerializer(RefusesUnknownFields, _CompactionDefaults):
+    """For the schema: parsed by domain.scope_defaults.parse_defaults (null: no default); the
+    compaction settings' bounds are a stream's own (`COMPACTION_FIELDS`)."""
 
     what = "a scope's defaults"
 
     retention_policy = PolicyField(required=False, allow_null=True)
-    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False, allow_null=True)
-    min_compaction_lag_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    delete_retention_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    compacted_retention_s = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    compacted_retention_bytes = serializers.IntegerField(min_value=0, required=False, allow_null=True)
 
 
 class ScopeDefaultsAnswerSerializer(ScopeDefaultsSerializer):

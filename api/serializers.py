@@ -4,58 +4,33 @@ and domain.policy_spec, which these call so that errors name the same fields eve
 from __future__ import annotations
 
 from datetime import UTC
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.fields import StrictBooleanField, StrictCharField, StrictIntegerField, declared_field, declared_serializer
+from domain.compaction import COMPACTION_FIELDS
 from domain.errors import FieldError
 from domain.events import LAST_DELIVER_AT_MS
+from domain.fields import MAX_INT_COLUMN
 from domain.group_settings import BOUNDS, DEFAULTS, MAX_SINKS, SINK_PATTERN, check_sinks
 from domain.names import NAME_PATTERN, check_name
-from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
+from domain.policy_spec import POLICY_FIELDS, parse_policy
 from domain.positions import finished
 from domain.times import parse_time
 from retention.models import RetentionPolicy, TruncationRecord
 from streams.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
 from streams.models import (
     AckPolicyChoice,
-    CleanupPolicy,
     OnMaxLimit,
     OnPoison,
     ReaderGroup,
     RetentionType,
     Stream,
 )
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer that must arrive as a JSON number: "5" and 5.0 are refused, not coerced."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """Text that must arrive as a JSON string: 0 is refused, not turned into "0"."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """true or false as JSON: "yes", "1" and 1 are refused, not read as true."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
 
 
 class TimeField(serializers.DateTimeField):
@@ -231,19 +206,14 @@ def valid_name(value, field):
         raise serializers.ValidationError(exc.message) from None
 
 
-class RetentionPolicyInSerializer(serializers.Serializer):
+# bases made from the tables (`Any`: a type checker cannot follow a class made at run time)
+_PolicyFields: Any = declared_serializer("PolicyFields", POLICY_FIELDS, required=False)
+
+
+class RetentionPolicyInSerializer(_PolicyFields):
     """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
 
-    limit_type = serializers.ChoiceField(choices=["time", "size", "none"])
-    min = serializers.IntegerField(
-        min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, help_text="seconds or bytes"
-    )
-    max = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True)
-    consumption_based = serializers.BooleanField(required=False, default=False)
-    subscriber_timeout_s = serializers.IntegerField(
-        min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True
-    )
-    fallback_after_s = serializers.IntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    limit_type = declared_field(POLICY_FIELDS["limit_type"])  # required: no default
 
 
 @extend_schema_field(RetentionPolicyInSerializer)
@@ -258,20 +228,22 @@ class PolicyField(serializers.JSONField):
 
 
 class RetentionPolicySerializer(serializers.ModelSerializer):
-    min = serializers.IntegerField(source="min_value")
-    max = serializers.IntegerField(source="max_value", allow_null=True)
+    """A stream's policy as the API answers it: the fields of `POLICY_FIELDS`, from the row's
+    columns (`RetentionPolicy.COLUMNS`), and when it was last changed."""
+
+    min = serializers.IntegerField(source=RetentionPolicy.COLUMNS["min"])
+    max = serializers.IntegerField(source=RetentionPolicy.COLUMNS["max"], allow_null=True)
 
     class Meta:
         model = RetentionPolicy
-        fields = [
-            "limit_type",
-            "min",
-            "max",
-            "consumption_based",
-            "subscriber_timeout_s",
-            "fallback_after_s",
-            "updated_at",
-        ]
+        fields = [*POLICY_FIELDS, "updated_at"]
+
+
+# a stream's compaction settings: its cleanup policy has words of its own on each request
+COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
+_CompactionSettings: Any = declared_serializer(
+    "CompactionSettings", COMPACTION_FIELDS, COMPACTION_NUMBERS, required=False
+)
 
 
 class DelayedIndexSerializer(serializers.Serializer):
@@ -296,24 +268,20 @@ class DelayedIndexSerializer(serializers.Serializer):
         return value
 
 
-class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
+class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
+    """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
+
     what = "a stream"
 
     scope = NameField()
     name = NameField()
     segment_count = StrictIntegerField(min_value=1, default=1)
-    cleanup_policy = serializers.ChoiceField(
-        choices=CleanupPolicy.choices, required=False, help_text="absent: the scope's default, else delete"
+    cleanup_policy = declared_field(
+        COMPACTION_FIELDS["cleanup_policy"], required=False, help_text="absent: the scope's default, else delete"
     )
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
-    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
-    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
-    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(
-        min_value=1, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True
-    )
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
 
@@ -329,17 +297,13 @@ class StreamCreateSerializer(RefusesUnknownFields, serializers.Serializer):
         return value
 
 
-class StreamUpdateSerializer(serializers.Serializer):
-    cleanup_policy = serializers.ChoiceField(choices=CleanupPolicy.choices, required=False)
+class StreamUpdateSerializer(_CompactionSettings):
+    """A stream's settings changed: its compaction settings (`COMPACTION_FIELDS`) and these."""
+
+    cleanup_policy = declared_field(COMPACTION_FIELDS["cleanup_policy"], required=False)
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
-    min_compaction_lag_s = StrictIntegerField(min_value=0, max_value=365 * 86400, required=False)
-    delete_retention_s = StrictIntegerField(min_value=0, max_value=3650 * 86400, required=False)
-    compacted_retention_s = StrictIntegerField(min_value=1, max_value=3650 * 86400, required=False, allow_null=True)
-    compacted_retention_bytes = StrictIntegerField(
-        min_value=1, max_value=MAX_BIGINT_COLUMN, required=False, allow_null=True
-    )
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
 
     FIXED = {
@@ -380,14 +344,10 @@ class StreamSerializer(serializers.ModelSerializer):
             "name",
             "full_name",
             "segment_count",
-            "cleanup_policy",
+            *COMPACTION_FIELDS,
             "on_max_limit",
             "max_delay_s",
             "delayed_index",
-            "min_compaction_lag_s",
-            "delete_retention_s",
-            "compacted_retention_s",
-            "compacted_retention_bytes",
             "description",
             "head_cut",
             "tail_cut",

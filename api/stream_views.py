@@ -20,6 +20,7 @@ from api.pagination import query_int
 from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer
 from api.serializers import (
+    COMPACTION_NUMBERS,
     EventsReadSerializer,
     PublishedSerializer,
     PublishSerializer,
@@ -47,12 +48,6 @@ from streams.waking import Wait
 from streams.wire import event_json
 
 MAX_READ_LIMIT = 10_000
-COMPACTION_SETTINGS = (
-    "min_compaction_lag_s",
-    "delete_retention_s",
-    "compacted_retention_s",
-    "compacted_retention_bytes",
-)
 
 
 def get_stream(scope: str, name: str) -> Stream:
@@ -107,7 +102,7 @@ class StreamListView(GenericAPIView):
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
             delayed_index=dict(args.get("delayed_index") or {}),
-            compaction={k: args[k] for k in COMPACTION_SETTINGS if k in args},
+            compaction={k: args[k] for k in COMPACTION_NUMBERS if k in args},
             description=args.get("description", ""),
             policy=args.get("retention_policy"),
             user=request.user,

@@ -1,27 +1,26 @@
-"""Console forms. Validation is the domain's: the policy form calls parse_policy and shows its
-error beside the field it names."""
+"""Console forms of a stream's retention policy and a scope's defaults. Their fields are made from
+the domain's tables (`console.declared`); validation is the domain's: the policy form calls
+parse_policy and shows its error beside the field it names."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
+from console.declared import blank_is_default, declared_form, declared_form_field
+from domain.compaction import COMPACTION_FIELDS
 from domain.errors import FieldError
-from domain.policy_spec import parse_policy
+from domain.policy_spec import POLICY_FIELDS, parse_policy
 from domain.times import as_utc
 
-LIMIT_CHOICES = [("none", "none"), ("time", "time (seconds)"), ("size", "size (bytes)")]
+COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
+POLICY_LIMITS = tuple(name for name in POLICY_FIELDS if name != "limit_type")  # a policy's fields but its type
 
 
 def policy_body(data: dict) -> dict:
-    """A policy form's cleaned fields as the API takes a policy (a blank min is 0)."""
-    return {
-        "limit_type": data["limit_type"],
-        "min": data.get("min") or 0,
-        "max": data.get("max"),
-        "consumption_based": bool(data.get("consumption_based")),
-        "subscriber_timeout_s": data.get("subscriber_timeout_s"),
-        "fallback_after_s": data.get("fallback_after_s"),
-    }
+    """A policy form's cleaned fields as the API takes a policy (a blank field is its default)."""
+    return blank_is_default(POLICY_FIELDS, data)
 
 
 class TimeField(forms.DateTimeField):
@@ -38,13 +37,16 @@ class TimeField(forms.DateTimeField):
             raise forms.ValidationError(exc.message) from None
 
 
-class PolicyForm(forms.Form):
-    limit_type = forms.ChoiceField(choices=LIMIT_CHOICES)
-    min = forms.IntegerField(required=False, label="min")
-    max = forms.IntegerField(required=False, label="max")
-    consumption_based = forms.BooleanField(required=False)
-    subscriber_timeout_s = forms.IntegerField(required=False, label="subscriber timeout (s)")
-    fallback_after_s = forms.IntegerField(required=False, label="fall back after (s)")
+# the forms' bases made from the tables (`Any`: a type checker cannot follow a class made at run time)
+_PolicyFields: Any = declared_form("PolicyFields", POLICY_FIELDS)
+_ScopeCompactionFields: Any = declared_form(
+    "ScopeCompactionFields", COMPACTION_FIELDS, COMPACTION_NUMBERS, required=False
+)
+_ScopePolicyFields: Any = declared_form("ScopePolicyFields", POLICY_FIELDS, required=False)
+
+
+class PolicyForm(_PolicyFields):
+    """A stream's own policy: the fields of `POLICY_FIELDS`."""
 
     def clean(self):
         data = super().clean()
@@ -60,49 +62,21 @@ class PolicyForm(forms.Form):
     def initial_for(cls, policy) -> dict:
         if policy is None:
             return {"limit_type": "none", "min": 0}
-        return {
-            "limit_type": policy.limit_type,
-            "min": policy.min_value,
-            "max": policy.max_value,
-            "consumption_based": policy.consumption_based,
-            "subscriber_timeout_s": policy.subscriber_timeout_s,
-            "fallback_after_s": policy.fallback_after_s,
-        }
+        return policy.spec().as_dict()
 
 
-CLEANUP_CHOICES = [
-    ("", "no default"),
-    ("delete", "delete"),
-    ("compact", "compact"),
-    ("compact,delete", "compact,delete"),
-]
-POLICY_CHOICES = [("", "no default policy"), *LIMIT_CHOICES]
-
-
-class ScopeDefaultsForm(forms.Form):
+class ScopeDefaultsForm(_ScopeCompactionFields, _ScopePolicyFields):
     """A scope's defaults (`domain.scope_defaults`): a blank field has no default. Checked by the
     domain when saved (`retention.scope_defaults.do_set_scope_defaults`), its error shown beside
     the field it names."""
 
-    limit_type = forms.ChoiceField(choices=POLICY_CHOICES, required=False, label="limits")
-    min = forms.IntegerField(required=False, label="min")
-    max = forms.IntegerField(required=False, label="max")
-    consumption_based = forms.BooleanField(required=False)
-    subscriber_timeout_s = forms.IntegerField(required=False, label="subscriber timeout (s)")
-    fallback_after_s = forms.IntegerField(required=False, label="fall back after (s)")
-    cleanup_policy = forms.ChoiceField(choices=CLEANUP_CHOICES, required=False)
-    min_compaction_lag_s = forms.IntegerField(required=False, label="min compaction lag (s)")
-    delete_retention_s = forms.IntegerField(required=False, label="tombstones kept (s)")
-    compacted_retention_s = forms.IntegerField(required=False, label="view retention (s)")
-    compacted_retention_bytes = forms.IntegerField(required=False, label="view retention (bytes)")
+    limit_type = declared_form_field(POLICY_FIELDS["limit_type"], blank="no default policy", label="limits")
+    cleanup_policy = declared_form_field(COMPACTION_FIELDS["cleanup_policy"], blank="no default")
 
-    POLICY_FIELDS = ("min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s")
-    COMPACTION_FIELDS = (
-        "min_compaction_lag_s",
-        "delete_retention_s",
-        "compacted_retention_s",
-        "compacted_retention_bytes",
-    )
+    field_order = ["limit_type", *POLICY_LIMITS, "cleanup_policy", *COMPACTION_NUMBERS]
+    # what the page lays out in its two panels, besides limit_type and cleanup_policy
+    POLICY_FIELDS = POLICY_LIMITS
+    COMPACTION_FIELDS = COMPACTION_NUMBERS
 
     def body(self) -> dict:
         """The defaults as `PUT /scopes/{scope}/defaults/` takes them."""

@@ -4,15 +4,19 @@ backoff, start positions, duplicates), and a refusal is shown beside the field i
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 
-from console.forms import LIMIT_CHOICES, TimeField, policy_body
+from console.declared import blank_is_default, declared_form, declared_form_field
+from console.forms import COMPACTION_NUMBERS, POLICY_LIMITS, TimeField, policy_body
+from domain.compaction import COMPACTION_FIELDS
 from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
-from domain.policy_spec import parse_policy
-from streams.models import AckPolicyChoice, CleanupPolicy, OnMaxLimit, OnPoison, RetentionType
+from domain.policy_spec import POLICY_FIELDS, parse_policy
+from streams.models import AckPolicyChoice, OnMaxLimit, OnPoison, RetentionType
 
 
 class ShowsRefusals:
@@ -33,7 +37,14 @@ def _name(value: str, field: str) -> str:
         raise forms.ValidationError(exc.message) from None
 
 
-class StreamForm(ShowsRefusals, forms.Form):
+# the forms' bases made from the tables (`Any`: a type checker cannot follow a class made at run time)
+_StreamPolicyFields: Any = declared_form("StreamPolicyFields", POLICY_FIELDS, POLICY_LIMITS, required=False)
+_StreamCompactionFields: Any = declared_form("StreamCompactionFields", COMPACTION_FIELDS, COMPACTION_NUMBERS)
+
+
+class StreamForm(ShowsRefusals, _StreamPolicyFields):
+    """A new stream, with its own policy (the fields of `POLICY_FIELDS`) or its scope's."""
+
     scope = forms.CharField(max_length=128, help_text="letters, digits, _ . -")
     name = forms.CharField(max_length=128)
     segment_count = forms.IntegerField(
@@ -44,18 +55,20 @@ class StreamForm(ShowsRefusals, forms.Form):
         help_text="events with one routing key stay in one segment, in order",
     )
     description = forms.CharField(max_length=500, required=False)
-    cleanup_policy = forms.ChoiceField(
-        choices=[("", "the scope's default"), *CleanupPolicy.choices], required=False, label="cleanup"
-    )
+    cleanup_policy = declared_form_field(COMPACTION_FIELDS["cleanup_policy"], blank="the scope's default")
     on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, initial="truncate", label="at the max limit")
-    limit_type = forms.ChoiceField(
-        choices=[("", "the scope's default (if any)"), *LIMIT_CHOICES], required=False, label="retention limits"
-    )
-    min = forms.IntegerField(required=False, min_value=0, help_text="seconds or bytes always kept")
-    max = forms.IntegerField(required=False, min_value=0, help_text="never held beyond")
-    consumption_based = forms.BooleanField(required=False, help_text="release only what subscribers processed")
-    subscriber_timeout_s = forms.IntegerField(required=False, min_value=1, label="subscriber timeout (s)")
-    fallback_after_s = forms.IntegerField(required=False, min_value=0, label="fall back after (s)")
+    limit_type = declared_form_field(POLICY_FIELDS["limit_type"], blank="the scope's default (if any)")
+
+    field_order = [
+        "scope",
+        "name",
+        "segment_count",
+        "description",
+        "cleanup_policy",
+        "on_max_limit",
+        "limit_type",
+        *POLICY_LIMITS,
+    ]
 
     def clean_scope(self):
         return _name(self.cleaned_data["scope"], "scope")
@@ -87,15 +100,18 @@ class StreamForm(ShowsRefusals, forms.Form):
         }
 
 
-class StreamSettingsForm(ShowsRefusals, forms.Form):
-    """What a stream's settings page changes (the policy has its own panel)."""
+class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
+    """What a stream's settings page changes (the policy has its own panel): its compaction
+    settings (`COMPACTION_FIELDS`, a blank one is its default) and these."""
 
     description = forms.CharField(max_length=500, required=False)
-    cleanup_policy = forms.ChoiceField(choices=CleanupPolicy.choices, label="cleanup")
+    cleanup_policy = declared_form_field(COMPACTION_FIELDS["cleanup_policy"])
     on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, label="at the max limit")
     max_delay_s = forms.IntegerField(
         required=False, min_value=0, label="longest delay (s)", help_text="blank: no limit"
     )
+
+    field_order = ["description", "cleanup_policy", *COMPACTION_NUMBERS, "on_max_limit", "max_delay_s"]
 
     @classmethod
     def initial_for(cls, stream) -> dict:
@@ -103,7 +119,8 @@ class StreamSettingsForm(ShowsRefusals, forms.Form):
 
     def changes(self, stream) -> dict:
         """Only what the person changed: an untouched inherited setting stays inherited."""
-        return {k: v for k, v in self.cleaned_data.items() if getattr(stream, k) != v}
+        data = {**self.cleaned_data, **blank_is_default(COMPACTION_FIELDS, self.cleaned_data, COMPACTION_NUMBERS)}
+        return {k: v for k, v in data.items() if getattr(stream, k) != v}
 
 
 START_CHOICES = [("head", "the head (every event held)"), ("tail", "the tail (only new events)"), ("time", "a time")]

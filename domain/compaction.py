@@ -1,10 +1,45 @@
-"""Rules between compaction and retention, as plain Python."""
+"""A stream's compaction settings, declared once (`COMPACTION_FIELDS`: the API's serializers,
+the console's forms and a scope's defaults are made from or checked by it), and the rules between
+compaction and retention, as plain Python."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
+
+from domain.fields import MAX_BIGINT_COLUMN, Choice, Field, Whole
+
+DAY_S = 86_400
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+COMPACTION_FIELDS: dict[str, Field] = {
+    "cleanup_policy": Choice(
+        tuple((policy, policy) for policy in CLEANUP_POLICIES),
+        label="cleanup",
+        help="delete: retention alone; compact: a view of the latest event per key; both: the view has a retention of its own",
+        default="delete",
+    ),
+    "min_compaction_lag_s": Whole(
+        0, 365 * DAY_S, label="min compaction lag (s)", help="younger chunks are not compacted yet", default=0
+    ),
+    "delete_retention_s": Whole(
+        0, 3650 * DAY_S, label="tombstones kept (s)", help="how long a deletion stays in the view", default=DAY_S
+    ),
+    "compacted_retention_s": Whole(
+        1,
+        3650 * DAY_S,
+        label="view retention (s)",
+        help="compact,delete: the view's age limit (blank: none)",
+        nullable=True,
+    ),
+    "compacted_retention_bytes": Whole(
+        1,
+        MAX_BIGINT_COLUMN,
+        label="view retention (bytes)",
+        help="compact,delete: the view's payload limit (blank: none)",
+        nullable=True,
+    ),
+}
 
 
 class TimeBound(Protocol):

@@ -1,7 +1,8 @@
-"""A retention policy as a user writes it (DESIGN.md §6, §10), validated field by field.
+"""A retention policy as a user writes it, validated field by field.
 
-Plain Python: the API and the console both call `parse_policy`, so a policy is checked once, the
-same way, with errors that name the field.
+Its fields are declared once, in `POLICY_FIELDS` (`domain.fields`): the API's serializers and the
+console's forms are made from that table, and `parse_policy`, which the API, the console and a
+scope's defaults all call, checks a policy by it, with errors that name the field. Plain Python.
 """
 
 from __future__ import annotations
@@ -9,14 +10,36 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from domain.errors import FieldError
+from domain.fields import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, Choice, Field, Flag, Whole, take
 
-LIMIT_TYPES = ("time", "size", "none")
-# the largest numbers the columns behind such fields hold (bigint, integer; api/serializers.py
-# uses them too): a larger one was a database error, a 500, rather than a 400 naming the field.
-# A policy's min and max are 64-bit, its two durations 32-bit.
-MAX_BIGINT_COLUMN = 2**63 - 1
-MAX_INT_COLUMN = 2**31 - 1
-FIELDS = frozenset({"limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s"})
+__all__ = ["LIMIT_TYPES", "MAX_BIGINT_COLUMN", "MAX_INT_COLUMN", "POLICY_FIELDS", "PolicySpec", "parse_policy"]
+
+# A policy's min and max are 64-bit columns, its two durations 32-bit ones.
+POLICY_FIELDS: dict[str, Field] = {
+    "limit_type": Choice(
+        (("time", "time (seconds)"), ("size", "size (bytes)"), ("none", "none")),
+        label="retention limits",
+        help="what min and max measure: a time in seconds, or the stream's payload bytes",
+    ),
+    "min": Whole(0, MAX_BIGINT_COLUMN, label="min", help="seconds or bytes always kept", default=0),
+    "max": Whole(0, MAX_BIGINT_COLUMN, label="max", help="never held beyond (blank: no maximum)", nullable=True),
+    "consumption_based": Flag(label="consumption-based", help="release only what subscribers processed"),
+    "subscriber_timeout_s": Whole(
+        0,
+        MAX_INT_COLUMN,
+        label="subscriber timeout (s)",
+        help="a subscriber whose cut is older holds nothing (blank: never stale)",
+        nullable=True,
+    ),
+    "fallback_after_s": Whole(
+        0,
+        MAX_INT_COLUMN,
+        label="fall back after (s)",
+        help="no subscriber active this long: the limits alone decide (blank: wait for ever)",
+        nullable=True,
+    ),
+}
+LIMIT_TYPES = POLICY_FIELDS["limit_type"].values  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,42 +56,18 @@ class PolicySpec:
 
 
 def parse_policy(data: object, prefix: str = "") -> PolicySpec:
-    def name(f: str) -> str:
-        return f"{prefix}{f}"
-
+    """A policy as the API takes it (`limit_type` required, the rest as `POLICY_FIELDS` says),
+    checked field by field, then as a whole: max at least min, and no limits for `none`."""
     if not isinstance(data, dict):
         raise FieldError(prefix.rstrip(".") or "retention_policy", "must be an object")
-    unknown = sorted(set(data) - FIELDS)
+    unknown = sorted(set(data) - set(POLICY_FIELDS))
     if unknown:
-        raise FieldError(name(unknown[0]), "is not a field of a retention policy")
-    limit_type = data.get("limit_type")
-    if limit_type not in LIMIT_TYPES:
-        raise FieldError(name("limit_type"), f"must be one of {', '.join(LIMIT_TYPES)}")
-    minimum = _count(data.get("min", 0), name("min"))
-    maximum = data.get("max")
-    if maximum is not None:
-        maximum = _count(maximum, name("max"))
-        if maximum < minimum:
-            raise FieldError(name("max"), f"must be at least min ({minimum})")
-    if limit_type == "none" and (minimum or maximum is not None):
-        raise FieldError(name("limit_type"), "min and max need limit_type 'time' or 'size'")
-    consumption = data.get("consumption_based", False)
-    if not isinstance(consumption, bool):
-        raise FieldError(name("consumption_based"), "must be true or false")
-    timeout = _optional_count(data.get("subscriber_timeout_s"), name("subscriber_timeout_s"), MAX_INT_COLUMN)
-    fallback = _optional_count(data.get("fallback_after_s"), name("fallback_after_s"), MAX_INT_COLUMN)
-    return PolicySpec(limit_type, minimum, maximum, consumption, timeout, fallback)
-
-
-def _count(value: object, field: str, largest: int = MAX_BIGINT_COLUMN) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(field, "must be a whole number")
-    if value < 0:
-        raise FieldError(field, "must not be negative")
-    if value > largest:
-        raise FieldError(field, f"must be at most {largest}")
-    return value
-
-
-def _optional_count(value: object, field: str, largest: int = MAX_BIGINT_COLUMN) -> int | None:
-    return None if value is None else _count(value, field, largest)
+        raise FieldError(f"{prefix}{unknown[0]}", "is not a field of a retention policy")
+    if "limit_type" not in data:  # required: no default
+        POLICY_FIELDS["limit_type"].check(None, f"{prefix}limit_type")
+    values = {name: take(POLICY_FIELDS, data, name, prefix) for name in POLICY_FIELDS}
+    if values["max"] is not None and values["max"] < values["min"]:  # type: ignore[operator]
+        raise FieldError(f"{prefix}max", f"must be at least min ({values['min']})")
+    if values["limit_type"] == "none" and (values["min"] or values["max"] is not None):
+        raise FieldError(f"{prefix}limit_type", "min and max need limit_type 'time' or 'size'")
+    return PolicySpec(**values)  # type: ignore[arg-type]

@@ -8,27 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from domain.compaction import COMPACTION_FIELDS
 from domain.errors import FieldError
-from domain.policy_spec import MAX_BIGINT_COLUMN, MAX_INT_COLUMN, parse_policy
+from domain.fields import defaults
+from domain.policy_spec import parse_policy
 
 RETENTION_POLICY = "retention_policy"
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 # the compaction settings with their built-in defaults (a stream that inherits one goes back to
-# this when its scope's default is removed)
-COMPACTION_DEFAULTS: dict[str, object] = {
-    "cleanup_policy": "delete",
-    "min_compaction_lag_s": 0,
-    "delete_retention_s": 86_400,
-    "compacted_retention_s": None,
-    "compacted_retention_bytes": None,
-}
+# this when its scope's default is removed): a scope's default is checked as a stream's own is
+COMPACTION_DEFAULTS: dict[str, object] = defaults(COMPACTION_FIELDS)
 SETTINGS = (RETENTION_POLICY, *COMPACTION_DEFAULTS)
 
 
 def parse_defaults(body: object) -> dict[str, object]:
     """A `PUT /scopes/{scope}/defaults/` body: any of the settings, each checked as a stream's
-    own is (a retention policy as `PUT …/retention-policy/` takes it); a setting left out or null
-    has no default. Returns the settings given, parsed (the policy as sent, checked)."""
+    own is (a retention policy as `PUT …/retention-policy/` takes it, the compaction settings by
+    `COMPACTION_FIELDS`); a setting left out or null has no default. Returns the settings given,
+    parsed (the policy as sent, checked)."""
     if not isinstance(body, dict):
         raise FieldError("body", "must be a JSON object")
     unknown = sorted(set(body) - set(SETTINGS))
@@ -41,15 +37,8 @@ def parse_defaults(body: object) -> dict[str, object]:
         if name == RETENTION_POLICY:
             parse_policy(value, prefix=f"{RETENTION_POLICY}.")
             out[name] = dict(value)
-        elif name == "cleanup_policy":
-            if value not in CLEANUP_POLICIES:
-                raise FieldError(name, f"must be one of {', '.join(CLEANUP_POLICIES)}")
-            out[name] = value
         else:
-            ceiling = MAX_BIGINT_COLUMN if name == "compacted_retention_bytes" else MAX_INT_COLUMN
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ceiling:
-                raise FieldError(name, f"must be a whole number from 0 to {ceiling}")
-            out[name] = value
+            out[name] = COMPACTION_FIELDS[name].check(value, name)
     return out
 
 

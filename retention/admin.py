@@ -5,7 +5,7 @@ from retention.models import RetentionPolicy, StoredRetentionSet, TruncationReco
 
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(admin.ModelAdmin):
-    list_display = ["stream", "limit_type", "min_value", "max_value", "consumption_based"]
+    list_display = ["stream", *RetentionPolicy.COLUMNS.values()]
     list_filter = ["limit_type", "consumption_based"]
 
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from domain.policy_spec import PolicySpec
+from domain.policy_spec import POLICY_FIELDS, PolicySpec
 from domain.retention import Policy
 from streams.models import Stream
 
@@ -18,6 +18,9 @@ class LimitType(models.TextChoices):
 
 
 class RetentionPolicy(models.Model):
+    """A stream's policy: a column for each field of `POLICY_FIELDS` (`COLUMNS`: the column of
+    each, by the field's name), and who changed it last."""
+
     stream = models.OneToOneField(Stream, on_delete=models.CASCADE, related_name="retention_policy")
     limit_type = models.CharField(max_length=8, choices=LimitType.choices, default=LimitType.NONE)
     # seconds for a time policy, payload bytes for a size policy
@@ -28,6 +31,9 @@ class RetentionPolicy(models.Model):
     fallback_after_s = models.PositiveIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    # the column of each field of `POLICY_FIELDS`: its own name, but min and max (older names)
+    COLUMNS = {name: {"min": "min_value", "max": "max_value"}.get(name, name) for name in POLICY_FIELDS}
 
     class Meta:
         verbose_name_plural = "retention policies"
@@ -40,29 +46,20 @@ class RetentionPolicy(models.Model):
         """The stream's policy row, made or changed to `spec` (its own, or its scope's default)."""
         row, _ = cls.objects.update_or_create(
             stream=stream,
-            defaults=dict(
-                limit_type=spec.limit_type,
-                min_value=spec.min,
-                max_value=spec.max,
-                consumption_based=spec.consumption_based,
-                subscriber_timeout_s=spec.subscriber_timeout_s,
-                fallback_after_s=spec.fallback_after_s,
-                updated_by=user if user is not None and user.is_authenticated else None,
-            ),
+            defaults={
+                **{column: getattr(spec, name) for name, column in cls.COLUMNS.items()},
+                "updated_by": user if user is not None and user.is_authenticated else None,
+            },
         )
         return row
 
+    def spec(self) -> PolicySpec:
+        """The policy as a user writes it."""
+        return PolicySpec(**{name: getattr(self, column) for name, column in self.COLUMNS.items()})
+
     def as_policy(self, on_max_limit: str) -> Policy:
         """The plain value `domain.retention.decide` takes."""
-        return Policy(
-            limit_type=self.limit_type,
-            min=self.min_value,
-            max=self.max_value,
-            consumption_based=self.consumption_based,
-            subscriber_timeout_s=self.subscriber_timeout_s,
-            fallback_after_s=self.fallback_after_s,
-            on_max_limit=on_max_limit,
-        )
+        return Policy(**self.spec().as_dict(), on_max_limit=on_max_limit)
 
 
 class StoredRetentionSet(models.Model):

@@ -18,6 +18,7 @@ from django.db.models.functions import Cast
 from domain.retention import COMPACTOR, Inputs, Subscriber
 from domain.retention_set import after_truncation, with_tail
 from retention.locks import Locks
+from retention.models import RetentionPolicy
 from retention.set_store import as_records, read_sets, stored
 from retention.truncation import finish_truncations, pending_truncations
 from store.store import StreamLog, ends_many
@@ -95,12 +96,7 @@ _CYCLE_FIELDS = (
     "scope__name",
     "retention_policy__id",
     "retention_policy__stream_id",
-    "retention_policy__limit_type",
-    "retention_policy__min_value",
-    "retention_policy__max_value",
-    "retention_policy__consumption_based",
-    "retention_policy__subscriber_timeout_s",
-    "retention_policy__fallback_after_s",
+    *(f"retention_policy__{column}" for column in RetentionPolicy.COLUMNS.values()),
 )
 
 
