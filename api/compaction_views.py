@@ -16,6 +16,7 @@ from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from compaction.view import read_view
 from domain.errors import FieldError
+from streams.jobs import FAILED, QueueDown
 
 MAX_LIMIT = 10_000
 
@@ -123,4 +124,6 @@ class CompactionListView(GenericAPIView):
             raise FieldError(
                 "stream", f"a compaction of {stream.full_name} is already running", "compaction_running"
             ) from None
+        if run.state == FAILED:  # the broker did not take it (`streams.jobs`): 503 broker_unavailable
+            raise QueueDown(run)
         return Response(CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from domain.errors import FieldError, insufficient_storage
+from streams.jobs import QueueDown
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ def _service_lost(exc) -> tuple[str, str] | None:
         return "database_unavailable", "the database"
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return "redis_unavailable", "Redis (reader-group state)"
+    if isinstance(exc, QueueDown):  # the job's row is kept, failed: the lists show it
+        return "broker_unavailable", "the task queue (Redis, Celery's broker)"
     return None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from kombu.exceptions import OperationalError
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -19,6 +18,7 @@ from retention.cycle.gathering import streams_with_policy
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
 from retention.tasks import run_retention_cycle
+from streams.jobs import QueueDown, queue_job
 
 
 class CycleListView(GenericAPIView):
@@ -50,15 +50,8 @@ class CycleListView(GenericAPIView):
                 raise FieldError("now", "only admins may run a cycle at a time of their choosing", "forbidden")
             check_cycle_clock(now, stream)
         cycle = RetentionCycle.objects.create(trigger="api", requested_by=request.user, stream=stream, clock=now)
-        try:
-            run_retention_cycle.delay(cycle.pk)
-        except OperationalError as exc:
-            cycle.state, cycle.error = "failed", f"could not queue: {exc}"
-            cycle.save(update_fields=["state", "error"])
-            return Response(
-                {"code": "broker_unavailable", "message": "the task queue (Redis) did not answer"},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
+        if not queue_job(cycle, run_retention_cycle):
+            raise QueueDown(cycle)  # 503 broker_unavailable; the cycle is listed as failed
         return Response(RetentionCycleSerializer(cycle).data, status=status.HTTP_201_CREATED)
 
 

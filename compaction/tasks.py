@@ -16,6 +16,7 @@ from django.db import connection
 from compaction.models import CompactionRun
 from compaction.runs import CompactionBusy, execute, fail_dead_runs, is_running, warm_up
 from spark_tasks import scheduler_pool
+from streams.jobs import queue_job
 from streams.models import CleanupPolicy, Stream
 
 
@@ -83,11 +84,7 @@ def queue_run(stream: Stream, trigger: str) -> CompactionRun:
     if CompactionRun.objects.filter(stream=stream, state=CompactionRun.State.QUEUED).exists():
         raise CompactionBusy(stream.full_name)
     run = CompactionRun.objects.create(stream=stream, trigger=trigger)
-    try:
-        run_compaction.delay(run.pk)
-    except Exception as exc:  # the broker is down: the console and API show it
-        run.state, run.error = CompactionRun.State.FAILED, f"could not queue: {exc}"
-        run.save(update_fields=["state", "error"])
+    queue_job(run, run_compaction)  # when the broker is down, the run says failed, with why
     return run
 
 

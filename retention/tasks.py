@@ -10,6 +10,7 @@ from django.dispatch import receiver
 
 from retention.cycle.lifecycle import execute
 from retention.models import RetentionCycle
+from streams.jobs import queue_job
 from streams.models import Stream
 from streams.signals import holds_released
 
@@ -29,17 +30,14 @@ def run_retention_cycle(cycle_id: int | None = None) -> int:
 
 def queue_stream_cycle(stream: Stream, trigger: str, user=None) -> RetentionCycle:
     """Queue a retention cycle for one stream (console "run now", or a full stream whose
-    subscribers moved). If the broker is down the cycle is recorded as failed, with why."""
+    subscribers moved). If the broker is down the cycle is recorded as failed, with why
+    (`streams.jobs.queue_job`)."""
     cycle = RetentionCycle.objects.create(
         trigger=trigger,
         requested_by=user if user is not None and user.is_authenticated else None,
         stream=stream,
     )
-    try:
-        run_retention_cycle.delay(cycle.pk)
-    except Exception as exc:  # the broker is down: the console and API show it
-        cycle.state, cycle.error = "failed", f"could not queue: {exc}"
-        cycle.save(update_fields=["state", "error"])
+    queue_job(cycle, run_retention_cycle)
     return cycle
 
 
