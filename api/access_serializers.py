@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from access.rules import KeyKind
-from api.serializers import RefusesUnknownFields, StreamNameField, StreamNamesField, StrictCharField, TimeField
+from api.fields import RefusesUnknownFields, StreamNameField, StreamNamesField, StrictCharField, TimeField
 
 
 class AuthTokenSerializer(RefusesUnknownFields, serializers.Serializer):

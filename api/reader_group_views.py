@@ -18,9 +18,7 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from api.errors import exception_handler
-from api.parking import PARK, Parked, check_room_to_wait
-from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
-from api.serializers import (
+from api.group_serializers import (
     AckAnswerSerializer,
     AckRequestSerializer,
     CheckpointRequestSerializer,
@@ -37,6 +35,8 @@ from api.serializers import (
     TruncationCutSerializer,
     read_request,
 )
+from api.parking import PARK, Parked, check_room_to_wait
+from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action
-from api.fields import declared_serializer
-from api.serializers import PolicyField, RefusesUnknownFields
+from api.fields import RefusesUnknownFields, declared_serializer
+from api.retention_serializers import PolicyField
 from domain.compaction import COMPACTION_FIELDS
 from retention import scope_defaults
 

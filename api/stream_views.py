@@ -16,23 +16,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
+from api.event_serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer
 from api.pagination import query_int
 from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer
-from api.serializers import (
-    COMPACTION_NUMBERS,
-    EventsReadSerializer,
-    PublishedSerializer,
-    PublishSerializer,
+from api.retention_serializers import (
     RetentionPolicyInSerializer,
     RetentionPolicySerializer,
     RetentionSetRecordSerializer,
-    StreamCreateSerializer,
-    StreamSerializer,
-    StreamUpdateSerializer,
     TruncateSerializer,
     TruncationRecordSerializer,
 )
+from api.stream_serializers import COMPACTION_NUMBERS, StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer
 from compaction.runs import becoming_compacted_warnings
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError

@@ -14,7 +14,7 @@ DAY_S = 86_400
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 COMPACTION_FIELDS: dict[str, Field] = {
     "cleanup_policy": Choice(
-        tuple((policy, policy) for policy in CLEANUP_POLICIES),
+        (("delete", "Delete"), ("compact", "Compact"), ("compact,delete", "Compact Delete")),
         label="cleanup",
         help="delete: retention alone; compact: a view of the latest event per key; both: the view has a retention of its own",
         default="delete",

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework import serializers
 
-from api.serializers import ReadRequestSerializer, read_request
+from api.group_serializers import ReadRequestSerializer, read_request
 
 texts = st.one_of(
     st.text(max_size=130),

@@ -1,146 +1,44 @@
-"""Request validation and answer shapes of the stream API. Thin: rules live in streams.domain
-and domain.policy_spec, which these call so that errors name the same fields everywhere."""
+"""Reader groups over REST: a group created, changed, sought and answered; a read, its ack and
+its answer; acks, nacks, checkpoints and acknowledgement (truncation) cuts. Thin: the rules are
+the domain's (`domain.group_settings`, `domain.acks`, `domain.positions`) and the services'."""
 
 from __future__ import annotations
 
-from datetime import UTC
-from typing import Any, cast
+from typing import cast
 
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import StrictBooleanField, StrictCharField, StrictIntegerField, declared_field, declared_serializer
-from domain.compaction import COMPACTION_FIELDS
-from domain.errors import FieldError
-from domain.events import LAST_DELIVER_AT_MS
-from domain.fields import MAX_INT_COLUMN
-from domain.group_settings import BOUNDS, DEFAULTS, MAX_SINKS, SINK_PATTERN, check_sinks
-from domain.names import NAME_PATTERN, check_name
-from domain.policy_spec import POLICY_FIELDS, parse_policy
+from api.event_serializers import EventOutSerializer
+from api.fields import (
+    SINK_SCHEMA,
+    CheckpointNameField,
+    NameField,
+    RefusesUnknownFields,
+    SinkNameField,
+    SinksField,
+    StreamCutField,
+    StreamCutsField,
+    StreamNameField,
+    StreamNamesField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    TargetCutsField,
+    cuts_schema,
+    valid_name,
+    valid_sinks,
+)
+from domain.group_settings import BOUNDS, DEFAULTS
 from domain.positions import finished
-from domain.times import parse_time
-from retention.models import RetentionPolicy, TruncationRecord
-from streams.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
 from streams.models import (
     AckPolicyChoice,
-    OnMaxLimit,
     OnPoison,
     ReaderGroup,
     RetentionType,
-    Stream,
 )
-
-
-class TimeField(serializers.DateTimeField):
-    """An ISO 8601 time, parsed as every time from input is (`domain.times`): with its offset, or
-    UTC without one (as DRF's own field read it); refused, not a 500, when UTC cannot hold it."""
-
-    def to_internal_value(self, value):
-        try:
-            return parse_time(value, self.field_name or "time", naive=UTC)
-        except FieldError as exc:
-            raise serializers.ValidationError(exc.message, code="invalid") from None
-
-
-# What streams.domain checks, told to the schema, so that generated clients refuse what the server
-# refuses. Patterns are anchored: a JSON-schema `pattern` matches anywhere in the text. "." and
-# "..", which the name pattern lets through and the server refuses, are said with `not` (a
-# look-ahead would say it in the pattern, but not every client's regex engine has one).
-NAME = NAME_PATTERN.pattern
-NAME_SCHEMA = {"type": "string", "pattern": f"^{NAME}$", "not": {"enum": [".", ".."]}}
-STREAM_NAME_SCHEMA = {
-    "type": "string",
-    "pattern": f"^{NAME}/{NAME}$",
-    "not": {"pattern": r"^\.\.?/|/\.\.?$"},
-    "description": "scope/name",
-}
-SINK_SCHEMA = {"type": "string", "pattern": f"^{SINK_PATTERN.pattern}$"}
-
-
-@extend_schema_field(NAME_SCHEMA)
-class NameField(StrictCharField):
-    """A scope's, a stream's or a reader group's own name (checked by domain.names)."""
-
-
-@extend_schema_field(STREAM_NAME_SCHEMA)
-class StreamNameField(StrictCharField):
-    """A stream or a reader group named 'scope/name' (checked by split_stream_name)."""
-
-
-@extend_schema_field(
-    {
-        "type": "array",
-        "items": STREAM_NAME_SCHEMA,
-        "minItems": 1,
-        "uniqueItems": True,
-        "description": "scope/name, each once",
-    }
-)
-class StreamNamesField(serializers.ListField):
-    """Streams named 'scope/name', at least one, none twice (the services refuse a repeated one,
-    naming `streams[i]`)."""
-
-    def __init__(self, **kwargs):
-        # min_length: the schema's minItems (allow_empty refuses first, with its own message)
-        super().__init__(child=StreamNameField(), allow_empty=False, min_length=1, **kwargs)
-
-
-@extend_schema_field(SINK_SCHEMA)
-class SinkNameField(StrictCharField):
-    """A fan-out group's sink, as a request names it: one of the group's sinks (checked by the
-    service), so never a name `check_sinks` refuses."""
-
-
-@extend_schema_field(
-    {
-        "type": "array",
-        "items": SINK_SCHEMA,
-        "maxItems": MAX_SINKS,
-        "uniqueItems": True,
-        "description": "sink names, each once",
-    }
-)
-class SinksField(serializers.ListField):
-    """A fan-out group's sinks (checked by `domain.group_settings.check_sinks`)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(child=StrictCharField(max_length=64), max_length=MAX_SINKS, **kwargs)
-
-
-@extend_schema_field(
-    {"type": "string", "pattern": f"^{CHECKPOINT_NAME_PATTERN.pattern}$", "not": {"pattern": f"^{AUTO_PREFIX}"}}
-)
-class CheckpointNameField(StrictCharField):
-    """A checkpoint's name (checked by `check_checkpoint_name`): the automatic ones' prefix is
-    the server's."""
-
-
-CUT_SCHEMA = {
-    "type": "object",
-    "description": 'segment id to offset, e.g. {"0": 120, "1": 97}',
-    "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
-    "additionalProperties": {"type": "integer", "minimum": 0},
-}
-
-
-def cuts_schema(*, min_streams: int = 0) -> dict:
-    """Cuts of several streams: {"scope/name": cut, …}; `min_streams` 1 where the server wants
-    one at least."""
-    return {
-        "type": "object",
-        "propertyNames": STREAM_NAME_SCHEMA,
-        "additionalProperties": CUT_SCHEMA,
-        **({"minProperties": min_streams} if min_streams else {}),
-        "description": '{"scope/name": {"<segment>": offset, …}, …}',
-        "example": {"shop/orders": {"0": 120, "1": 97}},
-    }
-
-
-@extend_schema_field(CUT_SCHEMA)
-class StreamCutField(serializers.DictField):
-    """For the schema: a stream cut (checked by domain.cuts.check_cut)."""
 
 
 @extend_schema_field(
@@ -177,317 +75,6 @@ class DeliveryIdsField(serializers.JSONField):
 class ReadAckField(serializers.JSONField):
     """For the schema: a read's `ack` (parsed by streams.consuming.acking.ack_part, which names
     `ack.delivery_ids[i]` in its errors)."""
-
-
-class RefusesUnknownFields:
-    """A request body with a field the serializer does not know is refused, naming the field (a
-    typo must not be silently ignored)."""
-
-    what = "this request"
-
-    def validate(self, attrs):
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({sorted(unknown)[0]: [f"is not a field of {self.what}"]})
-        return attrs
-
-
-def valid_sinks(value: list[str]) -> list[str]:
-    try:
-        return check_sinks(value)
-    except FieldError as exc:
-        raise serializers.ValidationError(exc.message) from None
-
-
-def valid_name(value, field):
-    try:
-        return check_name(value, field)
-    except FieldError as exc:
-        raise serializers.ValidationError(exc.message) from None
-
-
-# bases made from the tables (`Any`: a type checker cannot follow a class made at run time)
-_PolicyFields: Any = declared_serializer("PolicyFields", POLICY_FIELDS, required=False)
-
-
-class RetentionPolicyInSerializer(_PolicyFields):
-    """For the schema: the body of PUT …/retention-policy/ (parsed by parse_policy)."""
-
-    limit_type = declared_field(POLICY_FIELDS["limit_type"])  # required: no default
-
-
-@extend_schema_field(RetentionPolicyInSerializer)
-class PolicyField(serializers.JSONField):
-    """A retention policy, parsed by domain.policy_spec."""
-
-    def to_internal_value(self, data):
-        try:
-            return parse_policy(data)
-        except FieldError as exc:
-            raise serializers.ValidationError({exc.field: [exc.message]}) from None
-
-
-class RetentionPolicySerializer(serializers.ModelSerializer):
-    """A stream's policy as the API answers it: the fields of `POLICY_FIELDS`, from the row's
-    columns (`RetentionPolicy.COLUMNS`), and when it was last changed."""
-
-    min = serializers.IntegerField(source=RetentionPolicy.COLUMNS["min"])
-    max = serializers.IntegerField(source=RetentionPolicy.COLUMNS["max"], allow_null=True)
-
-    class Meta:
-        model = RetentionPolicy
-        fields = [*POLICY_FIELDS, "updated_at"]
-
-
-# a stream's compaction settings: its cleanup policy has words of its own on each request
-COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
-_CompactionSettings: Any = declared_serializer(
-    "CompactionSettings", COMPACTION_FIELDS, COMPACTION_NUMBERS, required=False
-)
-
-
-class DelayedIndexSerializer(serializers.Serializer):
-    """A stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration"); an absent key
-    takes its default (50000, 300, 5000, never merge)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: ["is not a setting of the delayed index"]})
-        return super().to_internal_value(data)
-
-    min_index_count_per_bucket = StrictIntegerField(min_value=1, max_value=10_000_000, required=False)
-    max_time_step_per_segment_s = StrictIntegerField(min_value=1, max_value=30 * 86400, required=False)
-    max_indexes_per_segment = StrictIntegerField(min_value=-1, max_value=1_000_000, required=False)
-    max_num_buckets = StrictIntegerField(min_value=2, max_value=100_000, required=False, allow_null=True)
-
-    def validate_max_indexes_per_segment(self, value):
-        if value == 0:
-            raise serializers.ValidationError("must be positive, or -1 for no count limit")
-        return value
-
-
-class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
-    """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
-
-    what = "a stream"
-
-    scope = NameField()
-    name = NameField()
-    segment_count = StrictIntegerField(min_value=1, default=1)
-    cleanup_policy = declared_field(
-        COMPACTION_FIELDS["cleanup_policy"], required=False, help_text="absent: the scope's default, else delete"
-    )
-    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
-    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
-    delayed_index = DelayedIndexSerializer(required=False)
-    description = StrictCharField(required=False, allow_blank=True, max_length=500)
-    retention_policy = PolicyField(required=False, allow_null=True)
-
-    def validate_scope(self, value):
-        return valid_name(value, "scope")
-
-    def validate_name(self, value):
-        return valid_name(value, "name")
-
-    def validate_segment_count(self, value):
-        if value > settings.CBR_MAX_SEGMENTS:
-            raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
-        return value
-
-
-class StreamUpdateSerializer(_CompactionSettings):
-    """A stream's settings changed: its compaction settings (`COMPACTION_FIELDS`) and these."""
-
-    cleanup_policy = declared_field(COMPACTION_FIELDS["cleanup_policy"], required=False)
-    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
-    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
-    delayed_index = DelayedIndexSerializer(required=False)
-    description = StrictCharField(required=False, allow_blank=True, max_length=500)
-
-    FIXED = {
-        "scope": "a stream cannot move to another scope",
-        "name": "a stream cannot be renamed",
-        "segment_count": "segment_count cannot change (scaling is not supported yet)",
-        "retention_policy": "use PUT …/retention-policy/",
-    }
-
-    def validate(self, attrs):
-        for field in self.initial_data:
-            if field in self.FIXED:
-                raise serializers.ValidationError({field: [self.FIXED[field]]})
-            if field not in self.fields:
-                raise serializers.ValidationError({field: ["is not a field of a stream"]})
-        return attrs
-
-
-class StreamSerializer(serializers.ModelSerializer):
-    """A stream with its live state; the view passes `state` (from the store) in the context."""
-
-    scope = serializers.CharField(source="scope.name")
-    full_name = serializers.CharField()
-    head_cut = serializers.SerializerMethodField()
-    tail_cut = serializers.SerializerMethodField()
-    size_bytes = serializers.SerializerMethodField()
-    event_count = serializers.SerializerMethodField()
-    physical_bytes = serializers.SerializerMethodField()
-    retention_policy = serializers.SerializerMethodField()
-    inherited_from_scope = serializers.SerializerMethodField(
-        help_text="the settings this stream takes from its scope's defaults (GET /scopes/{scope}/defaults/)"
-    )
-
-    class Meta:
-        model = Stream
-        fields = [
-            "scope",
-            "name",
-            "full_name",
-            "segment_count",
-            *COMPACTION_FIELDS,
-            "on_max_limit",
-            "max_delay_s",
-            "delayed_index",
-            "description",
-            "head_cut",
-            "tail_cut",
-            "size_bytes",
-            "event_count",
-            "physical_bytes",
-            "retention_policy",
-            "inherited_from_scope",
-            "created_at",
-            "updated_at",
-        ]
-
-    def _state(self, stream):
-        return self.context["states"][stream.pk]
-
-    def get_head_cut(self, stream) -> dict[str, int]:
-        return self._state(stream).head_cut
-
-    def get_tail_cut(self, stream) -> dict[str, int]:
-        return self._state(stream).tail_cut
-
-    def get_size_bytes(self, stream) -> int:
-        return self._state(stream).size_bytes
-
-    def get_event_count(self, stream) -> int:
-        return self._state(stream).event_count
-
-    def get_physical_bytes(self, stream) -> int:
-        return self._state(stream).physical_bytes
-
-    def get_retention_policy(self, stream) -> dict | None:
-        policy = getattr(stream, "retention_policy", None)
-        if not policy:
-            return None
-        data = dict(RetentionPolicySerializer(policy).data)
-        if "retention_policy" in self.get_inherited_from_scope(stream):
-            data["inherited_from"] = "scope"
-        return data
-
-    def get_inherited_from_scope(self, stream) -> list[str]:
-        return stream.settings_from_scope
-
-
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "string", "description": "ISO 8601"},
-            {"type": "integer", "minimum": 0, "maximum": LAST_DELIVER_AT_MS, "description": "epoch milliseconds"},
-        ],
-        "description": "when to deliver it: ISO 8601, or epoch milliseconds",
-    }
-)
-class DeliverAtField(serializers.JSONField):
-    """For the schema: a delivery time, parsed by domain.events."""
-
-
-class EventInSerializer(serializers.Serializer):
-    """For the schema only: publishing is parsed by domain.events for speed."""
-
-    # empty text is an event like any other (an empty payload, key or header value); null is a
-    # field left out, as an event read back shows them (api/strict_bodies.py: which go together)
-    payload = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    payload_b64 = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    routing_key = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    key = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True)
-    deliver_at = DeliverAtField(required=False, allow_null=True)
-    delay_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
-
-
-class PublishSerializer(serializers.Serializer):
-    """For the schema only: parsed by domain.events."""
-
-    events = serializers.ListField(child=EventInSerializer(), min_length=1, max_length=settings.CBR_MAX_BATCH_EVENTS)
-
-
-class PositionSerializer(serializers.Serializer):
-    segment = serializers.CharField()
-    offset = serializers.IntegerField()
-
-
-class PublishedSerializer(serializers.Serializer):
-    positions = PositionSerializer(many=True)
-
-
-class EventOutSerializer(serializers.Serializer):
-    segment = serializers.CharField()
-    offset = serializers.IntegerField()
-    routing_key = serializers.CharField(allow_null=True)
-    key = serializers.CharField(allow_null=True)
-    headers = serializers.DictField(allow_null=True)
-    published_at = serializers.DateTimeField()
-    deliver_at = serializers.DateTimeField(allow_null=True)
-    payload_b64 = serializers.CharField()
-    payload = serializers.CharField(required=False)
-
-
-class EventsReadSerializer(serializers.Serializer):
-    events = EventOutSerializer(many=True)
-    next_cut = serializers.DictField(child=serializers.IntegerField())
-
-
-class TruncateSerializer(serializers.Serializer):
-    """For the schema: the view checks the cut against the stream."""
-
-    stream_cut = StreamCutField()
-
-
-class TruncationRecordSerializer(serializers.ModelSerializer):
-    stream = serializers.CharField(source="stream.full_name")
-    triggered_by = serializers.CharField(source="triggered_by.username", allow_null=True)
-    reclaimed_bytes = serializers.IntegerField()
-
-    class Meta:
-        model = TruncationRecord
-        fields = [
-            "id",
-            "stream",
-            "created_at",
-            "before_cut",
-            "after_cut",
-            "before_size",
-            "after_size",
-            "reclaimed_bytes",
-            "rule",
-            "subscribers",
-            "trigger",
-            "triggered_by",
-            "chunks_deleted",
-            "bytes_deleted",
-        ]
-
-
-class RetentionSetRecordSerializer(serializers.Serializer):
-    """A record of the retention set (`retention.set_store.RetentionSetEntry`); the fields and
-    types the API always had, when each record was a row."""
-
-    recorded_at = serializers.DateTimeField()
-    size_bytes = serializers.IntegerField()
-    cut = serializers.JSONField()
 
 
 @extend_schema_field(
@@ -527,17 +114,6 @@ class BackoffField(serializers.JSONField):
 )
 class StartField(serializers.JSONField):
     """For the schema: a start position, checked by domain.positions.parse_position."""
-
-
-@extend_schema_field(cuts_schema())
-class StreamCutsField(serializers.JSONField):
-    """For the schema: cuts of several streams, checked by the service that takes them."""
-
-
-@extend_schema_field(cuts_schema(min_streams=1))
-class TargetCutsField(serializers.JSONField):
-    """For the schema: the cuts a seek or a truncation cut moves streams to, one stream at least
-    (checked by the service that takes them)."""
 
 
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):

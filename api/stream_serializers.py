@@ -1,0 +1,180 @@
+"""Streams over REST: a stream created, changed and answered, with its compaction settings (made
+from `domain.compaction.COMPACTION_FIELDS`) and its delayed index's settings. Thin: a stream's
+policy is the retention serializers', the services do the work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from api.fields import (
+    NameField,
+    RefusesUnknownFields,
+    StrictCharField,
+    StrictIntegerField,
+    declared_field,
+    declared_serializer,
+    valid_name,
+)
+from api.retention_serializers import PolicyField, RetentionPolicySerializer
+from domain.compaction import COMPACTION_FIELDS
+from domain.fields import MAX_INT_COLUMN
+from streams.models import (
+    OnMaxLimit,
+    Stream,
+)
+
+# a stream's compaction settings: its cleanup policy has words of its own on each request
+COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
+
+
+_CompactionSettings: Any = declared_serializer(
+    "CompactionSettings", COMPACTION_FIELDS, COMPACTION_NUMBERS, required=False
+)
+
+
+class DelayedIndexSerializer(serializers.Serializer):
+    """A stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration"); an absent key
+    takes its default (50000, 300, 5000, never merge)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["is not a setting of the delayed index"]})
+        return super().to_internal_value(data)
+
+    min_index_count_per_bucket = StrictIntegerField(min_value=1, max_value=10_000_000, required=False)
+    max_time_step_per_segment_s = StrictIntegerField(min_value=1, max_value=30 * 86400, required=False)
+    max_indexes_per_segment = StrictIntegerField(min_value=-1, max_value=1_000_000, required=False)
+    max_num_buckets = StrictIntegerField(min_value=2, max_value=100_000, required=False, allow_null=True)
+
+    def validate_max_indexes_per_segment(self, value):
+        if value == 0:
+            raise serializers.ValidationError("must be positive, or -1 for no count limit")
+        return value
+
+
+class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
+    """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
+
+    what = "a stream"
+
+    scope = NameField()
+    name = NameField()
+    segment_count = StrictIntegerField(min_value=1, default=1)
+    cleanup_policy = declared_field(
+        COMPACTION_FIELDS["cleanup_policy"], required=False, help_text="absent: the scope's default, else delete"
+    )
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
+    retention_policy = PolicyField(required=False, allow_null=True)
+
+    def validate_scope(self, value):
+        return valid_name(value, "scope")
+
+    def validate_name(self, value):
+        return valid_name(value, "name")
+
+    def validate_segment_count(self, value):
+        if value > settings.CBR_MAX_SEGMENTS:
+            raise serializers.ValidationError(f"at most {settings.CBR_MAX_SEGMENTS} segments")
+        return value
+
+
+class StreamUpdateSerializer(_CompactionSettings):
+    """A stream's settings changed: its compaction settings (`COMPACTION_FIELDS`) and these."""
+
+    cleanup_policy = declared_field(COMPACTION_FIELDS["cleanup_policy"], required=False)
+    on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
+    max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    delayed_index = DelayedIndexSerializer(required=False)
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
+
+    FIXED = {
+        "scope": "a stream cannot move to another scope",
+        "name": "a stream cannot be renamed",
+        "segment_count": "segment_count cannot change (scaling is not supported yet)",
+        "retention_policy": "use PUT …/retention-policy/",
+    }
+
+    def validate(self, attrs):
+        for field in self.initial_data:
+            if field in self.FIXED:
+                raise serializers.ValidationError({field: [self.FIXED[field]]})
+            if field not in self.fields:
+                raise serializers.ValidationError({field: ["is not a field of a stream"]})
+        return attrs
+
+
+class StreamSerializer(serializers.ModelSerializer):
+    """A stream with its live state; the view passes `state` (from the store) in the context."""
+
+    scope = serializers.CharField(source="scope.name")
+    full_name = serializers.CharField()
+    head_cut = serializers.SerializerMethodField()
+    tail_cut = serializers.SerializerMethodField()
+    size_bytes = serializers.SerializerMethodField()
+    event_count = serializers.SerializerMethodField()
+    physical_bytes = serializers.SerializerMethodField()
+    retention_policy = serializers.SerializerMethodField()
+    inherited_from_scope = serializers.SerializerMethodField(
+        help_text="the settings this stream takes from its scope's defaults (GET /scopes/{scope}/defaults/)"
+    )
+
+    class Meta:
+        model = Stream
+        fields = [
+            "scope",
+            "name",
+            "full_name",
+            "segment_count",
+            *COMPACTION_FIELDS,
+            "on_max_limit",
+            "max_delay_s",
+            "delayed_index",
+            "description",
+            "head_cut",
+            "tail_cut",
+            "size_bytes",
+            "event_count",
+            "physical_bytes",
+            "retention_policy",
+            "inherited_from_scope",
+            "created_at",
+            "updated_at",
+        ]
+
+    def _state(self, stream):
+        return self.context["states"][stream.pk]
+
+    def get_head_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).head_cut
+
+    def get_tail_cut(self, stream) -> dict[str, int]:
+        return self._state(stream).tail_cut
+
+    def get_size_bytes(self, stream) -> int:
+        return self._state(stream).size_bytes
+
+    def get_event_count(self, stream) -> int:
+        return self._state(stream).event_count
+
+    def get_physical_bytes(self, stream) -> int:
+        return self._state(stream).physical_bytes
+
+    def get_retention_policy(self, stream) -> dict | None:
+        policy = getattr(stream, "retention_policy", None)
+        if not policy:
+            return None
+        data = dict(RetentionPolicySerializer(policy).data)
+        if "retention_policy" in self.get_inherited_from_scope(stream):
+            data["inherited_from"] = "scope"
+        return data
+
+    def get_inherited_from_scope(self, stream) -> list[str]:
+        return stream.settings_from_scope
