@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -58,8 +60,10 @@ class RetentionPolicy(models.Model):
         return PolicySpec(**{name: getattr(self, column) for name, column in self.COLUMNS.items()})
 
     def as_policy(self, on_max_limit: str) -> Policy:
-        """The plain value `domain.retention.decide` takes."""
-        return Policy(**self.spec().as_dict(), on_max_limit=on_max_limit)
+        """The plain value `domain.retention.decide` takes: the fields of the policy it reads (a
+        field the rule does not read, such as a description, is not its business)."""
+        spec = self.spec().as_dict()
+        return Policy(**{f.name: spec[f.name] for f in fields(Policy) if f.name in spec}, on_max_limit=on_max_limit)
 
 
 class StoredRetentionSet(models.Model):
