@@ -73,7 +73,7 @@ def declared_fields(
     out = {}
     for name in names or tuple(table):
         default = table[name].default
-        extra = {"default": default} if schema_defaults and default is not None else {}
+        extra: dict[str, Any] = {"default": default} if schema_defaults and default is not None else {}
         out[name] = declared_field(table[name], **options, **extra)
     return out
 

@@ -1,5 +1,5 @@
 """Beat's scheduler: django-celery-beat's database scheduler (schedules kept in the database,
-edited in the console), recording its ticks for `/readyz` (`store.health`), and leaving alone
+edited in the console), recording its ticks for `/readyz` (`ops.health`), and leaving alone
 the entries an operator edited (`domain.schedules`): django-celery-beat writes the settings'
 schedule over every entry each time beat starts, which undid a console edit at the next restart."""
 
@@ -9,7 +9,7 @@ from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler
 
 from domain.schedules import EDITED
-from store.health import BeatTicks
+from ops.health import BeatTicks
 
 
 class Scheduler(DatabaseScheduler):

@@ -5,7 +5,7 @@ import os
 from celery import Celery
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
-from store.health import WorkerHeartbeat
+from ops.health import WorkerHeartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
 
@@ -25,7 +25,7 @@ def _note_queues(sender=None, options=None, **_):
 
 @worker_ready.connect
 def _start_heartbeat(**_):
-    """The worker's heartbeat for /readyz (cbrweb.health), from its main process."""
+    """The worker's heartbeat for /readyz (`ops.health`), from its main process."""
     queues = app.conf.get("cbr_worker_queues") or [app.conf.task_default_queue]
     app.conf.cbr_heartbeat = WorkerHeartbeat(app.conf.get("cbr_worker_name") or "worker", queues)
     app.conf.cbr_heartbeat.start()

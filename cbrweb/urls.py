@@ -3,10 +3,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from access.login import rate_limited_login
-from api import health_views as health
 from api.errors import unavailable_as_503
-from api.metrics import metrics_view
 from cbrweb import converters  # noqa: F401  (registers <name:…> and <key_prefix:…> before the includes below)
+from ops import health_views as health
+from ops.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),

@@ -23,13 +23,13 @@ from console.forms import PolicyForm, ScopeDefaultsForm
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
 from domain.positions import finished
+from ops.health import readiness
 from retention import scope_defaults, set_store
 from retention import services as retention_services
 from retention.explain import explain
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states, subscriber_states
 from retention.tasks import queue_stream_cycle
-from store.health import readiness
 from streams import consuming, logs, reader_groups, sampling
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup, Scope, Stream

@@ -20,6 +20,7 @@ PACKAGES = (
     "compaction",
     "console",
     "domain",
+    "ops",
     "retention",
     "spark_tasks",
     "store",

@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.exposition import Family, exposition, label_set
+from ops.exposition import Family, exposition, label_set
 
 pytestmark = pytest.mark.django_db
 

@@ -2,9 +2,9 @@ import factories
 import pytest
 from page_text import text
 
+from ops import health
 from retention.models import RetentionPolicy
 from retention.services import do_truncate
-from store import health
 from streams import logs, services
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ A scrape costs the same number of queries and Redis round trips whatever the num
 and groups (tests/api/test_metrics_at_scale.py): each stream's store is read once and its cuts
 shared, and every projection gathers all of its rows at once (bench/metrics_scrape.py: with
 10 000 groups a scrape took over 30 s, a query and a round trip per group, and the text alone
-took 0.5 s through prometheus_client's objects, hence `api.exposition`)."""
+took 0.5 s through prometheus_client's objects, hence `ops.exposition`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from api.exposition import Family, exposition, label_set
+from ops.exposition import Family, exposition, label_set
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
 from store.redis_connection import get_redis

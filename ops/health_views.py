@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 
-from store.health import readiness
+from ops.health import readiness
 
 
 @never_cache

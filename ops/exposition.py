@@ -3,7 +3,7 @@ byte what prometheus_client's `generate_latest` writes for the same gauges and c
 (tests/api/test_metrics_exposition.py compares them), without an object per sample and without
 sorting and escaping the labels again for every sample of every family: with 10 000 reader
 groups that was most of a scrape. Histograms, a few samples each, stay prometheus_client's. It
-only formats; what is measured is api.metrics'."""
+only formats; what is measured is ops.metrics'."""
 
 from __future__ import annotations
 
