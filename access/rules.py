@@ -1,4 +1,4 @@
-"""Who may do what (DESIGN.md §13, docs/security.md), as plain Python: roles and the actions they
+"""Who may do what (docs/security.md), as plain Python: roles and the actions they
 allow, and what an API key scoped to one reader group or to publishing on named streams allows.
 Every API view and console page asks this one module; nothing here touches a request or the ORM,
 and nothing outside it decides access."""

@@ -1,4 +1,4 @@
-"""The compacted view and compaction runs over REST (DESIGN.md §10)."""
+"""The compacted view and compaction runs over REST (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class CompactionListView(GenericAPIView):
 
     @extend_schema(responses=CompactionRunSerializer(many=True))
     def get(self, request, scope, name):
-        """The stream's compaction runs, newest first, paginated like every list (DESIGN.md §10:
+        """The stream's compaction runs, newest first, paginated like every list (docs/api.md:
         `{"results": [...], "next": …}`; it was a bare JSON list)."""
         stream = _compacted(scope, name)
         runs = CompactionRun.objects.filter(stream=stream).select_related("stream__scope")

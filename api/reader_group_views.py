@@ -1,4 +1,4 @@
-"""Reader groups over REST (DESIGN.md §7, §10): create, list, detail, delete, and the
+"""Reader groups over REST (docs/design/acks.md): create, list, detail, delete, and the
 acknowledgement cut a MANUAL subscriber publishes. Thin: streams.reader_groups does the work."""
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ class ReadView(ConsumingView):
 
 
 def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch:
-    """A read's answer (DESIGN.md §10): JSON's object, or the binary form's parts."""
+    """A read's answer (docs/api.md): JSON's object, or the binary form's parts."""
     head = {
         "missed": result.missed,
         "missed_by_stream": result.missed_by_stream,
@@ -335,7 +335,7 @@ class CheckpointListView(ConsumingView):
     )
     def get(self, request, scope, name):
         group = _group_for_consuming(scope, name)
-        # `next` as every list has it (DESIGN.md §10), null: the list is the group's last 100
+        # `next` as every list has it (docs/api.md), null: the list is the group's last 100
         return Response({"results": CheckpointSerializer(group.checkpoints.all()[:100], many=True).data, "next": None})
 
     @extend_schema(request=CheckpointRequestSerializer, responses={201: CheckpointSerializer})

@@ -1,4 +1,4 @@
-"""A scope's defaults for its streams over REST (DESIGN.md §10a): `PUT`, `GET`, `DELETE
+"""A scope's defaults for its streams over REST (docs/api.md): `PUT`, `GET`, `DELETE
 /scopes/{scope}/defaults/`. Thin: retention.scope_defaults does the work."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ _CompactionSettings: Any = declared_serializer(
 
 
 class DelayedIndexSerializer(serializers.Serializer):
-    """A stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration"); an absent key
+    """A stream's delayed-index settings (docs/delayed.md "Settings"); an absent key
     takes its default (50000, 300, 5000, never merge)."""
 
     def to_internal_value(self, data):

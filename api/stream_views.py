@@ -1,4 +1,4 @@
-"""The stream part of the REST API (DESIGN.md §10). Each view translates: parse, call a service,
+"""The stream part of the REST API (docs/api.md). Each view translates: parse, call a service,
 answer. Rules live in streams.domain, domain.policy_spec and the services."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """CBR's one settings module. Every value a deployment changes comes from the environment
-(DESIGN.md §12); the defaults are the embedded ones that `make run` uses on a laptop."""
+(docs/configuration.md); the defaults are the embedded ones that `make run` uses on a laptop."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ urlpatterns = [
     path("login/", rate_limited_login(auth_views.LoginView.as_view(template_name="login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", unavailable_as_503(metrics_view), name="metrics"),
-    # for load balancers and Kubernetes: at the root, and under the API's prefix (DESIGN §10a)
+    # for load balancers and Kubernetes: at the root, and under the API's prefix (docs/api.md)
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/healthz", health.healthz),

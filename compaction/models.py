@@ -1,4 +1,4 @@
-"""Compacted views of keyed streams (DESIGN.md §9, COMPACTION.md): the current generation of
+"""Compacted views of keyed streams (docs/design/compaction.md): the current generation of
 each compacted stream, and the history of compaction runs."""
 
 from __future__ import annotations

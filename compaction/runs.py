@@ -1,4 +1,4 @@
-"""A compaction run (COMPACTION.md): the previous generation and the sealed chunks after its
+"""A compaction run (docs/design/compaction.md): the previous generation and the sealed chunks after its
 horizon — up to the first chunk still active or younger than `min_compaction_lag_s` — go through
 the compactor's transforms (`spark_tasks.compaction_job`) on Spark; the new generation is
 written whole, then switched in one transaction, then the old one's files go. A crash at any

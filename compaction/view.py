@@ -23,7 +23,7 @@ class Page:
 
 
 def event_of(row: dict) -> dict:
-    """A view row as every answer carries an event (DESIGN.md §10, `streams.wire`: the same
+    """A view row as every answer carries an event (docs/api.md, `streams.wire`: the same
     fields and time format as a read of the live log), plus `tombstone`."""
     return {**record_json(row["segment"], _record(row)), "tombstone": not row["payload"]}
 

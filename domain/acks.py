@@ -1,4 +1,4 @@
-"""At-least-once acknowledgement for one reader group on one segment (DESIGN.md §7; the
+"""At-least-once acknowledgement for one reader group on one segment (docs/design/acks.md; the
 acknowledgement RFC: a position is released only once what lies below it was *processed*).
 Plain Python: the rules, used as the reference model of the Redis tracker and by its tests.
 

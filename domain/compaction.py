@@ -68,7 +68,7 @@ def view_due_to_drop(
     retention_s: int | None,
     delete_retention_s: int,
 ) -> bool:
-    """Whether a run over nothing new would still drop something from the view (COMPACTION.md):
+    """Whether a run over nothing new would still drop something from the view (docs/design/compaction.md):
     an event older than the compacted retention's time (`retention_s`, `compact,delete`), or a
     tombstone kept since `oldest_tombstone` whose `delete_retention_s` has passed. A stream that
     stopped receiving events still ages by these runs. (The byte limit cannot be newly exceeded

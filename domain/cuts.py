@@ -1,5 +1,5 @@
 """Stream cuts: `{"<segment id>": offset, …}`: parsed and checked against a stream's segments,
-and compared (RETENTION-ALGORITHM.md, "Records and comparisons"). Plain Python.
+and compared (docs/design/retention.md). Plain Python.
 
 A cut is always at an event boundary because offsets count events. Cuts on several segments are
 only partly ordered, so a comparison has three answers: `equal_or_after` (every segment at or

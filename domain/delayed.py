@@ -1,4 +1,4 @@
-"""The bucket-based index of delayed events (DELAYED-DELIVERY.md; Pulsar's PIP-195), as plain
+"""The bucket-based index of delayed events (docs/design/delayed-delivery.md; Pulsar's PIP-195), as plain
 Python: the rules every part of delayed delivery uses — where an index goes, when the mutable
 bucket is sealed, how a bucket is cut into snapshot segments, which segment the shared queue
 holds, which buckets to merge, what recovery keeps. Storage (snapshot files, Redis, the

@@ -1,6 +1,6 @@
 """A setting that reaches the edges, declared once: its kind, its bounds, whether it may be null,
 its default, and the words a person reads beside it. The domain checks a value with it
-(`Whole.check`); the API's serializers (`api.declared`) and the console's forms
+(`Whole.check`); the API's serializers (`api.fields.declared_serializer`) and the console's forms
 (`console.declared`) are made from the same declaration, so the three cannot disagree on a bound.
 
 A table is a dict from the setting's name (as the API spells it) to its declaration, in the

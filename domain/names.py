@@ -1,4 +1,4 @@
-"""Scope and stream names (DESIGN.md §4): `[A-Za-z0-9_.-]{1,128}`, and never `.` or `..`,
+"""Scope and stream names (docs/api.md): `[A-Za-z0-9_.-]{1,128}`, and never `.` or `..`,
 which are valid by that pattern but name directories, not streams."""
 
 from __future__ import annotations

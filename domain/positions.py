@@ -1,4 +1,4 @@
-"""Where a reader group starts, where it ends, and where a seek moves it (DESIGN.md §10a):
+"""Where a reader group starts, where it ends, and where a seek moves it (docs/api.md):
 Pravega's starting and ending stream cuts and `resetReaderGroup`, Pulsar's seek by position and
 by publish time, JetStream's deliver policies. Plain Python: the shapes requests may take, checked
 and parsed; resolving a position to offsets needs the store and is the caller's.

@@ -1,4 +1,4 @@
-"""The retention decision for one stream, as plain Python (RETENTION-ALGORITHM.md, DESIGN.md §6).
+"""The retention decision for one stream, as plain Python (docs/design/retention.md).
 
 `decide(inputs)` takes everything it needs as plain values (the retention set, the policy, the
 subscribers' acknowledgement cuts with their sizes, the clock) and returns the cut to truncate at
@@ -211,7 +211,7 @@ def _consumption_only(inputs: Inputs) -> Decision:
 
 def _no_active_subscriber(inputs: Inputs, b: Bounds) -> Decision:
     """Subscribers registered, none active: wait, fall back after `fallback_after_s`, and let the
-    max limit win meanwhile (DESIGN.md §6)."""
+    max limit win meanwhile (docs/design/retention.md)."""
     policy = inputs.policy
     if policy.fallback_after_s is not None:
         timeout = policy.subscriber_timeout_s

@@ -1,4 +1,4 @@
-"""The retention set: tail cuts recorded at each cycle (RETENTION-ALGORITHM.md). Plain Python.
+"""The retention set: tail cuts recorded at each cycle (docs/design/retention.md). Plain Python.
 
 A record is `(time, size, cut)` with `size = size_till(cut)`, cumulative; the set is ordered by
 time. Functions return new tuples and never mutate their input.

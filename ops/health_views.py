@@ -1,4 +1,4 @@
-"""`/healthz` and `/readyz` (DESIGN §10a): for load balancers and Kubernetes, without
+"""`/healthz` and `/readyz` (docs/api.md): for load balancers and Kubernetes, without
 authentication, answering nothing secret."""
 
 from __future__ import annotations

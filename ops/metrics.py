@@ -159,7 +159,7 @@ def _reader_group_metrics(ends: Ends, labels: _Labels) -> Iterator[Family]:
 
 
 def _delayed_metrics() -> Iterator[Family | Metric]:
-    """Per stream with a delayed index (DELAYED-DELIVERY.md "Metrics"): `delayed_states`, without
+    """Per stream with a delayed index (docs/delayed.md): `delayed_states`, without
     the due-time histogram; one query for the streams, one for all their buckets, three Redis
     round trips for all their indexes."""
     buckets = Family(

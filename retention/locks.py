@@ -32,7 +32,7 @@ class Locks:
     def take(cls, streams: list[Stream], task: str | None = None) -> Locks:
         """One script call for the whole batch; a lock left by a dead cycle on this machine, or by
         an earlier attempt of the same `task` anywhere (a retried Spark task), is taken over rather
-        than waited out, so a killed cycle's work is finished at once (DESIGN.md §6)."""
+        than waited out, so a killed cycle's work is finished at once (docs/design/retention.md)."""
         token = redis_locks.holder_token(task)
         got = redis_locks.take([_lock_key(s) for s in streams], token, LOCK_TIMEOUT_S)
         return cls([s for s, ok in zip(streams, got) if ok], token)

@@ -2,7 +2,7 @@
 stream alike (a manual truncation, or one a crash left half done, is a batch of one).
 
 A truncation is recorded (`TruncationRecord`, not completed) before the store is touched; then
-the heads move and the chunks wholly behind them are deleted (`store.truncate_many`); then, in one
+the heads move and the chunks wholly behind them are deleted (`store.store.truncate_many`); then, in one
 transaction, the records are completed with what the store did, the Segment rows follow the heads,
 and the checkpoints the new heads expired are dropped. A process that dies in between leaves a
 record not completed, which the next cycle over that stream finishes (`pending_truncations`,

@@ -1,4 +1,4 @@
-"""The compactor's transforms (COMPACTION.md "A compaction run"), each a pure DataFrame →
+"""The compactor's transforms (docs/design/compaction.md "A run"), each a pure DataFrame →
 DataFrame function, so the worked examples test them one by one on a local session; `compact`
 chains them. Orchestration (which chunks, writing, switching generations) is
 `compaction.runs`.
@@ -195,7 +195,7 @@ class Compaction:
     """A run's new view, and what each step dropped once the view has been written: the counts
     are observed (`DataFrame.observe`) on the latest rows while the one job that writes the view
     runs, so the input is read once and the latest rows computed once. (The input's own counts
-    come from the chunks' Parquet metadata, `compaction.runs.input_counts`: observing every input
+    come from the chunks' Parquet metadata, `compaction.runs.chunk_copies`: observing every input
     row cost a fifth of the job at 10M events.)"""
 
     view: DataFrame  # what to write

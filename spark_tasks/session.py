@@ -1,4 +1,4 @@
-"""The one place that builds a SparkSession (STYLE.md). A process keeps its session and reuses
+"""The one place that builds a SparkSession (docs/design/scaling.md). A process keeps its session and reuses
 it: starting one costs seconds. The master comes from SPARK_MASTER (`local[*]` by default). Every
 session ships the project's code to its executors (`shipping`), and runs no speculative task:
 a task that applies truncations must run once at a time (a retry after a failure is safe)."""

@@ -1,5 +1,4 @@
-"""Snapshots of sealed delayed-delivery buckets (DELAYED-DELIVERY.md "Cutting snapshot
-segments"): what survives a restart of the index, so recovery reads snapshots instead of
+"""Snapshots of sealed delayed-delivery buckets (docs/design/delayed-delivery.md): what survives a restart of the index, so recovery reads snapshots instead of
 replaying the stream.
 
 A snapshot is two files in the bucket directory of a stream:

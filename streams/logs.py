@@ -92,7 +92,7 @@ def read_events(stream: Stream, from_cut: dict[str, int], limit: int) -> tuple[l
 
 def refresh_segments(stream: Stream, state: StreamState | None = None) -> StreamState:
     """Copy the store's per-segment heads, tails and sizes into the Segment rows (in batches,
-    never per event: DESIGN.md §5)."""
+    never per event: docs/storage.md)."""
     state = state or stream_state(stream)
     now = timezone.now()
     rows = {row.segment_id: row for row in stream.segments.all()}

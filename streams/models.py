@@ -45,7 +45,7 @@ class CleanupPolicy(models.TextChoices):
 
     @classmethod
     def compacted(cls) -> tuple[str, ...]:
-        """The policies whose streams are compacted (COMPACTION.md): for queries."""
+        """The policies whose streams are compacted (docs/design/compaction.md): for queries."""
         return (cls.COMPACT, cls.COMPACT_DELETE)
 
 
@@ -86,14 +86,14 @@ class Stream(models.Model):
     cleanup_policy = models.CharField(max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE)
     on_max_limit = models.CharField(max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE)
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
-    # Compaction (COMPACTION.md): chunks younger than the lag are not compacted; a tombstone stays
+    # Compaction (docs/design/compaction.md): chunks younger than the lag are not compacted; a tombstone stays
     # in the view this long after the run that first kept it; with `compact,delete` the view has
     # a retention window of its own (time and/or payload bytes, newest first).
     min_compaction_lag_s = models.PositiveIntegerField(default=0)
     delete_retention_s = models.PositiveIntegerField(default=86_400)
     compacted_retention_s = models.PositiveIntegerField(null=True, blank=True)
     compacted_retention_bytes = models.PositiveBigIntegerField(null=True, blank=True)
-    # The delayed index's settings (DELAYED-DELIVERY.md "Configuration"); absent keys take the
+    # The delayed index's settings (docs/delayed.md "Settings"); absent keys take the
     # defaults: min_index_count_per_bucket, max_time_step_per_segment_s, max_indexes_per_segment,
     # max_num_buckets.
     delayed_index = models.JSONField(default=dict, blank=True)
@@ -211,7 +211,7 @@ class ReaderGroup(models.Model):
     retention_type = models.CharField(max_length=40, choices=RetentionType.choices, default=RetentionType.NONE)
     start = models.CharField(max_length=16, choices=StartPosition.choices, default="head")
     start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.positions)
-    # a bounded group: {"scope/name": cut}; reads stop there (DESIGN.md §10a)
+    # a bounded group: {"scope/name": cut}; reads stop there (docs/api.md)
     end_stream_cuts = models.JSONField(default=dict, blank=True)
     sinks = models.JSONField(default=list, blank=True)
     ack_timeout_s = models.PositiveIntegerField(default=30)

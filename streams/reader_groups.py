@@ -2,7 +2,7 @@
 
 A reader group whose retention type is not NONE is a subscriber of each of its streams: its
 acknowledgement cut holds data back. The cut starts at the group's start position (head or tail)
-the moment it subscribes, so it protects data from its first moment (DESIGN.md §6: beyond
+the moment it subscribes, so it protects data from its first moment (docs/design/retention.md: beyond
 Pravega, which leaves it empty until the first publish).
 """
 

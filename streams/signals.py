@@ -5,7 +5,7 @@ Django starts (its AppConfig.ready):
 
 - `holds_released(streams=[Stream, …])`: subscribers moved their acknowledgement cuts forward,
   or stopped holding (deleted, no longer subscribers), inside the transaction that did it. The
-  retention app rechecks the full ones (`retention.services.recheck_full_streams`).
+  retention app rechecks the full ones (`retention.tasks.recheck_full_streams`).
 - `delayed_bucket_sealed(stream=Stream)`: a publish sealed the stream's mutable delayed bucket;
   `streams.tasks` queues its snapshot now instead of at the next beat.
 """

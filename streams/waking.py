@@ -1,4 +1,4 @@
-"""Waking waiting reads (DESIGN.md §10b): a read with `wait_ms` that finds nothing waits for
+"""Waking waiting reads (docs/api.md): a read with `wait_ms` that finds nothing waits for
 something to become available to its group, instead of polling the store.
 
 Whatever makes events available says so on a Redis pub/sub channel: a publish on its stream's

@@ -1,4 +1,4 @@
-"""What every answer carries, in the form it carries it (DESIGN.md §10): an event's JSON, times as
+"""What every answer carries, in the form it carries it (docs/api.md): an event's JSON, times as
 ISO 8601 with milliseconds and `Z`, and delivery ids. One home, used by the REST API, the read
 path of reader groups and the compacted view, so that one event reads the same everywhere. Plain
 Python: it never does I/O.

@@ -1,4 +1,4 @@
-"""A retention cycle (DESIGN.md §6): for every stream with a policy, record the tail cut, decide,
+"""A retention cycle (docs/design/retention.md): for every stream with a policy, record the tail cut, decide,
 truncate, and keep the history. The rule itself is `domain.retention.decide`; this package
 gathers its inputs from the database and the store and applies its answer. Its parts:
 

@@ -26,7 +26,7 @@ DEAD_AFTER_S = 4 * HEARTBEAT_S  # a cycle silent this long died (its process on 
 def sweep_dead_cycles() -> int:
     """Mark failed the cycles left `running` by a process that died: one on this machine that no
     longer exists, or one elsewhere silent for `DEAD_AFTER_S`. Their truncations were recorded
-    before the store was touched, and the next cycle finishes them (DESIGN.md §6); only their rows
+    before the store was touched, and the next cycle finishes them (docs/design/retention.md); only their rows
     stay behind, and this ends them."""
     now = timezone.now()
     silent = now - timedelta(seconds=DEAD_AFTER_S)

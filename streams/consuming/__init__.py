@@ -1,4 +1,4 @@
-"""Consuming through a reader group (DESIGN.md §7): read, ack, nack, dead letters, checkpoints.
+"""Consuming through a reader group (docs/design/acks.md): read, ack, nack, dead letters, checkpoints.
 The only place that moves a group's floors; the views, tasks and the console call these.
 
 The rules live in `domain.acks` and run in Redis (`streams.ack_tracker`); this module

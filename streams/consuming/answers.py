@@ -1,5 +1,5 @@
 """A read's answer: its parts (a segment's records and deliveries each), its deliveries as the
-JSON answer gives them (DESIGN.md §10) for callers in Python, and the deliveries as id ranges.
+JSON answer gives them (docs/api.md) for callers in Python, and the deliveries as id ranges.
 `streams.wire` writes the answer's JSON and binary forms from the same parts."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ReadResult:
 
     @functools.cached_property
     def deliveries(self) -> list[dict]:
-        """Each delivery as the JSON answer carries it (DESIGN.md §10), as dicts, built when asked
+        """Each delivery as the JSON answer carries it (docs/api.md), as dicts, built when asked
         for: a read's answer never builds them (`streams.wire.deliveries_json` writes the JSON's,
         `streams.wire.encode_read_batch` the binary form's)."""
         out: list[dict] = []

@@ -151,7 +151,7 @@ def do_delete_checkpoint(group: ReaderGroup, name: str) -> None:
 
 def drop_expired_persisted(group: ReaderGroup, heads: dict[str, dict[str, int]] | None = None) -> int:
     """PDP-47: at every checkpoint update, the persisted checkpoints that have expired, those that
-    lie wholly before the streams' heads (`domain.cuts.lies_before_head`), are deleted, so the
+    lie wholly before the streams' heads (`domain.cuts.checkpoint_expired`), are deleted, so the
     list does not grow for ever. `heads`: the heads by stream name where the caller knows them.
     How many were deleted."""
     persisted = list(Checkpoint.objects.filter(reader_group=group, persist=True).only("pk", "cuts"))

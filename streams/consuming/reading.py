@@ -1,4 +1,4 @@
-"""Reading: hand out deliveries fair across a group's segments (DESIGN.md §7)."""
+"""Reading: hand out deliveries fair across a group's segments (docs/design/acks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Delayed delivery (DESIGN.md §8, DELAYED-DELIVERY.md): one bucket-based index per stream,
+"""Delayed delivery (docs/design/delayed-delivery.md): one bucket-based index per stream,
 shared by all its reader groups. `handing` indexes published events and releases due ones to
 the groups; `buckets` seals, loads, merges, deletes and recovers; `maintenance` runs them;
 `index` and `scripts` are the Redis side. The rules, as plain Python, are

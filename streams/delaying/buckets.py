@@ -1,6 +1,6 @@
 """The sealed buckets of a stream's delayed index: sealing the mutable bucket into a durable
 snapshot, loading snapshot segments into the shared queue, merging, deleting what is finished,
-and recovering the index after Redis lost it (DELAYED-DELIVERY.md). Heavy steps take the
+and recovering the index after Redis lost it (docs/design/delayed-delivery.md). Heavy steps take the
 stream's maintenance lock; loads are safe without it (each is conditional in Redis)."""
 
 from __future__ import annotations

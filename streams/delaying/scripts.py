@@ -1,7 +1,7 @@
 """The Lua scripts of a stream's delayed index in Redis (streams.delaying.index explains the keys).
 Each runs atomically: one per publish batch on a segment (ADD), one per hand-out round (RELEASE),
 one per snapshot segment loaded into the shared queue (LOAD). They follow the rules of
-DELAYED-DELIVERY.md, which domain.delayed states in plain Python.
+docs/design/delayed-delivery.md, which domain.delayed states in plain Python.
 
 The scripts are `.lua` files in `lua/` beside this module: `common.lua`, which every script starts
 with, and one file per script, which says what it takes and returns."""

@@ -16,7 +16,7 @@ DEFAULTS = {
 
 
 def config_of(stream: Stream) -> DelayedConfig:
-    """The stream's delayed-index settings (DELAYED-DELIVERY.md "Configuration")."""
+    """The stream's delayed-index settings (docs/delayed.md "Settings")."""
     values = {**DEFAULTS, **(stream.delayed_index or {})}
     return DelayedConfig(
         min_index_count_per_bucket=int(values["min_index_count_per_bucket"]),

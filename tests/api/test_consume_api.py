@@ -1,4 +1,4 @@
-"""Consuming through a reader group over REST (DESIGN.md §7, §10): read, ack, nack, poison,
+"""Consuming through a reader group over REST (docs/design/acks.md): read, ack, nack, poison,
 checkpoints, updates, against the real segment store and Redis."""
 
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""An event as every answer carries it (DESIGN.md §10), built from a stored record: the exact
+"""An event as every answer carries it (docs/api.md), built from a stored record: the exact
 fields, values and their order, for text and binary payloads, keys, headers and delivery times."""
 
 import orjson

@@ -1,4 +1,4 @@
-"""A scope's defaults (DESIGN.md §10a; Pulsar's namespace policies, Pravega's scope-wide
+"""A scope's defaults (docs/api.md; Pulsar's namespace policies, Pravega's scope-wide
 settings): streams that set none of their own inherit the scope's retention policy and compaction
 settings, follow them as they change, go back to the built-in defaults when they are removed, and
 stop following a setting once they set it themselves; the retention cycle applies an inherited

@@ -1,4 +1,4 @@
-"""Reader groups that start, stop and move (DESIGN.md §10a): `start` as head, tail, a time or
+"""Reader groups that start, stop and move (docs/api.md): `start` as head, tail, a time or
 stream cuts; `end_stream_cuts` (a bounded group says when it has read everything up to them);
 `seek` to head, tail, a time or cuts, which moves the generation on, drops live leases and moves
 a subscriber's acknowledgement cut; with competing consumers; bad input refused naming the field,

@@ -1,4 +1,4 @@
-"""The compactor's transforms on a local SparkSession: COMPACTION.md's worked examples, and random
+"""The compactor's transforms on a local SparkSession: docs/design/compaction.md's worked examples, and random
 keyed logs against a straightforward Python model of the view."""
 
 import random

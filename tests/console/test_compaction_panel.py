@@ -1,4 +1,4 @@
-"""The stream page's compaction panel (COMPACTION.md "Management"): what a person sees of a
+"""The stream page's compaction panel (docs/compaction.md): what a person sees of a
 compacted stream's current generation and its runs, the warning when beat compacts less often
 than the live log keeps events, and Compact now through the real queue_run and broker. The rows
 are written directly: no Spark here (tests/compaction runs it)."""

@@ -1,6 +1,6 @@
 """The stream page's delayed-delivery panel and the delayed index's series on /metrics: what a
 person and Prometheus see once delayed events were published and their buckets sealed
-(DELAYED-DELIVERY.md "Metrics"), against the real segment store, Redis and database."""
+(docs/delayed.md), against the real segment store, Redis and database."""
 
 import time
 

@@ -1,5 +1,5 @@
 """The reader-group pages of the console and their series on /metrics: the numbers a person sees
-after consuming over REST (DESIGN.md §7, §11), against the real segment store and Redis."""
+after consuming over REST (docs/design/acks.md), against the real segment store and Redis."""
 
 import factories
 import pytest

@@ -1,4 +1,4 @@
-"""The bucket index's rules (domain.delayed) on DELAYED-DELIVERY.md's worked examples,
+"""The bucket index's rules (domain.delayed) on docs/design/delayed-delivery.md's worked examples,
 and on random delays: handed out in (deliver_at, position) order, never early, all of them."""
 
 from hypothesis import given, settings

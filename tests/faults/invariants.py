@@ -1,4 +1,4 @@
-"""The invariants every fault test checks once the fault is over (DESIGN.md §5–§7, issue 7):
+"""The invariants every fault test checks once the fault is over (docs/storage.md, docs/design/acks.md; issue 7):
 
 - no acknowledged event lost: every event a publish was answered 201 for is readable, whole and
   in its place, unless a recorded truncation moved the head past it; every event a consumer

@@ -1,4 +1,4 @@
-"""Celery beat, on its own, schedules retention cycles that a real worker runs (DESIGN.md §6: the
+"""Celery beat, on its own, schedules retention cycles that a real worker runs (docs/design/retention.md: the
 cycle runs every CBR_RETENTION_INTERVAL, declared in code, kept in django-celery-beat's tables)."""
 
 import os

@@ -1,5 +1,5 @@
 """`/healthz` and `/readyz` against the real web server, with a real worker and beat that the test
-starts and stops, and a Redis of the test's own that it kills (DESIGN §10a)."""
+starts and stops, and a Redis of the test's own that it kills (docs/api.md)."""
 
 import json
 import os

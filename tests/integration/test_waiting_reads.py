@@ -1,4 +1,4 @@
-"""Reads that wait (DESIGN.md §10b) on the real web server (gunicorn with the ASGI front, two
+"""Reads that wait (docs/api.md) on the real web server (gunicorn with the ASGI front, two
 processes): woken by a publish, a lease expiring, a nack's delay ending and a delayed event coming
 due; hundreds waiting while publishing and health checks go on; a consumer that goes away while it
 waits; the wake-up channel lost with Redis; competing consumers of one group, one woken per event.

@@ -1,4 +1,4 @@
-"""RETENTION-ALGORITHM.md's consumption example (size, min 2, max 10, subscribers A and B), end to
+"""docs/design/retention.md's consumption example (size, min 2, max 10, subscribers A and B), end to
 end: events published and cuts released over REST, cycles run by the command with --now."""
 
 from datetime import UTC, datetime, timedelta

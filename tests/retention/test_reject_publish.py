@@ -1,4 +1,4 @@
-"""`on_max_limit: reject_publish` (DESIGN.md §6): at its max, with the slowest subscriber still
+"""`on_max_limit: reject_publish` (docs/design/retention.md): at its max, with the slowest subscriber still
 needing the data, a stream refuses publishing with 507 instead of dropping unconsumed events; a
 subscriber moving on gets the stream a cycle at once, which lets publishing resume."""
 

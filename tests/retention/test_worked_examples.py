@@ -1,4 +1,4 @@
-"""RETENTION-ALGORITHM.md's worked examples, replayed through the plain rules: each cycle records
+"""docs/design/retention.md's worked examples, replayed through the plain rules: each cycle records
 the tail, decides, and drops retention-set records behind the truncation."""
 
 from domain.cuts import Order, compare, lower_bound, moves_head
