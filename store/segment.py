@@ -57,6 +57,8 @@ from crc32c import crc32c
 
 from domain.events import EventIn
 from store import framing
+from store.boot import BOOT_ID
+from store.files import fsync_dir, pwrite_all, read_small, write_atomically
 from store.framing import Frame, Record
 
 TAIL = struct.Struct("<8sQQQQqQ16sI")  # magic, base, pos, next, cum, created_ms, idx_pos, boot, crc
@@ -80,20 +82,6 @@ def ends_slot(segment_id: str) -> int | None:
         if slot < MAX_SLOTS and str(slot) == segment_id:
             return slot
     return None
-
-
-def _boot_id() -> bytes:
-    """This host's boot, as the kernel names it; where it cannot be read (not Linux), a random
-    id of this process: every other process's tail then looks foreign, which costs a check past
-    the tail at each change of writer process but is always safe (two hosts never share an id)."""
-    try:
-        raw = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
-        return bytes.fromhex(raw)[:16].ljust(16, b"\0")
-    except (OSError, ValueError):
-        return os.urandom(16)
-
-
-BOOT_ID = _boot_id()
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,18 +181,6 @@ class StorageFull(OSError):
         self.path = path
 
 
-def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
-    """`pwrite` until every byte is written: a write that meets a full disk first returns short
-    (what fitted) and only the next one fails, so one unchecked call can leave a torn record."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, pos)
-        if written <= 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        view = view[written:]
-        pos += written
-
-
 JOIN_AT_MOST = 1 << 20  # a batch framed smaller than this is joined and written in one call
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
@@ -212,16 +188,16 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 def _write_parts(fd: int, parts: list[bytes], size: int, pos: int) -> None:
     """Write a framed batch's parts at `pos`: joined when small (one call, and the copy costs
     nothing), else straight from the parts, `_IOV_MAX` at a time (`pwritev`), so that a large
-    batch is not copied once more. A short write is finished as `_pwrite_all` does."""
+    batch is not copied once more. A short write is finished as `pwrite_all` does."""
     if size <= JOIN_AT_MOST:
-        _pwrite_all(fd, b"".join(parts), pos)
+        pwrite_all(fd, b"".join(parts), pos)
         return
     for i in range(0, len(parts), _IOV_MAX):
         group = parts[i : i + _IOV_MAX]
         want = sum(map(len, group))
         written = os.pwritev(fd, group, pos)
         if written < want:  # a full disk shows first as a short write: finish it byte by byte
-            _pwrite_all(fd, b"".join(group)[written:], pos + written)
+            pwrite_all(fd, b"".join(group)[written:], pos + written)
         pos += want
 
 
@@ -294,10 +270,10 @@ class Segment:
         """The tail or head record: from the stream's `ends` slot, or (a slot never written) from
         the segment's own file; None if neither exists."""
         if self._ends_path is not None:
-            data = _read_small(self._ends_path, size, at)
+            data = read_small(self._ends_path, size, at)
             if data is not None and data.count(0) != len(data):
                 return data
-        return _read_small(legacy_path, size)
+        return read_small(legacy_path, size)
 
     def _write_record(self, at: int, legacy_path: str, data: bytes, durable: bool = False) -> bool:
         """Write the tail or head record in place; returns whether the file was created."""
@@ -310,13 +286,13 @@ class Segment:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             created = True
         try:
-            _pwrite_all(fd, data, pos)
+            pwrite_all(fd, data, pos)
             if durable:
                 os.fdatasync(fd)
         finally:
             os.close(fd)
         if created and self.config.fsync != "never":
-            _fsync_dir(os.path.dirname(path))  # the file's name must outlive a crash
+            fsync_dir(os.path.dirname(path))  # the file's name must outlive a crash
         return created
 
     def _write_tail(self, tail: Tail, durable: bool = False) -> None:
@@ -504,7 +480,7 @@ class Segment:
             raise
         os.replace(tmp, path)
         if durable:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         tail = Tail(base, framing.CHUNK_HEADER_SIZE, base, cum_size, _now_ms(), 0, BOOT_ID)
         self._write_tail(tail)
         return tail
@@ -600,7 +576,7 @@ class Segment:
                     data = b"".join(parts)
                     ends = rel_positions[1:] + [size]
                     for begin, end in zip(rel_positions, ends):
-                        _pwrite_all(fd, data[begin:end], start + begin)
+                        pwrite_all(fd, data[begin:end], start + begin)
                         os.fdatasync(fd)
                 else:
                     _write_parts(fd, parts, size, start)
@@ -663,7 +639,7 @@ class Segment:
         if entries:
             fd = os.open(self.chunk_path(tail.active_base, "idx"), os.O_WRONLY | os.O_CREAT, 0o644)
             try:
-                _pwrite_all(fd, bytes(entries), os.fstat(fd).st_size)
+                pwrite_all(fd, bytes(entries), os.fstat(fd).st_size)
             finally:
                 os.close(fd)
         return max(last, 0)
@@ -994,7 +970,7 @@ class Segment:
             self._delete_chunk_files(base)
             deleted += 1
         if deleted:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         return deleted, freed
 
     def _delete_chunk_files(self, base: int) -> None:
@@ -1069,20 +1045,6 @@ def _pread_full(fd: int, size: int, at: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
-
-
-def _read_small(path: str, size: int, at: int | None = None) -> bytes | None:
-    """A small file's bytes (None if it does not exist), without a buffered file object. Read
-    whole (`at` None), one byte more than `size`: a longer file is not a valid record; read at a
-    slot (`at`), exactly `size` bytes (fewer: the slot was never written whole)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        return os.read(fd, size + 1) if at is None else os.pread(fd, size, at)
-    finally:
-        os.close(fd)
 
 
 def pack_head(head: Head) -> bytes:
@@ -1160,7 +1122,7 @@ def move_heads(
             if offset > head.offset:
                 size = sizes.get(s)
                 after = Head(offset, size if size is not None else segment(s).size_till(offset))
-                _pwrite_all(fd, pack_head(after), at + HEAD_AT)
+                pwrite_all(fd, pack_head(after), at + HEAD_AT)
             out[s] = (head, after, tail.active_base)
         if durable:
             os.fdatasync(fd)  # what this call wrote, and heads it found moved by another process
@@ -1175,7 +1137,7 @@ def read_stream_ends(stream_dir: Path, segment_ids: list[str]) -> dict[str, tupl
     top = max((slot for slot in slots.values() if slot is not None), default=-1)
     data = b""
     if top >= 0:
-        data = _read_small(os.path.join(stream_dir, ENDS_FILE), (top + 1) * ENDS_SLOT, 0) or b""
+        data = read_small(os.path.join(stream_dir, ENDS_FILE), (top + 1) * ENDS_SLOT, 0) or b""
     out: dict[str, tuple[Head | None, Tail | None]] = {}
     for seg, slot in slots.items():
         if slot is None:
@@ -1198,22 +1160,3 @@ def _unlink_quietly(path: Path) -> None:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _fsync_dir(path: str | Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` durably: a temporary file, fsync, rename, fsync of the directory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
