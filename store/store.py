@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from domain.events import EventIn
+from store.ends import Head, Tail, read_stream_ends
 from store.framing import Record
-from store.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
+from store.segment import Segment, SegmentInfo, StoreConfig, TruncateResult, move_heads
 
 StreamCut = dict[str, int]
 

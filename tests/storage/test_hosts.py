@@ -13,7 +13,8 @@ from domain.events import EventIn
 from store import framing
 from store import segment as segment_module
 from store import store as store_module
-from store.segment import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Segment, StoreConfig, Tail, move_heads
+from store.ends import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Tail
+from store.segment import Segment, StoreConfig, move_heads
 from store.store import SegmentStore, StreamLog, sync_store, truncate_many
 
 HOST_A = b"host-a-boot-id.."
