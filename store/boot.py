@@ -2,6 +2,9 @@
 segment's recovery trusts a tail of this boot without a check past it) and a part of a Redis
 lock holder's name (store/locks.py). It must never be shared by two hosts, nor by two boots of
 one host: where the kernel's id cannot be read, each process takes a random one instead.
+
+The segment's modules read it as `boot.BOOT_ID` at each use rather than importing the name, so
+that a test that plays another host (tests/storage/test_hosts.py) replaces it in one place.
 """
 
 from __future__ import annotations

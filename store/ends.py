@@ -14,7 +14,7 @@ into the slots as its segments are written.
 
 This module packs, unpacks and locates the records, reads every slot of a stream at once and
 holds the stream's heads lock. It must never decide which tail to trust nor recover one (that is
-a writer's: the segment's recovery), and never imports the segment's code, which builds on it.
+a writer's, store/segment/recovery.py), and never imports the segment package, which builds on it.
 No Django, no database.
 """
 

@@ -29,7 +29,10 @@ from typing import NamedTuple
 from domain.events import EventIn
 from store.ends import Head, Tail, read_stream_ends
 from store.framing import Record
-from store.segment import Segment, SegmentInfo, StoreConfig, TruncateResult, move_heads
+from store.segment.config import StoreConfig
+from store.segment.log import Segment
+from store.segment.reads import SegmentInfo
+from store.segment.truncation import TruncateResult, move_heads
 
 StreamCut = dict[str, int]
 
