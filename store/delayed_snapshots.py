@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from crc32c import crc32c
 
 from domain.delayed import Bucket, Index, SnapshotSegment
-from store.segment import write_atomically
+from store.files import write_atomically
 
 SCHEMA = pa.schema(
     [

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
 
+from store.boot import BOOT_ID
 from store.redis_connection import as_text, get_redis
-from store.segment import BOOT_ID
 
 _LUA = files("store") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
 # the scripts (`lua/lock_*.lua`): take a batch (each key set if free, else its holder returned),

@@ -27,8 +27,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from domain.events import EventIn
+from store.ends import Head, Tail, read_stream_ends
 from store.framing import Record
-from store.segment import Head, Segment, SegmentInfo, StoreConfig, Tail, TruncateResult, move_heads, read_stream_ends
+from store.segment.config import StoreConfig
+from store.segment.log import Segment
+from store.segment.reads import SegmentInfo
+from store.segment.truncation import TruncateResult, move_heads
 
 StreamCut = dict[str, int]
 

@@ -17,9 +17,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.errors import FieldError
+from store.ends import Head, Tail
 from store.framing import Frame, Record
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
-from store.segment import Head, Tail
 from streams import wait_stats, waking
 from streams.ack_tracker import KnownCounts
 from streams.consuming import positions

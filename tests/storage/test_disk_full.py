@@ -10,8 +10,9 @@ import pytest
 import tiny_disk
 
 from domain.events import EventIn
-from store import framing, segment
+from store import framing
 from store.segment import Segment, StorageFull, StoreConfig
+from store.segment.append import JOIN_AT_MOST
 
 if not tiny_disk.is_root() and not tiny_disk.can_unshare():
     pytest.skip("needs root or user namespaces to mount a tmpfs", allow_module_level=True)
@@ -110,7 +111,7 @@ def large_batches_written_from_their_parts(disk):
         [rng.randbytes(2000) for _ in range(700)],
     ]  # 1 400 parts: two pwritev calls
     for batch in batches:
-        assert sum(map(len, batch)) > segment.JOIN_AT_MOST
+        assert sum(map(len, batch)) > JOIN_AT_MOST
         first = seg.append([EventIn(p) for p in batch]).first_offset
         acked.update({first + i: p for i, p in enumerate(batch)})
     assert_log_is(Segment(seg.path, seg.config), acked)

@@ -7,7 +7,8 @@ import os
 import shutil
 
 from domain.events import EventIn
-from store.segment import ENDS_FILE, ENDS_SLOT, HEAD_AT, StoreConfig, read_stream_ends
+from store.ends import ENDS_FILE, ENDS_SLOT, HEAD_AT, read_stream_ends
+from store.segment import StoreConfig
 from store.store import SegmentStore, truncate_many
 
 

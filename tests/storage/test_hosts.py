@@ -10,10 +10,10 @@ import struct
 import pytest
 
 from domain.events import EventIn
-from store import framing
-from store import segment as segment_module
+from store import boot, framing
 from store import store as store_module
-from store.segment import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Segment, StoreConfig, Tail, move_heads
+from store.ends import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Tail
+from store.segment import Segment, StoreConfig, move_heads
 from store.store import SegmentStore, StreamLog, sync_store, truncate_many
 
 HOST_A = b"host-a-boot-id.."
@@ -24,12 +24,12 @@ IDS = ["0", "1"]
 
 @contextlib.contextmanager
 def on_host(boot_id):
-    saved = segment_module.BOOT_ID
-    segment_module.BOOT_ID = boot_id
+    saved = boot.BOOT_ID
+    boot.BOOT_ID = boot_id
     try:
         yield
     finally:
-        segment_module.BOOT_ID = saved
+        boot.BOOT_ID = saved
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from domain.events import EventIn
-from store import framing
-from store import segment as segment_module
+from store import boot, framing
 from store.segment import Segment, StoreConfig
 
 WRITER = Path(__file__).with_name("writer_process.py")
@@ -149,7 +148,7 @@ def test_a_tail_from_another_boot_is_checked_past_its_end_and_garbage_there_is_c
     seg.append(events(4))
     with open(seg.chunk_path(0), "ab") as f:
         f.write(b"\x07" * 11)  # garbage that a lost page could leave
-    monkeypatch.setattr(segment_module, "BOOT_ID", b"another-boot-id!")
+    monkeypatch.setattr(boot, "BOOT_ID", b"another-boot-id!")
     fresh = Segment(seg.path, seg.config)
     assert fresh.append(events(1)).first_offset == 4
     assert [r.offset for r in fresh.read(0, 10)] == [0, 1, 2, 3, 4]
@@ -308,7 +307,7 @@ def test_a_chunk_read_by_short_preads_reads_on_to_what_was_asked(tmp_path, monke
     seg = Segment(tmp_path / "seg", StoreConfig(fsync="never"))
     seg.append([EventIn(f"event {i}".encode()) for i in range(50)])
     real = os.pread
-    monkeypatch.setattr(segment_module.os, "pread", lambda fd, n, at: real(fd, min(n, 7), at))
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real(fd, min(n, 7), at))
 
     # when it is read, as records and as frames
     records, frames = seg.read(0, 100), seg.read_frames(0, 100)
@@ -328,7 +327,7 @@ def test_a_read_in_the_active_chunk_does_not_list_the_segments_chunks(tmp_path, 
     assert len(bases) > 10 and bases[-1] == active
     listed = []
     real = os.listdir
-    monkeypatch.setattr(segment_module.os, "listdir", lambda path: listed.append(path) or real(path))
+    monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real(path))
 
     # when a consumer that keeps up reads what the active chunk holds
     got = seg.read_frames(active, 1000)

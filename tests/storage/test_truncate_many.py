@@ -5,7 +5,8 @@ import os
 
 from domain.events import EventIn
 from store import store as store_module
-from store.segment import ENDS_FILE, HEAD_AT, StoreConfig, TruncateResult
+from store.ends import ENDS_FILE, HEAD_AT
+from store.segment import StoreConfig, TruncateResult
 from store.store import SegmentStore, truncate_many
 
 

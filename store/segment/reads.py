@@ -1,0 +1,283 @@
+"""Reading a segment: its committed tail as readers see it, its records (decoded, or as stored
+frames), the size before an offset, the offset at a time, and a summary (`SegmentInfo`). A read
+sees only what the committed tail covers, and meets a chunk that a truncation deleted under it
+by moving on to the new head. It must never write a record or move a head; it writes a tail
+only where none can be read (a segment not made yet, or a tail lost or torn), through recovery
+under the segment's lock, and a segment that a full disk keeps from being made reads as empty.
+No Django, no database.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from array import array
+from dataclasses import dataclass
+
+from store import boot, framing
+from store.ends import Head, Tail
+from store.framing import Frame, Record
+from store.segment.clock import epoch_ms
+from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment
+from store.segment.recovery import SegmentRecovery
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    head: int
+    tail: int
+    head_size: int
+    tail_size: int
+    chunk_count: int
+    physical_bytes: int  # bytes of chunk files on disk (framing included)
+    first_chunk_base: int
+
+
+class SegmentReads(SegmentRecovery):
+    """Reads of records and of the segment's ends, sizes and times."""
+
+    def create(self) -> Tail:
+        """Make the segment (directory, head, first chunk) unless it exists; its committed tail.
+        A disk that cannot take it raises (`StorageFull`, or the OSError of a file it needed)."""
+        with self._locked():
+            return self._tail_as_written()  # a segment that exists keeps its writer's tail
+
+    def committed_tail(self) -> Tail:
+        """The tail as readers see it. Creates the segment if it does not exist yet; one that
+        cannot be made for lack of space reads as empty (reading needs no space: its first
+        append makes it, or is refused with `StorageFull`)."""
+        for _ in range(3):
+            tail = self._read_tail()
+            if tail is not None:
+                return tail
+            time.sleep(0.001)
+        with self._locked():
+            try:
+                return self._recovered_tail()
+            except OSError as exc:
+                if exc.errno not in NO_SPACE_ERRNOS or self.chunk_bases():
+                    raise
+                head = self.read_head()
+                return Tail(
+                    head.offset, framing.CHUNK_HEADER_SIZE, head.offset, head.cum_size, epoch_ms(), 0, boot.BOOT_ID
+                )
+
+    def info(self) -> SegmentInfo:
+        tail = self.committed_tail()
+        head = self.read_head()
+        bases = self.chunk_bases()
+        physical = 0
+        for base in bases:
+            try:
+                physical += os.stat(self.chunk_path(base)).st_size
+            except FileNotFoundError:
+                pass
+        return SegmentInfo(
+            head=head.offset,
+            tail=tail.next_offset,
+            head_size=head.cum_size,
+            tail_size=tail.cum_size,
+            chunk_count=len(bases),
+            physical_bytes=physical,
+            first_chunk_base=bases[0] if bases else head.offset,
+        )
+
+    def read(
+        self,
+        from_offset: int,
+        max_events: int,
+        max_bytes: int = 8 * 1024 * 1024,
+        ends: tuple[Head, Tail] | None = None,
+    ) -> list[Record]:
+        """Up to `max_events` committed records from `from_offset` (raised to the head). `ends`:
+        the head and committed tail the caller has just read (`ends()`; a reader group's read
+        reads every segment's at once), read again here otherwise: the read is then the one it
+        would have been a moment earlier (a chunk a truncation deleted since is met as below)."""
+        return self._read(from_offset, max_events, max_bytes, ends, frames=False)
+
+    def read_frames(
+        self, from_offset: int, max_events: int, max_bytes: int = 8 * 1024 * 1024, ends: tuple[Head, Tail] | None = None
+    ) -> list[Frame]:
+        """`read`, the records left in their stored form (`framing.Frame`: verified, not decoded)."""
+        return self._read(from_offset, max_events, max_bytes, ends, frames=True)
+
+    def _read(
+        self, from_offset: int, max_events: int, max_bytes: int, ends: tuple[Head, Tail] | None, frames: bool
+    ) -> list:
+        if max_events <= 0:
+            return []
+        read_head, tail = ends if ends is not None else (self.read_head(), self.committed_tail())
+        start = max(from_offset, read_head.offset)
+        out: list = []
+        payload_bytes = 0
+        while start < tail.next_offset and len(out) < max_events and payload_bytes < max_bytes:
+            following: int | None = None  # the next chunk's base, after a sealed one
+            if start >= tail.active_base:
+                # the active chunk, which the tail names: a consumer that keeps up reads only
+                # there, without listing the segment's directory (a month's chunks, per read)
+                base = tail.active_base
+            else:
+                bases = self.chunk_bases()
+                i = bisect.bisect_right(bases, start) - 1
+                if i < 0:
+                    # The chunk was deleted under us by a truncation: continue from the new head.
+                    new_start = max(start, self.read_head().offset)
+                    if new_start == start:
+                        raise CorruptSegment(f"{self.path}: no chunk holds offset {start}")
+                    start = new_start
+                    continue
+                base = bases[i]
+                following = bases[i + 1] if i + 1 < len(bases) else None
+            sealed = base != tail.active_base
+            limit = None if sealed else tail.committed_pos
+            got = self._read_chunk(base, start, max_events - len(out), limit, sealed, frames)
+            if not got:
+                if sealed and following is not None:
+                    start = following
+                    continue
+                break
+            out.extend(got)
+            # the records are consecutive: their payload bytes are where the last one ends less
+            # where the first one starts (cum_size), not a sum over thousands of records (a
+            # frame's whole length stands for its payload's: the cap is a bound, not a count)
+            last = got[-1]
+            last_size = last.stop - last.start if frames else len(last.payload)
+            payload_bytes += last.cum_size + last_size - got[0].cum_size
+            start = got[-1].offset + 1
+        return out
+
+    def _read_chunk(
+        self, base: int, start: int, max_events: int, limit: int | None, sealed: bool, frames: bool = False
+    ) -> list:
+        offsets, positions = self._index(base, None if sealed else limit)
+        i = bisect.bisect_right(offsets, start) - 1
+        if i < 0:
+            return self._read_chunk_from(
+                base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, offsets, positions, frames
+            )
+        try:
+            out = self._read_chunk_from(base, start, max_events, limit, positions[i], offsets, positions, frames)
+            if out and out[0].offset == start:
+                return out
+        except CorruptSegment:
+            pass
+        # The entry does not lead to `start` (callers ask only for offsets the chunk holds): an
+        # index that a crash left stale (it is a hint, written without fsync). The chunk itself
+        # is read from its start instead.
+        self._index_cache.pop(base, None)
+        return self._read_chunk_from(
+            base, start, max_events, limit, framing.CHUNK_HEADER_SIZE, array("Q"), array("Q"), frames
+        )
+
+    def _read_chunk_from(
+        self,
+        base: int,
+        start: int,
+        max_events: int,
+        limit: int | None,
+        pos: int,
+        offsets: array,
+        positions: array,
+        frames: bool = False,
+    ) -> list:
+        try:  # a descriptor and pread, not a buffered file object: a read's every segment opens one
+            fd = os.open(self.chunk_path(base), os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        out: list = []
+        decode = framing.read_frames if frames else framing.read_records
+        try:
+            end = limit if limit is not None else os.fstat(fd).st_size
+            block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
+            j = bisect.bisect_left(offsets, start + max_events)
+            if max_events > 1 and j < len(offsets):
+                # the index says where the record after the last one wanted starts: read that
+                # much, not a whole MiB (a read of 1000 events of ~100 B wants ~150 KB, from
+                # four segments); the loop below reads on if it falls short
+                block = min(block, max(4096, positions[j] - pos))
+            while pos < end and len(out) < max_events:
+                data = _pread_full(fd, min(block, end - pos), pos)
+                got, consumed = decode(data, start, max_events - len(out))
+                out += got
+                if consumed == 0:
+                    if len(data) < end - pos:
+                        block *= 2  # one record larger than the block: read more at once
+                        continue
+                    raise CorruptSegment(f"{self.chunk_path(base)}: bad record at {pos}")
+                pos += consumed
+        finally:
+            os.close(fd)
+        return out
+
+    def size_till(self, offset: int) -> int:
+        """Cumulative payload bytes of the segment before `offset` (docs/design/retention.md)."""
+        tail = self.committed_tail()
+        if offset == tail.next_offset:
+            return tail.cum_size
+        if offset > tail.next_offset or offset < 0:
+            raise ValueError(f"offset {offset} is outside [0, {tail.next_offset}]")
+        head = self.read_head()
+        if offset == head.offset:
+            return head.cum_size
+        bases = self.chunk_bases()
+        if bases and offset == bases[0]:
+            with open(self.chunk_path(bases[0]), "rb") as f:
+                return framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1]
+        recs = self._read_chunk_at(offset)
+        if recs is None:
+            raise ValueError(f"offset {offset} lies in a deleted chunk")
+        return recs.cum_size
+
+    def offset_at_time(self, ms: int) -> int:
+        """The offset of the first event published at or after `ms` (epoch milliseconds), from
+        the head; the tail when every event held is older. Publish times never go back within a
+        segment (the writer stamps them under the segment's lock), so a binary search over the
+        offsets finds it: a few reads of one record, each found through the sparse index."""
+        lo, hi = self.read_head().offset, self.committed_tail().next_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rec = self._read_chunk_at(mid)
+            if rec is None:  # truncated away under us: what is left starts later
+                lo = max(mid + 1, self.read_head().offset)
+            elif rec.published_ms < ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _read_chunk_at(self, offset: int) -> Record | None:
+        tail = self.committed_tail()
+        bases = self.chunk_bases()
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            return None
+        base = bases[i]
+        sealed = base != tail.active_base
+        got = self._read_chunk(base, offset, 1, None if sealed else tail.committed_pos, sealed)
+        return got[0] if got and got[0].offset == offset else None
+
+    def ends(self) -> tuple[Head, Tail]:
+        """Head and committed tail: two small file reads, for callers that need only the ends."""
+        return self.read_head(), self.committed_tail()
+
+    def sealed_chunks(self) -> list[int]:
+        tail = self.committed_tail()
+        return [b for b in self.chunk_bases() if b != tail.active_base]
+
+
+def _pread_full(fd: int, size: int, at: int) -> bytes:
+    """`size` bytes of the file from `at`, fewer only where it ends (as a buffered file's read):
+    pread may return less than asked for."""
+    data = os.pread(fd, size, at)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, at + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
