@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, render
 from access.permissions import console_access
 from access.rules import Action
 from compaction.models import CompactionRun
-from console.views import htmx_partial
+from console.htmx import htmx_partial
 from retention.models import RetentionCycle
 
 KINDS = ("all", "cycles", "compactions")

@@ -20,6 +20,7 @@ from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
 from console.forms import PolicyForm, ScopeDefaultsForm
+from console.htmx import htmx_partial
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
 from domain.positions import finished
@@ -51,11 +52,6 @@ SORTS = {
 
 VIEW = {"GET": Action.VIEW}
 STREAM = TargetKind.STREAM
-
-
-def htmx_partial(request) -> bool:
-    """Send a fragment only to htmx requests that are not boosted page loads (NetBox)."""
-    return bool(request.htmx) and not request.htmx.boosted
 
 
 @console_access(VIEW)
