@@ -14,7 +14,7 @@ from console.access_forms import ApiKeyForm
 from console.htmx import htmx_partial
 from domain.errors import FieldError
 
-PAGE = "access/keys.html"
+PAGE = "console/access/keys.html"
 
 
 def _render(request, form, created=None, notice=""):

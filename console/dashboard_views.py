@@ -37,4 +37,4 @@ def dashboard(request):
         "largest": streams.order_by("-held_bytes").select_related("scope")[:5],
         "health": readiness(),
     }
-    return render(request, "streams/dashboard.html", context)
+    return render(request, "console/dashboard/dashboard.html", context)

@@ -31,8 +31,8 @@ def reader_group_list(request):
     page = Paginator(groups, 25).get_page(request.GET.get("page"))
     context = {"page": page, "rows": group_summaries(page)}
     if htmx_partial(request):
-        return render(request, "streams/reader_groups.html#group-table", context)
-    return render(request, "streams/reader_groups.html", context)
+        return render(request, "console/groups/list.html#group-table", context)
+    return render(request, "console/groups/list.html", context)
 
 
 @console_access(VIEW)
@@ -40,11 +40,11 @@ def reader_group_detail(request, scope, name):
     group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
     context = {"group": group, "overview": group_overview(group)}
     if htmx_partial(request):
-        return render(request, "streams/reader_group.html#group-positions", context)
+        return render(request, "console/groups/detail.html#group-positions", context)
     context.update(_checkpoints_context(request, group))
     context.update(_seek_context(request, group))
     context["checkpoint_interval_s"] = checkpoint_interval_s(group)
-    return render(request, "streams/reader_group.html", context)
+    return render(request, "console/groups/detail.html", context)
 
 
 def _seek_context(request, group: ReaderGroup, notice: str = "", warn: bool = False) -> dict:
@@ -79,7 +79,7 @@ def seek_reader_group(request, scope, name):
     except FieldError as exc:
         notice = f"Not moved: {exc.field} {exc.message}."
         if htmx_partial(request):
-            return render(request, "streams/reader_group.html#seek-panel", _seek_context(request, group, notice, True))
+            return render(request, "console/groups/detail.html#seek-panel", _seek_context(request, group, notice, True))
         messages.warning(request, notice)
         return redirect("console:reader-group", scope=scope, name=name)
     messages.success(
@@ -107,7 +107,7 @@ def _checkpoints_context(request, group: ReaderGroup, notice: str = "", warn: bo
 def _checkpoints_answer(request, group: ReaderGroup, notice: str, warn: bool = False):
     if htmx_partial(request):
         context = _checkpoints_context(request, group, notice, warn)
-        return render(request, "streams/reader_group.html#checkpoints-panel", context)
+        return render(request, "console/groups/detail.html#checkpoints-panel", context)
     messages.add_message(request, messages.WARNING if warn else messages.SUCCESS, notice)
     return redirect("console:reader-group", scope=group.scope.name, name=group.name)
 

@@ -38,7 +38,7 @@ def schedules(request):
         }
         for t in PeriodicTask.objects.select_related("interval", "crontab").order_by("name")
     ]
-    return render(request, "streams/schedules.html", {"rows": rows, "can_edit": can(request, Action.RUN_JOBS)})
+    return render(request, "console/schedules/list.html", {"rows": rows, "can_edit": can(request, Action.RUN_JOBS)})
 
 
 @console_access({"POST": Action.RUN_JOBS})

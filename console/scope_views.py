@@ -34,8 +34,8 @@ def _scope_context(request, scope: Scope, form: ScopeDefaultsForm | None = None,
 
 def _scope_answer(request, context: dict):
     if htmx_partial(request):
-        return render(request, "streams/scope_defaults.html#defaults-panel", context)
-    return render(request, "streams/scope_defaults.html", context)
+        return render(request, "console/scopes/defaults.html#defaults-panel", context)
+    return render(request, "console/scopes/defaults.html", context)
 
 
 @console_access({"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS})
@@ -44,7 +44,7 @@ def scope_defaults_page(request, scope):
     default); the streams of the scope with what each takes from it."""
     found = get_object_or_404(Scope, name=scope)
     if request.method == "GET":
-        return render(request, "streams/scope_defaults.html", _scope_context(request, found))
+        return render(request, "console/scopes/defaults.html", _scope_context(request, found))
     form = ScopeDefaultsForm(request.POST)
     if not form.is_valid():
         return _scope_answer(request, _scope_context(request, found, form, "Not saved: see the fields.", True))

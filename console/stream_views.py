@@ -62,8 +62,8 @@ def stream_list(request):
     page = Paginator(qs.order_by(*SORTS[sort]), 20).get_page(request.GET.get("page"))
     context = {"page": page, "q": query, "sort": sort}
     if htmx_partial(request):
-        return render(request, "streams/list.html#stream-table", context)
-    return render(request, "streams/list.html", context)
+        return render(request, "console/streams/list.html#stream-table", context)
+    return render(request, "console/streams/list.html", context)
 
 
 def _stream(scope: str, name: str) -> Stream:
@@ -179,21 +179,21 @@ def _compaction_context(request, stream, notice: str = "", warn: bool = False) -
 @console_access(VIEW)
 def stream_detail(request, scope, name):
     stream = _stream(scope, name)
-    return render(request, "streams/detail.html", _detail_context(request, stream))
+    return render(request, "console/streams/detail.html", _detail_context(request, stream))
 
 
 @console_access(VIEW)
 def delayed_panel(request, scope, name):
     """The delayed-delivery panel alone: the stream page polls it every 3 s."""
     stream = _stream(scope, name)
-    return render(request, "streams/detail.html#delayed-panel", _delayed_context(stream))
+    return render(request, "console/streams/detail.html#delayed-panel", _delayed_context(stream))
 
 
 @console_access(VIEW)
 def compaction_panel(request, scope, name):
     """The compaction panel alone: the stream page polls it every 3 s (a running run's phase)."""
     stream = _stream(scope, name)
-    return render(request, "streams/_compaction.html", _compaction_context(request, stream))
+    return render(request, "console/streams/_compaction.html", _compaction_context(request, stream))
 
 
 @console_access({"POST": Action.RUN_JOBS}, STREAM)
@@ -224,7 +224,7 @@ def compact_now(request, scope, name):
         )
         context = _compaction_context(request, stream, notice=notice, warn=run.state != CompactionRun.State.QUEUED)
     if htmx_partial(request):
-        return render(request, "streams/_compaction.html", context)
+        return render(request, "console/streams/_compaction.html", context)
     return redirect("console:stream", scope=scope, name=name)
 
 
@@ -235,7 +235,7 @@ def policy_panel(request, scope, name):
         editing = request.GET.get("edit") == "1" and can(request, Action.MANAGE_STREAMS)
         return render(
             request,
-            "streams/detail.html#policy-panel",
+            "console/streams/detail.html#policy-panel",
             _policy_context(request, stream, editing=editing),
         )
     form = PolicyForm(request.POST)
@@ -247,10 +247,10 @@ def policy_panel(request, scope, name):
     else:
         context = _policy_context(request, stream, form=form, editing=True)
     if htmx_partial(request):
-        return render(request, "streams/detail.html#policy-panel", context)
+        return render(request, "console/streams/detail.html#policy-panel", context)
     if form.is_valid():
         return redirect("console:stream", scope=scope, name=name)
-    return render(request, "streams/detail.html", _detail_context(request, stream, form=form, editing=True))
+    return render(request, "console/streams/detail.html", _detail_context(request, stream, form=form, editing=True))
 
 
 @console_access({"POST": Action.RUN_JOBS}, STREAM)
@@ -261,5 +261,5 @@ def run_retention_now(request, scope, name):
         return HttpResponseBadRequest("this stream has no retention policy")
     cycle = queue_stream_cycle(stream, "console", request.user)
     if htmx_partial(request):
-        return render(request, "streams/_cycle.html", {"cycle": cycle, "stream": stream})
+        return render(request, "console/jobs/_cycle.html", {"cycle": cycle, "stream": stream})
     return redirect("console:stream", scope=scope, name=name)
