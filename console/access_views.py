@@ -11,10 +11,10 @@ from access.permissions import console_access
 from access.rules import Action
 from access.services import key_queryset
 from console.access_forms import ApiKeyForm
-from console.views import htmx_partial
+from console.htmx import htmx_partial
 from domain.errors import FieldError
 
-PAGE = "access/keys.html"
+PAGE = "console/access/keys.html"
 
 
 def _render(request, form, created=None, notice=""):

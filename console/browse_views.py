@@ -141,7 +141,7 @@ def _page(request, stream: Stream, status: int = 200, **extra):
                 examined=page.examined,
                 at_tail=page.at_tail,
             )
-    return render(request, "streams/events.html", context, status=status)
+    return render(request, "console/streams/events.html", context, status=status)
 
 
 def _compacted_page(stream: Stream, request, form: str) -> dict:

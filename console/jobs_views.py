@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, render
 from access.permissions import console_access
 from access.rules import Action
 from compaction.models import CompactionRun
-from console.views import htmx_partial
+from console.htmx import htmx_partial
 from retention.models import RetentionCycle
 
 KINDS = ("all", "cycles", "compactions")
@@ -67,8 +67,8 @@ def jobs(request):
         "retention_interval": settings.CBR_RETENTION_INTERVAL,
     }
     if htmx_partial(request):
-        return render(request, "streams/jobs.html#job-table", context)
-    return render(request, "streams/jobs.html", context)
+        return render(request, "console/jobs/list.html#job-table", context)
+    return render(request, "console/jobs/list.html", context)
 
 
 @console_access({"GET": Action.VIEW})
@@ -79,8 +79,8 @@ def cycle(request, pk):
     run = get_object_or_404(RetentionCycle.objects.select_related("stream__scope", "requested_by"), pk=pk)
     context = {"cycle": run, "stream": run.stream}
     if htmx_partial(request):
-        response = render(request, "streams/_cycle.html", context)
+        response = render(request, "console/jobs/_cycle.html", context)
         if run.state not in RUNNING and request.GET.get("polled") == "1":
             response["HX-Refresh"] = "true"
         return response
-    return render(request, "streams/cycle.html", context)
+    return render(request, "console/jobs/cycle.html", context)

@@ -32,7 +32,7 @@ def create_stream(request):
         else:
             messages.success(request, f"Stream {stream.full_name} created.")
             return redirect("console:stream", scope=stream.scope.name, name=stream.name)
-    return render(request, "streams/stream_form.html", {"form": form})
+    return render(request, "console/streams/form.html", {"form": form})
 
 
 @console_access({"GET": Action.MANAGE_STREAMS, "POST": Action.MANAGE_STREAMS}, TargetKind.STREAM)
@@ -45,7 +45,7 @@ def stream_settings(request, scope, name):
             services.do_update_stream(stream, changes)
             messages.success(request, f"Saved: {', '.join(sorted(changes))}.")
         return redirect("console:stream", scope=scope, name=name)
-    return render(request, "streams/stream_settings.html", {"form": form, "stream": stream})
+    return render(request, "console/streams/settings.html", {"form": form, "stream": stream})
 
 
 @console_access({"GET": Action.DELETE_STREAM, "POST": Action.DELETE_STREAM}, TargetKind.STREAM)
@@ -61,7 +61,7 @@ def delete_stream(request, scope, name):
     groups = ReaderGroup.objects.filter(subscription__stream=stream).select_related("scope").distinct()
     return render(
         request,
-        "streams/confirm_delete.html",
+        "console/shared/confirm_delete.html",
         {
             "what": f"stream {stream.full_name}",
             "name": stream.full_name,
@@ -91,7 +91,7 @@ def create_group(request):
         else:
             messages.success(request, f"Reader group {group} created.")
             return redirect("console:reader-group", scope=group.scope.name, name=group.name)
-    return render(request, "streams/group_form.html", {"form": form})
+    return render(request, "console/groups/form.html", {"form": form})
 
 
 def _group(scope: str, name: str) -> ReaderGroup:
@@ -113,7 +113,7 @@ def group_settings(request, scope, name):
         else:
             messages.success(request, f"Reader group {group} saved (generation {group.generation}).")
             return redirect("console:reader-group", scope=scope, name=name)
-    return render(request, "streams/group_form.html", {"form": form, "group": group})
+    return render(request, "console/groups/form.html", {"form": form, "group": group})
 
 
 @console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)
@@ -129,7 +129,7 @@ def delete_group(request, scope, name):
     holds = group.retention_type != "NONE"
     return render(
         request,
-        "streams/confirm_delete.html",
+        "console/shared/confirm_delete.html",
         {
             "what": f"reader group {group}",
             "name": str(group),

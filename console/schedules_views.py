@@ -17,7 +17,7 @@ from ops import schedules as service
 @console_access({"GET": Action.VIEW})
 def schedules(request):
     rows = service.schedules()
-    return render(request, "streams/schedules.html", {"rows": rows, "can_edit": can(request, Action.RUN_JOBS)})
+    return render(request, "console/schedules/list.html", {"rows": rows, "can_edit": can(request, Action.RUN_JOBS)})
 
 
 @console_access({"POST": Action.RUN_JOBS})

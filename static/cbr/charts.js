@@ -1,6 +1,6 @@
 // The console's time-series charts (uPlot, vendored under static/vendor/uplot/). Each element
 // [data-charts=ID] holds .ts-chart elements; the series come from the JSON script #ID that the
-// page renders (console/views.py, _over_time). Without JavaScript the page shows its tables.
+// page renders (console/stream_views.py, _over_time). Without JavaScript the page shows its tables.
 (function () {
   "use strict";
   var COLORS = ["#3056d3", "#12805c", "#b54708", "#7a5af8", "#c4320a", "#0e9384", "#dd2590", "#475467"];
