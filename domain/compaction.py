@@ -16,14 +16,24 @@ COMPACTION_FIELDS: dict[str, Field] = {
     "cleanup_policy": Choice(
         (("delete", "Delete"), ("compact", "Compact"), ("compact,delete", "Compact Delete")),
         label="cleanup",
-        help="delete: retention alone; compact: a view of the latest event per key; both: the view has a retention of its own",
+        help="delete: retention alone; compact: the latest event per key; both: a view with a retention of its own",
         default="delete",
     ),
     "min_compaction_lag_s": Whole(
-        0, 365 * DAY_S, label="min compaction lag (s)", help="younger chunks are not compacted yet", default=0
+        0,
+        365 * DAY_S,
+        label="min compaction lag (s)",
+        help="younger chunks are not compacted yet",
+        default=0,
+        unit="seconds",
     ),
     "delete_retention_s": Whole(
-        0, 3650 * DAY_S, label="tombstones kept (s)", help="how long a deletion stays in the view", default=DAY_S
+        0,
+        3650 * DAY_S,
+        label="tombstones kept (s)",
+        help="how long a deletion stays in the view",
+        default=DAY_S,
+        unit="seconds",
     ),
     "compacted_retention_s": Whole(
         1,
@@ -31,6 +41,7 @@ COMPACTION_FIELDS: dict[str, Field] = {
         label="view retention (s)",
         help="compact,delete: the view's age limit (blank: none)",
         nullable=True,
+        unit="seconds",
     ),
     "compacted_retention_bytes": Whole(
         1,
@@ -38,6 +49,7 @@ COMPACTION_FIELDS: dict[str, Field] = {
         label="view retention (bytes)",
         help="compact,delete: the view's payload limit (blank: none)",
         nullable=True,
+        unit="bytes",
     ),
 }
 

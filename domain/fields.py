@@ -23,8 +23,10 @@ _ABSENT = object()
 
 @dataclass(frozen=True, slots=True)
 class Whole:
-    """A whole number from `low` to `high`; null allowed when `nullable` (it then means "none":
-    no limit, never, …, as `help` says). `default`: what an absent value is taken to be."""
+    """A whole number from `low` to `high`; null allowed when `nullable` (it then means `unset`:
+    no limit, never, …). `default`: what an absent value is taken to be. `unit`: what it counts,
+    for showing it ("seconds", "bytes", "limit": seconds or bytes as a policy's limit type says,
+    "": a plain count)."""
 
     low: int
     high: int
@@ -32,6 +34,8 @@ class Whole:
     help: str = ""
     nullable: bool = False
     default: int | None = None
+    unit: str = ""
+    unset: str = "—"
 
     def check(self, value: object, field: str) -> int | None:
         """The value, or a `FieldError` naming `field` that says what is wrong with it."""

@@ -21,8 +21,10 @@ POLICY_FIELDS: dict[str, Field] = {
         label="retention limits",
         help="what min and max measure: a time in seconds, or the stream's payload bytes",
     ),
-    "min": Whole(0, MAX_BIGINT_COLUMN, label="min", help="seconds or bytes always kept", default=0),
-    "max": Whole(0, MAX_BIGINT_COLUMN, label="max", help="never held beyond (blank: no maximum)", nullable=True),
+    "min": Whole(0, MAX_BIGINT_COLUMN, label="min", help="seconds or bytes always kept", default=0, unit="limit"),
+    "max": Whole(
+        0, MAX_BIGINT_COLUMN, label="max", help="never held beyond (blank: no maximum)", nullable=True, unit="limit"
+    ),
     "consumption_based": Flag(label="consumption-based", help="release only what subscribers processed"),
     "subscriber_timeout_s": Whole(
         0,
@@ -30,6 +32,8 @@ POLICY_FIELDS: dict[str, Field] = {
         label="subscriber timeout (s)",
         help="a subscriber whose cut is older holds nothing (blank: never stale)",
         nullable=True,
+        unit="seconds",
+        unset="never stale",
     ),
     "fallback_after_s": Whole(
         0,
@@ -37,6 +41,8 @@ POLICY_FIELDS: dict[str, Field] = {
         label="fall back after (s)",
         help="no subscriber active this long: the limits alone decide (blank: wait for ever)",
         nullable=True,
+        unit="seconds",
+        unset="never",
     ),
 }
 LIMIT_TYPES = POLICY_FIELDS["limit_type"].values  # type: ignore[union-attr]

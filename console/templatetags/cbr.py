@@ -1,8 +1,14 @@
-"""Console filters: stream cuts, durations and delivery times as people read them."""
+"""Console filters: stream cuts, durations and delivery times as people read them, and a stream's
+retention policy shown field by field from its declaration (`policy_rows`)."""
 
+import re
 from datetime import UTC, datetime
 
 from django import template
+from django.template.defaultfilters import capfirst, filesizeformat
+
+from domain.fields import Flag, Whole
+from domain.policy_spec import POLICY_FIELDS
 
 register = template.Library()
 
@@ -110,3 +116,33 @@ def split_last(value: str) -> str:
 def cut_prefix(note: str) -> str:
     """An edited schedule's note (`cbr:edited by ada at …`) as people read it: `edited by ada at …`."""
     return note.removeprefix("cbr:").replace("T", " ", 1) if note else ""
+
+
+@register.simple_tag
+def policy_rows(policy) -> list[tuple[str, str]]:
+    """A stream's policy (its row) as (label, value) pairs, one per field of `POLICY_FIELDS` but
+    its limit type (which the summary shows): a duration as a duration, bytes as a size, min and
+    max in what the limit type measures, a null as what it means ("never")."""
+    spec = policy.spec()
+    rows = []
+    for name, declared in POLICY_FIELDS.items():
+        if name == "limit_type":
+            continue
+        label = capfirst(re.sub(r" \((s|bytes)\)$", "", declared.label))
+        rows.append((label, _shown(getattr(spec, name), declared, spec.limit_type)))
+    return rows
+
+
+def _shown(value, declared, limit_type: str) -> str:
+    if isinstance(declared, Flag):
+        return "yes" if value else "no"
+    if value is None:
+        return declared.unset if isinstance(declared, Whole) else "—"
+    unit = declared.unit if isinstance(declared, Whole) else ""
+    if unit == "limit":
+        unit = "bytes" if limit_type == "size" else "seconds"
+    if unit == "seconds":
+        return duration(value)
+    if unit == "bytes":
+        return str(filesizeformat(value))
+    return str(value)

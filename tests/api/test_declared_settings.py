@@ -74,3 +74,20 @@ def test_a_compaction_setting_has_one_set_of_bounds(api, admin_client, name, val
     admin_client.post("/scopes/shop/defaults/", {name: str(value)})
     saved = ScopeDefaults.objects.filter(**{name: value}).exists()
     assert saved is taken
+
+
+def test_the_console_shows_every_field_of_a_policy_in_its_words(api, admin_client):
+    """The stream page's policy panel is made from the table: each field, its value in what it
+    measures, a null as what it means."""
+    factories.create_stream_over_api(
+        api, "orders", retention_policy={"limit_type": "size", "min": 2048, "max": None, "fallback_after_s": 5400}
+    )
+    page = text(admin_client.get("/streams/shop/orders/").content.decode())
+    for label in (
+        "Min 2.0 KB",
+        "Max —",
+        "Consumption-based no",
+        "Subscriber timeout never stale",
+        "Fall back after 1 h 30 min",
+    ):
+        assert label in page, label
