@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 import redis
 from django.conf import settings
@@ -30,6 +32,9 @@ def as_bytes(reply: bytes | str) -> bytes:
     return reply if isinstance(reply, bytes) else reply.encode()
 
 
+T = TypeVar("T")
+
+
 class ScriptPipeline(redis.client.Pipeline):
     """A non-transactional pipeline whose scripts go by EVALSHA alone. redis-py's own pipeline
     first asks `SCRIPT EXISTS` for every script queued on it, one more round trip on each read
@@ -42,6 +47,16 @@ class ScriptPipeline(redis.client.Pipeline):
         super().__init__(client.connection_pool, client.response_callbacks, False, None)
         self._scripted: dict[int, tuple[Script, list, list]] = {}
         self.reran = False  # the last execute ran a script after the rest (NOSCRIPT)
+        self.answered: list = []  # the last execute's answers (what `Answers` read)
+
+    def answers_of(self, queue: Callable[[], T]) -> tuple[T, Answers]:
+        """Run `queue`, which puts commands on this pipeline: what it returns, and a handle to the
+        answers of just those commands once the pipeline has run (`Answers.all`, `Answers.one`).
+        A step that queues commands reads its own answers through it; no caller counts where
+        another step's answers lie."""
+        start = len(self)
+        returned = queue()
+        return returned, Answers(self, start, len(self))
 
     def run_script(self, script: Script, keys: list, args: list) -> None:
         """Queue `script` with its keys and arguments."""
@@ -60,7 +75,27 @@ class ScriptPipeline(redis.client.Pipeline):
             for answer in answers:
                 if isinstance(answer, Exception):
                     raise answer
+        self.answered = answers
         return answers
+
+
+class Answers:
+    """The answers of the commands one step put on a `ScriptPipeline`
+    (`ScriptPipeline.answers_of`), read once the pipeline has run."""
+
+    __slots__ = ("_pipe", "_start", "_end")
+
+    def __init__(self, pipe: ScriptPipeline, start: int, end: int):
+        self._pipe, self._start, self._end = pipe, start, end
+
+    def all(self) -> list:
+        """Each command's answer, in the order they were queued."""
+        return self._pipe.answered[self._start : self._end]
+
+    def one(self) -> object:
+        """The answer of the step's one command."""
+        assert self._end == self._start + 1, "the step queued one command"
+        return self._pipe.answered[self._start]
 
 
 def scripted_pipeline(client: redis.Redis | None = None) -> ScriptPipeline:
