@@ -1,6 +1,6 @@
 """Reader groups over REST: a group created, changed, sought and answered; a read, its ack and
 its answer; acks, nacks, checkpoints and acknowledgement (truncation) cuts. Thin: the rules are
-the domain's (`domain.group_settings`, `domain.acks`, `domain.positions`) and the services'."""
+the domain's (`domain.group_settings`, `domain.acks`, `domain.start_positions`) and the services'."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from api.fields import (
     valid_sinks,
 )
 from domain.group_settings import BOUNDS, DEFAULTS
-from domain.positions import finished
+from domain.start_positions import finished
 from streams.models import (
     AckPolicyChoice,
     OnPoison,
@@ -113,7 +113,7 @@ class BackoffField(serializers.JSONField):
     }
 )
 class StartField(serializers.JSONField):
-    """For the schema: a start position, checked by domain.positions.parse_position."""
+    """For the schema: a start position, checked by domain.start_positions.parse_position."""
 
 
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -265,7 +265,7 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
 
 
 class SeekRequestSerializer(RefusesUnknownFields, serializers.Serializer):
-    """For the schema: parsed by domain.positions.parse_seek (exactly one of the three targets)."""
+    """For the schema: parsed by domain.start_positions.parse_seek (exactly one of the three targets)."""
 
     what = "a seek"
 

@@ -40,7 +40,7 @@ from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from streams import consuming, reader_groups
 from streams.models import ReaderGroup, Subscription
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 

@@ -15,12 +15,12 @@ from access.permissions import can, console_access
 from access.rules import Action, TargetKind
 from console.htmx import htmx_partial
 from domain.errors import FieldError
-from domain.positions import finished
+from domain.start_positions import finished
 from streams import consuming, reader_groups
 from streams.consuming import checkpoint_interval_s
 from streams.models import ReaderGroup
-from streams.projections.groups import group_overview, group_summaries
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
+from streams.projections.overview import group_overview, group_summaries
 
 VIEW = {"GET": Action.VIEW}
 

@@ -33,8 +33,8 @@ from retention.tasks import queue_stream_cycle
 from streams import logs, sampling
 from streams.models import Stream
 from streams.projections.delayed import delayed_state
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
+from streams.projections.overview import totals_by_stream
 
 SORTS = {
     "name": ("scope__name", "name"),

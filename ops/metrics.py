@@ -27,7 +27,7 @@ from streams import wait_stats
 from streams.logs import StreamState, stream_state
 from streams.models import Stream
 from streams.projections.delayed import LATENCY_LES, delayed_states
-from streams.projections.positions import every_group_totals
+from streams.projections.lag import every_group_totals
 
 Ends = dict[int, tuple[dict[str, int], dict[str, int]]]  # stream id -> (head cut, tail cut)
 

@@ -210,7 +210,7 @@ class ReaderGroup(models.Model):
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     retention_type = models.CharField(max_length=40, choices=RetentionType.choices, default=RetentionType.NONE)
     start = models.CharField(max_length=16, choices=StartPosition.choices, default="head")
-    start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.positions)
+    start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.start_positions)
     # a bounded group: {"scope/name": cut}; reads stop there (docs/api.md)
     end_stream_cuts = models.JSONField(default=dict, blank=True)
     sinks = models.JSONField(default=list, blank=True)
@@ -250,7 +250,7 @@ class ReaderGroup(models.Model):
 
     @property
     def start_position(self) -> str | dict:
-        """`start` as a request gives it and an answer shows it (domain.positions)."""
+        """`start` as a request gives it and an answer shows it (domain.start_positions)."""
         if self.start == StartPosition.TIME:
             return {"time": self.start_at}
         if self.start == StartPosition.STREAM_CUTS:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from domain.acks import check_backoff
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from domain.positions import Position, behind, check_stream_cuts, parse_position, parse_seek
+from domain.start_positions import Position, behind, check_stream_cuts, parse_position, parse_seek
 from streams.acknowledgement import (
     check_generation,
     check_stream_cut,

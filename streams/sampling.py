@@ -16,8 +16,8 @@ from django.utils import timezone
 from domain.rates import rates
 from streams.logs import stream_state
 from streams.models import ReaderGroup, Sample, Stream
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
+from streams.projections.overview import totals_by_stream
 
 log = logging.getLogger(__name__)
 

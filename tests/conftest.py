@@ -144,7 +144,7 @@ class Clock:
 def clock(monkeypatch):
     """The clock of leases, delays and delivery times, moved by the test (`clock.now += 60`)."""
     clock = Clock()
-    monkeypatch.setattr(consuming.positions, "clock", clock)
+    monkeypatch.setattr(consuming.floors, "clock", clock)
     return clock
 
 

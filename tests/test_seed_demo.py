@@ -11,8 +11,8 @@ from retention.models import TruncationRecord
 from retention.projections import events_after
 from streams import consuming, logs
 from streams.models import ReaderGroup, Stream, Subscription
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
+from streams.projections.overview import totals_by_stream
 
 pytestmark = pytest.mark.django_db
 

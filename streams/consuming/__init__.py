@@ -28,7 +28,7 @@ from streams.consuming.checkpoints import (
     periodic_checkpoints,
 )
 from streams.consuming.dead_letters import dead_letter_name
-from streams.consuming.positions import (
+from streams.consuming.floors import (
     ConsumerSeen,
     Slot,
     consumers_seen,

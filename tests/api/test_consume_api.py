@@ -11,7 +11,7 @@ from django.utils import timezone
 from domain.events import EventIn
 from retention.models import RetentionPolicy
 from streams import consuming, logs, services
-from streams.consuming.positions import persist_floors
+from streams.consuming.floors import persist_floors
 from streams.models import Checkpoint, ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = pytest.mark.django_db

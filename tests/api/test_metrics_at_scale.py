@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from streams import wait_stats
 from streams.models import ReaderGroup, ReadPosition, Scope, Subscription
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
+from streams.projections.lag import group_state
+from streams.projections.overview import totals_by_stream
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.db import connection
 
 from domain.events import EventIn
 from streams import services
-from streams.consuming.positions import _load_positions
+from streams.consuming.floors import _load_positions
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ import os, random, sys
 import django
 django.setup()
 from streams import consuming, services
-from streams.consuming import positions
+from streams.consuming import floors
 from streams.delaying import maintenance
 from streams.models import ReaderGroup, Stream
 from store.framing import EventIn
@@ -37,14 +37,14 @@ rng = random.Random(seed)
 stream = Stream.objects.get(name="later")
 groups = list(ReaderGroup.objects.filter(name__in=["one", "two"]).order_by("name"))
 tick = int(open(tick_path).read() or 0) if os.path.exists(tick_path) else 0
-positions.clock = lambda: base + tick * 2.0  # the readers' clock: 2 s per round
+floors.clock = lambda: base + tick * 2.0  # the readers' clock: 2 s per round
 log = open(log_path, "a")
 while True:
     tick += 1
     with open(tick_path + ".new", "w") as f:
         f.write(str(tick))
     os.replace(tick_path + ".new", tick_path)
-    now = positions.clock()
+    now = floors.clock()
     services.do_publish(stream, [EventIn(b"x", deliver_at_ms=int((now + rng.uniform(1, 60)) * 1000))
                                  for _ in range(rng.randrange(1, 12))])
     maintenance.maintain(stream, int(now * 1000))
@@ -112,7 +112,7 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
     time.sleep(1.1)  # a lock the last run held expires
     tick = int(tick_path.read_text())
     clock = {"now": base + tick * 2.0}
-    monkeypatch.setattr(consuming.positions, "clock", lambda: clock["now"])
+    monkeypatch.setattr(consuming.floors, "clock", lambda: clock["now"])
     groups = list(ReaderGroup.objects.filter(name__in=["one", "two"]).order_by("name"))
     handed = [line.split() for line in log_path.read_text().splitlines() if line.strip()]
     for _ in range(80):

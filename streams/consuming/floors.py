@@ -1,6 +1,7 @@
-"""A reader group's positions: one `Slot` per segment of each of its streams (the persisted
-floor and the Redis tracker), floors persisted only upwards, the group's last-seen time, and the
-clock every lease and delay uses (`clock`; tests replace it)."""
+"""A reader group's floors: one `Slot` per segment of each of its streams (the persisted
+`ReadPosition`, with its floor, handed count and delivery counts, and the Redis tracker), floors
+persisted only upwards, the group's last-seen time and consumers, and the clock every lease and
+delay uses (`clock`; tests replace it)."""
 
 from __future__ import annotations
 
