@@ -242,7 +242,7 @@ def warm_up() -> None:
     after): first-use costs are not the benchmark's business."""
     from domain.events import EventIn
     from streams import logs, services
-    from streams.delaying import buckets, handing, maintenance, stream_index
+    from streams.delaying import buckets, indexing, maintenance, stream_index
 
     stream = services.do_create_stream(
         scope="bench", name="warm-up", segment_count=2, delayed_index={"min_index_count_per_bucket": 500}
@@ -250,10 +250,10 @@ def warm_up() -> None:
     base = int(time.time() * 1000) + MARGIN_MS
     log = logs.stream_log(stream)
     for start in range(0, 5000, 1000):
-        hook = handing.publish_hook(stream)
+        hook = indexing.publish_hook(stream)
         log.append([EventIn(b"w", deliver_at_ms=base + i) for i in range(start, start + 1000)], on_commit=hook)
         if hook.not_live:
-            handing.ensure_live(stream, stream_index.index_of(stream))
+            indexing.ensure_live(stream, stream_index.index_of(stream))
     maintenance.maintain(stream)
     buckets.forget_index(stream)()
 
@@ -263,7 +263,7 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
     samples memory just before each seal (the peak) and every 50 batches."""
     from domain.events import EventIn
     from streams import logs
-    from streams.delaying import handing, maintenance, stream_index
+    from streams.delaying import indexing, maintenance, stream_index
 
     log = logs.stream_log(stream)
     index = stream_index.index_of(stream)
@@ -289,11 +289,11 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
                 at = next(times)
                 due += at <= due_by
                 events.append(EventIn(b"%d" % i, deliver_at_ms=at))
-            hook = handing.publish_hook(stream)
+            hook = indexing.publish_hook(stream)
             t = time.perf_counter()
             log.append(events, on_commit=hook)
             if hook.not_live:
-                handing.ensure_live(stream, index)
+                indexing.ensure_live(stream, index)
             seconds["append"] += time.perf_counter() - t
             if hook.sealed:
                 sample()

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from domain.events import EventIn
 from streams import logs, services
-from streams.delaying import buckets, handing, maintenance, stream_index
+from streams.delaying import buckets, handing, indexing, maintenance, stream_index
 from streams.models import DelayedBucket, DelayedOp, Stream
 
 pytestmark = pytest.mark.django_db
@@ -233,7 +233,7 @@ def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_main
     make_group(api)
     due_ms = int((clock.now + 30) * 1000)
     services.do_publish(stream, [EventIn(b"indexed", deliver_at_ms=due_ms)])  # the index is live
-    hook = handing.publish_hook(stream)
+    hook = indexing.publish_hook(stream)
     hook.begin()  # the publisher noted where the tails were, appended, and died before indexing
     logs.stream_log(stream).append([EventIn(b"lost?", deliver_at_ms=due_ms + 1)])
     assert api.post(URL + "shop/billing/read/", {"max_events": 10}, format="json").json()["deliveries"] == []
