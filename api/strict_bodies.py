@@ -14,7 +14,7 @@ TOGETHER: dict[str, dict] = {
     "SeekRequestRequest": {
         "oneOf": [{"required": ["position"]}, {"required": ["time"]}, {"required": ["stream_cuts"]}],
     },
-    # `stream` and `stream_cut`, or `stream_cuts` alone (streams.reader_groups)
+    # `stream` and `stream_cut`, or `stream_cuts` alone (groups.reader_groups)
     "TruncationCutRequest": {
         "oneOf": [
             {"required": ["stream", "stream_cut"], "not": {"required": ["stream_cuts"]}},

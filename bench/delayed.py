@@ -22,7 +22,7 @@ minus its Celery nudge: `maintain` runs here, after every batch that sealed a bu
                `buckets.replay` (the whole stream re-read, buckets sealed again). Target:
                recovery >= 50x faster than replay.
   (d) hand-out one NONE reader group whose cursor passed every event over (reads through
-               `streams.consuming.read` until each segment's tracker is at the tail; they answer
+               `groups.consuming.read` until each segment's tracker is at the tail; they answer
                nothing, every event is delayed), then "now" moved so ~1M events are due (all of
                them below 1M events) and `release_due(stream, now)` called until it releases no
                more: its rounds (each: the next snapshot segments of the buckets whose frontier
@@ -400,8 +400,9 @@ def restart(stream, now_ms: int, expected: int, profile: set[str]) -> dict:
 
 
 def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
-    from streams import consuming, logs, reader_groups
-    from streams.delaying import buckets, handing, stream_index
+    from groups import consuming, delayed_release, reader_groups
+    from streams import logs
+    from streams.delaying import buckets, stream_index
     from streams.delaying.index import DelayIndex
 
     group = reader_groups.do_create_reader_group(
@@ -413,7 +414,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
         ack_timeout_s=3600,
     )
     tails = {s: t.next_offset for s, (_, t) in logs.stream_log(stream).ends().items()}
-    trackers = dict(handing.trackers_of(stream, {int(s) for s in tails}))
+    trackers = dict(delayed_release.trackers_of(stream, {int(s) for s in tails}))
     redis = next(iter(trackers.values())).redis
     t = time.perf_counter()
     reads = handed_early = 0
@@ -429,7 +430,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     phases = Phases()
     phases.wrap(DelayIndex, "release", "release (Lua: loads, pop, claim)")
     order = {"latest": 0, "earlier": 0}  # indexes released after a later one: out of time order
-    timed_fan_out = handing.fan_out
+    timed_fan_out = delayed_release.fan_out
 
     def checked_fan_out(stream, released, *a, **kw):
         times = [at for offsets in released.values() for at in offsets.values()]
@@ -438,8 +439,8 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
             order["latest"] = max(order["latest"], max(times))
         return timed_fan_out(stream, released, *a, **kw)
 
-    handing.fan_out = checked_fan_out
-    phases.wrap(handing, "fan_out", "fan_out (Lua per group and segment)")
+    delayed_release.fan_out = checked_fan_out
+    phases.wrap(delayed_release, "fan_out", "fan_out (Lua per group and segment)")
     phases.wrap(DelayIndex, "handed", "handed (ZREM)")
     phases.wrap(buckets, "round_loads", "round_loads (plan, Parquet reads, packing)")
     released = calls = 0
@@ -448,7 +449,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     try:
         with profiled(profile, "release_due"):
             while True:
-                k = handing.release_due(stream, now_ms)
+                k = delayed_release.release_due(stream, now_ms)
                 calls += 1
                 released += k
                 if k == 0:
@@ -456,7 +457,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     finally:
         release_s = time.perf_counter() - t
         phases.undo()
-        handing.fan_out = timed_fan_out
+        delayed_release.fan_out = timed_fan_out
     stats = redis.info("commandstats")
     in_redis = {k[len("cmdstat_") :]: (v["usec"] / 1e6, v["calls"]) for k, v in stats.items() if v["usec"] >= 10_000}
     queued = sum(redis.zcard(tr.keys[5]) for tr in trackers.values())

@@ -1,6 +1,6 @@
-"""Deleting a stream. It sits above what refers to a stream in the store (its log, the delayed
-index); the reader groups hear of it through `stream_deleted` (streams.signals), so that the
-stream's own modules never import them."""
+"""Deleting a stream. It sits above everything of this app that refers to a stream (its log, the
+delayed index); the reader groups, in the app above, hear of it through `stream_deleted`
+(streams.signals), so that none of those imports back."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from streams.signals import stream_deleted
 def do_delete_stream(stream: Stream) -> None:
     """The stream goes with its files and every piece of its Redis state: its delayed index and
     its reader groups' acknowledgement state on it. Each group that read it records the removal
-    (`stream_deleted`, received by `streams.reader_groups.forget_deleted_stream`)."""
+    (`stream_deleted`, received by `groups.reader_groups.forget_deleted_stream`)."""
 
     log = stream_log(stream)
     forget = forget_index(stream)

@@ -9,9 +9,9 @@ Django starts (its AppConfig.ready):
 - `delayed_bucket_sealed(stream=Stream)`: a publish sealed the stream's mutable delayed bucket;
   `streams.tasks` queues its snapshot now instead of at the next beat.
 - `stream_deleted(stream=Stream, at=datetime)`: inside the transaction that deletes the stream,
-  before its row goes. The reader groups record the removal in every group that read it
+  before its row goes. The reader groups' app records the removal in every group that read it
   and forgets their trackers on it once the deletion commits
-  (`streams.reader_groups.forget_deleted_stream`).
+  (`groups.reader_groups.forget_deleted_stream`).
 """
 
 from django.dispatch import Signal

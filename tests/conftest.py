@@ -15,8 +15,9 @@ from django.core.cache import cache
 from access.token_cache import CREDENTIALS
 from cbrweb import embedded_redis
 from cbrweb.celery import app
+from groups import consuming
 from spark_tasks.session import get_spark, stop_spark
-from streams import consuming, waking
+from streams import waking
 from streams.lookups import PUBLISHED_STREAMS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Delayed events in: a publish indexes its delayed events (under the segment's lock, so in offset
 order), and a publish that died between its append and the index taking them is re-read by
-maintenance. Releasing what is due to the reader groups is `streams.delaying.handing`."""
+maintenance. Releasing what is due to the reader groups is theirs (`groups.delayed_release`)."""
 
 from __future__ import annotations
 

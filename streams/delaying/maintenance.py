@@ -32,7 +32,7 @@ _release_due: ReleaseDue = _release_to_nobody
 
 def release_due_with(release: ReleaseDue) -> None:
     """The reader groups' app registers how what is due goes to a stream's groups
-    (`streams.delaying.handing.release_due`) when Django starts (streams.apps): the stream layer
+    (`groups.delayed_release.release_due`) when Django starts (groups.apps): the stream layer
     never imports it."""
     global _release_due
     _release_due = release

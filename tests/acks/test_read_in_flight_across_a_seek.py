@@ -6,8 +6,9 @@ seek's target."""
 import pytest
 
 from domain.events import EventIn
-from streams import consuming, reader_groups, services
-from streams.consuming import floors
+from groups import consuming, reader_groups
+from groups.consuming import floors
+from streams import services
 from streams.models import DeliveryCount
 
 pytestmark = pytest.mark.django_db

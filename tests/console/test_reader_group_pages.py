@@ -8,8 +8,9 @@ from django.test.utils import CaptureQueriesContext
 from page_text import row_of, rows, text
 
 from domain.events import EventIn
+from groups import consuming
 from retention.services import do_truncate
-from streams import consuming, services
+from streams import services
 from streams.models import ReaderGroup
 
 pytestmark = pytest.mark.django_db

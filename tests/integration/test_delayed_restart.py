@@ -14,11 +14,12 @@ from collections import defaultdict
 import pytest
 from django.db import connection
 
+from groups import consuming
+from groups.reader_groups import do_create_reader_group
 from integration.conftest import ROOT, _database_url
-from streams import consuming, logs, services
+from streams import logs, services
 from streams.delaying import maintenance
 from streams.models import DelayedOp, ReaderGroup, ReadPosition
-from streams.reader_groups import do_create_reader_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -26,8 +27,9 @@ WORKLOAD = """
 import os, random, sys
 import django
 django.setup()
-from streams import consuming, services
-from streams.consuming import floors
+from groups import consuming
+from streams import services
+from groups.consuming import floors
 from streams.delaying import maintenance
 from streams.models import ReaderGroup, Stream
 from store.framing import EventIn

@@ -19,7 +19,7 @@ from domain.acks import check_backoff
 from domain.errors import FieldError
 from domain.names import split_stream_name
 from domain.start_positions import Position, behind, check_stream_cuts, parse_position, parse_seek
-from streams.acknowledgement import (
+from groups.acknowledgement import (
     check_generation,
     check_stream_cut,
     check_truncation_cut,
@@ -28,7 +28,7 @@ from streams.acknowledgement import (
     publish_cuts,
     set_acknowledgement_cut,
 )
-from streams.consuming import current_floors, forget_trackers, group_changed, tracker_names
+from groups.consuming import current_floors, forget_trackers, group_changed, tracker_names
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
 from streams.signals import holds_released, stream_deleted

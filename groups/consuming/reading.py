@@ -17,17 +17,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.errors import FieldError
-from store.ends import Head, Tail
-from store.framing import Frame, Record
-from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
-from streams import wait_stats, waking
-from streams.ack_tracker import KnownCounts
-from streams.consuming import floors
-from streams.consuming.acking import AckOutcome, PendingAck, ack_part
-from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
-from streams.consuming.checkpoints import maybe_checkpoint
-from streams.consuming.dead_letters import dead_letter
-from streams.consuming.floors import (
+from groups.ack_tracker import KnownCounts
+from groups.consuming import floors
+from groups.consuming.acking import AckOutcome, PendingAck, ack_part
+from groups.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
+from groups.consuming.checkpoints import maybe_checkpoint
+from groups.consuming.dead_letters import dead_letter
+from groups.consuming.floors import (
     GROUP_CHANGES,
     Slot,
     group_and_slots,
@@ -40,7 +36,11 @@ from streams.consuming.floors import (
     records_at,
     slots,
 )
-from streams.delaying.handing import queue_release, release_due
+from groups.delayed_release import queue_release, release_due
+from store.ends import Head, Tail
+from store.framing import Frame, Record
+from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
+from streams import wait_stats, waking
 from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log

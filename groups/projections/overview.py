@@ -12,10 +12,10 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from streams.consuming import dead_letter_name
+from groups.consuming import dead_letter_name
+from groups.projections.lag import PositionState, group_state
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
-from streams.projections.lag import PositionState, group_state
 
 
 @dataclass(frozen=True)

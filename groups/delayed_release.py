@@ -1,7 +1,7 @@
 """Delayed events out: what is due in a stream's delayed index is released to every reader group
 of the stream (each group's tracker takes what its cursor passed over), by reads and by the
 index's maintenance (`streams.delaying.maintenance`, which calls `release_due` as this app
-registered it: streams.apps). Indexing a publish's delayed events is the stream's
+registered it: groups.apps). Indexing a publish's delayed events is the stream's
 (`streams.delaying.indexing`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
+from groups.ack_tracker import SegmentTracker, released_packed
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
-from streams.ack_tracker import SegmentTracker, released_packed
 from streams.delaying.buckets import round_loads
 from streams.delaying.index import Direct, Load, Round, state_key, unpacked
 from streams.delaying.stream_index import index_of

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from groups.ack_tracker import SegmentTracker, stats_many
+from groups.consuming.floors import slots
 from store.redis_connection import get_redis, read_many
-from streams.ack_tracker import SegmentTracker, stats_many
-from streams.consuming.floors import slots
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Subscription
 

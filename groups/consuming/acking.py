@@ -11,11 +11,11 @@ from django.conf import settings
 
 from domain.acks import AckPolicy, Delivery
 from domain.errors import FieldError
+from groups.ack_tracker import Run
+from groups.consuming import floors
+from groups.consuming.checkpoints import maybe_checkpoint
+from groups.consuming.floors import Slot, mark_seen, note_consumer, persist_floors, slots
 from store.redis_connection import ScriptPipeline, scripted_pipeline
-from streams.ack_tracker import Run
-from streams.consuming import floors
-from streams.consuming.checkpoints import maybe_checkpoint
-from streams.consuming.floors import Slot, mark_seen, note_consumer, persist_floors, slots
 from streams.models import ReaderGroup
 from streams.waking import group_channel, publish_notice
 

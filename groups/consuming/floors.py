@@ -18,9 +18,9 @@ from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
 from django.utils import timezone
 
+from groups.ack_tracker import KnownCounts, SegmentTracker
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
-from streams.ack_tracker import KnownCounts, SegmentTracker
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
