@@ -17,7 +17,7 @@ from domain.fields import Choice, Field, Flag, Whole
 from domain.group_settings import MAX_SINKS, SINK_PATTERN, check_sinks
 from domain.names import NAME_PATTERN, check_name
 from domain.times import parse_time
-from streams.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
+from groups.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
 
 
 class StrictIntegerField(serializers.IntegerField):

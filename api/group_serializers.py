@@ -1,6 +1,6 @@
 """Reader groups over REST: a group created, changed, sought and answered; a read, its ack and
 its answer; acks, nacks, checkpoints and acknowledgement (truncation) cuts. Thin: the rules are
-the domain's (`domain.group_settings`, `domain.acks`, `domain.positions`) and the services'."""
+the domain's (`domain.group_settings`, `domain.acks`, `domain.start_positions`) and the services'."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from api.fields import (
     valid_sinks,
 )
 from domain.group_settings import BOUNDS, DEFAULTS
-from domain.positions import finished
+from domain.start_positions import finished
 from streams.models import (
     AckPolicyChoice,
     OnPoison,
@@ -52,7 +52,7 @@ from streams.models import (
     }
 )
 class DeliveryIdsField(serializers.JSONField):
-    """Delivery ids as a read handed them out, or id ranges: parsed by streams.consuming.acking,
+    """Delivery ids as a read handed them out, or id ranges: parsed by groups.consuming.acking,
     which names `delivery_ids[i]` in its errors."""
 
 
@@ -73,7 +73,7 @@ class DeliveryIdsField(serializers.JSONField):
     }
 )
 class ReadAckField(serializers.JSONField):
-    """For the schema: a read's `ack` (parsed by streams.consuming.acking.ack_part, which names
+    """For the schema: a read's `ack` (parsed by groups.consuming.acking.ack_part, which names
     `ack.delivery_ids[i]` in its errors)."""
 
 
@@ -113,7 +113,7 @@ class BackoffField(serializers.JSONField):
     }
 )
 class StartField(serializers.JSONField):
-    """For the schema: a start position, checked by domain.positions.parse_position."""
+    """For the schema: a start position, checked by domain.start_positions.parse_position."""
 
 
 class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -265,7 +265,7 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
 
 
 class SeekRequestSerializer(RefusesUnknownFields, serializers.Serializer):
-    """For the schema: parsed by domain.positions.parse_seek (exactly one of the three targets)."""
+    """For the schema: parsed by domain.start_positions.parse_seek (exactly one of the three targets)."""
 
     what = "a seek"
 
@@ -413,7 +413,7 @@ class ReadAnswerSerializer(serializers.Serializer):
 
 
 class AckRequestSerializer(serializers.Serializer):
-    """For the schema: parsed by streams.consuming.ack (errors name `delivery_ids[i]`)."""
+    """For the schema: parsed by groups.consuming.ack (errors name `delivery_ids[i]`)."""
 
     delivery_ids = DeliveryIdsField()
     sink = SinkNameField(required=False, help_text="for groups with sinks: which sink acknowledges")
@@ -463,7 +463,7 @@ class CheckpointSerializer(serializers.Serializer):
 
 
 class TruncationCutSerializer(serializers.Serializer):
-    """For the schema: parsed by streams.reader_groups.do_update_truncation_cut(s). Either
+    """For the schema: parsed by groups.reader_groups.do_update_truncation_cut(s). Either
     `stream` and `stream_cut`, or `stream_cuts` (several streams at once, all or none)."""
 
     stream = StreamNameField(required=False)

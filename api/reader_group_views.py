@@ -1,5 +1,5 @@
 """Reader groups over REST (docs/design/acks.md): create, list, detail, delete, and the
-acknowledgement cut a MANUAL subscriber publishes. Thin: streams.reader_groups does the work."""
+acknowledgement cut a MANUAL subscriber publishes. Thin: groups.reader_groups does the work."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ from api.group_serializers import (
 from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
-from streams import consuming, reader_groups
+from groups import consuming, reader_groups
+from groups.projections.lag import group_state
 from streams.models import ReaderGroup, Subscription
-from streams.projections.positions import group_state
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 # Which fields of a body go together, as the server parses it, in the words OpenAPI 3.0 has
 # (no if/then: `oneOf`, `anyOf` and `not` over `required`), by request component.
 TOGETHER: dict[str, dict] = {
-    # exactly one target (domain.positions.parse_seek); `generation` beside it
+    # exactly one target (domain.start_positions.parse_seek); `generation` beside it
     "SeekRequestRequest": {
         "oneOf": [{"required": ["position"]}, {"required": ["time"]}, {"required": ["stream_cuts"]}],
     },
-    # `stream` and `stream_cut`, or `stream_cuts` alone (streams.reader_groups)
+    # `stream` and `stream_cut`, or `stream_cuts` alone (groups.reader_groups)
     "TruncationCutRequest": {
         "oneOf": [
             {"required": ["stream", "stream_cut"], "not": {"required": ["stream_cuts"]}},

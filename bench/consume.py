@@ -30,7 +30,7 @@ What it measures, all on this machine and in one run:
              N events before each figure (untimed), then C consumers with pika's blocking
              consumer, a prefetch of two batches and one basic_ack(multiple=True) per batch; the
              clock stops at the last ack, and the queue must be empty after.
-  tracker    `streams.ack_tracker.SegmentTracker` alone against Redis: 100k offsets handed out,
+  tracker    `groups.ack_tracker.SegmentTracker` alone against Redis: 100k offsets handed out,
              then acked in a shuffled order 1000 at a time (out-of-order acks/s, and how much of
              that is inside Redis), and the Redis memory one pending delivery costs (MEMORY USAGE
              of the tracker's keys, and INFO used_memory).
@@ -347,7 +347,7 @@ def bench_tracker(redis_url: str, deliveries: int, hand_out_limit: int = 10_000,
     import redis
 
     from domain.acks import Poison
-    from streams.ack_tracker import SegmentTracker
+    from groups.ack_tracker import SegmentTracker
 
     r = redis.Redis.from_url(redis_url)
     run = f"bench-{os.getpid()}"  # no real subscription has such a key

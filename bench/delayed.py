@@ -22,7 +22,7 @@ minus its Celery nudge: `maintain` runs here, after every batch that sealed a bu
                `buckets.replay` (the whole stream re-read, buckets sealed again). Target:
                recovery >= 50x faster than replay.
   (d) hand-out one NONE reader group whose cursor passed every event over (reads through
-               `streams.consuming.read` until each segment's tracker is at the tail; they answer
+               `groups.consuming.read` until each segment's tracker is at the tail; they answer
                nothing, every event is delayed), then "now" moved so ~1M events are due (all of
                them below 1M events) and `release_due(stream, now)` called until it releases no
                more: its rounds (each: the next snapshot segments of the buckets whose frontier
@@ -242,7 +242,7 @@ def warm_up() -> None:
     after): first-use costs are not the benchmark's business."""
     from domain.events import EventIn
     from streams import logs, services
-    from streams.delaying import buckets, handing, maintenance, stream_index
+    from streams.delaying import buckets, indexing, maintenance, stream_index
 
     stream = services.do_create_stream(
         scope="bench", name="warm-up", segment_count=2, delayed_index={"min_index_count_per_bucket": 500}
@@ -250,10 +250,10 @@ def warm_up() -> None:
     base = int(time.time() * 1000) + MARGIN_MS
     log = logs.stream_log(stream)
     for start in range(0, 5000, 1000):
-        hook = handing.publish_hook(stream)
+        hook = indexing.publish_hook(stream)
         log.append([EventIn(b"w", deliver_at_ms=base + i) for i in range(start, start + 1000)], on_commit=hook)
         if hook.not_live:
-            handing.ensure_live(stream, stream_index.index_of(stream))
+            indexing.ensure_live(stream, stream_index.index_of(stream))
     maintenance.maintain(stream)
     buckets.forget_index(stream)()
 
@@ -263,7 +263,7 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
     samples memory just before each seal (the peak) and every 50 batches."""
     from domain.events import EventIn
     from streams import logs
-    from streams.delaying import handing, maintenance, stream_index
+    from streams.delaying import indexing, maintenance, stream_index
 
     log = logs.stream_log(stream)
     index = stream_index.index_of(stream)
@@ -289,11 +289,11 @@ def publish(args, stream, base_ms: int, due_by: int, profile: bool) -> dict:
                 at = next(times)
                 due += at <= due_by
                 events.append(EventIn(b"%d" % i, deliver_at_ms=at))
-            hook = handing.publish_hook(stream)
+            hook = indexing.publish_hook(stream)
             t = time.perf_counter()
             log.append(events, on_commit=hook)
             if hook.not_live:
-                handing.ensure_live(stream, index)
+                indexing.ensure_live(stream, index)
             seconds["append"] += time.perf_counter() - t
             if hook.sealed:
                 sample()
@@ -400,8 +400,9 @@ def restart(stream, now_ms: int, expected: int, profile: set[str]) -> dict:
 
 
 def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
-    from streams import consuming, logs, reader_groups
-    from streams.delaying import buckets, handing, stream_index
+    from groups import consuming, delayed_release, reader_groups
+    from streams import logs
+    from streams.delaying import buckets, stream_index
     from streams.delaying.index import DelayIndex
 
     group = reader_groups.do_create_reader_group(
@@ -413,7 +414,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
         ack_timeout_s=3600,
     )
     tails = {s: t.next_offset for s, (_, t) in logs.stream_log(stream).ends().items()}
-    trackers = dict(handing.trackers_of(stream, {int(s) for s in tails}))
+    trackers = dict(delayed_release.trackers_of(stream, {int(s) for s in tails}))
     redis = next(iter(trackers.values())).redis
     t = time.perf_counter()
     reads = handed_early = 0
@@ -429,7 +430,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     phases = Phases()
     phases.wrap(DelayIndex, "release", "release (Lua: loads, pop, claim)")
     order = {"latest": 0, "earlier": 0}  # indexes released after a later one: out of time order
-    timed_fan_out = handing.fan_out
+    timed_fan_out = delayed_release.fan_out
 
     def checked_fan_out(stream, released, *a, **kw):
         times = [at for offsets in released.values() for at in offsets.values()]
@@ -438,8 +439,8 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
             order["latest"] = max(order["latest"], max(times))
         return timed_fan_out(stream, released, *a, **kw)
 
-    handing.fan_out = checked_fan_out
-    phases.wrap(handing, "fan_out", "fan_out (Lua per group and segment)")
+    delayed_release.fan_out = checked_fan_out
+    phases.wrap(delayed_release, "fan_out", "fan_out (Lua per group and segment)")
     phases.wrap(DelayIndex, "handed", "handed (ZREM)")
     phases.wrap(buckets, "round_loads", "round_loads (plan, Parquet reads, packing)")
     released = calls = 0
@@ -448,7 +449,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     try:
         with profiled(profile, "release_due"):
             while True:
-                k = handing.release_due(stream, now_ms)
+                k = delayed_release.release_due(stream, now_ms)
                 calls += 1
                 released += k
                 if k == 0:
@@ -456,7 +457,7 @@ def hand_out(stream, now_ms: int, expected_due: int, profile: bool) -> dict:
     finally:
         release_s = time.perf_counter() - t
         phases.undo()
-        handing.fan_out = timed_fan_out
+        delayed_release.fan_out = timed_fan_out
     stats = redis.info("commandstats")
     in_redis = {k[len("cmdstat_") :]: (v["usec"] / 1e6, v["calls"]) for k, v in stats.items() if v["usec"] >= 10_000}
     queued = sum(redis.zcard(tr.keys[5]) for tr in trackers.values())

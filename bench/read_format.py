@@ -35,9 +35,9 @@ import orjson  # noqa: E402
 
 from cbr_client import Message, _batch_messages, decode_read_batch  # noqa: E402
 from domain.acks import Delivery  # noqa: E402
+from groups.consuming.answers import ReadPart, ReadResult  # noqa: E402
 from store import framing  # noqa: E402
 from store.framing import Record  # noqa: E402
-from streams.consuming.answers import ReadPart, ReadResult  # noqa: E402
 from streams.wire import encode_read_batch  # noqa: E402
 
 

@@ -1,7 +1,8 @@
 """Beat's scheduler: django-celery-beat's database scheduler (schedules kept in the database,
 edited in the console), recording its ticks for `/readyz` (`ops.health`), and leaving alone
 the entries an operator edited (`domain.schedules`): django-celery-beat writes the settings'
-schedule over every entry each time beat starts, which undid a console edit at the next restart."""
+schedule over every entry each time beat starts, which undid a console edit at the next restart.
+An edited entry still takes the task path the settings name (a task that moved keeps running)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,18 @@ class Scheduler(DatabaseScheduler):
         return super().tick(*args, **kwargs)
 
     def update_from_dict(self, mapping):
-        edited = set(
-            PeriodicTask.objects.filter(name__in=list(mapping), description__startswith=EDITED).values_list(
-                "name", flat=True
-            )
-        )
-        # the edited entries stay as the operator left them; the schedule reads them from the table
+        edited = {
+            task.name: task
+            for task in PeriodicTask.objects.filter(name__in=list(mapping), description__startswith=EDITED)
+        }
+        # The edited entries keep the operator's interval and on/off; the schedule reads them from
+        # the table. Which task an entry runs is never the operator's (the console does not change
+        # it): it follows the settings, so an entry edited before its task moved (issue 39: what was
+        # "streams.tasks.periodic_checkpoints" is `groups.tasks.periodic_checkpoints`) does not
+        # go on naming a task no worker has.
+        for name, task in edited.items():
+            declared = mapping[name].get("task")
+            if declared and task.task != declared:
+                task.task = declared
+                task.save(update_fields=["task"])  # its save tells a running beat to read the table again
         super().update_from_dict({name: entry for name, entry in mapping.items() if name not in edited})

@@ -28,7 +28,7 @@ register_converter(KeyPrefixConverter, "key_prefix")
 
 
 class CheckpointNameConverter(NameConverter):
-    """A checkpoint's name: a name, or also with ':' (`streams.consuming.check_checkpoint_name`
+    """A checkpoint's name: a name, or also with ':' (`groups.consuming.check_checkpoint_name`
     allows it, so a checkpoint named `v2:batch-7` must be addressable)."""
 
     regex = r"[A-Za-z0-9_.:-]{1,128}"

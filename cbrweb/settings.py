@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "template_partials",
     "django_celery_beat",
     "streams",
+    "groups",
     "retention",
     "compaction",
     "access",
@@ -251,7 +252,7 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # /readyz and the console's health panel: a worker's or beat's heartbeat older than this is a
 # process that is gone (they beat every third of it); below this free space in CBR_DATA_DIR the
 # service is not ready (a full disk refuses every publish).
-# the console's rates and backlog over time (streams.sampling): a sample every interval, kept
+# the console's rates and backlog over time (groups.sampling): a sample every interval, kept
 # for the window; above the cap the sampler does nothing (watch a large fleet with /metrics)
 CBR_SAMPLE_INTERVAL = env_int("CBR_SAMPLE_INTERVAL", 60, minimum=1)
 CBR_SAMPLE_WINDOW_S = env_int("CBR_SAMPLE_WINDOW_S", 86400, minimum=60)
@@ -282,7 +283,7 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
         "schedule": float(CBR_RETENTION_INTERVAL),
     },
     "periodic-checkpoints": {
-        "task": "streams.tasks.periodic_checkpoints",
+        "task": "groups.tasks.periodic_checkpoints",
         "schedule": float(CBR_CHECKPOINT_TICK),
     },
     "compaction": {
@@ -294,7 +295,7 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
         "schedule": float(CBR_DELAYED_TICK),
     },
     "sample-rates": {
-        "task": "streams.tasks.sample_rates",
+        "task": "groups.tasks.sample_rates",
         "schedule": float(CBR_SAMPLE_INTERVAL),
     },
     "refresh-segment-stats": {

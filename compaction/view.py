@@ -97,7 +97,7 @@ def records_at(stream: Stream, view: CompactedView, segment: str, offsets: list[
 
 
 class Views:
-    """What `streams.consuming.reading` reads a `read_compacted` group's events from below a
+    """What `groups.consuming.reading` reads a `read_compacted` group's events from below a
     view's horizon (registered by `CompactionConfig.ready`)."""
 
     def current(self, stream_ids: set[int]) -> dict[int, CompactedView]:

@@ -1,6 +1,6 @@
 """The console's reader-group pages (htmx): the list, a group's page with its positions (polled),
 and what its page does: seek, and record, release and delete checkpoints. Thin: read through
-projections, write through streams.reader_groups and streams.consuming, and decide once, at the
+projections, write through groups.reader_groups and groups.consuming, and decide once, at the
 end, whether to send a page or a fragment. Creating, changing and deleting a group are
 manage_views'. It must never write a row itself."""
 
@@ -15,12 +15,12 @@ from access.permissions import can, console_access
 from access.rules import Action, TargetKind
 from console.htmx import htmx_partial
 from domain.errors import FieldError
-from domain.positions import finished
-from streams import consuming, reader_groups
-from streams.consuming import checkpoint_interval_s
+from domain.start_positions import finished
+from groups import consuming, reader_groups
+from groups.consuming import checkpoint_interval_s
+from groups.projections.lag import group_state
+from groups.projections.overview import group_overview, group_summaries
 from streams.models import ReaderGroup
-from streams.projections.groups import group_overview, group_summaries
-from streams.projections.positions import group_state
 
 VIEW = {"GET": Action.VIEW}
 

@@ -12,8 +12,9 @@ from access.permissions import console_access
 from access.rules import Action, TargetKind
 from console.manage_forms import GroupForm, StreamForm, StreamSettingsForm
 from domain.errors import FieldError
+from groups import reader_groups
 from retention import services as retention_services
-from streams import deletion, reader_groups, services
+from streams import deletion, services
 from streams.models import ReaderGroup, Stream
 
 

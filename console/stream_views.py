@@ -24,17 +24,18 @@ from console import charts
 from console.forms import PolicyForm
 from console.htmx import htmx_partial
 from domain.compaction import max_may_outrun_compaction
+from groups import sampling
+from groups.projections.lag import group_state
+from groups.projections.overview import totals_by_stream
 from retention import services as retention_services
 from retention import set_store
 from retention.explain import explain
 from retention.models import RetentionCycle
 from retention.projections import subscriber_states
 from retention.tasks import queue_stream_cycle
-from streams import logs, sampling
+from streams import logs
+from streams.delaying.projection import delayed_state
 from streams.models import Stream
-from streams.projections.delayed import delayed_state
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -106,7 +107,7 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
 
 
 def _over_time(stream, truncations) -> dict:
-    """The stream's sampled series (`streams.sampling`) with its truncations in the window, as the
+    """The stream's sampled series (`groups.sampling`) with its truncations in the window, as the
     page's charts take them (static/cbr/charts.js)."""
     data = sampling.series(stream).as_json()
     start = data["times"][0] if data["times"] else None

@@ -17,7 +17,7 @@ from domain.errors import FieldError
 from domain.names import split_stream_name
 
 PREFIX = "cbr-dlq-"
-# the headers `streams.consuming.dead_letters` writes, without the prefix
+# the headers `groups.consuming.dead_letters` writes, without the prefix
 KNOWN = ("reason", "stream", "segment", "offset", "reader-group", "deliveries", "at")
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _COUNT = re.compile(r"[0-9]{1,18}")  # below 2**63 (and ASCII only): an offset, a count, epoch ms

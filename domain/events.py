@@ -29,7 +29,7 @@ class EventIn(NamedTuple):
 
 
 ALLOWED_FIELDS = frozenset({"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"})
-# Headers the service writes itself (a dead letter's `cbr-dlq-*`, `streams.consuming.dead_letters`,
+# Headers the service writes itself (a dead letter's `cbr-dlq-*`, `groups.consuming.dead_letters`,
 # which appends without this check): a publish may not set them, in any case, so that a header's
 # meaning cannot be forged (`domain.dead_letters` still reads them as untrusted: older events).
 RESERVED_HEADER_PREFIX = "cbr-"

@@ -19,15 +19,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from groups.projections.lag import every_group_totals
 from ops.exposition import Family, exposition, label_set
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
 from store.redis_connection import get_redis
 from streams import wait_stats
+from streams.delaying.projection import LATENCY_LES, delayed_states
 from streams.logs import StreamState, stream_state
 from streams.models import Stream
-from streams.projections.delayed import LATENCY_LES, delayed_states
-from streams.projections.positions import every_group_totals
 
 Ends = dict[int, tuple[dict[str, int], dict[str, int]]]  # stream id -> (head cut, tail cut)
 

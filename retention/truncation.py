@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from domain.cuts import is_at_or_after
 from domain.retention_set import after_truncation
+from groups.consuming import drop_expired_persisted
 from retention.models import TruncationRecord
 from retention.set_store import as_records, read_sets, write_sets
 from store.segment import TruncateResult
 from store.store import StreamLog, truncate_many
-from streams.consuming import drop_expired_persisted
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
 from streams.models import Checkpoint, ReaderGroup, Segment, Stream

@@ -20,6 +20,7 @@ PACKAGES = (
     "compaction",
     "console",
     "domain",
+    "groups",
     "ops",
     "retention",
     "spark_tasks",

@@ -210,7 +210,7 @@ class ReaderGroup(models.Model):
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     retention_type = models.CharField(max_length=40, choices=RetentionType.choices, default=RetentionType.NONE)
     start = models.CharField(max_length=16, choices=StartPosition.choices, default="head")
-    start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.positions)
+    start_at = models.JSONField(null=True, blank=True)  # the time or the cuts of `start` (domain.start_positions)
     # a bounded group: {"scope/name": cut}; reads stop there (docs/api.md)
     end_stream_cuts = models.JSONField(default=dict, blank=True)
     sinks = models.JSONField(default=list, blank=True)
@@ -250,7 +250,7 @@ class ReaderGroup(models.Model):
 
     @property
     def start_position(self) -> str | dict:
-        """`start` as a request gives it and an answer shows it (domain.positions)."""
+        """`start` as a request gives it and an answer shows it (domain.start_positions)."""
         if self.start == StartPosition.TIME:
             return {"time": self.start_at}
         if self.start == StartPosition.STREAM_CUTS:
@@ -264,7 +264,7 @@ class Subscription(models.Model):
 
     reader_group = models.ForeignKey(ReaderGroup, on_delete=models.CASCADE)
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="subscriptions")
-    # Names the subscription's acknowledgement state in Redis (streams.ack_tracker), for the
+    # Names the subscription's acknowledgement state in Redis (groups.ack_tracker), for the
     # reason `ReaderGroup.state_key` gives: a new subscription can only start from its own floor.
     state_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     # the incarnations of its state keys before its last seeks (the latest few): an ack a read
@@ -312,7 +312,7 @@ class Subscription(models.Model):
 class ReadPosition(models.Model):
     """A reader group's persisted floor on one segment: every offset below it was processed
     (acknowledged, skipped or dead-lettered). It only moves forward; the pending and acknowledged
-    state above it lives in Redis (streams.ack_tracker), which starts again from here if lost."""
+    state above it lives in Redis (groups.ack_tracker), which starts again from here if lost."""
 
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="positions")
     segment_id = models.CharField(max_length=64)
@@ -320,7 +320,7 @@ class ReadPosition(models.Model):
     missed = models.BigIntegerField(default=0)  # events truncated away before they were processed
     # every offset from the floor up to here was handed out at least once: persisted before a
     # read answers, so that deliveries handed out again after Redis lost its state count on
-    # from what they had (`streams.ack_tracker`), never from 1
+    # from what they had (`groups.ack_tracker`), never from 1
     handed = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -414,7 +414,7 @@ class DelayedOp(models.Model):
 
 class Sample(models.Model):
     """A stream's counters (reader_group null) or one subscription's (a group on the stream), as
-    the sampler read them at `at` (`streams.sampling`): the console draws rates and backlog over
+    the sampler read them at `at` (`groups.sampling`): the console draws rates and backlog over
     time from them. Kept for CBR_SAMPLE_WINDOW_S, then deleted."""
 
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="samples")

@@ -11,7 +11,7 @@ from domain.errors import FieldError, insufficient_storage, no_space_for_stream,
 from domain.events import EventIn
 from store.segment import NO_SPACE_ERRNOS, StorageFull
 from store.store import Position
-from streams.delaying.handing import ensure_live, publish_hook
+from streams.delaying.indexing import ensure_live, publish_hook
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.models import Scope, Segment, Stream

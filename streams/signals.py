@@ -8,9 +8,14 @@ Django starts (its AppConfig.ready):
   retention app rechecks the full ones (`retention.tasks.recheck_full_streams`).
 - `delayed_bucket_sealed(stream=Stream)`: a publish sealed the stream's mutable delayed bucket;
   `streams.tasks` queues its snapshot now instead of at the next beat.
+- `stream_deleted(stream=Stream, at=datetime)`: inside the transaction that deletes the stream,
+  before its row goes. The reader groups' app records the removal in every group that read it
+  and forgets their trackers on it once the deletion commits
+  (`groups.reader_groups.forget_deleted_stream`).
 """
 
 from django.dispatch import Signal
 
 holds_released = Signal()
 delayed_bucket_sealed = Signal()
+stream_deleted = Signal()

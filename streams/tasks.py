@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.dispatch import receiver
 
-from streams import consuming, logs, sampling
+from streams import logs
 from streams.delaying import maintenance
 from streams.models import Stream
 from streams.signals import delayed_bucket_sealed
@@ -31,13 +31,6 @@ def refresh_segment_stats() -> int:
 
 
 @shared_task
-def periodic_checkpoints() -> int:
-    """Checkpoint AUTOMATIC reader groups whose `checkpoint_interval_s` has passed (their
-    acknowledgement cuts follow)."""
-    return consuming.periodic_checkpoints()
-
-
-@shared_task
 def delayed_maintenance() -> int:
     """Look after every stream's delayed index (streams.delaying.maintenance)."""
     return maintenance.maintain_all()
@@ -57,9 +50,3 @@ def queue_sealing(sender, stream: Stream, **kwargs) -> None:
         maintain_delayed_index.delay(stream.pk)
     except Exception:  # the broker is down: beat's next round seals it
         logger.warning("could not queue the sealing of %s's delayed bucket", stream, exc_info=True)
-
-
-@shared_task
-def sample_rates() -> int:
-    """The console's rates and backlog over time (`streams.sampling`)."""
-    return sampling.take_samples()

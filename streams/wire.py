@@ -88,7 +88,7 @@ def event_json(sr: StreamRecord) -> dict:
 def delivery_prefix(incarnation: int, stream_id: int, segment: str, life: int = 0) -> str:
     """What every delivery id of a subscription's segment starts with (then `-offset-epoch`):
     `<incarnation>.<life>-<stream id>-<segment>`, the life of the Redis state that handed it out
-    (`streams.ack_tracker.new_life`) after a dot; a state of an older release has none (0), and
+    (`groups.ack_tracker.new_life`) after a dot; a state of an older release has none (0), and
     its ids no dot."""
     first = f"{incarnation}.{life}" if life else str(incarnation)
     return f"{first}-{stream_id}-{segment}"
@@ -121,7 +121,7 @@ READ_BATCH_MAGIC = b"CBRB\x02"
 
 
 class BatchPart(Protocol):
-    """One segment's part of a read (`streams.consuming.answers.ReadPart`)."""
+    """One segment's part of a read (`groups.consuming.answers.ReadPart`)."""
 
     stream: str
     segment: str
@@ -225,7 +225,7 @@ class _Template:
 
 def deliveries_json(parts: Iterable[BatchPart], lease_expires_at: str | None) -> bytes:
     """A read's deliveries as its JSON answer carries them: byte for byte what `orjson.dumps`
-    makes of `streams.consuming.answers.ReadResult.deliveries` (each event's `record_json`, then
+    makes of `groups.consuming.answers.ReadResult.deliveries` (each event's `record_json`, then
     its delivery's fields), without a dict per event (`_Template` above). The answer takes it as
     an `orjson.Fragment`."""
     expires = _dump_text(lease_expires_at)

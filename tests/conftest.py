@@ -15,8 +15,9 @@ from django.core.cache import cache
 from access.token_cache import CREDENTIALS
 from cbrweb import embedded_redis
 from cbrweb.celery import app
+from groups import consuming
 from spark_tasks.session import get_spark, stop_spark
-from streams import consuming, waking
+from streams import waking
 from streams.lookups import PUBLISHED_STREAMS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,7 +145,7 @@ class Clock:
 def clock(monkeypatch):
     """The clock of leases, delays and delivery times, moved by the test (`clock.now += 60`)."""
     clock = Clock()
-    monkeypatch.setattr(consuming.positions, "clock", clock)
+    monkeypatch.setattr(consuming.floors, "clock", clock)
     return clock
 
 

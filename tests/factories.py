@@ -20,9 +20,10 @@ from rest_framework.test import APIClient
 
 from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
+from groups import reader_groups
 from retention import services as retention_services
 from store.redis_connection import get_redis
-from streams import reader_groups, services, waking
+from streams import services, waking
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
 

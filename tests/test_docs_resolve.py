@@ -1,6 +1,6 @@
 """The maintainers' map stays true: `docs/architecture.md` names every module of the server, and
 a dotted name of the project written in backticks in a comment, a docstring or a doc
-(`streams.consuming.reading.read_woken`, `retention.cycle.buckets:run_bucket`) names something
+(`groups.consuming.reading.read_woken`, `retention.cycle.buckets:run_bucket`) names something
 that exists; and nothing cites a
 design document outside the repository (the project's own are under docs/design/)."""
 
@@ -18,6 +18,7 @@ PACKAGES = (
     "compaction",
     "console",
     "domain",
+    "groups",
     "ops",
     "retention",
     "spark_tasks",

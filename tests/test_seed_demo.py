@@ -7,12 +7,13 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from groups import consuming
+from groups.projections.lag import group_state
+from groups.projections.overview import totals_by_stream
 from retention.models import TruncationRecord
 from retention.projections import events_after
-from streams import consuming, logs
+from streams import logs
 from streams.models import ReaderGroup, Stream, Subscription
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
 
 pytestmark = pytest.mark.django_db
 

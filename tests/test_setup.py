@@ -138,7 +138,7 @@ def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next(
         queue(t)
         for t in (
             "retention.tasks.run_retention_cycle",
-            "streams.tasks.periodic_checkpoints",
+            "groups.tasks.periodic_checkpoints",
             "streams.tasks.delayed_maintenance",
             "streams.tasks.seal_due_chunks",
         )

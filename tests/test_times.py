@@ -8,7 +8,7 @@ import pytest
 
 from domain.errors import FieldError
 from domain.events import PublishLimits, parse_batch
-from domain.positions import parse_position, parse_seek
+from domain.start_positions import parse_position, parse_seek
 from domain.times import FIRST, LAST, as_utc, parse_time
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)

@@ -1,17 +1,41 @@
 """The delayed index's upkeep, run by beat (`delayed_maintenance`) and after a publish sealed a
 bucket: recovery when Redis lost the index, sealing, loading what no process loaded, deleting
-finished buckets, merging over `max_num_buckets`, and releasing what is due."""
+finished buckets, merging over `max_num_buckets`, and releasing what is due (to the reader
+groups, through the function their app registers: `release_due_with`)."""
 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from django.db.models import Count
 
-from streams.delaying import buckets, handing, stream_index
+from streams.delaying import buckets, indexing, stream_index
 from streams.models import DelayedBucket, DelayedIndex, Stream
 
 SWEEP_S = 60  # finished buckets are looked for when something was released, or this often
+
+
+class ReleaseDue(Protocol):
+    def __call__(self, stream: Stream, now_ms: int, *, rounds: int) -> int:
+        """Release what is due in the stream's index to its reader groups, in at most `rounds`
+        rounds; how many indexes went out."""
+
+
+def _release_to_nobody(stream: Stream, now_ms: int, *, rounds: int) -> int:
+    """Before the reader groups' app registers its release: there is no group to release to."""
+    return 0
+
+
+_release_due: ReleaseDue = _release_to_nobody
+
+
+def release_due_with(release: ReleaseDue) -> None:
+    """The reader groups' app registers how what is due goes to a stream's groups
+    (`groups.delayed_release.release_due`) when Django starts (groups.apps): the stream layer
+    never imports it."""
+    global _release_due
+    _release_due = release
 
 
 def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None = None) -> dict:
@@ -28,7 +52,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
         if "recovered" not in state:
             buckets.recover(stream, now_ms, index)
             done["recovered"] = True
-        handing.reindex_unfinished(stream, now_ms)  # publishes that died before indexing
+        indexing.reindex_unfinished(stream, now_ms)  # publishes that died before indexing
         for gen in index.sealing():
             done["sealed"] += buckets.seal(stream, gen, index) is not None
         loaded = index.loaded()
@@ -47,7 +71,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
                 if buckets.merge_if_needed(stream, index) is None:
                     break
                 done["merged"] += 1
-    done["released"] = handing.release_due(stream, now_ms, rounds=100_000)
+    done["released"] = _release_due(stream, now_ms, rounds=100_000)
     return done
 
 

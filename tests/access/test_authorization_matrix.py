@@ -18,9 +18,10 @@ from access.models import ApiKey
 from access.services import check_key_request, do_create_key, do_revoke_key
 from domain.events import parse_batch
 from domain.policy_spec import parse_policy
+from groups import consuming, reader_groups
 from retention import services as retention_services
 from retention.models import RetentionCycle
-from streams import consuming, logs, reader_groups, services
+from streams import logs, services
 
 pytestmark = pytest.mark.django_db
 

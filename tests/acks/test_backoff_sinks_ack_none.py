@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from domain.acks import AckPolicy, Delivery, Poison, SegmentAcks, redelivery_delay
-from streams.ack_tracker import SegmentTracker
+from groups.ack_tracker import SegmentTracker
 
 LEASE_S = 10.0
 SINKS = ("archive", "search")

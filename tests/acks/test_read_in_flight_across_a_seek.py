@@ -6,8 +6,9 @@ seek's target."""
 import pytest
 
 from domain.events import EventIn
-from streams import consuming, reader_groups, services
-from streams.consuming import positions
+from groups import consuming, reader_groups
+from groups.consuming import floors
+from streams import services
 from streams.models import DeliveryCount
 
 pytestmark = pytest.mark.django_db
@@ -20,11 +21,11 @@ def test_redelivery_counts_of_a_position_a_seek_removed_are_dropped_and_the_othe
     reader_groups.do_seek(group, {"position": "head"})
     now = consuming.slots(group)[0].position.pk
 
-    positions.persist_delivery_counts([(before, 0, 2), (now, 0, 2), (now, 0, 3), (now, 1, 2)])
+    floors.persist_delivery_counts([(before, 0, 2), (now, 0, 2), (now, 0, 3), (now, 1, 2)])
 
     assert sorted(DeliveryCount.objects.values_list("position_id", "offset", "count")) == [(now, 0, 3), (now, 1, 2)]
     # a row keeps its highest count
-    positions.persist_delivery_counts([(now, 0, 2), (now, 1, 4)])
+    floors.persist_delivery_counts([(now, 0, 2), (now, 1, 4)])
     assert sorted(DeliveryCount.objects.values_list("offset", "count")) == [(0, 3), (1, 4)]
 
 

@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 
 from domain.errors import FieldError
 from domain.events import EventIn
-from streams import consuming, reader_groups, services
+from groups import consuming, reader_groups
+from streams import services
 from streams.models import ReaderGroup, ReadPosition
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.acks import AckPolicy, Delivery, Poison, SegmentAcks
-from streams.ack_tracker import SegmentTracker
+from groups.ack_tracker import SegmentTracker
 
 TAIL = 30
 LEASE_S = 10.0

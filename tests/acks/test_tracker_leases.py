@@ -1,4 +1,4 @@
-"""Leases kept per hand-out and bits changed a batch at a time (streams.ack_scripts): an old
+"""Leases kept per hand-out and bits changed a batch at a time (groups.ack_scripts): an old
 hand-out's expiry never ends a newer delivery's lease, a hand-out's record goes once the floor
 passes it, batches spread over many bitmap blocks keep exact state, a state kept in the older
 per-offset shape starts again from the persisted floor, and a pending delivery costs Redis a
@@ -10,7 +10,7 @@ import random
 import pytest
 
 from domain.acks import Delivery, Poison, SegmentAcks
-from streams.ack_tracker import SegmentTracker
+from groups.ack_tracker import SegmentTracker
 
 LEASE_S = 10.0
 _ids = itertools.count(10_000)

@@ -12,7 +12,8 @@ from django.db import connections
 from factories import listening
 
 from domain.events import EventIn
-from streams import reader_groups, services, wait_stats, waking
+from groups import reader_groups
+from streams import services, wait_stats, waking
 from streams.waking import group_channel, notify, notify_due, publish_notice, stream_channel
 
 pytestmark = pytest.mark.django_db

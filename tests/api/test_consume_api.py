@@ -9,9 +9,10 @@ import redis
 from django.utils import timezone
 
 from domain.events import EventIn
+from groups import consuming
+from groups.consuming.floors import persist_floors
 from retention.models import RetentionPolicy
-from streams import consuming, logs, services
-from streams.consuming.positions import persist_floors
+from streams import logs, services
 from streams.models import Checkpoint, ReaderGroup, ReadPosition, Stream, Subscription
 
 pytestmark = pytest.mark.django_db

@@ -42,6 +42,6 @@ def test_every_code_raised_has_its_status_and_every_status_listed_is_raised():
     assert {"stream_full", "duplicate", "stream_not_found", "event_too_large"} <= set(found)  # the scan sees them
     missing = {code: where for code, where in found.items() if code not in STATUS_OF_CODE}
     assert missing == {}
-    # "invalid" is the default code, "lease_lost" is chosen at run time (streams/consuming/acking.py)
+    # "invalid" is the default code, "lease_lost" is chosen at run time (groups/consuming/acking.py)
     unused = set(STATUS_OF_CODE) - set(found) - {"invalid", "lease_lost"}
     assert unused == set()

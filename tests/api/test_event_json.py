@@ -4,9 +4,9 @@ fields, values and their order, for text and binary payloads, keys, headers and 
 import orjson
 
 from domain.acks import Delivery
+from groups.consuming.answers import ReadPart, _deliveries_json
 from store.framing import Record
 from store.store import StreamRecord
-from streams.consuming.answers import ReadPart, _deliveries_json
 from streams.wire import event_json, record_json
 
 
@@ -46,7 +46,7 @@ def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
 
 
 def test_a_reads_deliveries_are_record_json_plus_the_delivery_fields_byte_for_byte():
-    """A read's deliveries as dicts (streams.consuming.answers._deliveries_json): the same JSON,
+    """A read's deliveries as dicts (groups.consuming.answers._deliveries_json): the same JSON,
     bytes and key order, as `record_json` followed by the delivery's four fields, for text and
     binary payloads, shared and distinct publish times, keys, headers, delays. (The answer's own
     JSON is written without them: tests/api/test_read_json.py.)"""

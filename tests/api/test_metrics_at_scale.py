@@ -12,10 +12,10 @@ import redis as redis_lib
 import redis.connection
 from django.utils import timezone
 
+from groups.projections.lag import group_state
+from groups.projections.overview import totals_by_stream
 from streams import wait_stats
 from streams.models import ReaderGroup, ReadPosition, Scope, Subscription
-from streams.projections.groups import totals_by_stream
-from streams.projections.positions import group_state
 
 pytestmark = pytest.mark.django_db
 

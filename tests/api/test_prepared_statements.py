@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 
 from domain.events import EventIn
+from groups.consuming.floors import _load_positions
 from streams import services
-from streams.consuming.positions import _load_positions
 
 pytestmark = pytest.mark.django_db
 

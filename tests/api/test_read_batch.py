@@ -12,10 +12,10 @@ import pytest
 from cbr_client import READ_BATCH, decode_read_batch
 from domain.acks import Delivery
 from domain.events import EventIn
+from groups.consuming.answers import ReadPart, ReadResult
 from store import framing
 from store.framing import Record
 from streams import services
-from streams.consuming.answers import ReadPart, ReadResult
 from streams.wire import encode_read_batch
 
 pytestmark = pytest.mark.django_db

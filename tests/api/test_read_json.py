@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.acks import Delivery
+from groups.consuming.answers import ReadPart, ReadResult
 from store import framing
 from store.framing import Record
-from streams.consuming.answers import ReadPart, ReadResult
 from streams.wire import deliveries_json
 
 EXPIRES = "2026-11-23T07:00:00.500Z"

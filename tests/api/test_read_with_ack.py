@@ -104,7 +104,7 @@ def test_a_steady_read_carrying_an_ack_asks_the_database_one_query_and_one_updat
         body = post_read(api, max_events=4, ack={"delivery_ids": ids(second), "sink": "a"}).json()
 
     # then the database saw the group and its positions loaded by one query and the floors moved
-    # by one UPDATE: nothing the query leaves out (streams.consuming.positions) was loaded after
+    # by one UPDATE: nothing the query leaves out (groups.consuming.floors) was loaded after
     assert body["ack"]["acked"] == 4 and len(body["deliveries"]) == 4
     sql = [q["sql"].split()[0] for q in queries.captured_queries]
     assert sql == ["SELECT", "UPDATE"], [q["sql"][:120] for q in queries.captured_queries]

@@ -5,8 +5,8 @@ its console page says so, and its acknowledgement state on the stream leaves Red
 import factories
 import pytest
 
+from groups.ack_tracker import SegmentTracker
 from store.redis_connection import get_redis
-from streams.ack_tracker import SegmentTracker
 from streams.models import ReaderGroup, Subscription
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,9 @@ from django_celery_beat.models import PeriodicTask
 
 from cbrweb.beat import Scheduler
 from cbrweb.celery import app
+from groups.sampling import take_samples
 from retention.models import TruncationRecord
 from streams.models import ReaderGroup, Stream
-from streams.sampling import take_samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

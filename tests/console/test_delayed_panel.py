@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from domain.events import EventIn
 from streams import services
 from streams.delaying import maintenance
+from streams.delaying.projection import _spread_at_or_before, delayed_state
 from streams.models import DelayedBucket
-from streams.projections.delayed import _spread_at_or_before, delayed_state
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ import pytest
 from django.utils import timezone
 
 from domain.rates import rates
-from streams import consuming
+from groups import consuming
+from groups.sampling import series, take_samples
 from streams.models import Sample
-from streams.sampling import series, take_samples
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,9 @@ from django.test.utils import CaptureQueriesContext
 from page_text import row_of, rows, text
 
 from domain.events import EventIn
+from groups import consuming
 from retention.services import do_truncate
-from streams import consuming, services
+from streams import services
 from streams.models import ReaderGroup
 
 pytestmark = pytest.mark.django_db
@@ -392,7 +393,7 @@ def test_a_consumer_whose_read_waits_is_shown_waiting_until_it_reads_again(admin
     read(api, 10)
     group = ReaderGroup.objects.get(name="billing")
     api.post(G + "read/", {"max_events": 1, "consumer": "worker-1"}, format="json")
-    consuming.positions.note_waiting(group, "worker-1", 30)
+    consuming.floors.note_waiting(group, "worker-1", 30)
     # then: the page says it waits
     assert "worker-1 waiting" in row_of(admin_client.get(PAGE).content.decode(), "worker-1")[0]
     # and once its read looks again (or the wait's time passes), it no longer does

@@ -51,6 +51,36 @@ def test_an_edit_survives_a_beat_restart_and_goes_back_to_the_settings(operator_
     assert PeriodicTask.objects.get(name="retention-cycle").description == ""
 
 
+def test_an_edited_entry_whose_task_moved_runs_the_task_where_it_is_now(operator_user, settings):
+    """An installation upgraded from before the groups app: its edited "periodic-checkpoints"
+    names "streams.tasks.periodic_checkpoints", which no worker has any more. Beat's start points
+    it at the settings' task, and leaves the operator's interval and on/off alone."""
+    # given: the entry as an older release wrote it, then edited by an operator
+    beat_starts()
+    operator = factories.console_client(operator_user)
+    pk = PeriodicTask.objects.get(name="periodic-checkpoints").pk
+    operator.post(f"/schedules/{pk}/", {"every_s": "45", "enabled": "on"})
+    PeriodicTask.objects.filter(pk=pk).update(task="streams.tasks.periodic_checkpoints")
+
+    # when
+    beat_starts()
+
+    # then
+    task = PeriodicTask.objects.get(pk=pk)
+    assert task.task == settings.CELERY_BEAT_SCHEDULE["periodic-checkpoints"]["task"]
+    assert task.task == "groups.tasks.periodic_checkpoints"
+    assert every("periodic-checkpoints") == (45, True)
+    assert task.description.startswith("cbr:edited")
+
+
+def test_every_scheduled_task_is_one_a_worker_has(settings):
+    """Each task the settings schedule is registered with the Celery app (a moved task's old path
+    in the schedule would be dropped by every worker as unregistered)."""
+    app.loader.import_default_modules()
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        assert entry["task"] in app.tasks, name
+
+
 def test_refusals_and_roles(operator_user, plain_user):
     beat_starts()
     pk = PeriodicTask.objects.get(name="retention-cycle").pk

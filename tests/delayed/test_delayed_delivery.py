@@ -12,8 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from domain.events import EventIn
+from groups import delayed_release
 from streams import logs, services
-from streams.delaying import buckets, handing, maintenance, stream_index
+from streams.delaying import buckets, indexing, maintenance, stream_index
 from streams.models import DelayedBucket, DelayedOp, Stream
 
 pytestmark = pytest.mark.django_db
@@ -233,7 +234,7 @@ def test_a_publish_that_died_between_its_append_and_the_index_is_indexed_by_main
     make_group(api)
     due_ms = int((clock.now + 30) * 1000)
     services.do_publish(stream, [EventIn(b"indexed", deliver_at_ms=due_ms)])  # the index is live
-    hook = handing.publish_hook(stream)
+    hook = indexing.publish_hook(stream)
     hook.begin()  # the publisher noted where the tails were, appended, and died before indexing
     logs.stream_log(stream).append([EventIn(b"lost?", deliver_at_ms=due_ms + 1)])
     assert api.post(URL + "shop/billing/read/", {"max_events": 10}, format="json").json()["deliveries"] == []
@@ -258,7 +259,7 @@ def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_clai
     assert api.post(URL + "shop/billing/read/", {"max_events": 100}, format="json").json()["deliveries"] == []
     index = stream_index.index_of(stream)
 
-    calls, fan_out = [], handing.fan_out
+    calls, fan_out = [], delayed_release.fan_out
 
     def died(*a, **kw):
         calls.append(1)
@@ -269,9 +270,9 @@ def test_a_hand_out_that_died_after_claiming_a_round_is_handed_out_once_its_clai
     clock.now += 150  # about half of them due: several segments of each bucket
     now_ms = int(clock.now * 1000)
     with monkeypatch.context() as m:
-        m.setattr(handing, "fan_out", died)
+        m.setattr(delayed_release, "fan_out", died)
         with pytest.raises(ConnectionError):
-            handing.release_due(stream, now_ms, rounds=1_000)
+            delayed_release.release_due(stream, now_ms, rounds=1_000)
     claimed = index.counts()["due"]
     assert claimed > 0  # the round's batch, claimed in the hand-out area
     assert sum(index.loaded().values()) > len(rows)  # more than the first segments were loaded
@@ -296,7 +297,7 @@ def test_a_round_that_loads_releases_everything_due_by_its_bound_whatever_the_li
     maintenance.maintain(stream, int(clock.now * 1000))
     assert api.post(URL + "shop/billing/read/", {"max_events": 1000}, format="json").json()["deliveries"] == []
     clock.now += 400
-    released = handing.release_due(stream, int(clock.now * 1000), limit=3, rounds=10_000)
+    released = delayed_release.release_due(stream, int(clock.now * 1000), limit=3, rounds=10_000)
     assert released == len(due)  # all in one call, 3 at most in a round that loads nothing
     assert stream_index.index_of(stream).counts() == {"mutable": 0, "queue": 0, "due": 0, "sealing": 0}
     got = drain(api, clock, step_s=7, until_s=7)
@@ -307,7 +308,7 @@ def test_a_round_larger_than_one_fan_out_script_reaches_every_group_whole(api, c
     """A round's batch goes to each group in FAN_OUT scripts of at most FAN_OUT_CHUNK indexes
     (a round may load up to `round_budget`'s cap): split, it still reaches both groups, each
     index once, on time and in order."""
-    monkeypatch.setattr(handing, "FAN_OUT_CHUNK", 4)
+    monkeypatch.setattr(delayed_release, "FAN_OUT_CHUNK", 4)
     stream = make_stream(api)
     make_group(api)
     make_group(api, "audit")

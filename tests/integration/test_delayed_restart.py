@@ -14,11 +14,12 @@ from collections import defaultdict
 import pytest
 from django.db import connection
 
+from groups import consuming
+from groups.reader_groups import do_create_reader_group
 from integration.conftest import ROOT, _database_url
-from streams import consuming, logs, services
+from streams import logs, services
 from streams.delaying import maintenance
 from streams.models import DelayedOp, ReaderGroup, ReadPosition
-from streams.reader_groups import do_create_reader_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -26,8 +27,9 @@ WORKLOAD = """
 import os, random, sys
 import django
 django.setup()
-from streams import consuming, services
-from streams.consuming import positions
+from groups import consuming
+from streams import services
+from groups.consuming import floors
 from streams.delaying import maintenance
 from streams.models import ReaderGroup, Stream
 from store.framing import EventIn
@@ -37,14 +39,14 @@ rng = random.Random(seed)
 stream = Stream.objects.get(name="later")
 groups = list(ReaderGroup.objects.filter(name__in=["one", "two"]).order_by("name"))
 tick = int(open(tick_path).read() or 0) if os.path.exists(tick_path) else 0
-positions.clock = lambda: base + tick * 2.0  # the readers' clock: 2 s per round
+floors.clock = lambda: base + tick * 2.0  # the readers' clock: 2 s per round
 log = open(log_path, "a")
 while True:
     tick += 1
     with open(tick_path + ".new", "w") as f:
         f.write(str(tick))
     os.replace(tick_path + ".new", tick_path)
-    now = positions.clock()
+    now = floors.clock()
     services.do_publish(stream, [EventIn(b"x", deliver_at_ms=int((now + rng.uniform(1, 60)) * 1000))
                                  for _ in range(rng.randrange(1, 12))])
     maintenance.maintain(stream, int(now * 1000))
@@ -112,7 +114,7 @@ def test_kill_9_during_add_seal_merge_and_load_loses_nothing_and_hands_out_nothi
     time.sleep(1.1)  # a lock the last run held expires
     tick = int(tick_path.read_text())
     clock = {"now": base + tick * 2.0}
-    monkeypatch.setattr(consuming.positions, "clock", lambda: clock["now"])
+    monkeypatch.setattr(consuming.floors, "clock", lambda: clock["now"])
     groups = list(ReaderGroup.objects.filter(name__in=["one", "two"]).order_by("name"))
     handed = [line.split() for line in log_path.read_text().splitlines() if line.strip()]
     for _ in range(80):

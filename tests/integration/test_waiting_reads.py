@@ -18,7 +18,8 @@ import factories
 import pytest
 from faults.test_redis_restarted import RedisServer
 
-from streams import reader_groups, services
+from groups import reader_groups
+from streams import services
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,12 +15,13 @@ from django.utils import timezone
 
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
+from groups import consuming
+from groups.acknowledgement import check_truncation_cut, publish_cut
+from groups.reader_groups import do_create_reader_group
 from retention import services as retention_services
 from retention.cycle.running import run_cycle
-from streams import consuming, logs, services
-from streams.acknowledgement import check_truncation_cut, publish_cut
+from streams import logs, services
 from streams.models import Stream
-from streams.reader_groups import do_create_reader_group
 
 DEMO = [
     (

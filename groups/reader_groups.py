@@ -12,13 +12,14 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.dispatch import receiver
 from django.utils import timezone
 
 from domain.acks import check_backoff
 from domain.errors import FieldError
 from domain.names import split_stream_name
-from domain.positions import Position, behind, check_stream_cuts, parse_position, parse_seek
-from streams.acknowledgement import (
+from domain.start_positions import Position, behind, check_stream_cuts, parse_position, parse_seek
+from groups.acknowledgement import (
     check_generation,
     check_stream_cut,
     check_truncation_cut,
@@ -27,10 +28,10 @@ from streams.acknowledgement import (
     publish_cuts,
     set_acknowledgement_cut,
 )
-from streams.consuming import current_floors, forget_trackers, group_changed, tracker_names
+from groups.consuming import current_floors, forget_trackers, group_changed, tracker_names
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
-from streams.signals import holds_released
+from streams.signals import holds_released, stream_deleted
 from streams.waking import group_channel, publish_notice
 
 
@@ -273,6 +274,15 @@ def note_stream_deleted(stream: Stream, now) -> list[tuple[str, list[str]]]:
     if groups:
         group_changed()
     return tracker_names(subs)
+
+
+@receiver(stream_deleted)
+def forget_deleted_stream(sender, stream: Stream, at: datetime, **kwargs) -> None:
+    """A stream is being deleted (`streams.deletion.do_delete_stream`, inside its transaction):
+    its groups record the removal (`note_stream_deleted`) and, once the deletion commits, their
+    trackers on it go (`forget_trackers`)."""
+    trackers = note_stream_deleted(stream, at)
+    transaction.on_commit(lambda: forget_trackers(trackers))
 
 
 def do_update_reader_group(

@@ -1,7 +1,7 @@
 """Consuming through a reader group (docs/design/acks.md): read, ack, nack, dead letters, checkpoints.
 The only place that moves a group's floors; the views, tasks and the console call these.
 
-The rules live in `domain.acks` and run in Redis (`streams.ack_tracker`); this module
+The rules live in `domain.acks` and run in Redis (`groups.ack_tracker`); this module
 joins them to the segment store (what to hand out, the events themselves) and to the database
 (the persisted floors, checkpoints and acknowledgement cuts).
 
@@ -12,9 +12,9 @@ which delivery of it this is (an older epoch is a lease that expired and was han
 else: its acknowledgement is refused).
 """
 
-from streams.consuming.acking import AckOutcome, ack, nack
-from streams.consuming.answers import ReadResult
-from streams.consuming.checkpoints import (
+from groups.consuming.acking import AckOutcome, ack, nack
+from groups.consuming.answers import ReadResult
+from groups.consuming.checkpoints import (
     AUTO_PREFIX,
     check_checkpoint_name,
     checkpoint_interval_s,
@@ -27,8 +27,8 @@ from streams.consuming.checkpoints import (
     maybe_checkpoint,
     periodic_checkpoints,
 )
-from streams.consuming.dead_letters import dead_letter_name
-from streams.consuming.positions import (
+from groups.consuming.dead_letters import dead_letter_name
+from groups.consuming.floors import (
     ConsumerSeen,
     Slot,
     consumers_seen,
@@ -40,7 +40,7 @@ from streams.consuming.positions import (
     slots,
     tracker_names,
 )
-from streams.consuming.reading import read, read_woken
+from groups.consuming.reading import read, read_woken
 
 __all__ = [
     "AUTO_PREFIX",

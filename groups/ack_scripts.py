@@ -1,4 +1,4 @@
-"""The Lua scripts of the acknowledgement tracker (streams.ack_tracker explains the keys). Each
+"""The Lua scripts of the acknowledgement tracker (groups.ack_tracker explains the keys). Each
 runs atomically in Redis: one per read of a segment, per batch of acks, per batch of nacks, and
 per confirmation of dead-letter appends. They implement the rules of domain.acks, and
 the tests run both side by side.
@@ -19,7 +19,7 @@ from importlib.resources import files
 # hand-out, as if Redis had lost it: everything above the persisted floor comes again.
 LAYOUT = "2"
 
-_LUA = files("streams") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
+_LUA = files("groups") / "lua"  # read through importlib: the package may be in a zip (a Spark job's)
 
 
 def _lua(name: str) -> str:

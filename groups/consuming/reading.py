@@ -17,17 +17,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.errors import FieldError
-from store.ends import Head, Tail
-from store.framing import Frame, Record
-from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
-from streams import wait_stats, waking
-from streams.ack_tracker import KnownCounts
-from streams.consuming import positions
-from streams.consuming.acking import AckOutcome, PendingAck, ack_part
-from streams.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
-from streams.consuming.checkpoints import maybe_checkpoint
-from streams.consuming.dead_letters import dead_letter
-from streams.consuming.positions import (
+from groups.ack_tracker import KnownCounts
+from groups.consuming import floors
+from groups.consuming.acking import AckOutcome, PendingAck, ack_part
+from groups.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
+from groups.consuming.checkpoints import maybe_checkpoint
+from groups.consuming.dead_letters import dead_letter
+from groups.consuming.floors import (
     GROUP_CHANGES,
     Slot,
     group_and_slots,
@@ -40,7 +36,11 @@ from streams.consuming.positions import (
     records_at,
     slots,
 )
-from streams.delaying.handing import queue_release, release_due
+from groups.delayed_release import queue_release, release_due
+from store.ends import Head, Tail
+from store.framing import Frame, Record
+from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
+from streams import wait_stats, waking
 from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
@@ -216,7 +216,7 @@ def _wait_for(group_slots: list[Slot], result: ReadResult, left: float) -> float
     """How long a read that found nothing waits before it looks again, at most `left`: until
     the earliest thing that comes due (a lease, a retry, a delayed event of its streams), and no
     longer than `waking.FALLBACK_POLL_S` while the wake-up channel is down."""
-    now = positions.clock()
+    now = floors.clock()
     try:
         delayed = _next_delayed(group_slots)
     except (RedisConnectionError, RedisTimeoutError):  # Redis lost: look again soon
@@ -251,7 +251,7 @@ def _read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRe
     (a publish that wakes a thousand groups' reads is read in a few round trips, not thousands).
     A read with a `PendingAck` has that ack applied first, on the first pipeline (its outcome in
     its result's `acked`), and its floors persisted with the read's."""
-    now = positions.clock()
+    now = floors.clock()
     now_ms = int(now * 1000)
     redis = get_redis()
     streams = list({slot.stream.pk: slot.stream for reading, _ in passes for slot in reading.group_slots}.values())
@@ -566,7 +566,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
             scan_until = max(start, head)
     # not due by a clock read after the records: an event published with a delivery
     # time already past when it was read is ordinary (the index did not take it)
-    after_ms = int(positions.clock() * 1000)
+    after_ms = int(floors.clock() * 1000)
     delayed = {}
     if any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
         delayed = {

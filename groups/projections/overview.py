@@ -1,6 +1,6 @@
 """Each reader group as the console and /metrics show it: its positions per stream with the lag in
 events and bytes, its acknowledgement cuts and their age, poison halts and dead-letter streams.
-Reads only: the positions come from `projections.positions.group_state`; nothing here moves a floor or a cut.
+Reads only: the positions come from `projections.lag.group_state`; nothing here moves a floor or a cut.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
-from streams.consuming import dead_letter_name
+from groups.consuming import dead_letter_name
+from groups.projections.lag import PositionState, group_state
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream, Subscription
-from streams.projections.positions import PositionState, group_state
 
 
 @dataclass(frozen=True)

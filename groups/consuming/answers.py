@@ -11,8 +11,8 @@ from itertools import repeat
 from typing import Any
 
 from domain.acks import Delivery
+from groups.consuming.acking import AckOutcome
 from store.framing import Frame, Record
-from streams.consuming.acking import AckOutcome
 from streams.wire import record_json
 
 

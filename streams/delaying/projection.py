@@ -1,7 +1,8 @@
 """What a stream's delayed index holds, gathered for the console and /metrics: the pending delayed
 events (hot in Redis, cold in the sealed buckets' snapshot segments not loaded yet), the buckets,
 the next delivery time, pending events by due time, and the bucket operations' counts and
-latencies. It only reads: it never changes the index (streams.delaying.handing and buckets do)."""
+latencies. It only reads: it never changes the index (streams.delaying.indexing and buckets do,
+and groups.delayed_release takes out what is due)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from domain.errors import FieldError
 from domain.events import EventIn
+from groups.consuming.floors import Slot, records_at
 from store.redis_connection import as_text, get_redis
-from streams.consuming.positions import Slot, records_at
 from streams.logs import stream_log
 from streams.models import ReaderGroup, Stream
 from streams.services import do_create_stream, do_publish

@@ -1,13 +1,15 @@
-"""What the console, the API and /metrics show of a group's positions."""
+"""A group's positions and lag, as the console, the API and /metrics show them: per segment, the
+floor, the head and the tail, the lag in events and the tracker's counts (`group_state`); every
+group's totals per stream at once, for /metrics (`every_group_totals`). Reads only."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from groups.ack_tracker import SegmentTracker, stats_many
+from groups.consuming.floors import slots
 from store.redis_connection import get_redis, read_many
-from streams.ack_tracker import SegmentTracker, stats_many
-from streams.consuming.positions import slots
 from streams.logs import stream_log
 from streams.models import ReaderGroup, ReadPosition, Subscription
 

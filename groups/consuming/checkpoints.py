@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from domain.cuts import checkpoint_expired
 from domain.errors import FieldError
+from groups.acknowledgement import check_truncation_cut, publish_cut, set_acknowledgement_cut
+from groups.consuming.floors import Slot, last_seen, persist_floors, slots
 from store.redis_connection import get_redis
-from streams.acknowledgement import check_truncation_cut, publish_cut, set_acknowledgement_cut
-from streams.consuming.positions import Slot, last_seen, persist_floors, slots
 from streams.logs import stream_log
 from streams.models import Checkpoint, ReaderGroup, RetentionType, Stream, Subscription
 from streams.signals import holds_released

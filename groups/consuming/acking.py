@@ -11,11 +11,11 @@ from django.conf import settings
 
 from domain.acks import AckPolicy, Delivery
 from domain.errors import FieldError
+from groups.ack_tracker import Run
+from groups.consuming import floors
+from groups.consuming.checkpoints import maybe_checkpoint
+from groups.consuming.floors import Slot, mark_seen, note_consumer, persist_floors, slots
 from store.redis_connection import ScriptPipeline, scripted_pipeline
-from streams.ack_tracker import Run
-from streams.consuming import positions
-from streams.consuming.checkpoints import maybe_checkpoint
-from streams.consuming.positions import Slot, mark_seen, note_consumer, persist_floors, slots
 from streams.models import ReaderGroup
 from streams.waking import group_channel, publish_notice
 
@@ -383,7 +383,7 @@ def _ack(
     pending = _pending(group, ids, sink, group_slots, prefix)
     pipe = scripted_pipeline()
     n = pending.queue(pipe)
-    now = positions.clock()
+    now = floors.clock()
     mark_seen(group, now, pipe)
     note_consumer(group, consumer, "a", now, pipe)
     outcome, moves = pending.finish(pipe.execute()[:n])
@@ -420,7 +420,7 @@ def nack(
     by_slot, _ = _parse_ids(id_list, group_slots)
     slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
     outcome = AckOutcome()
-    now = positions.clock()
+    now = floors.clock()
     delay_s = None if delay_ms is None else delay_ms / 1000
     backoff = tuple(group.backoff_s or ())
     for (sid, seg, life), named in by_slot.items():

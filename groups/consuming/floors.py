@@ -1,6 +1,7 @@
-"""A reader group's positions: one `Slot` per segment of each of its streams (the persisted
-floor and the Redis tracker), floors persisted only upwards, the group's last-seen time, and the
-clock every lease and delay uses (`clock`; tests replace it)."""
+"""A reader group's floors: one `Slot` per segment of each of its streams (the persisted
+`ReadPosition`, with its floor, handed count and delivery counts, and the Redis tracker), floors
+persisted only upwards, the group's last-seen time and consumers, and the clock every lease and
+delay uses (`clock`; tests replace it)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
 from django.utils import timezone
 
+from groups.ack_tracker import KnownCounts, SegmentTracker
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
-from streams.ack_tracker import KnownCounts, SegmentTracker
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log

@@ -46,8 +46,8 @@ from itertools import repeat
 import numpy as np
 
 from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
+from groups.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY, READ_COUNTS
 from store.redis_connection import ScriptPipeline
-from streams.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY, READ_COUNTS
 
 _PREFIX = "cbr:acks:"
 _PARTS = ("state", "leases", "sinks", "epochs", "acked", "retry", "poison", "dead", "reason", "leased", "scratch")
