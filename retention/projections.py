@@ -3,7 +3,7 @@ holds back from retention, active or stale. Reads only; the activity rule is
 `domain.retention.is_active`.
 
 Two counts, named apart everywhere (docs/consuming.md, "Lag and held back"): a group's **lag** is
-the events from its floor to the tail, what it has not processed (`streams.projections`); a
+the events from its floor to the tail, what it has not processed (`groups.projections.lag`); a
 subscriber **holds back** the events from its acknowledgement cut to the tail, what retention may
 not release for it. Both start at the head when truncation has passed the floor or the cut: an
 event no longer held is neither lag nor held back.
