@@ -64,17 +64,22 @@ def split(raw: str) -> tuple[str, int, int, int] | None:
     return id_prefix, int(offset), int(offset), int(epoch)
 
 
-def split_prefix(id_prefix: str) -> tuple[str, int, str, str] | None:
-    """A prefix read back: (incarnation, life, stream id, segment) as written, or None when it is
-    not written as the server writes one."""
+def split_prefix(id_prefix: str) -> tuple[str, int, str] | None:
+    """A prefix read back: (incarnation as written, life, `<stream id>-<segment>`), or None when
+    its incarnation or life is not written as the server writes them. Whether the rest names a
+    segment is the reader's to say (`names_a_segment`, or a lookup of the group's own)."""
     first, _, rest = id_prefix.partition("-")
     incarnation, dot, life = first.partition(".")
     if not as_written(incarnation, OFFSET_DIGITS) or (dot and (not as_written(life, EPOCH_DIGITS) or life == "0")):
         return None
+    return incarnation, int(life) if dot else 0, rest
+
+
+def names_a_segment(rest: str) -> bool:
+    """Whether `<stream id>-<segment>` (what follows a prefix's incarnation) is written as the
+    server writes one."""
     stream_id, _, segment = rest.partition("-")
-    if not (as_written(stream_id, OFFSET_DIGITS) and as_written(segment, EPOCH_DIGITS)):
-        return None
-    return incarnation, int(life) if dot else 0, stream_id, segment
+    return as_written(stream_id, OFFSET_DIGITS) and as_written(segment, EPOCH_DIGITS)
 
 
 def split_plain(ids: list) -> tuple[tuple[str, ...], list[int], list[int]] | None:

@@ -102,7 +102,7 @@ KNOWN_NOTHING = KnownCounts()
 
 
 def new_life() -> int:
-    """A state's life, named in its delivery ids (`streams.wire.delivery_prefix`): random, so that
+    """A state's life, named in its delivery ids (`domain.delivery_ids.prefix`): random, so that
     no id of a state Redis lost names a delivery of the state started after it, whatever the
     database managed to persist in between."""
     return _random.randrange(1, 1_000_000_000)

@@ -1,13 +1,8 @@
 """What every answer carries, in the form it carries it (docs/api.md): an event's JSON, times as
-ISO 8601 with milliseconds and `Z`, and delivery ids. One home, used by the REST API, the read
-path of reader groups and the compacted view, so that one event reads the same everywhere. Plain
-Python: it never does I/O.
-
-A delivery id is `<incarnation>.<life>-<stream>-<segment>-<offset>-<epoch>`: the subscription's
-incarnation (a number from its random `state_key`) and the life of the Redis state that handed it
-out (a random number drawn when that state started: a state Redis lost and started again hands out
-ids no earlier one had), the stream's id, the segment, and the delivery of that offset. Clients
-treat it as opaque."""
+ISO 8601 with milliseconds and `Z`, and delivery ids as `domain.delivery_ids` writes them. One
+home, used by the REST API, the read path of reader groups and the compacted view, so that one
+event reads the same everywhere. Plain Python: it never does I/O. Clients treat a delivery id as
+opaque."""
 
 from __future__ import annotations
 
@@ -21,6 +16,7 @@ from typing import Protocol, cast, overload
 
 import orjson
 
+from domain import delivery_ids
 from store.framing import Frame, Record, frame_record
 from store.store import StreamRecord
 
@@ -83,15 +79,6 @@ def record_json(segment: str, rec: Record) -> dict:
 
 def event_json(sr: StreamRecord) -> dict:
     return record_json(sr.segment, sr.record)
-
-
-def delivery_prefix(incarnation: int, stream_id: int, segment: str, life: int = 0) -> str:
-    """What every delivery id of a subscription's segment starts with (then `-offset-epoch`):
-    `<incarnation>.<life>-<stream id>-<segment>`, the life of the Redis state that handed it out
-    (`groups.ack_tracker.new_life`) after a dot; a state of an older release has none (0), and
-    its ids no dot."""
-    first = f"{incarnation}.{life}" if life else str(incarnation)
-    return f"{first}-{stream_id}-{segment}"
 
 
 # A read's answer in binary, for clients that ask for it by `Accept` (JSON stays the default and
@@ -258,10 +245,10 @@ def _part_objects(part: BatchPart, expires: bytes) -> bytes:
     event.constant("stream", _dump_text(part.stream))
     prefix = _dump_text(part.id_prefix)[:-1].replace(b"%", b"%%")  # the id's opening quote and prefix
     if epochs.count(epochs[0]) == len(epochs):  # one delivery count (a read's first deliveries)
-        event.column("delivery_id", offsets, prefix + b'-%%d-%d"' % epochs[0])
+        event.column("delivery_id", offsets, delivery_ids.printf_template(prefix, epochs[0]) + b'"')
         event.constant("delivery_count", b"%d" % epochs[0])
     else:
-        event.column("delivery_id", offsets, prefix + b'-%d-%d"')
+        event.column("delivery_id", offsets, delivery_ids.printf_template(prefix) + b'"')
         event.columns.append(epochs)  # the id's second number
         event.column("delivery_count", epochs, b"%d")
     event.constant("lease_expires_at", expires)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
+from itertools import groupby
 from typing import cast
 
 from django.conf import settings
 
+from domain import delivery_ids
 from domain.acks import AckPolicy, Delivery
 from domain.errors import FieldError
 from groups.ack_tracker import Run
@@ -28,7 +29,7 @@ MALFORMED, NOT_READ, FOREIGN, STALE = "malformed", "not-read", "foreign", "stale
 
 
 class IdPrefixes:
-    """The group's segments as delivery ids name them (`streams.wire.delivery_prefix`), to tell
+    """The group's segments as delivery ids name them (`domain.delivery_ids.prefix`), to tell
     what an id's prefix points at: a segment and the life of the Redis state that handed it out
     (`Where`), or `NOT_READ` (a stream or segment the group does not read), `STALE` (the
     segment's, handed out before one of the subscription's last seeks), `FOREIGN` (the
@@ -61,20 +62,19 @@ class IdPrefixes:
         return found
 
     def _where(self, prefix: str) -> Where | str:
-        first, _, rest = prefix.partition("-")
-        incarnation, dot, life = first.partition(".")
-        if not _as_written(incarnation, 18) or (dot and (not _as_written(life, 9) or life == "0")):
+        split = delivery_ids.split_prefix(prefix)
+        if split is None:
             return MALFORMED
+        incarnation, life, rest = split
         segment = self.segments.get(rest)
         if segment is None:
-            stream_id, _, segment_id = rest.partition("-")
-            return NOT_READ if _as_written(stream_id, 18) and _as_written(segment_id, 9) else MALFORMED
+            return NOT_READ if delivery_ids.names_a_segment(rest) else MALFORMED
         sid, seg, mine, former = segment
         if incarnation in former:
             return STALE
         if incarnation != mine:
             return FOREIGN
-        return (sid, seg, int(life) if dot else 0)
+        return (sid, seg, life)
 
 
 _WHY = {
@@ -161,19 +161,11 @@ def _parse_each(
     for i, raw in enumerate(ids):
         if type(raw) is not str:
             raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
-        head, _, epoch = raw.rpartition("-")
-        prefix, _, offset = head.rpartition("-")
-        first, dots, last = offset.partition("..")
-        if dots:
-            if not (_as_written(first, 18) and _as_written(last, 18) and _as_written(epoch, 9)):
-                raise FieldError(
-                    f"{name}[{i}]", f"{raw!r} is not a delivery id range of this group", "unknown_delivery"
-                )
-            a, b = int(first), int(last)
-        elif _as_written(offset, 18) and _as_written(epoch, 9):
-            a = b = int(offset)
-        else:
-            raise FieldError(f"{name}[{i}]", f"{raw!r} is not a delivery id", "unknown_delivery")
+        split = delivery_ids.split(raw)
+        if split is None:
+            what = "a delivery id range of this group" if ".." in raw else "a delivery id"
+            raise FieldError(f"{name}[{i}]", f"{raw!r} is not {what}", "unknown_delivery")
+        prefix, a, b, epoch = split
         total += b - a + 1
         if b < a or total > settings.CBR_MAX_READ_EVENTS:
             raise FieldError(
@@ -187,20 +179,10 @@ def _parse_each(
         if isinstance(where, str):
             if not (lenient and where == STALE):
                 raise FieldError(f"{name}[{i}]", _WHY[where], "unknown_delivery")
-            apart.append((i, "stale", a, b, int(epoch)))
+            apart.append((i, "stale", a, b, epoch))
             continue
-        by_slot[where].add(i, a, b, int(epoch))
+        by_slot[where].add(i, a, b, epoch)
     return by_slot, apart
-
-
-def _as_written(number: str, digits: int) -> bool:
-    """`number` as the server writes one: 1 to `digits` ASCII digits, no leading zero."""
-    return 0 < len(number) <= digits and number.isascii() and number.isdigit() and (number[0] != "0" or number == "0")
-
-
-def _unpadded(numbers: tuple[str, ...]) -> bool:
-    """No number of `numbers` has a leading zero ("0" itself is fine), counted in C."""
-    return sum(map(str.startswith, numbers, repeat("0"))) == numbers.count("0")
 
 
 def _parse_plain_ids(ids: list, prefixes: IdPrefixes) -> dict[Where, Named] | None:
@@ -210,29 +192,15 @@ def _parse_plain_ids(ids: list, prefixes: IdPrefixes) -> dict[Where, Named] | No
     converted by C-level `map`s, and handed to their segments in runs (a read's ids come segment
     by segment); each distinct prefix is looked at once. None when any id is not so (the id-by-id
     parse then says which, and why)."""
-    if not all(type(raw) is str for raw in ids):
+    split = delivery_ids.split_plain(ids)
+    if split is None:
         return None
-    parts = list(map(str.rsplit, ids, repeat("-"), repeat(2)))
-    if set(map(len, parts)) != {3}:
-        return None
-    heads, offsets, epochs = zip(*parts)
-    digits = "".join(offsets) + "".join(epochs)
-    if (
-        not (digits.isascii() and digits.isdigit())
-        or min(map(len, offsets)) < 1
-        or max(map(len, offsets)) > 18
-        or min(map(len, epochs)) < 1
-        or max(map(len, epochs)) > 9
-        or not _unpadded(offsets)
-        or not _unpadded(epochs)
-    ):
-        return None
+    heads, numbers, epochs = split
     where = {head: prefixes.where(head) for head in set(heads)}
     if any(isinstance(w, str) for w in where.values()):
         return None
     keys = list(map(where.__getitem__, heads))
-    numbers = list(map(int, offsets))
-    runs = list(zip(numbers, numbers, map(int, epochs)))  # one delivery each
+    runs = list(zip(numbers, numbers, epochs, strict=True))  # one delivery each
     by_slot: dict[Where, Named] = defaultdict(Named)
     at = 0
     for key, group in groupby(keys):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+from domain import delivery_ids
 from domain.acks import Delivery
 from groups.consuming.acking import AckOutcome
 from store.framing import Frame, Record
@@ -89,12 +90,6 @@ class ReadResult:
         return out
 
 
-def id_ranges(prefix: str, runs: list[list[int]]) -> list[str]:
-    """A part's deliveries (its `runs`) as id ranges `<prefix>-<first>..<last>-<epoch>`: one per
-    run of consecutive offsets at one epoch (a read's first deliveries are a run per segment)."""
-    return [f"{prefix}-{first}..{first + n - 1}-{epoch}" for first, n, epoch in runs]
-
-
 def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
     """Each event as every answer carries it (`record_json`), then the delivery's fields. A read's
     JSON answer is not built from these: `streams.wire.deliveries_json` writes the same bytes
@@ -104,7 +99,7 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
         rec = item.record() if isinstance(item, Frame) else item  # (a binary answer's read)
         event = record_json(part.segment, rec)
         event["stream"] = part.stream
-        event["delivery_id"] = f"{part.id_prefix}-{rec.offset}-{epoch}"
+        event["delivery_id"] = delivery_ids.delivery_id(part.id_prefix, rec.offset, epoch)
         event["delivery_count"] = epoch
         event["lease_expires_at"] = expires
         out.append(event)

@@ -15,12 +15,13 @@ from typing import Any, Protocol, cast
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from domain import delivery_ids
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.errors import FieldError
 from groups.ack_tracker import KnownCounts
 from groups.consuming import floors
 from groups.consuming.acking import AckOutcome, PendingAck, ack_part
-from groups.consuming.answers import ReadPart, ReadResult, add_run, id_ranges
+from groups.consuming.answers import ReadPart, ReadResult, add_run
 from groups.consuming.checkpoints import maybe_checkpoint
 from groups.consuming.dead_letters import dead_letter
 from groups.consuming.floors import (
@@ -47,7 +48,7 @@ from streams.logs import stream_log
 from streams.memo import Ticket
 from streams.models import ReaderGroup, Stream
 from streams.waking import group_channel, notify_due, stream_channel
-from streams.wire import delivery_prefix, seconds_to_iso
+from streams.wire import seconds_to_iso
 
 _OFFSET = itemgetter(0)  # of a Delivery
 _ROW_OFFSET, _DELIVER_AT = attrgetter("offset"), attrgetter("deliver_at_ms")  # of a Record or a Frame
@@ -436,7 +437,7 @@ def _answer(ctx: _Context) -> None:
         part = ReadPart(
             slot.stream.full_name,
             slot.segment,
-            delivery_prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment, serve.life),
+            delivery_ids.prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment, serve.life),
             serve.items,
             serve.runs,
         )
@@ -446,7 +447,7 @@ def _answer(ctx: _Context) -> None:
             ]
         result.parts.append(part)
         if result.delivery_ranges is not None:
-            result.delivery_ranges += id_ranges(part.id_prefix, part.runs)
+            result.delivery_ranges += delivery_ids.id_ranges(part.id_prefix, part.runs)
 
 
 def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: ScriptPipeline) -> None:

@@ -9,10 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.acks import Delivery
+from domain.delivery_ids import id_ranges
 from domain.errors import FieldError
 from groups.ack_tracker import _handed_out, _handed_out_as_runs, runs_of
 from groups.consuming.acking import AckOutcome, IdPrefixes, Named, _parse_each, _parse_plain_ids, _tally
-from groups.consuming.answers import ReadPart, add_run, id_ranges
+from groups.consuming.answers import ReadPart, add_run
 
 INCARNATION = 12  # the subscriptions' (one number for all three here)
 KNOWN = {(3, "0"): INCARNATION, (3, "1"): INCARNATION, (40, "0"): INCARNATION}

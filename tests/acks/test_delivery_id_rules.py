@@ -14,7 +14,8 @@ small = st.integers(0, 10**9 - 1)
 @given(big, big, small, small, small, st.integers(0, 10**6))
 def test_an_id_or_a_range_written_is_read_back_as_it_was(incarnation, stream_id, segment, life, epoch, offset):
     prefix = ids.prefix(incarnation, stream_id, str(segment), life)
-    assert ids.split_prefix(prefix) == (str(incarnation), life, str(stream_id), str(segment))
+    assert ids.split_prefix(prefix) == (str(incarnation), life, f"{stream_id}-{segment}")
+    assert ids.names_a_segment(f"{stream_id}-{segment}")
     assert ids.split(ids.delivery_id(prefix, offset, epoch)) == (prefix, offset, offset, epoch)
     (written,) = ids.id_ranges(prefix, [[offset, 3, epoch]])
     assert ids.split(written) == (prefix, offset, offset + 2, epoch)
@@ -46,9 +47,14 @@ def test_what_the_server_could_not_have_written_is_refused(raw):
     assert ids.split_plain([raw]) is None
 
 
-@pytest.mark.parametrize("prefix", ["01-2-0", "1.0-2-0", "1.01-2-0", "1-02-0", "1-2-x", "1-2", "x-2-0"])
+@pytest.mark.parametrize("prefix", ["01-2-0", "1.0-2-0", "1.01-2-0", "x-2-0", "1.-2-0"])
 def test_a_prefix_the_server_could_not_have_written_is_refused(prefix):
     assert ids.split_prefix(prefix) is None
+
+
+@pytest.mark.parametrize("rest", ["02-0", "2-x", "2", "2-0123456789", "٢-0"])
+def test_a_segment_the_server_could_not_have_written_is_refused(rest):
+    assert not ids.names_a_segment(rest)
 
 
 def test_a_range_is_not_a_plain_id():
