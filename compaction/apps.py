@@ -7,6 +7,6 @@ class CompactionConfig(AppConfig):
 
     def ready(self):
         from compaction.view import Views  # models are loaded only now
-        from groups.consuming.reading import read_compacted_from
+        from groups.consuming.compacted import read_compacted_from
 
         read_compacted_from(Views())

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -32,9 +33,6 @@ def as_bytes(reply: bytes | str) -> bytes:
     return reply if isinstance(reply, bytes) else reply.encode()
 
 
-T = TypeVar("T")
-
-
 class ScriptPipeline(redis.client.Pipeline):
     """A non-transactional pipeline whose scripts go by EVALSHA alone. redis-py's own pipeline
     first asks `SCRIPT EXISTS` for every script queued on it, one more round trip on each read
@@ -49,14 +47,15 @@ class ScriptPipeline(redis.client.Pipeline):
         self.reran = False  # the last execute ran a script after the rest (NOSCRIPT)
         self.answered: list = []  # the last execute's answers (what `Answers` read)
 
-    def answers_of(self, queue: Callable[[], T]) -> tuple[T, Answers]:
-        """Run `queue`, which puts commands on this pipeline: what it returns, and a handle to the
-        answers of just those commands once the pipeline has run (`Answers.all`, `Answers.one`).
-        A step that queues commands reads its own answers through it; no caller counts where
+    @contextmanager
+    def step(self) -> Iterator[Answers]:
+        """`with pipe.step() as answers:` the commands queued in the block are one step's, and
+        `answers` reads just theirs once the pipeline has run (`Answers.all`, `Answers.one`). A
+        step that queues commands reads its own answers through it: no caller counts where
         another step's answers lie."""
-        start = len(self)
-        returned = queue()
-        return returned, Answers(self, start, len(self))
+        answers = Answers(self, len(self))
+        yield answers
+        answers.end = len(self)
 
     def run_script(self, script: Script, keys: list, args: list) -> None:
         """Queue `script` with its keys and arguments."""
@@ -80,22 +79,22 @@ class ScriptPipeline(redis.client.Pipeline):
 
 
 class Answers:
-    """The answers of the commands one step put on a `ScriptPipeline`
-    (`ScriptPipeline.answers_of`), read once the pipeline has run."""
+    """The answers of the commands one step put on a `ScriptPipeline` (`ScriptPipeline.step`),
+    read once the pipeline has run."""
 
-    __slots__ = ("_pipe", "_start", "_end")
+    __slots__ = ("end", "pipe", "start")
 
-    def __init__(self, pipe: ScriptPipeline, start: int, end: int):
-        self._pipe, self._start, self._end = pipe, start, end
+    def __init__(self, pipe: ScriptPipeline, start: int):
+        self.pipe, self.start, self.end = pipe, start, start
 
     def all(self) -> list:
         """Each command's answer, in the order they were queued."""
-        return self._pipe.answered[self._start : self._end]
+        return self.pipe.answered[self.start : self.end]
 
-    def one(self) -> object:
+    def one(self) -> Any:
         """The answer of the step's one command."""
-        assert self._end == self._start + 1, "the step queued one command"
-        return self._pipe.answered[self._start]
+        assert self.end == self.start + 1, "the step queued one command"
+        return self.pipe.answered[self.start]
 
 
 def scripted_pipeline(client: redis.Redis | None = None) -> ScriptPipeline:

@@ -294,8 +294,9 @@ class PendingAck:
         self.slot_of = {(s.stream.pk, s.segment): s for s in group_slots}
         self.readers: list = []
 
-    def queue(self, pipe: ScriptPipeline) -> int:
-        """Queue the scripts; returns how many answers they take on the pipeline's answer."""
+    def queue(self, pipe: ScriptPipeline) -> None:
+        """Queue the scripts (one per segment); `finish` reads their answers, in order (the
+        caller takes them as one step: `ScriptPipeline.step`)."""
         sinks = self.group.sink_names
         self.readers = []
         for (sid, seg, life), named in self.by_slot.items():
@@ -303,7 +304,6 @@ class PendingAck:
             self.readers.append(
                 (slot, named, slot.tracker.ack_runs(named.runs, self.sink, sinks, pipe=pipe, life=life))
             )
-        return len(self.readers)
 
     def finish(self, answers: list) -> tuple[AckOutcome, list[tuple[Slot, int, int]]]:
         """The outcome, and the (slot, floor, missed) moves to persist, from the scripts' answers."""
@@ -350,11 +350,13 @@ def _ack(
     `<prefix>sink`."""
     pending = _pending(group, ids, sink, group_slots, prefix)
     pipe = scripted_pipeline()
-    n = pending.queue(pipe)
+    with pipe.step() as acked:
+        pending.queue(pipe)
     now = floors.clock()
     mark_seen(group, now, pipe)
     note_consumer(group, consumer, "a", now, pipe)
-    outcome, moves = pending.finish(pipe.execute()[:n])
+    pipe.execute()
+    outcome, moves = pending.finish(acked.all())
     persist_floors(moves)
     maybe_checkpoint(group)
     return outcome, pending.ids

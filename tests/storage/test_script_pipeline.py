@@ -1,4 +1,4 @@
-"""A step that queues commands on a pipeline reads its own answers (`ScriptPipeline.answers_of`),
+"""A step that queues commands on a pipeline reads its own answers (`ScriptPipeline.step`),
 wherever other steps put theirs, also when one of its scripts is run again after the rest
 because Redis had forgotten it (NOSCRIPT)."""
 
@@ -11,12 +11,15 @@ def test_each_step_reads_its_own_answers_wherever_they_lie(redis):
     redis.script_flush()  # the script's run comes back NOSCRIPT, and is run again after the rest
     pipe = scripted_pipeline(redis)
     pipe.set("a", "1")
-    returned, first = pipe.answers_of(lambda: (pipe.incr("a"), pipe.incr("a"), "queued")[-1])
-    _, scripted = pipe.answers_of(lambda: pipe.run_script(script, ["b"], [5]))
+    with pipe.step() as first:
+        pipe.incr("a")
+        pipe.incr("a")
+    with pipe.step() as scripted:
+        pipe.run_script(script, ["b"], [5])
     pipe.get("a")
-    _, last = pipe.answers_of(lambda: pipe.get("b"))
+    with pipe.step() as last:
+        pipe.get("b")
     pipe.execute()
-    assert returned == "queued"
     assert first.all() == [2, 3]
     assert scripted.one() == 5 and pipe.reran
     # run again after the rest: a command queued after it did not see its effect (`reran` says so)

@@ -1,0 +1,498 @@
+"""One pass of reads, together: the counts of every read's segments, its carried ack, its first
+look at each segment and its hand-out, the records read once for all, the floors and how far
+they handed out persisted in one statement, and each read's answer. Fair across a group's
+segments (a read's events shared out evenly); `groups.consuming.reading` decides when a read
+passes again. Each step that puts commands on a pipeline reads its own answers
+(`ScriptPipeline.step`). It must never wait, nor answer a read a database does not know of."""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any, cast
+
+from domain import delivery_ids
+from domain.acks import AckPolicy, Delivery, HandOut, Poison
+from groups.ack_tracker import KnownCounts
+from groups.consuming import compacted, floors
+from groups.consuming.acking import AckOutcome, PendingAck
+from groups.consuming.answers import ReadPart, ReadResult, add_run
+from groups.consuming.checkpoints import maybe_checkpoint
+from groups.consuming.compacted import compacted_views
+from groups.consuming.dead_letters import dead_letter
+from groups.consuming.floors import (
+    Slot,
+    known_counts,
+    mark_seen,
+    note_consumer,
+    persist_delivery_counts,
+    persist_floors,
+    records_at,
+)
+from groups.delayed_release import queue_release, release_due
+from store.ends import Head, Tail
+from store.framing import Frame, Record
+from store.redis_connection import Answers, ScriptPipeline, get_redis, scripted_pipeline
+from streams import wait_stats
+from streams.delaying.index import Round
+from streams.logs import stream_log
+from streams.memo import Ticket
+from streams.models import ReaderGroup
+from streams.waking import group_channel, notify_due
+from streams.wire import seconds_to_iso
+
+_OFFSET = itemgetter(0)  # of a Delivery
+
+
+_ROW_OFFSET, _DELIVER_AT = attrgetter("offset"), attrgetter("deliver_at_ms")  # of a Record or a Frame
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A read of one group, from its first pass to its answer: what each pass needs."""
+
+    group: ReaderGroup
+    group_slots: list[Slot]
+    max_events: int
+    consumer: str
+    ranges: bool
+    frames: bool
+    channels: tuple[str, ...]  # what it waits on (`wake_channels`; none: it does not wait)
+    deadline: float  # `time.monotonic()` when its wait ends
+    since: float | None = None  # when it began to wait
+    woken: str = ""  # what woke it last ("": it has not waited yet)
+    acked: AckOutcome | None = None  # what its first pass's carried ack did
+    ticket: Ticket | None = None  # `GROUP_CHANGES`'s when its group was last loaded
+
+    @property
+    def group_key(self) -> str:
+        return group_channel(self.group.state_key)
+
+
+def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadResult]:
+    """One pass of each of these reads, together: one round trip to Redis for all their counts,
+    one for all their first looks, one statement for all their floors, and each record read once
+    (a publish that wakes a thousand groups' reads is read in a few round trips, not thousands).
+    A read with a `PendingAck` has that ack applied first, on the first pipeline (its outcome in
+    its result's `acked`), and its floors persisted with the read's."""
+    now = floors.clock()
+    now_ms = int(now * 1000)
+    redis = get_redis()
+    streams = list({slot.stream.pk: slot.stream for reading, _ in passes for slot in reading.group_slots}.values())
+    pipe = scripted_pipeline(redis)
+    # due delayed events go to every group of the stream: the first round of each stream's
+    # release is the first thing on this pipeline, and the rest (if anything was due) follows
+    # once it is answered
+    releases: list[tuple[Callable[[list], Round], Answers]] = []
+    for stream in streams:
+        with pipe.step() as released_answer:
+            round_of = queue_release(stream, now_ms, pipe)
+        releases.append((round_of, released_answer))
+    queued: list[tuple[Answers, Answers]] = []  # each read's: its carried ack's, its counts'
+    for reading, pending in passes:
+        # then a carried ack: the leases it ends leave room for its read (Redis runs a pipeline
+        # in order)
+        with pipe.step() as acked:
+            if pending is not None:
+                pending.queue(pipe)
+        mark_seen(reading.group, now, pipe)
+        if pending is not None:
+            note_consumer(reading.group, reading.consumer, "a", now, pipe)
+        note_consumer(reading.group, reading.consumer, "r", now, pipe)
+        with pipe.step() as counted:
+            _queue_counts(reading.group_slots, now, float(reading.group.ack_timeout_s), pipe)
+        queued.append((acked, counted))
+    pipe.execute()
+    released = {
+        stream.pk: release_due(stream, now_ms, first=round_of(answer.one()))
+        for stream, (round_of, answer) in zip(streams, releases, strict=True)
+    }
+    contexts: list[_Context] = []
+    counts: list[list] = []
+    stale: list[int] = []  # reads whose counts may be stale
+    for n, ((reading, pending), (acked, counted)) in enumerate(zip(passes, queued, strict=True)):
+        ctx = _context(reading, now)
+        if pending is not None:
+            ctx.result.acked, ctx.moves = pending.finish(acked.all())
+        counts.append(counted.all())
+        contexts.append(ctx)
+        # the counts again when they may be stale: events released to the group's segments after
+        # they were counted, or an ack script Redis had lost that ran after them
+        if any(released[slot.stream.pk] for slot in reading.group_slots) or (pending is not None and pipe.reran):
+            stale.append(n)
+    if stale:
+        pipe = scripted_pipeline(redis)
+        recounts: dict[int, Answers] = {}
+        for n in stale:
+            with pipe.step() as recounts[n]:
+                _queue_counts(passes[n][0].group_slots, now, contexts[n].lease_s, pipe)
+        pipe.execute()
+        for n in stale:
+            counts[n] = recounts[n].all()
+    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
+    shared_rows: dict[tuple, list] = {}
+    work = [_work(ctx, reading_counts, ends, shared_rows) for ctx, reading_counts in zip(contexts, counts, strict=True)]
+    # a state Redis must start: from what the database knows now (the floor may have moved, and
+    # what was handed out before a loss comes again counting on), never from what the request
+    # loaded when it began
+    fresh = [serve for serves in work for serve in serves if serve.fresh]
+    known = known_counts([serve.slot for serve in fresh]) if fresh else {}
+    for serve in fresh:  # from the floor as the database knows it now
+        serve.start = serve.slot.position.floor
+    # every segment's first look in one round trip, each read's events shared out evenly across
+    # its segments
+    pipe = scripted_pipeline(redis)
+    asked: list[tuple[_Context, _Serve, int, _Look, Answers]] = []  # with its answer
+    expiring: defaultdict[int, list[str]] = defaultdict(list)  # when leases expire -> the groups
+    for ctx, serves in zip(contexts, work, strict=True):
+        ctx.known = known
+        ctx.serves = serves
+        for n, serve in enumerate(serves):
+            want = math.ceil((ctx.limit - sum(s.asked for s in serves)) / (len(serves) - n))
+            if want > 0:
+                serve.asked = want
+                with pipe.step() as answer:
+                    looked = _ask(ctx, serve, want, pipe)
+                asked.append((ctx, serve, want, looked, answer))
+        if any(serve.asked for serve in serves) and ctx.ack_policy is not AckPolicy.NONE:
+            # the leases this read may hand out expire then: a waiting read of the group (another
+            # consumer's) looks again at that time, in case they are not acknowledged (one message
+            # on the pipeline for all the reads of the pass, no round trip of its own)
+            expiring[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
+    for due_ms, channels in expiring.items():
+        notify_due(pipe, channels, due_ms)
+    if asked:
+        pipe.execute()
+        for ctx, serve, want, looked, answer in asked:
+            _take(ctx, serve, want, looked, looked.read(answer.one()))
+    for ctx in contexts:
+        _look_more(ctx, redis)
+        _answer(ctx)
+    _persist(contexts, [pending for _, pending in passes])
+    return [ctx.result for ctx in contexts]
+
+
+def _context(reading: Waiting, now: float) -> _Context:
+    group = reading.group
+    return _Context(
+        group,
+        now,
+        reading.consumer,
+        float(group.ack_timeout_s),
+        Poison(group.on_poison),
+        tuple(group.backoff_s or ()),
+        AckPolicy(group.ack_policy),
+        compacted_views(group, reading.group_slots),
+        ReadResult(delivery_ranges=[] if reading.ranges else None),
+        [],
+        reading.frames,
+        reading.group_slots,
+        reading.max_events,
+    )
+
+
+def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tail]]], rows: dict) -> list[_Serve]:
+    """From a read's counts (one answer per segment, `_queue_counts`): the segments with
+    something to hand out, as `_Serve`s in a fair (random) order, and how many events the read
+    may hand out (`ctx.limit`: none when the group holds `max_ack_pending` leases). `ends`: the
+    streams' ends as read so far by this pass (each stream's read once); `rows`: the records read
+    so far (`_ask` reads each once)."""
+    result = ctx.result
+    result.next_due = min((float(c[6]) for c in counts if c[6] is not None), default=None)
+    room = ctx.group.max_ack_pending - sum(c[2] for c in counts)
+    if room <= 0:
+        result.pending_limit_reached = True
+        ctx.limit = 0
+        return []
+    ctx.limit = min(ctx.limit, room)
+    ctx.rows = rows
+    serves: list[_Serve] = []
+    for slot, (nxt, halted, _, expired, retry_due, dead_due, _) in zip(ctx.slots, counts, strict=True):
+        if slot.stream.pk not in ends:
+            ends[slot.stream.pk] = stream_log(slot.stream).ends()
+        seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
+        stop = seg_tail.next_offset
+        head = seg_head.offset
+        end_cut = slot.subscription.end_cut
+        if end_cut is not None and slot.segment in end_cut:  # a bounded group reads up to its end
+            end = int(end_cut[slot.segment])
+            if head > end:
+                # retention deleted past the end: the group missed only what lay before its end,
+                # never what it would not have read
+                head = max(end, slot.position.floor)
+            stop = min(stop, max(end, head))
+        start = slot.position.floor if nxt is None else int(nxt)
+        if (
+            max(start, head) < stop
+            or halted is not None
+            or expired
+            or retry_due
+            or dead_due
+            or head > slot.position.floor
+        ):
+            # a segment whose state Redis does not hold (lost, or never read) starts at its floor
+            serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
+    random.shuffle(serves)  # fair across segments: no segment is always served first
+    return serves
+
+
+def _look_more(ctx: _Context, redis: Any) -> None:
+    """One segment at a time, what a read's first looks did not fill (a segment with fewer events
+    than its share, a competing consumer that took some): each segment looks at most three
+    times."""
+    serves = ctx.serves
+    while (missing := ctx.limit - sum(len(s.items) for s in serves)) > 0:
+        more = [s for s in serves if s.more]
+        if not more:
+            break
+        for n, serve in enumerate(more):
+            missing = ctx.limit - sum(len(s.items) for s in serves)
+            if missing <= 0:
+                break
+            want = math.ceil(missing / (len(more) - n))
+            pipe = scripted_pipeline(redis)
+            looked = _ask(ctx, serve, want, pipe)
+            _take(ctx, serve, want, looked, looked.read(pipe.execute()[0]))
+
+
+def _answer(ctx: _Context) -> None:
+    """A read's parts (a segment's deliveries each) from what its looks got."""
+    result = ctx.result
+    if ctx.limit <= 0:
+        return
+    result.lease_expires_at = None if ctx.ack_policy is AckPolicy.NONE else seconds_to_iso(ctx.now + ctx.lease_s)
+    sink_names = ctx.group.sink_names
+    for serve in ctx.serves:
+        if not serve.items:
+            continue
+        slot = serve.slot
+        part = ReadPart(
+            slot.stream.full_name,
+            slot.segment,
+            delivery_ids.prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment, serve.life),
+            serve.items,
+            serve.runs,
+        )
+        if sink_names:  # a redelivery is for the sinks that have not acknowledged it
+            part.sinks_pending = [
+                [s for s in sink_names if s not in serve.sinks_acked.get(item.offset, ())] for item in serve.items
+            ]
+        result.parts.append(part)
+        if result.delivery_ranges is not None:
+            result.delivery_ranges += delivery_ids.id_ranges(part.id_prefix, part.runs)
+
+
+def _queue_counts(group_slots: list[Slot], now: float, lease_s: float, pipe: ScriptPipeline) -> None:
+    """Per segment, one answer (`SegmentTracker.read_counts`): its `next` and `halted`, its live
+    leases and expired ones, its retries due and its dead-letter claims lapsed."""
+    for slot in group_slots:
+        slot.tracker.read_counts(now, lease_s, pipe)
+
+
+def _persist(contexts: list[_Context], pendings: list[PendingAck | None]) -> None:
+    """A pass's floors (its carried acks' with its reads') and how far its reads handed out, in
+    one statement, and the delivery counts of their redeliveries: all before the answers leave,
+    so that what a consumer holds is what the database knows if Redis loses its state. After an
+    ack, an AUTOMATIC group's periodic checkpoint when one is due, as after an ack request."""
+    counts = [c for ctx in contexts for c in ctx.counts]
+    if counts:
+        persist_delivery_counts(counts)
+    handed: dict[int, tuple[Slot, int]] = {}
+    for ctx in contexts:  # a group read twice in one pass: the further of its two
+        for position, (slot, upto) in ctx.handed.items():
+            if upto > handed.get(position, (slot, -1))[1]:
+                handed[position] = (slot, upto)
+    persist_floors([move for ctx in contexts for move in ctx.moves], handed)
+    for ctx, pending in zip(contexts, pendings, strict=True):
+        if pending is not None:
+            maybe_checkpoint(ctx.group)
+
+
+@dataclass
+class _Context:
+    """What every look of one read shares."""
+
+    group: ReaderGroup
+    now: float
+    consumer: str
+    lease_s: float
+    on_poison: Poison
+    backoff: tuple
+    ack_policy: AckPolicy
+    views: dict[int, Any]
+    result: ReadResult
+    moves: list[tuple[Slot, int, int]]
+    frames: bool  # events from the log left as stored (`framing.Frame`)
+    slots: list[Slot]
+    limit: int  # how many events it may hand out (`max_events`, less when few leases are left)
+    known: dict[int, KnownCounts] = field(default_factory=dict)  # by position: where a state Redis starts now starts
+    serves: list[_Serve] = field(default_factory=list)  # its segments with something to hand out
+    rows: dict[tuple, list] = field(default_factory=dict)  # records read so far by the pass (`_ask`)
+    handed: dict[int, tuple[Slot, int]] = field(default_factory=dict)  # by position: (slot, its `next`)
+    counts: list[tuple[int, int, int]] = field(default_factory=list)  # (position, offset, count) of redeliveries
+
+
+@dataclass
+class _Serve:
+    """One segment's part of a read: where its next look starts, and what its looks got."""
+
+    slot: Slot
+    start: int
+    head: int
+    tail: int  # where the read stops on this segment (its tail, or a bounded group's end)
+    ends: tuple[Head, Tail]  # the segment's head and committed tail as the read found them
+    items: list[Record | Frame] = field(default_factory=list)  # what its looks got, in order
+    runs: list[list[int]] = field(default_factory=list)  # their deliveries (`ReadPart.runs`)
+    sinks_acked: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    looks: int = 0
+    more: bool = True  # another look may find more
+    life: int = 0  # of the Redis state that handed them out (in their ids)
+    fresh: bool = False  # Redis holds no state for the segment (lost, or never read)
+    asked: int = 0  # what its first look asked for
+
+
+@dataclass
+class _Look:
+    """One hand-out on one segment, queued on a pipeline: the records read ahead of it (`rows`,
+    in offset order; `base` the first one's offset when they hold consecutive offsets, else -1),
+    and what reads its answer into a HandOut."""
+
+    seg: Any
+    view: Any
+    rows: list[Record] | list[Frame]
+    base: int
+    read: Callable[[list], HandOut]
+
+    @functools.cached_property
+    def ahead(self) -> dict[int, Record | Frame]:
+        """The rows by offset (made in C), for deliveries that are not a run of them."""
+        return dict(zip(map(_ROW_OFFSET, self.rows), self.rows))
+
+
+def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look:
+    """Read the records a hand-out of up to `want` events from `serve.start` would give, and
+    queue the tracker's hand-out on `pipe`."""
+    slot, start, head, tail = serve.slot, serve.start, serve.head, serve.tail
+    group = ctx.group
+    seg = stream_log(slot.stream).segment(slot.segment)
+    view = ctx.views.get(slot.stream.pk)
+    horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
+    in_view = view is not None and start < horizon
+    rows: list[Record] | list[Frame]
+    base = -1
+    if in_view:  # below the view's horizon a read_compacted group reads the view
+        rows = compacted.views().segment_records(slot.stream, view, slot.segment, start, want)
+        scan_until = max(map(_ROW_OFFSET, rows)) + 1 if len(rows) == want else horizon
+    else:
+        rows = []
+        if start < tail:  # the groups read together in one pass read each record once
+            key = (slot.stream.pk, slot.segment, max(start, head), want, ctx.frames)
+            if key not in ctx.rows:
+                read = seg.read_frames if ctx.frames else seg.read
+                ctx.rows[key] = read(max(start, head), want, ends=serve.ends)
+            rows = ctx.rows[key]
+        if rows:
+            first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
+            scan_until = last + 1
+            base = first if last - first == len(rows) - 1 else -1
+        else:
+            scan_until = max(start, head)
+    # not due by a clock read after the records: an event published with a delivery
+    # time already past when it was read is ordinary (the index did not take it)
+    after_ms = int(floors.clock() * 1000)
+    delayed = {}
+    if any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
+        delayed = {
+            r.offset: r.deliver_at_ms / 1000 for r in rows if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+        }
+    read = slot.tracker.hand_out(
+        ctx.now,
+        ctx.consumer,
+        want,
+        tail,
+        ctx.lease_s,
+        group.max_deliveries,
+        ctx.on_poison,
+        floor=slot.position.floor,
+        head=0 if in_view else head,
+        delayed=delayed,
+        scan_until=scan_until,
+        present=list(map(_ROW_OFFSET, rows)) if in_view else None,
+        backoff=ctx.backoff,
+        ack_policy=ctx.ack_policy,
+        pipe=pipe,
+        runs=True,
+        known=ctx.known.get(slot.position.pk),
+    )
+    return _Look(seg, view, rows, base, read)
+
+
+def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) -> None:
+    """What one hand-out gave: its events (with their records) to the segment's part of the read,
+    its floor and missed events to the moves, its poison to the dead letters."""
+    slot, result = serve.slot, ctx.result
+    if out.life < 0:  # Redis lost the state since this read looked: the next read starts it
+        serve.more = False
+        return
+    if not serve.looks:
+        serve.life = out.life
+    serve.sinks_acked.update(out.sinks_acked)
+    floor = out.floor
+    if out.dead_letter:
+        floor = dead_letter(ctx.group, slot, out.dead_letter, int(ctx.now * 1000)) or floor
+    ctx.moves.append((slot, floor, out.missed))
+    if out.missed:
+        result.missed += out.missed
+        name = slot.stream.full_name
+        result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
+    if out.deliveries:  # redeliveries, one by one
+        _take_each(serve, look, out.deliveries)
+        ctx.counts += [(slot.position.pk, o, e) for o, e in out.deliveries if e > 1]
+    if out.deliveries or out.first_runs:
+        _, was = ctx.handed.get(slot.position.pk, (slot, 0))
+        ctx.handed[slot.position.pk] = (slot, max(was, out.next))
+    rows, base = look.rows, look.base
+    for a, b in out.first_runs:  # first deliveries, a run of offsets each
+        i, j = a - base, b - base
+        first = len(serve.items)
+        if base >= 0 and i >= 0 and j <= len(rows):  # all read ahead: the run is a slice of them
+            serve.items += rows[i:j]
+            add_run(serve.runs, a, b - a, 1)
+        else:
+            _take_each(serve, look, [Delivery(o, 1) for o in range(a, b)])
+        if len(serve.items) > first:  # publish -> first hand-out, by the run's oldest event
+            wait_stats.delivered_first(
+                wait_stats.published_ms_of(serve.items[first]), ctx.now, len(serve.items) - first
+            )
+    serve.looks += 1
+    handed = out.deliveries or out.first_runs
+    no_progress = not handed and out.next <= max(serve.start, serve.head)  # a halted segment
+    # served and maybe more behind, or a competing consumer took some: another look may find more
+    serve.more = serve.looks < 3 and out.next < serve.tail and not no_progress
+    serve.start = out.next
+
+
+def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
+    """Deliveries given one by one, each with its record: read ahead, or read now (a compacted
+    view's, or one behind what was read ahead). An offset truncated away meanwhile is skipped:
+    the next read counts it missed."""
+    offsets = list(map(_OFFSET, deliveries))
+    found = list(map(look.ahead.get, offsets))
+    pairs: Iterable[tuple[Record | Frame, Delivery]]
+    if None not in found:  # the common case: every record read ahead (pairs made in C)
+        pairs = zip(cast(list[Record | Frame], found), deliveries)
+    else:
+        records = records_at(look.seg, offsets, look.ahead)
+        if look.view is not None:  # redeliveries of view events truncated from the log
+            lost = [o for o in offsets if o not in records]
+            records.update(compacted.views().records_at(serve.slot.stream, look.view, serve.slot.segment, lost))
+        pairs = [(records[d.offset], d) for d in deliveries if d.offset in records]
+    items, runs = serve.items, serve.runs
+    for item, (offset, epoch) in pairs:
+        items.append(item)
+        add_run(runs, offset, 1, epoch)
