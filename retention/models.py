@@ -19,6 +19,10 @@ class LimitType(models.TextChoices):
     NONE = "none"
 
 
+# the policy's fields the retention rule reads (`domain.retention.Policy`'s)
+_RULE_READS = frozenset(f.name for f in fields(Policy))
+
+
 class RetentionPolicy(models.Model):
     """A stream's policy: a column for each field of `POLICY_FIELDS` (`COLUMNS`: the column of
     each, by the field's name), and who changed it last."""
@@ -62,8 +66,8 @@ class RetentionPolicy(models.Model):
     def as_policy(self, on_max_limit: str) -> Policy:
         """The plain value `domain.retention.decide` takes: the fields of the policy it reads (a
         field the rule does not read, such as a description, is not its business)."""
-        spec = self.spec().as_dict()
-        return Policy(**{f.name: spec[f.name] for f in fields(Policy) if f.name in spec}, on_max_limit=on_max_limit)
+        read = {name: getattr(self, column) for name, column in self.COLUMNS.items() if name in _RULE_READS}
+        return Policy(**read, on_max_limit=on_max_limit)
 
 
 class StoredRetentionSet(models.Model):
