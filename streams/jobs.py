@@ -28,7 +28,7 @@ def queue_job(row: Any, task: Any) -> bool:
     try:
         task.delay(row.pk)
     except (OperationalError, OSError) as exc:  # the broker is down or unreachable
-        row.state, row.error = FAILED, f"could not queue: {exc}"
+        row.state, row.error = FAILED, f"the task queue did not take it: {exc}"
         row.save(update_fields=["state", "error"])
         return False
     return True

@@ -52,7 +52,7 @@ def test_the_api_answers_503_and_the_cycle_and_the_run_say_failed(api, broker_do
         assert answer.json()["code"] == "broker_unavailable" and answer["Retry-After"] == "1"
     cycle, run = RetentionCycle.objects.get(), CompactionRun.objects.get()
     for job in (cycle, run):
-        assert job.state == "failed" and job.error.startswith("could not queue: ")
+        assert job.state == "failed" and job.error.startswith("the task queue did not take it: ")
     assert api.get(CYCLES).json()["results"][0]["state"] == "failed"
     assert api.get(COMPACTIONS).json()["results"][0]["state"] == "failed"
 
@@ -60,7 +60,7 @@ def test_the_api_answers_503_and_the_cycle_and_the_run_say_failed(api, broker_do
 def test_the_console_shows_the_job_failed(api, admin_client, broker_down):
     _streams(api)
     page = admin_client.post("/streams/shop/profiles/compaction/run/", HTTP_HX_REQUEST="true")
-    assert "could not be queued: could not queue: " in text(page.content.decode())
+    assert "could not be queued: the task queue did not take it: " in text(page.content.decode())
     admin_client.post("/streams/shop/orders/retention/run/", HTTP_HX_REQUEST="true")
     assert RetentionCycle.objects.get().state == "failed"
     assert CompactionRun.objects.get().state == "failed"
