@@ -26,7 +26,7 @@ class ApiKey(models.Model):
     name = models.CharField(max_length=100)
     kind = models.CharField(max_length=16, choices=[(k.value, k.value) for k in KeyKind])
     reader_group = models.ForeignKey(
-        "streams.ReaderGroup", null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys"
+        "groups.ReaderGroup", null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys"
     )
     streams = models.ManyToManyField("streams.Stream", blank=True, related_name="api_keys")
     created_by = models.ForeignKey(

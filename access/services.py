@@ -13,8 +13,9 @@ from access.models import ApiKey
 from access.rules import KeyKind
 from domain.errors import FieldError
 from domain.names import split_stream_name
+from groups.models import ReaderGroup
 from groups.reader_groups import check_streams
-from streams.models import ReaderGroup, Stream
+from streams.models import Stream
 
 MAX_NAME = 100
 

@@ -33,12 +33,7 @@ from api.fields import (
 )
 from domain.group_settings import BOUNDS, DEFAULTS
 from domain.start_positions import finished
-from streams.models import (
-    AckPolicyChoice,
-    OnPoison,
-    ReaderGroup,
-    RetentionType,
-)
+from groups.models import AckPolicyChoice, OnPoison, ReaderGroup, RetentionType
 
 
 @extend_schema_field(

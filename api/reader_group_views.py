@@ -39,8 +39,8 @@ from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from groups import consuming, reader_groups
+from groups.models import ReaderGroup, Subscription
 from groups.projections.lag import group_state
-from streams.models import ReaderGroup, Subscription
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 

@@ -100,8 +100,9 @@ def configure(args) -> Path:
 
 
 def empty() -> None:
+    from groups.models import ReaderGroup
     from store.redis_connection import get_redis
-    from streams.models import DelayedBucket, DelayedIndex, DelayedOp, ReaderGroup, Scope, Stream
+    from streams.models import DelayedBucket, DelayedIndex, DelayedOp, Scope, Stream
 
     for model in (ReaderGroup, DelayedOp, DelayedBucket, DelayedIndex, Stream, Scope):
         model.objects.all().delete()

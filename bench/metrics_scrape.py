@@ -110,9 +110,10 @@ def run(sizes: list[int], repeat: int, segments: int, profile: str | None = None
     from cbrweb.wsgi import application
     from domain.events import EventIn
     from domain.policy_spec import parse_policy
+    from groups.models import ReaderGroup, ReadPosition, Subscription
     from retention import services as retention_services
     from streams import services
-    from streams.models import ReaderGroup, ReadPosition, Scope, Subscription
+    from streams.models import Scope
 
     def call(method: str, path: str, body: bytes = b"", token: str | None = None) -> tuple[int, bytes]:
         environ = {

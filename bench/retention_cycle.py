@@ -66,13 +66,14 @@ def configure(database_url: str, redis_url: str, data_dir: Path) -> None:
 def empty(data_dir: Path) -> None:
     from django.db import connection
 
+    from groups.models import ReaderGroup, Subscription
     from retention.models import (
         RetentionCycle,
         RetentionPolicy,
         StoredRetentionSet,
         TruncationRecord,
     )
-    from streams.models import ReaderGroup, Scope, Segment, Stream, Subscription
+    from streams.models import Scope, Segment, Stream
 
     for model in (
         TruncationRecord,
@@ -101,7 +102,8 @@ def build_fleet(n: int, processes: int = 1) -> None:
     `processes`: forked builders, each taking every `processes`-th batch (a 1M fleet)."""
     from django.db import connections
 
-    from streams.models import ReaderGroup, Scope, Subscription
+    from groups.models import ReaderGroup, Subscription
+    from streams.models import Scope
 
     scope = Scope.objects.create(name="fleet")
     groups = [
@@ -141,10 +143,11 @@ def build_fleet(n: int, processes: int = 1) -> None:
 
 def _build_batches(n: int, scope, groups, starts: range) -> None:
     from domain.events import EventIn
+    from groups.models import Subscription
     from retention.models import RetentionPolicy, StoredRetentionSet
     from retention.set_store import stored
     from streams.logs import stream_log
-    from streams.models import Segment, Stream, Subscription
+    from streams.models import Segment, Stream
 
     payload = [EventIn(b"x" * EVENT_BYTES)] * EVENTS
     for start in starts:

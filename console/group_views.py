@@ -18,9 +18,9 @@ from domain.errors import FieldError
 from domain.start_positions import finished
 from groups import consuming, reader_groups
 from groups.consuming import checkpoint_interval_s
+from groups.models import ReaderGroup
 from groups.projections.lag import group_state
 from groups.projections.overview import group_overview, group_summaries
-from streams.models import ReaderGroup
 
 VIEW = {"GET": Action.VIEW}
 

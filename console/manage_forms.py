@@ -16,7 +16,8 @@ from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
 from domain.policy_spec import POLICY_FIELDS, parse_policy
-from streams.models import AckPolicyChoice, OnMaxLimit, OnPoison, RetentionType
+from groups.models import AckPolicyChoice, OnPoison, RetentionType
+from streams.models import OnMaxLimit
 
 
 class ShowsRefusals:

@@ -13,9 +13,10 @@ from access.rules import Action, TargetKind
 from console.manage_forms import GroupForm, StreamForm, StreamSettingsForm
 from domain.errors import FieldError
 from groups import reader_groups
+from groups.models import ReaderGroup
 from retention import services as retention_services
 from streams import deletion, services
-from streams.models import ReaderGroup, Stream
+from streams.models import Stream
 
 
 def _stream_names() -> list[str]:

@@ -10,8 +10,9 @@ from django.utils import timezone
 from domain.cuts import check_cut
 from domain.errors import FieldError
 from domain.names import split_stream_name
+from groups.models import ReaderGroup, RetentionType, Subscription
 from streams.logs import stream_log
-from streams.models import ReaderGroup, RetentionType, Stream, Subscription
+from streams.models import Stream
 from streams.signals import holds_released
 
 

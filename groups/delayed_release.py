@@ -10,11 +10,12 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 
 from groups.ack_tracker import SegmentTracker, released_packed
+from groups.models import Subscription
 from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
 from streams.delaying.buckets import round_loads
 from streams.delaying.index import Direct, Load, Round, state_key, unpacked
 from streams.delaying.stream_index import index_of
-from streams.models import Stream, Subscription
+from streams.models import Stream
 
 
 def trackers_of(stream: Stream, segments: set[int]) -> list[tuple[int, SegmentTracker]]:

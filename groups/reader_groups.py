@@ -29,8 +29,9 @@ from groups.acknowledgement import (
     set_acknowledgement_cut,
 )
 from groups.consuming import current_floors, forget_trackers, group_changed, tracker_names
+from groups.models import ReaderGroup, ReadPosition, Subscription
 from streams.logs import stream_log
-from streams.models import ReaderGroup, ReadPosition, Scope, Stream, Subscription, new_storage_key
+from streams.models import Scope, Stream, new_storage_key
 from streams.signals import holds_released, stream_deleted
 from streams.waking import group_channel, publish_notice
 

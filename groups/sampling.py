@@ -14,10 +14,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from domain.rates import rates
+from groups.models import ReaderGroup, Sample
 from groups.projections.lag import group_state
 from groups.projections.overview import totals_by_stream
 from streams.logs import stream_state
-from streams.models import ReaderGroup, Sample, Stream
+from streams.models import Stream
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from groups.models import ReaderGroup, RetentionType, Subscription
 from streams.logs import stream_log
-from streams.models import ReaderGroup, RetentionType, Stream, Subscription
+from streams.models import Stream
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ from django.utils import timezone
 from domain.cuts import is_at_or_after
 from domain.retention_set import after_truncation
 from groups.consuming import drop_expired_persisted
+from groups.models import Checkpoint, ReaderGroup
 from retention.models import TruncationRecord
 from retention.set_store import as_records, read_sets, write_sets
 from store.segment import TruncateResult
 from store.store import StreamLog, truncate_many
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
-from streams.models import Checkpoint, ReaderGroup, Segment, Stream
+from streams.models import Segment, Stream
 
 # (the stream, its log, its record, the cumulative size at each offset of the cut where known)
 Planned = tuple[Stream, StreamLog, TruncationRecord, dict[str, int] | None]

@@ -1,11 +1,10 @@
-"""The Django admin of streams and reader groups. Segments, subscriptions and checkpoints are
-shown, never edited here: their rows follow the segment store and the acknowledgement state in
-Redis, which only the services move (an acknowledgement cut typed in here would hold or release
-data behind the services' checks). The console and the API change them."""
+"""The Django admin of streams (reader groups' is groups.admin). Segments are shown, never
+edited here: their rows follow the segment store, which only the services move. The console and
+the API change them."""
 
 from django.contrib import admin
 
-from streams.models import Checkpoint, ReaderGroup, Scope, Segment, Stream, Subscription
+from streams.models import Scope, Segment, Stream
 
 
 class ReadOnly:
@@ -47,26 +46,3 @@ class StreamAdmin(admin.ModelAdmin):
 class SegmentAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["stream", "segment_id", "head_offset", "tail_offset", "head_size", "tail_size"]
     list_select_related = ["stream__scope"]
-
-
-class SubscriptionInline(ReadOnly, admin.TabularInline):
-    model = Subscription
-    extra = 0
-
-
-@admin.register(ReaderGroup)
-class ReaderGroupAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "retention_type", "generation", "updated_at"]
-    list_filter = ["retention_type"]
-    search_fields = ["name", "scope__name"]
-    inlines = [SubscriptionInline]
-
-
-@admin.register(Subscription)
-class SubscriptionAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = ["reader_group", "stream", "acknowledged_at"]
-
-
-@admin.register(Checkpoint)
-class CheckpointAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = ["reader_group", "name", "persist", "created_at"]

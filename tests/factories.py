@@ -21,11 +21,12 @@ from rest_framework.test import APIClient
 from domain.events import EventIn
 from domain.policy_spec import PolicySpec, parse_policy
 from groups import reader_groups
+from groups.models import ReaderGroup, Subscription
 from retention import services as retention_services
 from store.redis_connection import get_redis
 from streams import services, waking
 from streams.logs import stream_log
-from streams.models import ReaderGroup, Stream, Subscription
+from streams.models import Stream
 
 ROLES = ("viewer", "operator", "admin")
 

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from access.principals import role_of
 from access.rules import Role
+from groups.models import Subscription
 from retention.models import RetentionPolicy
-from streams.models import Subscription
 
 pytestmark = pytest.mark.django_db
 

@@ -8,12 +8,13 @@ import pytest
 from django.core.management import call_command
 
 from groups import consuming
+from groups.models import ReaderGroup, Subscription
 from groups.projections.lag import group_state
 from groups.projections.overview import totals_by_stream
 from retention.models import TruncationRecord
 from retention.projections import events_after
 from streams import logs
-from streams.models import ReaderGroup, Stream, Subscription
+from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
 

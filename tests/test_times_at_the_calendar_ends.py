@@ -12,9 +12,9 @@ from django.core.management import CommandError, call_command
 from page_text import text
 
 from access.models import ApiKey
+from groups.models import ReaderGroup
 from retention.models import RetentionCycle
 from streams import logs
-from streams.models import ReaderGroup
 
 pytestmark = pytest.mark.django_db
 

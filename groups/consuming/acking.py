@@ -16,8 +16,8 @@ from groups.ack_tracker import Run
 from groups.consuming import floors
 from groups.consuming.checkpoints import maybe_checkpoint
 from groups.consuming.floors import Slot, mark_seen, note_consumer, persist_floors, slots
+from groups.models import ReaderGroup
 from store.redis_connection import ScriptPipeline, scripted_pipeline
-from streams.models import ReaderGroup
 from streams.waking import group_channel, publish_notice
 
 # Where an id's prefix (`<incarnation>[.<life>]-<stream>-<segment>`) points: one of the group's

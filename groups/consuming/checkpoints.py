@@ -12,9 +12,10 @@ from domain.cuts import checkpoint_expired
 from domain.errors import FieldError
 from groups.acknowledgement import check_truncation_cut, publish_cut, set_acknowledgement_cut
 from groups.consuming.floors import Slot, last_seen, persist_floors, slots
+from groups.models import Checkpoint, ReaderGroup, RetentionType, Subscription
 from store.redis_connection import get_redis
 from streams.logs import stream_log
-from streams.models import Checkpoint, ReaderGroup, RetentionType, Stream, Subscription
+from streams.models import Stream
 from streams.signals import holds_released
 
 AUTO_PREFIX = "auto-"

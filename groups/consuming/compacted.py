@@ -9,8 +9,9 @@ from typing import Any, Protocol
 from groups.consuming.floors import (
     Slot,
 )
+from groups.models import ReaderGroup
 from store.framing import Record
-from streams.models import ReaderGroup, Stream
+from streams.models import Stream
 
 
 class CompactedViews(Protocol):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from domain.errors import FieldError
 from domain.events import EventIn
 from groups.consuming.floors import Slot, records_at
+from groups.models import ReaderGroup
 from store.redis_connection import as_text, get_redis
 from streams.logs import stream_log
-from streams.models import ReaderGroup, Stream
+from streams.models import Stream
 from streams.services import do_create_stream, do_publish
 
 

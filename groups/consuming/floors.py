@@ -19,13 +19,14 @@ from django.db.models.expressions import Col
 from django.utils import timezone
 
 from groups.ack_tracker import KnownCounts, SegmentTracker
+from groups.models import DeliveryCount, ReaderGroup, ReadPosition, Subscription
 from store.framing import Frame, Record
 from store.redis_connection import as_text, get_redis
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
 from streams.memo import Memo
-from streams.models import DeliveryCount, ReaderGroup, ReadPosition, Scope, Stream, Subscription
+from streams.models import Scope, Stream
 
 SEEN_TTL_S = 30 * 86400
 clock = time.time  # the clock of leases and delays (tests replace it)

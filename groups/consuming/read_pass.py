@@ -35,6 +35,7 @@ from groups.consuming.floors import (
     records_at,
 )
 from groups.delayed_release import queue_release, release_due
+from groups.models import ReaderGroup
 from store.ends import Head, Tail
 from store.framing import Frame, Record
 from store.redis_connection import Answers, ScriptPipeline, get_redis, scripted_pipeline
@@ -42,7 +43,6 @@ from streams import wait_stats
 from streams.delaying.index import Round
 from streams.logs import stream_log
 from streams.memo import Ticket
-from streams.models import ReaderGroup
 from streams.waking import group_channel, notify_due
 from streams.wire import seconds_to_iso
 

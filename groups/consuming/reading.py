@@ -23,10 +23,10 @@ from groups.consuming.floors import (
     slots,
 )
 from groups.consuming.read_pass import Waiting, read_passes
+from groups.models import ReaderGroup
 from streams import wait_stats, waking
 from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
-from streams.models import ReaderGroup
 from streams.waking import group_channel, stream_channel
 
 

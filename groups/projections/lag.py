@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from groups.ack_tracker import SegmentTracker, stats_many
 from groups.consuming.floors import slots
+from groups.models import ReaderGroup, ReadPosition, Subscription
 from store.redis_connection import get_redis, read_many
 from streams.logs import stream_log
-from streams.models import ReaderGroup, ReadPosition, Subscription
 
 
 @dataclass

@@ -13,9 +13,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from groups.consuming import dead_letter_name
+from groups.models import ReaderGroup, Subscription
 from groups.projections.lag import PositionState, group_state
 from streams.logs import stream_log
-from streams.models import ReaderGroup, Stream, Subscription
+from streams.models import Stream
 
 
 @dataclass(frozen=True)

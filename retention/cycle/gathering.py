@@ -17,13 +17,14 @@ from django.db.models.functions import Cast
 
 from domain.retention import COMPACTOR, Inputs, Subscriber
 from domain.retention_set import after_truncation, with_tail
+from groups.models import RetentionType, Subscription
 from retention.locks import Locks
 from retention.models import RetentionPolicy
 from retention.set_store import as_records, read_sets, stored
 from retention.truncation import finish_truncations, pending_truncations
 from store.store import StreamLog, ends_many
 from streams.logs import stream_log
-from streams.models import RetentionType, Stream, Subscription
+from streams.models import Stream
 
 BATCH = 500
 

@@ -8,8 +8,8 @@ import pytest
 from domain.events import EventIn
 from groups import consuming, reader_groups
 from groups.consuming import floors
+from groups.models import DeliveryCount
 from streams import services
-from streams.models import DeliveryCount
 
 pytestmark = pytest.mark.django_db
 

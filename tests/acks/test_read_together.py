@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from domain.errors import FieldError
 from domain.events import EventIn
 from groups import consuming, reader_groups
+from groups.models import ReaderGroup, ReadPosition
 from streams import services
-from streams.models import ReaderGroup, ReadPosition
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,9 @@ import factories
 import pytest
 
 from domain.cuts import checkpoint_expired
+from groups.models import Checkpoint, Subscription
 from retention import services as retention_services
 from streams.logs import stream_log
-from streams.models import Checkpoint, Subscription
 
 pytestmark = pytest.mark.django_db
 G = "/api/v1/reader-groups/shop/billing/"

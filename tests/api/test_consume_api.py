@@ -11,9 +11,10 @@ from django.utils import timezone
 from domain.events import EventIn
 from groups import consuming
 from groups.consuming.floors import persist_floors
+from groups.models import Checkpoint, ReaderGroup, ReadPosition, Subscription
 from retention.models import RetentionPolicy
 from streams import logs, services
-from streams.models import Checkpoint, ReaderGroup, ReadPosition, Stream, Subscription
+from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
 

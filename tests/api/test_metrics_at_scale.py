@@ -12,10 +12,11 @@ import redis as redis_lib
 import redis.connection
 from django.utils import timezone
 
+from groups.models import ReaderGroup, ReadPosition, Subscription
 from groups.projections.lag import group_state
 from groups.projections.overview import totals_by_stream
 from streams import wait_stats
-from streams.models import ReaderGroup, ReadPosition, Scope, Subscription
+from streams.models import Scope
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from domain.events import EventIn
+from groups.models import Checkpoint, ReadPosition
 from streams import services
-from streams.models import Checkpoint, ReadPosition
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,9 @@ import pytest
 from django.utils import timezone
 
 from domain.events import EventIn
+from groups.models import ReaderGroup, Subscription
 from retention.models import RetentionPolicy
 from streams import logs, services
-from streams.models import ReaderGroup, Subscription
 
 pytestmark = pytest.mark.django_db
 

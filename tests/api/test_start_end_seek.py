@@ -11,9 +11,9 @@ import factories
 import pytest
 
 from domain.events import EventIn
+from groups.models import Subscription
 from retention.services import do_truncate
 from streams import services
-from streams.models import Subscription
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/reader-groups/"

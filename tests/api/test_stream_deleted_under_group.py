@@ -6,8 +6,8 @@ import factories
 import pytest
 
 from groups.ack_tracker import SegmentTracker
+from groups.models import ReaderGroup, Subscription
 from store.redis_connection import get_redis
-from streams.models import ReaderGroup, Subscription
 
 pytestmark = pytest.mark.django_db
 

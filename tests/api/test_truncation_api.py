@@ -2,9 +2,9 @@ import factories
 import pytest
 from django.utils import timezone
 
+from groups.models import Checkpoint, ReaderGroup
 from retention import set_store
 from retention.models import TruncationRecord
-from streams.models import Checkpoint, ReaderGroup
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ naming the first failing stream with its own code."""
 import factories
 import pytest
 
-from streams.models import Subscription
+from groups.models import Subscription
 
 pytestmark = pytest.mark.django_db
 CUT = "/api/v1/reader-groups/shop/billing/truncation-cut/"

@@ -9,8 +9,8 @@ from faults.test_redis_restarted import RedisServer
 
 from cbr_client import Client
 from domain.events import EventIn
+from groups.models import ReadPosition
 from streams import logs, services
-from streams.models import ReadPosition
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -14,9 +14,10 @@ from django_celery_beat.models import PeriodicTask
 
 from cbrweb.beat import Scheduler
 from cbrweb.celery import app
+from groups.models import ReaderGroup
 from groups.sampling import take_samples
 from retention.models import TruncationRecord
-from streams.models import ReaderGroup, Stream
+from streams.models import Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

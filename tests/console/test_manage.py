@@ -8,7 +8,8 @@ import factories
 import pytest
 from page_text import text
 
-from streams.models import ReaderGroup, Stream
+from groups.models import ReaderGroup
+from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
 

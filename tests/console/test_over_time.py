@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from domain.rates import rates
 from groups import consuming
+from groups.models import Sample
 from groups.sampling import series, take_samples
-from streams.models import Sample
 
 pytestmark = pytest.mark.django_db
 

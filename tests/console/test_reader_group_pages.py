@@ -9,9 +9,9 @@ from page_text import row_of, rows, text
 
 from domain.events import EventIn
 from groups import consuming
+from groups.models import ReaderGroup
 from retention.services import do_truncate
 from streams import services
-from streams.models import ReaderGroup
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@ import factories
 import pytest
 from django.utils import timezone
 
+from groups.models import Subscription
 from retention.models import RetentionCycle
 from retention.services import do_truncate
-from streams.models import Subscription
 
 pytestmark = pytest.mark.django_db
 

@@ -105,8 +105,8 @@ def test_the_admin_shows_segments_and_subscriptions_without_editing_them(admin_c
     sub = factories.subscribe(stream, "billing", {"0": 0})
     segment = stream.segments.get()
     assert admin_client.get("/admin/streams/segment/add/").status_code == 403
-    assert admin_client.get("/admin/streams/subscription/add/").status_code == 403
-    for url in (f"/admin/streams/segment/{segment.pk}/change/", f"/admin/streams/subscription/{sub.pk}/change/"):
+    assert admin_client.get("/admin/groups/subscription/add/").status_code == 403
+    for url in (f"/admin/streams/segment/{segment.pk}/change/", f"/admin/groups/subscription/{sub.pk}/change/"):
         page = admin_client.get(url)
         assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
         assert admin_client.post(url, {"acknowledgement_cut": '{"0": 5}'}).status_code == 403

@@ -22,9 +22,10 @@ import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from groups.models import ReadPosition, Subscription
 from retention.models import TruncationRecord
 from streams import logs
-from streams.models import ReadPosition, Stream, Subscription
+from streams.models import Stream
 
 MAX_LIMIT_RULES = ("limit_max", "max_bound")  # domain/retention.py: the max limit wins
 

@@ -15,7 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from streams.models import ReaderGroup, ReadPosition, Stream, Subscription
+from groups.models import ReaderGroup, ReadPosition, Subscription
+from streams.models import Stream
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

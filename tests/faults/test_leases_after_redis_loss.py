@@ -8,8 +8,8 @@ import pytest
 
 from domain.events import EventIn
 from faults.test_redis_restarted import RedisServer
+from groups.models import ReadPosition
 from streams import services
-from streams.models import ReadPosition
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -22,11 +22,11 @@ from integration.conftest import ROOT, _database_url
 from domain.events import EventIn
 from faults.invariants import acknowledgement_cuts, check_log_whole, check_retention_safe
 from groups.acknowledgement import publish_cut
+from groups.models import Subscription
 from retention.cycle.running import run_cycle
 from retention.models import RetentionCycle, TruncationRecord
 from store.redis_connection import get_redis
 from streams import logs, services
-from streams.models import Subscription
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -12,11 +12,12 @@ from django_celery_beat.models import PeriodicTask
 
 from domain.events import EventIn
 from domain.policy_spec import parse_policy
+from groups.models import ReaderGroup, Subscription
 from integration.conftest import ROOT, _database_url
 from retention import services as retention_services
 from retention.models import RetentionCycle, TruncationRecord
 from streams import logs, services
-from streams.models import ReaderGroup, Scope, Subscription
+from streams.models import Scope
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -16,8 +16,8 @@ from django.core.management import call_command
 
 from cbr_client import CBRError, Client
 from domain.events import EventIn
+from groups.models import ReadPosition
 from streams import logs, services
-from streams.models import ReadPosition
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

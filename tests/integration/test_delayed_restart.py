@@ -15,11 +15,12 @@ import pytest
 from django.db import connection
 
 from groups import consuming
+from groups.models import ReaderGroup, ReadPosition
 from groups.reader_groups import do_create_reader_group
 from integration.conftest import ROOT, _database_url
 from streams import logs, services
 from streams.delaying import maintenance
-from streams.models import DelayedOp, ReaderGroup, ReadPosition
+from streams.models import DelayedOp
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -31,7 +32,8 @@ from groups import consuming
 from streams import services
 from groups.consuming import floors
 from streams.delaying import maintenance
-from streams.models import ReaderGroup, Stream
+from groups.models import ReaderGroup
+from streams.models import Stream
 from store.framing import EventIn
 
 tick_path, log_path, seed, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

@@ -15,6 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from domain.policy_spec import parse_policy
+from groups.models import Checkpoint, ReaderGroup
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import buckets, gathering, running
@@ -23,7 +24,7 @@ from retention.models import StoredRetentionSet, TruncationRecord
 from retention.truncation import pending_truncations
 from store import locks as redis_locks
 from streams import logs
-from streams.models import Checkpoint, ReaderGroup, Segment
+from streams.models import Segment
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
