@@ -1,14 +1,16 @@
-"""The process's Redis client for REDIS_URL (one connection pool per URL)."""
+"""The process's Redis client (one connection pool per URL). The URL comes from whoever set the
+process up (`url_from`: the Django settings' REDIS_URL, registered when the stream app starts),
+else from the environment: the store knows nothing of Django."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import redis
-from django.conf import settings
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
@@ -18,8 +20,22 @@ def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url)
 
 
+def _from_environment() -> str:
+    return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+_url: Callable[[], str] = _from_environment
+
+
+def url_from(url: Callable[[], str]) -> None:
+    """Where `get_redis` takes its URL from, asked at each call (a test, or a process, may move
+    it while running)."""
+    global _url
+    _url = url
+
+
 def get_redis() -> redis.Redis:
-    return _client(settings.REDIS_URL)
+    return _client(_url())
 
 
 def as_text(reply: bytes | str) -> str:
