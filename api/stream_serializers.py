@@ -19,7 +19,7 @@ from api.fields import (
     valid_name,
 )
 from api.retention_serializers import PolicyField, RetentionPolicySerializer
-from domain.compaction import COMPACTION_FIELDS
+from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
 from streams.models import (
     OnMaxLimit,
@@ -27,7 +27,6 @@ from streams.models import (
 )
 
 # a stream's compaction settings: its cleanup policy has words of its own on each request
-COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
 
 
 _CompactionSettings: Any = declared_serializer(

@@ -27,8 +27,9 @@ from api.retention_serializers import (
     TruncateSerializer,
     TruncationRecordSerializer,
 )
-from api.stream_serializers import COMPACTION_NUMBERS, StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer
+from api.stream_serializers import StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer
 from compaction.runs import becoming_compacted_warnings
+from domain.compaction import COMPACTION_NUMBERS
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
 from domain.events import parse_batch

@@ -9,12 +9,11 @@ from typing import Any
 from django import forms
 
 from console.declared import blank_is_default, declared_form, declared_form_field
-from domain.compaction import COMPACTION_FIELDS
+from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.errors import FieldError
 from domain.policy_spec import POLICY_FIELDS, parse_policy
 from domain.times import as_utc
 
-COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
 POLICY_LIMITS = tuple(name for name in POLICY_FIELDS if name != "limit_type")  # a policy's fields but its type
 
 

@@ -10,8 +10,8 @@ from django import forms
 from django.conf import settings
 
 from console.declared import blank_is_default, declared_form, declared_form_field
-from console.forms import COMPACTION_NUMBERS, POLICY_LIMITS, TimeField, policy_body
-from domain.compaction import COMPACTION_FIELDS
+from console.forms import POLICY_LIMITS, TimeField, policy_body
+from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name

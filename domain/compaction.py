@@ -52,6 +52,8 @@ COMPACTION_FIELDS: dict[str, Field] = {
         unit="bytes",
     ),
 }
+# the settings that are numbers (the cleanup policy has words of its own on each edge)
+COMPACTION_NUMBERS = tuple(name for name in COMPACTION_FIELDS if name != "cleanup_policy")
 
 
 class TimeBound(Protocol):

@@ -10,21 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from spark_tasks.shipping import PACKAGES  # every first-party package of the server
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = (
-    "access",
-    "api",
-    "cbrweb",
-    "compaction",
-    "console",
-    "domain",
-    "groups",
-    "ops",
-    "retention",
-    "spark_tasks",
-    "store",
-    "streams",
-)
 SKIP_DIRS = {"migrations", "__pycache__", "management", "templatetags"}
 # a dotted name of the project as comments and docs write one: in backticks (`streams.waking`,
 # `retention.cycle.buckets:run_bucket`, `domain.acks.check_backoff(…)`)
@@ -51,6 +39,13 @@ def _texts() -> list[Path]:
     paths += list((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
     paths += list((ROOT / "templates").rglob("*.html")) + list((ROOT / "tests").rglob("*.py"))
     return sorted(paths)
+
+
+def test_the_package_list_is_every_package_of_the_server():
+    """What this file checks and what a Spark executor is shipped are one list: a new package
+    missing from it would be neither checked nor shipped."""
+    found = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench", "client"}
+    assert found == set(PACKAGES)
 
 
 def test_architecture_names_every_module():
