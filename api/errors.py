@@ -12,12 +12,13 @@ import logging
 
 import redis
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found, server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from api.rendering import ORJSONRenderer
 from domain.errors import FieldError, insufficient_storage
 from streams.jobs import QueueDown
 
@@ -95,6 +96,22 @@ def exception_handler(exc, context):
         response.data = {"code": code, "message": str(detail)}
         if isinstance(exc, Http404) or response.status_code == 404:
             response.data["code"] = "not_found"
+    return response
+
+
+def error_response(exc: Exception) -> HttpResponse | None:
+    """`exc` answered as a view's would be, outside DRF's handling of it (a woken read, the
+    lane's requests: `api.lane`): the same status, headers and JSON body; None when it is a bug
+    (no answer of the API's)."""
+    error = exception_handler(exc, {})
+    if error is None:
+        return None
+    response = HttpResponse(
+        ORJSONRenderer().render(error.data), status=error.status_code, content_type="application/json"
+    )
+    for name, value in error.items():
+        if name.lower() != "content-type":
+            response[name] = value
     return response
 
 

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
-from api.errors import exception_handler
+from api.errors import error_response
 from api.group_serializers import (
     AckAnswerSerializer,
     AckRequestSerializer,
@@ -166,8 +166,7 @@ class SeekView(ConsumingView):
         return Response(_detail(get_group(group.scope.name, group.name)))
 
 
-def _body(request, allowed: set[str]) -> dict:
-    data = request.data
+def _body(data, allowed: set[str]) -> dict:
     if not isinstance(data, dict):
         raise FieldError("body", "must be a JSON object")
     unknown = sorted(set(data) - allowed)
@@ -201,26 +200,8 @@ class ReadView(ConsumingView):
         responses={(200, "application/json"): ReadAnswerSerializer, (200, READ_BATCH_MEDIA_TYPE): OpenApiTypes.BINARY},
     )
     def post(self, request, scope, name):
-        group, group_slots = _group_and_slots(scope, name)
-        args = read_request(request.data)
         binary = isinstance(request.accepted_renderer, ReadBatchRenderer)
-        park = PARK in request.META and args["wait_ms"] > 0
-        if args["wait_ms"] > 0:
-            check_room_to_wait()
-        result = consuming.read(
-            group,
-            args["max_events"],
-            args["wait_ms"],
-            args["consumer"],
-            group_slots,
-            args["ack"],
-            args["ranges"],
-            frames=binary,  # a binary answer sends the events as stored
-            park=park,
-        )
-        if result.wait is not None:
-            return _ParkedRead(result, binary)
-        return Response(_read_answer(result, binary))
+        return read(scope, name, request.data, binary, park=PARK in request.META)
 
     def finalize_response(self, request, response, *args, **kwargs):
         """Only a read's answer renders in binary: anything else (an error, OPTIONS) in JSON,
@@ -234,6 +215,34 @@ class ReadView(ConsumingView):
         ):
             request.accepted_renderer, request.accepted_media_type = ORJSONRenderer(), "application/json"
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+def read(scope: str, name: str, data, binary: bool, park: bool) -> HttpResponse:
+    """A read's answer (the view's and `api.lane`'s): its deliveries, rendered in JSON or in
+    binary, or `Parked` when it found nothing and `park` lets it wait without its thread."""
+    group, group_slots = _group_and_slots(scope, name)
+    args = read_request(data)
+    if args["wait_ms"] > 0:
+        check_room_to_wait()
+    result = consuming.read(
+        group,
+        args["max_events"],
+        args["wait_ms"],
+        args["consumer"],
+        group_slots,
+        args["ack"],
+        args["ranges"],
+        frames=binary,  # a binary answer sends the events as stored
+        park=park and args["wait_ms"] > 0,
+    )
+    return _rendered(result, binary)
+
+
+def _rendered(result: consuming.ReadResult, binary: bool) -> HttpResponse:
+    if result.wait is not None:
+        return _ParkedRead(result, binary)
+    renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
+    return HttpResponse(renderer.render(_read_answer(result, binary)), content_type=renderer.media_type)
 
 
 def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch:
@@ -270,20 +279,8 @@ class _ParkedRead(Parked):
 
     def answer(self, result: consuming.ReadResult | Exception) -> HttpResponse | Exception:
         if isinstance(result, Exception):  # answered as the view's errors are (a service lost: 503)
-            error = exception_handler(result, {})
-            if error is None:
-                return result  # a bug: the front answers it as Django answers one
-            response = HttpResponse(
-                ORJSONRenderer().render(error.data), status=error.status_code, content_type="application/json"
-            )
-            for name, value in error.items():
-                if name.lower() != "content-type":
-                    response[name] = value
-            return response
-        if result.wait is not None:
-            return _ParkedRead(result, self.binary)
-        renderer = ReadBatchRenderer() if self.binary else ORJSONRenderer()
-        return HttpResponse(renderer.render(_read_answer(result, self.binary)), content_type=renderer.media_type)
+            return error_response(result) or result  # None: a bug, the front answers it as Django answers one
+        return _rendered(result, self.binary)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:
@@ -294,17 +291,23 @@ def _ack_answer(outcome: consuming.AckOutcome) -> Response:
     return Response(_ack_fields(outcome))
 
 
+def ack(scope: str, name: str, data) -> HttpResponse:
+    """An ack's answer (the view's and `api.lane`'s)."""
+    group, group_slots = _group_and_slots(scope, name)
+    data = _body(data, {"delivery_ids", "sink", "consumer"})
+    consumer = data.get("consumer", "")
+    if not isinstance(consumer, str) or len(consumer) > 128:
+        raise FieldError("consumer", "must be text of at most 128 characters")
+    outcome = consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots, consumer)
+    return HttpResponse(ORJSONRenderer().render(_ack_fields(outcome)), content_type="application/json")
+
+
 class AckView(ConsumingView):
     """Acknowledge deliveries, in any order; for fan-out groups, on behalf of one `sink`."""
 
     @extend_schema(request=AckRequestSerializer, responses=AckAnswerSerializer)
     def post(self, request, scope, name):
-        group, group_slots = _group_and_slots(scope, name)
-        data = _body(request, {"delivery_ids", "sink", "consumer"})
-        consumer = data.get("consumer", "")
-        if not isinstance(consumer, str) or len(consumer) > 128:
-            raise FieldError("consumer", "must be text of at most 128 characters")
-        return _ack_answer(consuming.ack(group, data.get("delivery_ids"), data.get("sink"), group_slots, consumer))
+        return ack(scope, name, request.data)
 
 
 class NackView(ConsumingView):

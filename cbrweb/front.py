@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from django.db import close_old_connections
 from django.http import HttpResponse
 
 from api.parking import PARK, Parked, resume_all
 from cbrweb.body_limit import after_large_body
+from cbrweb.url_limit import url_bytes
 from streams import waking
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,15 @@ _TOGETHER = 1000  # woken reads read together in one call at most
 class Front:
     """`Front(wsgi_app, threads, keepalive_requests)`: the ASGI application."""
 
-    def __init__(self, wsgi_app: Callable, threads: int, keepalive_requests: int = 0):
+    def __init__(
+        self,
+        wsgi_app: Callable,
+        threads: int,
+        keepalive_requests: int = 0,
+        lane: Lane | None = None,
+    ):
         self.app = wsgi_app
+        self.lane = lane
         self.threads = threads
         self.keepalive_requests = keepalive_requests
         self.pool: ThreadPoolExecutor | None = None
@@ -92,10 +101,13 @@ class Front:
         if 0 < _content_length(environ) <= READ_AHEAD_BYTES:
             await body.read_ahead()
         close = self._last_on_connection(scope)
+        whole = body.whole() if self.lane is not None and self.lane.takes(environ) else None
+        if whole is not None and len(whole) != _content_length(environ):
+            whole = None  # the client went away mid-body: the application says what that is
         gone: asyncio.Future | None = None
         try:
             answered = loop.create_future()
-            job = loop.run_in_executor(pool, self._run, environ, send, loop, close, answered)
+            job = loop.run_in_executor(pool, self._run, environ, send, loop, close, answered, whole)
             job.add_done_callback(functools.partial(_finished, answered))
             answer = await answered
             while isinstance(answer, tuple) and isinstance(answer[0], Parked):
@@ -165,13 +177,29 @@ class Front:
         return False
 
     def _run(
-        self, environ: dict, send: Callable, loop: asyncio.AbstractEventLoop, close: bool, answered: asyncio.Future
+        self,
+        environ: dict,
+        send: Callable,
+        loop: asyncio.AbstractEventLoop,
+        close: bool,
+        answered: asyncio.Future,
+        whole: bytes | None = None,
     ) -> Any:
         """In a thread: the application's answer. A parked read's `Parked`, with the headers the
         middleware gave it; a streamed answer is sent from here, chunk by chunk (None returned);
         any other is handed whole (status, headers, body) to the loop to send as soon as it is
         made (`answered`), before Django's end of the request (`request_finished`: its
-        connections tidied) and the memory trim of a large body, which follow in this thread."""
+        connections tidied) and the memory trim of a large body, which follow in this thread.
+        A request the lane takes (`whole`: its body, read whole) is answered by the lane when it
+        can, by the application otherwise."""
+        if whole is not None and self.lane is not None:
+            close_old_connections()  # as Django's start of a request does
+            response = self.lane.answer(environ, whole)
+            if response is not None:
+                try:
+                    return self._lane_answer(response, loop, close, answered)
+                finally:
+                    close_old_connections()  # and its end
         started: list = []
 
         def start_response(status: str, headers: list, exc_info: Any = None) -> Callable:
@@ -205,6 +233,34 @@ class Front:
             if close_result is not None:
                 close_result()  # Django's request_finished: this thread's connections are tidied
             after_large_body(environ)
+
+    @staticmethod
+    def _lane_answer(
+        response: HttpResponse, loop: asyncio.AbstractEventLoop, close: bool, answered: asyncio.Future
+    ) -> Any:
+        if isinstance(response, Parked):
+            return response, [(k, v) for k, v in response.items() if k.lower() not in _OWN_HEADERS]
+        answer = _whole(response.status_code, _headers(list(response.items()), close), response.content)
+        loop.call_soon_threadsafe(_settle, answered, answer)
+        return answer
+
+
+@dataclass
+class Lane:
+    """The API's hot requests answered without Django's request handling (`api.lane`), for
+    requests within the application's limits: a body read whole on the loop, up to `max_body`
+    bytes, a URL up to `max_url` bytes (longer ones Django's wrappers refuse)."""
+
+    answer: Callable[[dict, bytes], HttpResponse | None]
+    max_body: int
+    max_url: int
+
+    def takes(self, environ: dict) -> bool:
+        return (
+            environ["REQUEST_METHOD"] == "POST"
+            and 0 < _content_length(environ) <= min(self.max_body, READ_AHEAD_BYTES)
+            and url_bytes(environ) <= self.max_url
+        )
 
 
 _SERVER_ERROR = b'{"code":"server_error","message":"the server failed to answer this read"}'
@@ -346,6 +402,10 @@ class _Body:
     async def receive_next(self) -> dict:
         async with self._lock:
             return await self._receive()
+
+    def whole(self) -> bytes | None:
+        """The body, when it was read whole on the loop (`read_ahead`)."""
+        return None if self._more else self._buffer
 
     async def read_ahead(self) -> None:
         """On the loop: the whole body into the buffer, for the thread's reads to find there."""
