@@ -28,3 +28,16 @@ class ReleaseViewCycles:
             if drf_request is not None and getattr(drf_request, "parser_context", None):
                 drf_request.parser_context = None
         return response
+
+
+class FreedAnswers:
+    """A DRF view mixin for views that answer with a rendered `HttpResponse` (a publish, a read,
+    an ack: the views `api.lane` shares): no renderer reads the request's `parser_context` then,
+    and it is let go as `ReleaseViewCycles` lets go of a rendered `Response`'s (it holds the view,
+    which holds the request)."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if not hasattr(response, "renderer_context") and getattr(request, "parser_context", None):
+            request.parser_context = None
+        return response

@@ -35,6 +35,7 @@ from api.group_serializers import (
     TruncationCutSerializer,
     read_request,
 )
+from api.middleware import FreedAnswers
 from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
@@ -102,7 +103,7 @@ class ReaderGroupDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ConsumingView(APIView):
+class ConsumingView(FreedAnswers, APIView):
     """What a group's consumers do: people who may consume, or the group's own API key."""
 
     access = {"GET": Action.VIEW, "POST": Action.CONSUME}

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from api.event_serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer
+from api.middleware import FreedAnswers
 from api.pagination import query_int
 from api.parking import PARK, Parked, check_room_to_wait
 from api.rendering import ORJSONRenderer
@@ -162,7 +163,7 @@ class RetentionPolicyView(APIView):
         return Response(RetentionPolicySerializer(policy).data)
 
 
-class EventsView(APIView):
+class EventsView(FreedAnswers, APIView):
     access = {"GET": Action.VIEW, "POST": Action.PUBLISH}
     access_target = TargetKind.STREAM
 
