@@ -44,11 +44,12 @@ class Parked(HttpResponse):
         return resume_all([self], [cause])[0]  # type: ignore[return-value]
 
 
-def resume_all(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
+def resume_all(parked: list[Parked], causes: list[str], tidy: bool = True) -> list[HttpResponse | Exception]:
     """Woken reads read once more, in a thread of the front's, as requests would be (database
-    connections checked before, tidied after): those of a kind that reads together in one call
-    each, the others one by one. Each read's answer, or what it raised (a bug: the front answers
-    it as Django answers one)."""
+    connections checked before, tidied after; `tidy=False`: the caller tidies them, once the
+    answers are on their way): those of a kind that reads together in one call each, the others
+    one by one. Each read's answer, or what it raised (a bug: the front answers it as Django
+    answers one)."""
     close_old_connections()
     try:
         out: list[HttpResponse | Exception | None] = [None] * len(parked)
@@ -67,7 +68,8 @@ def resume_all(parked: list[Parked], causes: list[str]) -> list[HttpResponse | E
                 out[i] = answer
         return out  # type: ignore[return-value]
     finally:
-        close_old_connections()
+        if tidy:
+            close_old_connections()
 
 
 def _one(read: Parked, cause: str) -> HttpResponse | Exception:

@@ -140,7 +140,7 @@ class Front:
         while self.woken and self.resuming < _RESUMING:
             batch, self.woken = self.woken[:_TOGETHER], self.woken[_TOGETHER:]
             self.resuming += 1
-            task = loop.run_in_executor(self._start(), _resumed, batch)
+            task = loop.run_in_executor(self._start(), _resumed, batch, loop)
             task.add_done_callback(functools.partial(self._hand_back, batch, loop))
 
     def _hand_back(self, batch: list[_Woken], loop: asyncio.AbstractEventLoop, task: asyncio.Future) -> None:
@@ -291,10 +291,22 @@ class _Woken:
     answer: asyncio.Future  # what `_answer` makes of its response
 
 
-def _resumed(batch: list[_Woken]) -> list[tuple]:
-    """In a thread: woken reads read once more, together (`api.parking.resume_all`)."""
-    responses = resume_all([woken.parked for woken in batch], [woken.cause for woken in batch])
-    return [_answer(woken, response) for woken, response in zip(batch, responses, strict=True)]
+def _resumed(batch: list[_Woken], loop: asyncio.AbstractEventLoop) -> list[tuple]:
+    """In a thread: woken reads read once more, together (`api.parking.resume_all`). Their
+    answers go to the loop as soon as they are made, before the thread's connections are tidied
+    (as a request's answer goes before Django's end of the request)."""
+    try:
+        responses = resume_all([woken.parked for woken in batch], [woken.cause for woken in batch], tidy=False)
+        answers = [_answer(woken, response) for woken, response in zip(batch, responses, strict=True)]
+        loop.call_soon_threadsafe(_settle_each, batch, answers)
+        return answers
+    finally:
+        close_old_connections()
+
+
+def _settle_each(batch: list[_Woken], answers: list[tuple]) -> None:
+    for woken, answer in zip(batch, answers, strict=True):
+        _settle(woken.answer, answer)
 
 
 def _answer(woken: _Woken, response: HttpResponse | Exception) -> tuple:
