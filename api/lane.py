@@ -8,13 +8,15 @@ leaves to Django (`answer` returns None) before it has done anything:
 
 - a POST with no query string, a JSON body (`Content-Type: application/json`) that parses, to a
   route the lane knows (`_ROUTES`, found by Django's own resolver);
-- a host Django accepts (`ALLOWED_HOSTS`), and no redirect to HTTPS due;
+- a host Django accepts (`ALLOWED_HOSTS`), no redirect due (to HTTPS, to `www.`), no refused
+  user agent;
 - an `Authorization` header one of the view's own authenticators accepts (a token, an API key;
   a browser's session goes to Django), and the view's own permission granting it;
 - an `Accept` the view's own content negotiation picks a renderer for.
 
 Then the view's function runs as the view runs it; what it raises is answered by the API's
-exception handler (`api.errors.error_response`), as DRF would; and the answer gets the headers
+exception handler (`api.errors.error_response`), as DRF would (and a refusal or failure logged as
+Django logs one); and the answer gets the headers
 DRF's view (`Allow`, `Vary`) and the middleware (`X-Frame-Options`, `X-Content-Type-Options`,
 `Referrer-Policy`, `Cross-Origin-Opener-Policy`, HSTS on HTTPS) give it, by their own code.
 tests/api/test_lane.py holds each route's answers, refusals and headers to Django's."""
@@ -36,6 +38,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, resolve
 from django.utils.cache import patch_vary_headers
+from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import APIException
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -158,8 +161,8 @@ def answer(environ: dict, body: bytes) -> HttpResponse | None:
         return None
     if environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower() != "application/json":
         return None
-    if settings.DEBUG or settings.USE_X_FORWARDED_HOST:
-        return None  # Django's host rules differ then: its own checks decide
+    if settings.DEBUG or settings.USE_X_FORWARDED_HOST or settings.PREPEND_WWW or settings.DISALLOWED_USER_AGENTS:
+        return None  # Django's host and agent rules apply then: its own checks decide
     route = _route(environ.get("PATH_INFO", ""))
     if route is None:
         return None
@@ -193,6 +196,8 @@ def answer(environ: dict, body: bytes) -> HttpResponse | None:
             response[name] = value
     if "Content-Length" not in response and not isinstance(response, Parked):  # as CommonMiddleware
         response["Content-Length"] = str(len(response.content))
+    if response.status_code >= 400:  # logged as Django logs a refusal or a failure
+        log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
     return response
 
 

@@ -247,3 +247,15 @@ def test_what_the_lane_does_not_answer_it_leaves_to_django_untouched(token, plai
     assert Client().get(LEFT, HTTP_AUTHORIZATION=f"Token {token}").json()["events"] == []  # nothing written
     status = by_django(path + (f"?{query}" if query else ""), body, **headers)[0]
     assert status in (400, 401, 403, 406, 415) or (case in ("query-string", "not-a-lane-route") and status == 201)
+
+
+def test_a_refusal_is_logged_as_django_logs_it(token, streams, caplog):
+    path = "/api/v1/streams/shop/nowhere/events/"
+    body = orjson.dumps({"events": [{"payload": "a"}]})
+    logged = []
+    for answer in (by_lane, by_django):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="django.request"):
+            answer(path, body, authorization=f"Token {token}")
+        logged.append([(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name == "django.request"])
+    assert logged[0] == logged[1] == [("django.request", "WARNING", f"Not Found: {path}")]
