@@ -27,13 +27,13 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.wsgi import WSGIRequest
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, resolve
@@ -42,6 +42,7 @@ from django.utils.log import log_response
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import APIException
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from api import reader_group_views, stream_views
@@ -78,12 +79,12 @@ class _View:
     def of(cls, view_class: type[APIView]) -> _View:
         instance = view_class()
         if hasattr(instance, "get") and not hasattr(instance, "head"):
-            instance.head = instance.get  # as Django's View.setup does: `Allow` names HEAD
+            setattr(instance, "head", instance.get)  # as Django's View.setup does: `Allow` names HEAD  # noqa: B010
         return cls(
             view_class,
             _ROUTES[view_class],
             instance.get_authenticators(),
-            instance.get_permissions(),
+            list(instance.get_permissions()),
             instance.get_renderers(),
             dict(instance.default_response_headers),
         )
@@ -109,7 +110,7 @@ def _renderer(view: _View, accept: str) -> type | None:
     header value."""
     request = _Negotiated(accept)
     try:
-        renderer, _media_type = DefaultContentNegotiation().select_renderer(request, view.renderers)
+        renderer, _media_type = DefaultContentNegotiation().select_renderer(cast(Request, request), view.renderers)
     except APIException:
         return None
     return type(renderer)
@@ -142,14 +143,15 @@ def _middleware_headers(view: _View, secure: bool, frames: str) -> tuple[tuple[s
     return tuple((name, value) for name, value in response.items() if name != "Content-Length")
 
 
-class _Secure:
+class _Secure(HttpRequest):
     """What the middleware's answer parts read of a request: whether it came over HTTPS."""
 
     def __init__(self, secure: bool):
+        super().__init__()
         self.secure = secure
 
-    def is_secure(self) -> bool:
-        return self.secure
+    def _get_scheme(self) -> str:
+        return "https" if self.secure else "http"
 
 
 def answer(environ: dict, body: bytes) -> HttpResponse | None:
@@ -185,12 +187,11 @@ def answer(environ: dict, body: bytes) -> HttpResponse | None:
     try:
         response = view.handler(request, data, renderer is ReadBatchRenderer, kwargs)
     except Exception as exc:  # noqa: BLE001 - answered as DRF's handler answers it
-        response = error_response(exc)
-        if response is None:  # a bug: answered as Django's handler500 answers one under /api/
+        error = error_response(exc)
+        if error is None:  # a bug: answered as Django's handler500 answers one under /api/
             log.error("the API failed on %s %s", environ["REQUEST_METHOD"], request.path, exc_info=exc)
-            response = JsonResponse(
-                {"code": "server_error", "message": "the server failed on this request"}, status=500
-            )
+            error = JsonResponse({"code": "server_error", "message": "the server failed on this request"}, status=500)
+        response = error
     for name, value in _middleware_headers(view, secure, settings.X_FRAME_OPTIONS):
         if name not in response:
             response[name] = value
@@ -232,5 +233,6 @@ def _permitted(view: _View, request: WSGIRequest, kwargs: dict) -> bool:
     return all(permission.has_permission(request, target) for permission in view.permissions)
 
 
-def _nothing(request: Any) -> None:
+def _nothing(request: HttpRequest) -> HttpResponse:
     """The middleware's next step, never called: only their answer's part runs here."""
+    raise AssertionError("only the middleware's answer part runs in the lane")

@@ -37,7 +37,7 @@ class FreedAnswers:
     which holds the request)."""
 
     def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        response = super().finalize_response(request, response, *args, **kwargs)
         if not hasattr(response, "renderer_context") and getattr(request, "parser_context", None):
             request.parser_context = None
         return response
