@@ -204,6 +204,15 @@ class ReadView(ConsumingView):
         binary = isinstance(request.accepted_renderer, ReadBatchRenderer)
         return read(scope, name, request.data, binary, park=PARK in request.META)
 
+    def perform_content_negotiation(self, request, force=False):
+        """`?format=` names a renderer (the schema's enum): an empty or unknown one is refused
+        naming it (DRF would take an empty one as none, and answer an unknown one 404)."""
+        value = request.query_params.get("format")
+        if not force and value is not None and value not in {r.format for r in self.renderer_classes}:
+            formats = ", ".join(sorted(r.format for r in self.renderer_classes))
+            raise FieldError("format", f"must be one of {formats} (or left out: the Accept header decides)")
+        return super().perform_content_negotiation(request, force)
+
     def finalize_response(self, request, response, *args, **kwargs):
         """Only a read's answer renders in binary: anything else (an error, OPTIONS) in JSON,
         whatever the client accepts."""

@@ -96,6 +96,7 @@ class Memo:
     def _drop_and_say(self) -> None:
         self.drop()
         try:
-            get_redis().publish(waking.CHANGED_CHANNEL, self.name)
+            client = get_redis()
+            client.publish(waking.changed_channel(client), self.name)
         except redis.RedisError:
             pass  # the others' entries run out within `ttl_s`, or their listener is down too

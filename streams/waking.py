@@ -41,10 +41,17 @@ log = logging.getLogger(__name__)
 
 PREFIX = "cbr:wake:"
 DUE_CHANNEL = f"{PREFIX}due"  # a time, then the channels on which something comes due then
-CHANGED_CHANNEL = f"{PREFIX}changed"  # the name of a memo whose lookups changed (`streams.memo`)
+CHANGED_CHANNEL = f"{PREFIX}changed"  # then `:<database>`: a memo whose lookups changed (`streams.memo`)
 FALLBACK_POLL_S = 1.0  # how often waiting reads look while the listener is not subscribed
 FLUSH_S = 1.0  # how often the process's figures go to Redis (`streams.wait_stats`)
 _TICK_S = 1.0  # the listener's longest sleep: how soon it notices it should stop
+
+
+def changed_channel(client: redis_lib.Redis) -> str:
+    """The channel on which memos' changes are said (`streams.memo`) among the processes of the
+    Redis database `client` uses. Pub/sub ignores databases: two services on one Redis server,
+    each its own database (or two test processes), would otherwise make each other forget."""
+    return f"{CHANGED_CHANNEL}:{client.connection_pool.connection_kwargs.get('db', 0)}"
 
 
 def stream_channel(storage_key: str) -> str:
@@ -115,6 +122,7 @@ class Listener:
 
     def __init__(self, url: str):
         self.url = url
+        self.changed = changed_channel(redis_lib.Redis.from_url(url))  # (no connection made)
         self.lock = threading.Lock()
         self.seen: defaultdict[str, int] = defaultdict(int)  # channel -> messages and timers so far
         # channel -> group channel -> its reads waiting there, oldest first
@@ -225,8 +233,10 @@ class Listener:
             self._fire(waiter, "channel")
 
     def _message(self, channel: str, data: str) -> None:
-        if channel == CHANGED_CHANNEL:
+        if channel == self.changed:
             self.changes[data] += 1
+        elif channel.startswith(CHANGED_CHANNEL):
+            return  # another Redis database's memos
         elif channel == DUE_CHANNEL:
             due_ms, _, names = data.partition(" ")
             self._due(names.split(" "), due_ms)

@@ -30,11 +30,34 @@ def data_dir(tmp_path, settings):
     return settings.CBR_DATA_DIR
 
 
+def worker_index() -> int:
+    """This test process's number when the suite runs in parallel (pytest-xdist's `gw0`, `gw1`,
+    …), else 0. `make test` runs at most `MAX_WORKERS` of them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+MAX_WORKERS = 4  # Redis databases 0-3 for their state, 15-12 for their Celery messages
+
+
+def _database_of_worker(url: str, first: int, step: int) -> str:
+    """`url` naming the Redis database of this test process: `first`, then `first + step` for
+    the next process, and so on."""
+    base, _, db = url.rpartition("/")
+    number = first + step * worker_index()
+    return f"{base}/{number}" if db.isdigit() else f"{url.rstrip('/')}/{number}"
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
-    """REDIS_URL when given (CI: the machine's Redis), else an embedded redis-server."""
+    """REDIS_URL when given (CI: the machine's Redis; a database of its own for each test
+    process of a parallel run: the one named, then the next ones), else an embedded
+    redis-server (one per test process)."""
     url = os.environ.get("REDIS_URL")
     if url:
+        db = url.rpartition("/")[2]
+        url = _database_of_worker(url, int(db) if db.isdigit() else 0, 1)
+        os.environ["REDIS_URL"] = url  # for what reads it from the environment (servers started)
         yield url
         return
     proc, url = embedded_redis.start(tmp_path_factory.mktemp("redis"))
@@ -71,11 +94,10 @@ def redis(redis_url):
 @pytest.fixture(scope="session")
 def test_broker(redis_url):
     """Celery messages of the tests travel in a Redis database of their own (15, or
-    CBR_TEST_BROKER_DB so that two test runs on one server stay apart), emptied first, so no
-    other worker on the same server (a `make run`, say) takes them."""
-    broker_db = os.environ.get("CBR_TEST_BROKER_DB", "15")
-    base, _, db = redis_url.rpartition("/")
-    url = f"{base}/{broker_db}" if db.isdigit() else f"{redis_url.rstrip('/')}/{broker_db}"
+    CBR_TEST_BROKER_DB so that two test runs on one server stay apart; the next test process of
+    a parallel run the one below), emptied first, so no other worker on the same server (a
+    `make run`, say) takes them."""
+    url = _database_of_worker(redis_url, int(os.environ.get("CBR_TEST_BROKER_DB", "15")), -1)
     redis_lib.Redis.from_url(url).flushdb()
     app.conf.broker_url = url
     app.conf.result_backend = url

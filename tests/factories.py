@@ -177,7 +177,8 @@ def changed_elsewhere(memo: str) -> None:
     on the change channel, returning once this process's listener has heard it."""
     listener = listening()
     heard = listener.changes[memo]
-    get_redis().publish(waking.CHANGED_CHANNEL, memo)
+    client = get_redis()
+    client.publish(waking.changed_channel(client), memo)
     deadline = time.monotonic() + 10
     while listener.changes[memo] == heard and time.monotonic() < deadline:
         time.sleep(0.001)

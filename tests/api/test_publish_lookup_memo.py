@@ -85,3 +85,19 @@ def test_nothing_is_remembered_while_the_listener_is_not_subscribed_or_when_told
     monkeypatch.undo()
     settings.CBR_STREAM_CACHE_S = 0
     assert [lookups(api) for _ in range(2)] == [(201, 1), (201, 1)]
+
+
+def test_a_change_said_among_another_redis_databases_processes_is_not_heard(api, redis_url):
+    # pub/sub ignores databases: another service (or test process) on the same Redis server, with
+    # a database of its own, says its changes on its own channel
+    import redis as redis_lib
+
+    factories.make_stream()
+    assert lookups(api) == (201, 1)
+    base, _, db = redis_url.rpartition("/")
+    other = redis_lib.Redis.from_url(f"{base}/{(int(db or 0) + 7) % 16}")
+    other.publish(waking.changed_channel(other), "streams")
+    factories.changed_elsewhere("credentials")  # a message of this database after it: both heard by now
+    assert lookups(api) == (201, 0)  # the other database's change made nobody here forget
+    factories.changed_elsewhere("streams")
+    assert lookups(api) == (201, 1)

@@ -227,3 +227,13 @@ def test_other_endpoints_do_not_offer_the_binary_form(api, stream, clock):
     twin_groups(api)
     answer = api.post(G + "as-batch/ack/", {"delivery_ids": ["1-1-0-0-1"]}, format="json", HTTP_ACCEPT=READ_BATCH)
     assert answer.status_code == 406 and answer["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("value", ["", "xml"])
+def test_a_format_the_read_does_not_have_is_refused_naming_it(api, value):
+    factories.make_stream()
+    factories.create_group_over_api(api, retention_type="NONE")
+    answer = api.post(f"/api/v1/reader-groups/shop/billing/read/?format={value}", {"max_events": 1}, format="json")
+    assert answer.status_code == 400 and answer.json()["field"] == "format", answer.content
+    good = api.post("/api/v1/reader-groups/shop/billing/read/?format=json", {"max_events": 1}, format="json")
+    assert good.status_code == 200 and good.json()["deliveries"] == []
