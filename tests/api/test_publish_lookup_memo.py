@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import factories
 import pytest
+import redis as redis_lib
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -90,8 +91,6 @@ def test_nothing_is_remembered_while_the_listener_is_not_subscribed_or_when_told
 def test_a_change_said_among_another_redis_databases_processes_is_not_heard(api, redis_url):
     # pub/sub ignores databases: another service (or test process) on the same Redis server, with
     # a database of its own, says its changes on its own channel
-    import redis as redis_lib
-
     factories.make_stream()
     assert lookups(api) == (201, 1)
     base, _, db = redis_url.rpartition("/")
