@@ -128,7 +128,8 @@ class _Negotiated:
 @functools.lru_cache(maxsize=64)
 def _middleware_headers(view: _View, secure: bool, frames: str) -> tuple[tuple[str, str], ...]:
     """The headers DRF's view and the middleware give an answer of `view` (none set by the
-    view's function), by their own code, once per kind of request."""
+    view's function), by their own code, once per kind of request (`frames`, the setting the
+    middleware reads, is part of the key: a test that changes it gets its own)."""
     request = _Secure(secure)
     response = HttpResponse()
     del response["Content-Type"]

@@ -43,6 +43,8 @@ MAX_WORKERS = 4  # Redis databases 0-3 for their state, 15-12 for their Celery m
 def _database_of_worker(url: str, first: int, step: int) -> str:
     """`url` naming the Redis database of this test process: `first`, then `first + step` for
     the next process, and so on."""
+    if worker_index() >= MAX_WORKERS:  # their databases would meet: `-n` above it is refused
+        raise pytest.UsageError(f"at most {MAX_WORKERS} test processes share a Redis (-n {MAX_WORKERS} or fewer)")
     base, _, db = url.rpartition("/")
     number = first + step * worker_index()
     return f"{base}/{number}" if db.isdigit() else f"{url.rstrip('/')}/{number}"
