@@ -53,8 +53,8 @@ counts = _Counts()
 PROCESS = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def woken(cause: str) -> None:
-    counts.add(f"woken:{cause}")
+def woken(cause: str, n: int = 1) -> None:
+    counts.add(f"woken:{cause}", n)
 
 
 def waited(seconds: float) -> None:

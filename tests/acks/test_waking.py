@@ -53,6 +53,32 @@ def test_one_waiting_read_per_group_is_woken_per_announcement(redis):
     assert lst.count == 0
 
 
+def test_one_announcement_wakes_the_first_read_of_each_of_many_groups_once(redis):
+    lst = listening()
+    s = stream_channel("s-many")
+    groups = [group_channel(f"g-many-{i}") for i in range(300)]
+    # given: two reads of each of 300 groups waiting on one stream
+    first = [Woken() for _ in groups]
+    second = [Woken() for _ in groups]
+    waiters = [lst.park((s, g), g, lst.snapshot((s, g)), w) for g, w in zip(groups, first, strict=True)]
+    waiters += [lst.park((s, g), g, lst.snapshot((s, g)), w) for g, w in zip(groups, second, strict=True)]
+    waiting = lst.count
+    time.sleep(2 * waking.FLUSH_S)  # what earlier tests counted is in Redis by now
+    before = wait_stats.totals(redis)[1].get("woken:stream", 0.0)
+    # when: one publish is announced
+    publish_notice([s])
+    assert all(w.event.wait(5) for w in first)
+    time.sleep(0.2)
+    # then: each group's first read woke once, its second waits on, and all are counted
+    assert [w.causes for w in first] == [["stream"]] * 300
+    assert [w.causes for w in second] == [[]] * 300
+    assert lst.count == waiting - 300
+    assert wait_until(lambda: wait_stats.totals(redis)[1].get("woken:stream", 0.0) - before == 300)
+    for w in waiters:
+        lst.unpark(w)
+    assert lst.count == waiting - 600
+
+
 def test_what_came_while_a_read_looked_wakes_it_at_once(redis):
     lst = listening()
     s, g = stream_channel("s-two"), group_channel("g-three")
