@@ -2,6 +2,9 @@
 wherever other steps put theirs, also when one of its scripts is run again after the rest
 because Redis had forgotten it (NOSCRIPT)."""
 
+import pytest
+from redis.exceptions import ResponseError
+
 from store.redis_connection import scripted_pipeline
 
 
@@ -24,3 +27,25 @@ def test_each_step_reads_its_own_answers_wherever_they_lie(redis):
     assert scripted.one() == 5 and pipe.reran
     # run again after the rest: a command queued after it did not see its effect (`reran` says so)
     assert last.one() is None
+
+
+def test_replies_come_as_redis_py_gives_them_and_an_error_leaves_the_others_in_place(redis):
+    redis.delete("p:s", "p:h", "p:z")
+    sha = redis.script_load("return 7")
+    pipe = scripted_pipeline(redis)
+    pipe.set("p:s", 1.25)  # a float, as a time is sent
+    pipe.get("p:s")
+    pipe.hset("p:h", mapping={"x": 1})
+    pipe.hgetall("p:h")
+    pipe.zadd("p:z", {"m": 1.5})
+    pipe.zrange("p:z", 0, -1, withscores=True)
+    pipe.incr("p:s")  # refused: not an integer
+    pipe.execute_command("SCRIPT EXISTS", sha)  # a name of two words
+    answers = pipe.execute(raise_on_error=False)
+    assert answers[:6] == [True, b"1.25", 1, {b"x": b"1"}, 1, [(b"m", 1.5)]]
+    assert isinstance(answers[6], ResponseError) and "not an integer" in str(answers[6])
+    assert answers[7] == [True]
+    # and raised when asked
+    pipe.incr("p:s")
+    with pytest.raises(ResponseError, match="not an integer"):
+        pipe.execute()
