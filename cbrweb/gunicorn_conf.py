@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 
 import gunicorn.util  # type: ignore[import-untyped]  # (gunicorn ships no type information)
 
@@ -48,6 +49,20 @@ def _gc_tuned() -> bool:
 
 GC_TUNED = _gc_tuned()
 GC_GEN0 = 10_000  # allocations between young collections (Python's default: 700)
+
+
+def _switch_interval_ms() -> float:
+    raw = os.environ.get("CBR_WEB_SWITCH_INTERVAL_MS", "0.5")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 100:
+        raise SystemExit(f"CBR_WEB_SWITCH_INTERVAL_MS must be a number of milliseconds above 0, up to 100, not {raw!r}")
+    return value
+
+
+SWITCH_INTERVAL_MS = _switch_interval_ms()
 
 
 # Request lines as long as gunicorn reads any (its default was 4094 bytes): every URL up to the
@@ -111,3 +126,4 @@ def post_worker_init(worker) -> None:
     if GC_TUNED:
         gc.freeze()
         gc.set_threshold(GC_GEN0, *gc.get_threshold()[1:])
+    sys.setswitchinterval(SWITCH_INTERVAL_MS / 1000)

@@ -3,6 +3,7 @@
 import gc
 import importlib
 import socket
+import sys
 from types import SimpleNamespace
 
 import gunicorn.util
@@ -23,7 +24,9 @@ def load(monkeypatch, value):
 
 @pytest.fixture(autouse=True)
 def _reload_after(monkeypatch):
+    interval = sys.getswitchinterval()  # a worker's hook sets it for the whole process
     yield
+    sys.setswitchinterval(interval)
     monkeypatch.undo()
     importlib.reload(conf)
 
@@ -74,6 +77,23 @@ def test_the_collector_can_be_left_as_python_sets_it(monkeypatch):
 def test_a_bad_gc_setting_stops_the_server_naming_it(monkeypatch):
     monkeypatch.setenv("CBR_WEB_GC_FREEZE", "yes")
     with pytest.raises(SystemExit, match="CBR_WEB_GC_FREEZE"):
+        importlib.reload(conf)
+
+
+def test_a_worker_hands_the_interpreter_between_its_threads_every_half_millisecond(monkeypatch):
+    monkeypatch.delenv("CBR_WEB_SWITCH_INTERVAL_MS", raising=False)
+    module = importlib.reload(conf)
+    module.post_worker_init(None)
+    assert sys.getswitchinterval() == pytest.approx(0.0005)
+    monkeypatch.setenv("CBR_WEB_SWITCH_INTERVAL_MS", "5")  # Python's own
+    importlib.reload(conf).post_worker_init(None)
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "fast", "101"])
+def test_a_bad_switch_interval_stops_the_server_naming_it(monkeypatch, bad):
+    monkeypatch.setenv("CBR_WEB_SWITCH_INTERVAL_MS", bad)
+    with pytest.raises(SystemExit, match="CBR_WEB_SWITCH_INTERVAL_MS"):
         importlib.reload(conf)
 
 
