@@ -277,9 +277,8 @@ class Listener:
 
     def _wake_on(self, channel: str, cause: str) -> None:
         """One waiting read of each group waiting on `channel`: taken out of the table in one
-        hold of the lock, however many groups wait there (a publish that wakes a thousand
-        groups' reads held the lock, and the interpreter, a thousand times: 9 ms for 500 reads
-        before the event loop could start on the first)."""
+        hold of the lock however many groups wait there, and counted once (taking 500 reads out
+        one by one, each with its own hold of the lock and count, was 0.93 ms against 0.55)."""
         with self.lock:
             self.seen[channel] += 1
             chosen = [next(iter(reads.values())) for reads in self.waiting.get(channel, {}).values() if reads]
