@@ -20,6 +20,12 @@ sys.path.insert(0, str(ROOT))
 
 from cbrweb import web  # noqa: E402  (the project, from the path above)
 
+# Celery's Django fix-up (set up by the import above) put the working directory first on the
+# path: run from bench/, the project's `retention` package was then this directory's
+# retention.py. The project goes first again.
+sys.path.remove(str(ROOT))
+sys.path.insert(0, str(ROOT))
+
 
 def machine() -> str:
     cpu = "unknown cpu"
@@ -32,6 +38,32 @@ def machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+
+
+def in_process_environment(prefix: str, database: str, redis_db: int) -> Path:
+    """For a benchmark that runs the application in its own process: the environment the
+    settings read (`DATABASE_URL` and `REDIS_URL` unless set already: a fresh PostgreSQL database
+    `database` on 127.0.0.1, Redis database `redis_db`), that database made afresh, that Redis
+    database flushed, and a temporary data directory under var/ (returned: the caller removes it)."""
+    work = Path(tempfile.mkdtemp(dir=ROOT / "var", prefix=prefix))
+    os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{database}")
+    os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{redis_db}")
+    os.environ["CBR_DATA_DIR"] = str(work / "data")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
+    os.environ.setdefault("CBR_LOG_LEVEL", "WARNING")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "cbrweb.settings"
+    url = os.environ["DATABASE_URL"]
+    if url.startswith("postgres"):
+        import psycopg
+
+        base, name = url.rsplit("/", 1)
+        with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+    return work
 
 
 def wait_http(url: str, timeout: float = 60) -> None:

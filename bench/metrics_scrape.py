@@ -26,40 +26,20 @@ import cProfile
 import gc
 import io
 import json
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 
-from _common import ROOT, machine
+from _common import ROOT, in_process_environment, machine
 
 TRACKED = 5  # groups that read and acknowledge through the API, so Redis holds their trackers
 
 
 def _setup_environment() -> Path:
-    work = Path(tempfile.mkdtemp(dir=ROOT / "var", prefix="metrics-scrape-"))
-    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cbr_bench_metrics")
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/5")
-    os.environ["CBR_DATA_DIR"] = str(work / "data")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
-    os.environ.setdefault("CBR_LOG_LEVEL", "WARNING")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "cbrweb.settings"
-    url = os.environ["DATABASE_URL"]
-    if url.startswith("postgres"):
-        import psycopg
-
-        base, name = url.rsplit("/", 1)
-        with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    import redis
-
-    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
-    return work
+    return in_process_environment("metrics-scrape-", "cbr_bench_metrics", 5)
 
 
 def main() -> None:

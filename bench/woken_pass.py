@@ -9,7 +9,9 @@ have read before (a warm-up event each, acknowledged), as a waiting consumer's g
 brand-new group's first pass also asks the database where its state starts.
 
 Printed per N: the pass's wall time, and where it went (this process's CPU, PostgreSQL's and
-Redis's, the rest waiting), per read. bench/latency.py measures the whole path (HTTP, the wake-up,
+Redis's, the rest waiting), per read. The CPU figures are read in
+clock ticks (10 ms) and include the process's other threads: they mean something for hundreds of
+reads, not for one. bench/latency.py measures the whole path (HTTP, the wake-up,
 the answers sent) against JetStream and RabbitMQ; this one says which part of the server to work
 on. Against PostgreSQL (`DATABASE_URL`, default a fresh database `cbr_bench_woken` on 127.0.0.1)
 and Redis (`REDIS_URL`, default database 3 on 127.0.0.1, flushed); keep the machine otherwise quiet.
@@ -26,34 +28,15 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import orjson
-from _common import ROOT, machine, postgres_cpu_seconds
+from _common import ROOT, in_process_environment, machine, postgres_cpu_seconds
 
 
 def _setup_environment() -> Path:
-    work = Path(tempfile.mkdtemp(dir=ROOT / "var", prefix="woken-pass-"))
-    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cbr_bench_woken")
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/3")
-    os.environ["CBR_DATA_DIR"] = str(work / "data")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
-    os.environ.setdefault("CBR_LOG_LEVEL", "WARNING")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "cbrweb.settings"
-    url = os.environ["DATABASE_URL"]
-    if url.startswith("postgres"):
-        import psycopg
-
-        base, name = url.rsplit("/", 1)
-        with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    import redis
-
-    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
-    return work
+    return in_process_environment("woken-pass-", "cbr_bench_woken", 3)
 
 
 def main() -> None:
