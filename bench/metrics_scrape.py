@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import json
 import shutil
@@ -126,9 +125,7 @@ def run(sizes: list[int], repeat: int, segments: int, profile: str | None = None
     later = int(time.time() * 1000) + 3_600_000
     services.do_publish(delayed, [EventIn(b"d", deliver_at_ms=later) for _ in range(100)])
     scope = Scope.objects.get(name="bench")
-    if gunicorn_conf.GC_TUNED:  # as a gunicorn worker runs
-        gc.freeze()
-        gc.set_threshold(gunicorn_conf.GC_GEN0, *gc.get_threshold()[1:])
+    gunicorn_conf.tune_collector()  # as a gunicorn worker runs
     trips = RoundTrips()
     made = 0
     print(f"machine: {machine()}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import os
 import shutil
@@ -121,9 +120,7 @@ def run(args) -> None:
     client.create_stream("bench", "s", segment_count=args.segments)
     for start in range(0, args.events, 1000):
         client.publish("bench/s", [f"{i:09d} " + "x" * 90 for i in range(start, min(args.events, start + 1000))])
-    if gunicorn_conf.GC_TUNED:  # as a gunicorn worker runs
-        gc.freeze()
-        gc.set_threshold(gunicorn_conf.GC_GEN0, *gc.get_threshold()[1:])
+    gunicorn_conf.tune_collector()  # as a gunicorn worker runs
     print(f"machine: {machine()}")
     print(
         f"{args.events:,} events on {args.segments} segment(s), reads of {args.batch} carrying the previous ack, "

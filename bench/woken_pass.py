@@ -6,7 +6,9 @@ park=True)`, as the ASGI front parks it); one event published; then the pass tha
 in a thread for the reads it woke (`api.reader_group_views._ParkedRead.together`: the groups'
 counts, the store, the hand-outs, the floors persisted, every answer rendered), timed. The groups
 have read before (a warm-up event each, acknowledged), as a waiting consumer's group has: a
-brand-new group's first pass also asks the database where its state starts.
+brand-new group's first pass also asks the database where its state starts. The garbage
+collector is set as a web worker sets it (`cbrweb.gunicorn_conf.tune_collector`): with Python's
+defaults a 1 000-read pass spent nearly half its time in collections.
 
 Printed per N: the pass's wall time, and where it went (this process's CPU, PostgreSQL's and
 Redis's, the rest waiting), per read. The CPU figures are read in
@@ -62,6 +64,10 @@ def run(args) -> None:
 
     call_command("migrate", "--noinput", verbosity=0)
     import redis
+
+    from cbrweb import gunicorn_conf
+
+    gunicorn_conf.tune_collector()  # as a gunicorn worker does once it has loaded the application
 
     from api.reader_group_views import _ParkedRead
     from domain.events import EventIn
