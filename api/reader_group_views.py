@@ -248,15 +248,16 @@ def read(scope: str, name: str, data, binary: bool, park: bool) -> HttpResponse:
     return _rendered(result, binary)
 
 
-def _rendered(result: consuming.ReadResult, binary: bool) -> HttpResponse:
+def _rendered(result: consuming.ReadResult, binary: bool, shared: dict | None = None) -> HttpResponse:
     if result.wait is not None:
         return _ParkedRead(result, binary)
     renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
-    return HttpResponse(renderer.render(_read_answer(result, binary)), content_type=renderer.media_type)
+    return HttpResponse(renderer.render(_read_answer(result, binary, shared)), content_type=renderer.media_type)
 
 
-def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch:
-    """A read's answer (docs/api.md): JSON's object, or the binary form's parts."""
+def _read_answer(result: consuming.ReadResult, binary: bool, shared: dict | None = None) -> dict | ReadBatch:
+    """A read's answer (docs/api.md): JSON's object, or the binary form's parts. `shared`: what
+    the JSON answers of one batch of reads share (`streams.wire.deliveries_json`)."""
     head = {
         "missed": result.missed,
         "missed_by_stream": result.missed_by_stream,
@@ -269,7 +270,7 @@ def _read_answer(result: consuming.ReadResult, binary: bool) -> dict | ReadBatch
     if binary:
         return ReadBatch(head, result.parts, result.lease_expires_at)
     # the deliveries already JSON: `result.deliveries` as orjson writes it, without a dict per event
-    return {"deliveries": orjson.Fragment(deliveries_json(result.parts, result.lease_expires_at)), **head}
+    return {"deliveries": orjson.Fragment(deliveries_json(result.parts, result.lease_expires_at, shared)), **head}
 
 
 class _ParkedRead(Parked):
@@ -285,12 +286,15 @@ class _ParkedRead(Parked):
     def together(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
         reads = cast(list[_ParkedRead], parked)
         results = consuming.read_woken([read.reading for read in reads], causes)
-        return [read.answer(result) for read, result in zip(reads, results, strict=True)]
+        # one publish woke them: many hand out the same event, written once for all (by the pass
+        # that read it once)
+        shared: dict = {}
+        return [read.answer(result, shared) for read, result in zip(reads, results, strict=True)]
 
-    def answer(self, result: consuming.ReadResult | Exception) -> HttpResponse | Exception:
+    def answer(self, result: consuming.ReadResult | Exception, shared: dict | None = None) -> HttpResponse | Exception:
         if isinstance(result, Exception):  # answered as the view's errors are (a service lost: 503)
             return error_response(result) or result  # None: a bug, the front answers it as Django answers one
-        return _rendered(result, self.binary)
+        return _rendered(result, self.binary, shared)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

@@ -13,6 +13,11 @@ one sitting. Prints its figures; bench/RESULTS.md keeps them with the date and t
 CBR runs as `make run` starts it (cbrweb.web: gunicorn, 2 processes of uvicorn's worker × 8
 threads) on PostgreSQL and Redis (`--database-url`, `--redis-url`: a database made afresh, a
 Redis database flushed). `--only` picks the systems, `--waiters` the counts.
+
+`http-floor` (in `--only`) runs the waiting scenario's client against a server with nothing
+behind it (`FLOOR_SERVER`): what N HTTP long polls answered at once cost this machine before any
+of CBR's work. JetStream's client, as its users run it, carries all its pull consumers on one
+connection; CBR's consumers each hold one.
 """
 
 from __future__ import annotations
@@ -192,15 +197,24 @@ class CBR:
                 )[0]
             )
         early = sum(t.done() for t in reads)
+        cpu0 = self.cpu()
         sent = time.perf_counter()
         await loop.run_in_executor(
             None, self.call, "POST", "/api/v1/streams/lat/orders/events/", {"events": [{"payload": "now"}]}
         )
         await asyncio.wait(reads, timeout=5 if not herd else 3)
+        woken_cpu = self.cpu() - cpu0  # the publish and every answer (read in clock ticks: 10 ms)
         got = sorted(t.result()[0] - sent for t in reads if t.done() and t.result()[1].get("deliveries"))
         for t in reads:
             t.cancel()
-        return {"idle_cpu": idle_cpu, "health": health, "publish": publish, "got": got, "early": early}
+        return {
+            "idle_cpu": idle_cpu,
+            "health": health,
+            "publish": publish,
+            "got": got,
+            "early": early,
+            "woken_cpu": woken_cpu / max(1, len(got)),
+        }
 
     def steady(self, rate: int, seconds: float) -> dict:
         """One producer at `rate` events/s (one per request), one consumer reading with waits."""
@@ -239,6 +253,72 @@ class CBR:
         consumer.join(30)
         stop.set()
         return {"latency": latencies, "publish": publish}
+
+
+# -- the floor of HTTP long polls ---------------------------------------------------------------
+
+# A server with nothing behind it, in a process of its own as CBR's web workers are (asyncio on
+# uvloop, as the front runs): every read it parks, any other request it answers at once with an
+# empty object, and a publish to `lat/orders` answers every parked read with one delivery's JSON,
+# as large as CBR's. What a fan-out to N HTTP long polls costs this machine, the kernel and the
+# same client code before any work of CBR's: no server can answer such waiters sooner.
+FLOOR_SERVER = r"""
+import asyncio, sys, uvloop
+READ = b'{"deliveries":[{"segment":"0","offset":0,"routing_key":null,"key":null,"headers":null,' \
+    b'"published_at":"2026-11-28T07:00:00.000Z","deliver_at":null,"payload_b64":"bm93","payload":"now",' \
+    b'"stream":"lat/orders","delivery_id":"1-1-0-0-1","delivery_count":1,' \
+    b'"lease_expires_at":"2026-11-28T07:00:30.000Z"}],"missed":0,"missed_by_stream":{},' \
+    b'"pending_limit_reached":false}'
+parked = []
+def answer(writer, body):
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                 b"connection: close\r\n\r\n%s" % (len(body), body))
+    writer.close()
+async def serve(reader, writer):
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next((int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")), 0)
+    if length:
+        await reader.readexactly(length)
+    path = head.split(b" ")[1]
+    if path.endswith(b"/read/"):
+        parked.append(writer)
+        return
+    if path == b"/api/v1/streams/lat/orders/events/":
+        woken = parked[:]
+        parked.clear()
+        for w in woken:
+            answer(w, READ)
+    answer(writer, b"{}")
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", int(sys.argv[1]), backlog=4096)
+    async with server:
+        await server.serve_forever()
+uvloop.run(main())
+"""
+
+
+class HttpFloor(CBR):
+    """The same waiting scenario and client as CBR's, against FLOOR_SERVER."""
+
+    def __enter__(self) -> HttpFloor:
+        import sys
+
+        self.token = "-"
+        self.port = free_port()
+        self.server = subprocess.Popen(
+            [sys.executable, "-c", FLOOR_SERVER, str(self.port)], start_new_session=True, cwd=ROOT
+        )
+        wait_http(f"http://127.0.0.1:{self.port}/healthz")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.killpg(self.server.pid, signal.SIGTERM)
+        self.server.wait(10)
+
+    def cpu(self) -> float:
+        import psutil
+
+        return cpu_seconds([psutil.Process(self.server.pid)])
 
 
 # -- JetStream ---------------------------------------------------------------------------------
@@ -488,6 +568,7 @@ def show_waiting(name: str, n: int, fig: dict) -> None:
     if "health" in fig:
         line += f"; /healthz {ms(fig['health'])}; server CPU while waiting {fig['idle_cpu'] * 100:.1f} % of a core"
         line += f"; answered before the event: {fig['early']}"
+        line += f"; server CPU per answer {fig['woken_cpu'] * 1e6:.0f} us"
     print(line, flush=True)
 
 
@@ -509,6 +590,10 @@ def main() -> None:
             for n in counts if "herd" in scenarios else []:
                 fig = cbr.waiting(n, herd=True)
                 print(f"cbr       herd {n:>6}: {len(fig['got'])} of {n} answered (1 expected), {ms(fig['got'])}")
+    if "http-floor" in systems:
+        with HttpFloor(args) as floor:
+            for n in counts if "waiting" in scenarios else []:
+                show_waiting("floor", n, floor.waiting(n))
     peers = {"jetstream": JetStream, "rabbitmq": RabbitMQ}
     for name in ("jetstream", "rabbitmq"):
         if name not in systems:

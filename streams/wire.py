@@ -210,16 +210,44 @@ class _Template:
         return b",".join(repeat(template, n)) % tuple(chain.from_iterable(zip(*self.columns, strict=True)))
 
 
-def deliveries_json(parts: Iterable[BatchPart], lease_expires_at: str | None) -> bytes:
+def deliveries_json(parts: Iterable[BatchPart], lease_expires_at: str | None, shared: dict | None = None) -> bytes:
     """A read's deliveries as its JSON answer carries them: byte for byte what `orjson.dumps`
     makes of `groups.consuming.answers.ReadResult.deliveries` (each event's `record_json`, then
     its delivery's fields), without a dict per event (`_Template` above). The answer takes it as
-    an `orjson.Fragment`."""
+    an `orjson.Fragment`.
+
+    `shared`: a dict the answers of one batch of reads share (the reads one publish woke): a part
+    that hands out the same records as another's (the same objects, read once by the pass), with
+    the same delivery counts and lease, is written once, and each read's ids put in (`_shared`).
+    Its bytes are the same as without it."""
     expires = _dump_text(lease_expires_at)
-    return b"[" + b",".join(_part_objects(part, expires) for part in parts if part.items) + b"]"
+    if shared is None:
+        return b"[" + b",".join(_part_objects(part, expires) for part in parts if part.items) + b"]"
+    return b"[" + b",".join(_shared(part, expires, shared) for part in parts if part.items) + b"]"
 
 
-def _part_objects(part: BatchPart, expires: bytes) -> bytes:
+# Where a part written for sharing has its delivery ids' prefix: a byte no JSON this module writes
+# holds as it is (a JSON string escapes every byte below 0x20; a payload that would hold one is
+# not written as it is stored, `_plain_text`).
+_PREFIX_HOLE = b"\x00"
+
+
+def _shared(part: BatchPart, expires: bytes, shared: dict) -> bytes:
+    """`_part_objects(part, expires)`, written once for all the parts of a batch that have the
+    same records (by identity: the pass read them once for all its reads), delivery counts,
+    lease and stream, and the same prefix but for the group's part of it; its ids' prefix put in
+    by one join."""
+    if part.sinks_pending is not None:  # a fan-out group's: what each sink still owes differs
+        return _part_objects(part, expires)
+    key = (tuple(map(id, part.items)), tuple(map(tuple, part.runs)), expires, part.stream, part.segment)
+    found = shared.get(key)
+    if found is None:
+        pieces = _part_objects(part, expires, prefix_hole=True).split(_PREFIX_HOLE)
+        found = shared[key] = (part.items, pieces)  # the items kept: their ids stay theirs
+    return _dump_text(part.id_prefix)[1:-1].join(found[1])
+
+
+def _part_objects(part: BatchPart, expires: bytes, prefix_hole: bool = False) -> bytes:
     records = [item.record() if type(item) is Frame else item for item in part.items]
     offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _ = zip(*records, strict=True)
     epochs = list(chain.from_iterable(repeat(epoch, n) for _, n, epoch in part.runs))
@@ -243,7 +271,8 @@ def _part_objects(part: BatchPart, expires: bytes) -> bytes:
         except UnicodeDecodeError:  # not all text: `payload` only on the events whose payload is
             event.optional(list(map(_payload_field, payloads)))
     event.constant("stream", _dump_text(part.stream))
-    prefix = _dump_text(part.id_prefix)[:-1].replace(b"%", b"%%")  # the id's opening quote and prefix
+    # the id's opening quote and prefix (or where it goes: `_shared`)
+    prefix = b'"' + _PREFIX_HOLE if prefix_hole else _dump_text(part.id_prefix)[:-1].replace(b"%", b"%%")
     if epochs.count(epochs[0]) == len(epochs):  # one delivery count (a read's first deliveries)
         event.column("delivery_id", offsets, delivery_ids.printf_template(prefix, epochs[0]) + b'"')
         event.constant("delivery_count", b"%d" % epochs[0])

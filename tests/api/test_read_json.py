@@ -91,3 +91,40 @@ def test_any_read_is_written_as_its_dicts_are(segments, with_sinks):
             part.sinks_pending = [["sink"] * (e - 1) for e in epochs[: len(recs)]]
         parts.append(part)
     assert deliveries_json(parts, EXPIRES) == as_dicts(parts, EXPIRES)
+
+
+def test_reads_woken_together_share_a_parts_writing_and_each_keeps_its_own_ids():
+    # given three groups' reads one publish woke: the same records (the same objects, as the pass
+    # reads them once), two with first deliveries, one a redelivery; and a part of other records
+    recs = [
+        Record(5, 1_700_000_000_123, None, 0, None, b"k", {"h": "%s"}, b"%d\x00 no text \xff", False),
+        Record(6, 1_700_000_000_123, None, 1, None, None, None, b'plain "quoted" %s', False),
+    ]
+    other = [Record(5, 1_700_000_000_124, None, 0, None, None, None, b"other", False)]
+
+    def part(prefix, records, epoch):
+        return ReadPart.of("sc/st", "0", prefix, [(r, Delivery(r.offset, epoch)) for r in records])
+
+    reads = [
+        [part("4-5-0", recs, 1)],
+        [part("7.3-5-0", recs, 1)],
+        [part("9-5-0", recs, 2)],
+        [part("11-5-0", other, 1), part("11-5-1", recs, 1)],
+    ]
+
+    # when they are written with one shared dict
+    shared: dict = {}
+    written = [deliveries_json(parts, EXPIRES, shared) for parts in reads]
+
+    # then each is byte for byte its dicts' JSON (its own ids, counts and records), and the parts
+    # that could be shared were written once: the first deliveries of `recs` for three reads, the
+    # redelivery and the other records apart
+    assert written == [as_dicts(parts, EXPIRES) for parts in reads]
+    assert len(shared) == 3
+    assert orjson.loads(written[1])[0]["delivery_id"] == "7.3-5-0-5-1"
+
+    # and a fan-out group's part (its sinks differ per read) is written on its own
+    sinks = part("4-5-0", recs, 2)
+    sinks.sinks_pending = [["archive"], []]
+    assert deliveries_json([sinks], EXPIRES, shared) == as_dicts([sinks], EXPIRES)
+    assert len(shared) == 3
