@@ -3,8 +3,10 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_init, worker_ready, worker_shutdown
+from celery.signals import after_setup_logger, celeryd_init, worker_ready, worker_shutdown
+from django.conf import settings
 
+from cbrweb.routine_logs import quiet_routine_ticks
 from ops.health import WorkerHeartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
@@ -12,6 +14,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cbrweb.settings")
 app = Celery("cbrweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+def _quiet_routine_ticks(**_):
+    """Beat's routine ticks logged at DEBUG, not INFO (`cbrweb.routine_logs`)."""
+    quiet_routine_ticks(entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values())
 
 
 @celeryd_init.connect

@@ -1,7 +1,7 @@
 """`make run`: everything a laptop needs, started and stopped together.
 
 Checks the prerequisites, starts an embedded Redis when REDIS_URL is unset, migrates, creates an
-admin (printing its password once), seeds the demo on an empty database, then runs the web server
+admin (its password shown, and kept in var/admin-password until it is changed), seeds the demo on an empty database, then runs the web server
 (gunicorn), a Celery worker, the compactor (a worker of the `compaction` queue) and Celery beat
 with the database scheduler. Ctrl-C stops all of it.
 """
@@ -9,7 +9,6 @@ with the database scheduler. Ctrl-C stops all of it.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -58,7 +57,7 @@ def main() -> int:
             "web": web.command(
                 f"{host}:{port}", workers, "--access-logfile", "-", "--graceful-timeout", "5", "--keep-alive", "30"
             ),
-            **celery_commands("info", beat_schedule),
+            **celery_commands(os.environ.get("CBR_LOG_LEVEL", "INFO").lower(), beat_schedule),
         }
         for name, cmd in commands.items():
             children.append((name, subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)))
@@ -103,34 +102,9 @@ def celery_commands(log_level: str, beat_schedule: str) -> dict[str, list[str]]:
 
 
 def _create_admin(manage: list[str]) -> None:
-    check = subprocess.run(
-        [
-            *manage,
-            "shell",
-            "-c",
-            "from django.contrib.auth import get_user_model as g;print(g().objects.filter(is_superuser=True).exists())",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    if check.stdout.split()[-1:] == ["True"]:
-        return
-    password = secrets.token_urlsafe(12)
-    env = {
-        **os.environ,
-        "DJANGO_SUPERUSER_USERNAME": "admin",
-        "DJANGO_SUPERUSER_PASSWORD": password,
-        "DJANGO_SUPERUSER_EMAIL": "admin@localhost",
-    }
-    subprocess.run([*manage, "createsuperuser", "--noinput"], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-    bar = "=" * 64
-    print(
-        f"\n{bar}\n  Admin created. Sign in as  admin  /  {password}\n"
-        f"  This password is shown once; change it in the console.\n{bar}\n",
-        flush=True,
-    )
+    """The admin, made on a database without a superuser (its password kept under var/ and
+    named on every start until it is changed: `access.first_admin`)."""
+    subprocess.run([*manage, "first_admin"], check=True, cwd=ROOT)
 
 
 def _seed_if_empty(manage: list[str]) -> None:
@@ -166,21 +140,37 @@ def _wait(children) -> int:
     return 0
 
 
-def _stop(children) -> None:
-    for name, proc in reversed(children):
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM) if name != "redis" else proc.terminate()
-            except (ProcessLookupError, PermissionError):
-                proc.terminate()
-    deadline = time.monotonic() + 15
+def stop_stages(children: list[tuple[str, subprocess.Popen]]) -> list[list[tuple[str, subprocess.Popen]]]:
+    """The order `_stop` stops them in: the web server first (its graceful timeout lets requests
+    in flight end, and they need Redis: stopped with the rest, reads in flight answered 503), then
+    beat and the workers, the embedded Redis last, once nothing uses it."""
+    stage_of = {"web": 0, "redis": 2}
+    stages: list[list[tuple[str, subprocess.Popen]]] = [[], [], []]
     for name, proc in children:
-        try:
-            proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            say(f"{name} did not stop in time: killing it")
-            proc.kill()
-            proc.wait()
+        stages[stage_of.get(name, 1)].append((name, proc))
+    return [stage for stage in stages if stage]
+
+
+def _stop(children) -> None:
+    """Each stage signalled, then waited for (`STOP_TIMEOUT_S`), before the next."""
+    for stage in stop_stages(children):
+        for name, proc in stage:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM) if name != "redis" else proc.terminate()
+                except (ProcessLookupError, PermissionError):
+                    proc.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for name, proc in stage:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say(f"{name} did not stop in time: killing it")
+                proc.kill()
+                proc.wait()
+
+
+STOP_TIMEOUT_S = 15  # each stage of `_stop` (the web server's graceful timeout is 5 s)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ if not SECRET_KEY:
             _key_file.chmod(0o600)
         except OSError:
             pass
+# `make run`'s first admin: its password kept here, readable by its owner only, until it is changed
+# (`access.first_admin`)
+CBR_ADMIN_PASSWORD_FILE = VAR_DIR / "admin-password"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

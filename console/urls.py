@@ -2,6 +2,7 @@ from django.urls import path
 
 from console import (
     access_views,
+    account_views,
     browse_views,
     dashboard_views,
     group_views,
@@ -51,6 +52,7 @@ urlpatterns = [
         group_views.delete_checkpoint,
         name="checkpoint-delete",
     ),
+    path("account/password/", account_views.change_password, name="password"),
     path("api-keys/", access_views.api_keys, name="api-keys"),
     path("api-keys/<key_prefix:prefix>/revoke/", access_views.revoke_api_key, name="api-key-revoke"),
 ]

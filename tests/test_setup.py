@@ -4,6 +4,7 @@ the production check."""
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import redis
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from cbrweb import embedded_redis
+from cbrweb import embedded_redis, run
 from cbrweb.celery import app
 from cbrweb.env import env_bool, env_choice, env_int
 from cbrweb.run import celery_commands, start_embedded_redis
@@ -148,3 +149,42 @@ def test_compactions_have_their_own_queue_and_periodic_ticks_expire_by_the_next(
     started = celery_commands("info", "schedule")  # what make run and the soak start
     queues = [cmd[cmd.index("-Q") + 1] for cmd in started.values() if "-Q" in cmd]
     assert sorted(queues) == ["celery", "compaction"] and "beat" in started
+
+
+CHILD = """
+import signal, sys, time
+name, log, linger = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def on_term(*_):
+    with open(log, "a") as f:
+        f.write(f"{name} told {time.monotonic()}\\n")
+    time.sleep(linger)  # a graceful stop: requests in flight end
+    with open(log, "a") as f:
+        f.write(f"{name} gone {time.monotonic()}\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stopping_make_run_stops_the_web_server_before_the_workers_and_redis_last(tmp_path):
+    # given make run's children, the web server taking a while to end its requests in flight
+    log = tmp_path / "log"
+    children = []
+    for name, linger in (("redis", 0), ("web", 0.6), ("worker", 0.2), ("beat", 0)):
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, name, str(log), str(linger)], start_new_session=True)
+        children.append((name, proc))
+    time.sleep(0.5)  # their handlers set
+
+    # when they are stopped
+    run._stop(children)
+
+    # then Redis was told to stop only once the web server and the workers had gone
+    told = {}
+    gone = {}
+    for line in log.read_text().splitlines():
+        name, what, at = line.split()
+        (told if what == "told" else gone)[name] = float(at)
+    assert set(gone) == {"redis", "web", "worker", "beat"}
+    assert told["worker"] >= gone["web"] and told["beat"] >= gone["web"]
+    assert told["redis"] >= max(gone["web"], gone["worker"], gone["beat"])

@@ -120,6 +120,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:reader-group-settings", "POST"): OPERATORS,
     ("console:reader-group-delete", "GET"): OPERATORS,
     ("console:reader-group-delete", "POST"): OPERATORS,
+    ("console:password", "GET"): PEOPLE,
+    ("console:password", "POST"): PEOPLE,
     ("console:api-keys", "GET"): OPERATORS,
     ("console:api-keys", "POST"): OPERATORS,
     ("console:api-key-revoke", "POST"): OPERATORS,

@@ -132,3 +132,32 @@ def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_in
     page.wait_for_selector("text=retention-cycle: every 900 s, on.")
     assert PeriodicTask.objects.get(name="retention-cycle").interval.every == 900
     shot(page, "schedules", (1280, 390))
+
+
+def test_a_person_changes_their_password_and_a_mistake_keeps_them_on_the_form(live_server, plain_user, browser_page):
+    page = browser_page
+    url = live_server.url
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", "pw-bob-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+
+    # the link on every page, then a new password typed twice differently
+    page.click("text=Change password")
+    page.fill("#id_old_password", "pw-bob-123")
+    page.fill("#id_new_password1", "a-long-new-one-42")
+    page.fill("#id_new_password2", "a-long-new-one-43")
+    page.click("button >> text=Change password")
+    page.wait_for_selector("text=The two password fields didn’t match.")
+    shot(page, "password-mismatch", (1280, 390))
+
+    # then done right: back on the dashboard, still signed in, the new password the one that works
+    page.fill("#id_old_password", "pw-bob-123")
+    page.fill("#id_new_password1", "a-long-new-one-42")
+    page.fill("#id_new_password2", "a-long-new-one-42")
+    page.click("button >> text=Change password")
+    page.wait_for_selector("text=Your password was changed.")
+    shot(page, "password-changed", (1280, 390))
+    plain_user.refresh_from_db()
+    assert plain_user.check_password("a-long-new-one-42")
