@@ -168,16 +168,30 @@ def publish(request, scope, name):
         events = parse_batch({"events": [event]}, logs.publish_limits(stream), time.time_ns() // 1_000_000)
         ((segment, offset),) = services.do_publish(stream, events)
     except FieldError as exc:
-        refusal = f"{exc.field.removeprefix('events[0].')}: {exc.message}"
-        return _page(request, stream, _REFUSED_STATUS.get(exc.code, 400), publish_refusal=refusal, typed=request.POST)
+        field = exc.field.removeprefix("events[0].")
+        refusal = f"{field}: {exc.message}"
+        # said beside the form's field it is about (`headers.<name>`: the headers), else above them
+        beside = field.split(".", 1)[0].split("[", 1)[0]
+        return _page(
+            request,
+            stream,
+            _REFUSED_STATUS.get(exc.code, 400),
+            publish_refusal=refusal,
+            publish_field=beside if beside in _FORM_FIELDS else None,
+            typed=request.POST,
+        )
     messages.success(request, f"Published at segment {segment}, offset {offset}.")
     # the page from the new event on: its segment at it, the others at their tails
     cut = json.dumps({**logs.stream_log(stream).tail_cut(), segment: offset}, separators=(",", ":"))
     return redirect(f"/streams/{scope}/{name}/events/?start=cut&cut={quote(cut)}")
 
 
+_FORM_FIELDS = frozenset({"payload", "routing_key", "key", "headers", "delay_ms"})
+
+
 def _typed_event(post) -> dict:
-    """The form's fields as an event of a publish request (headers one `name=value` a line)."""
+    """The form's fields as an event of a publish request (headers one a line, `name=value` or
+    `name: value`: split at the first `=` or `:`, so a value may hold either)."""
     event: dict = {"payload": post.get("payload", "")}
     for field in ("routing_key", "key"):
         if post.get(field):
@@ -185,9 +199,10 @@ def _typed_event(post) -> dict:
     headers = {}
     for line in post.get("headers", "").splitlines():
         if line.strip():
-            k, sep, v = line.partition("=")
-            if not sep:
-                raise FieldError("headers", f"'{line.strip()}' is not name=value")
+            at = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            k, v = line[:at], line[at + 1 :]
+            if at < 0 or not k.strip():
+                raise FieldError("headers", f"'{line.strip()}' is not name=value (or name: value)")
             headers[k.strip()] = v.strip()
     if headers:
         event["headers"] = headers

@@ -161,3 +161,35 @@ def test_a_person_changes_their_password_and_a_mistake_keeps_them_on_the_form(li
     shot(page, "password-changed", (1280, 390))
     plain_user.refresh_from_db()
     assert plain_user.check_password("a-long-new-one-42")
+
+
+def test_a_refused_publish_keeps_what_was_typed_and_says_why_beside_the_headers(
+    live_server, operator_user, browser_page, data_dir
+):
+    from streams import services
+
+    services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    page = browser_page
+    url = live_server.url
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "olga")
+    page.fill("#id_password", "pw-olga-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+
+    page.goto(f"{url}/streams/shop/orders/events/")
+    page.click("summary >> text=Publish an event")
+    page.fill("#payload", '{"order": 1}')
+    page.fill("#routing_key", "customer-7")
+    page.fill("#headers", "type: created\nsource")
+    page.click("button >> text=Publish")
+    error = page.wait_for_selector("text=is not name=value (or name: value)")
+    shot(page, "publish-refused", (1280, 390))
+    # beside the headers, with everything typed still there
+    assert error.evaluate("e => e.closest('div').querySelector('#headers') !== null")
+    assert page.input_value("#payload") == '{"order": 1}' and page.input_value("#routing_key") == "customer-7"
+    assert page.input_value("#headers") == "type: created\nsource"
+
+    page.fill("#headers", "type: created\nsource: shop")
+    page.click("button >> text=Publish")
+    page.wait_for_selector("text=Published at segment 0, offset 0.")

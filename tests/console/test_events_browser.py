@@ -11,7 +11,7 @@ import pytest
 from page_text import rows, text
 
 from domain.events import EventIn
-from streams import services
+from streams import logs, services
 from streams.browsing import browse
 
 pytestmark = pytest.mark.django_db
@@ -89,6 +89,34 @@ def test_paging_under_a_filter_neither_skips_nor_repeats(stream):
         if page.at_tail:
             break
     assert sorted(seen, key=lambda p: int(p[1:])) == wanted and len(seen) == len(set(seen))
+
+
+def test_headers_may_be_written_name_colon_value_and_a_refusal_keeps_the_input_beside_its_field(
+    client, operator_user, stream
+):
+    operator = factories.console_client(operator_user)
+    tail = logs.stream_log(stream).tail_cut()
+
+    # a line that is neither name=value nor name: value: refused beside the headers, all kept
+    refused = operator.post(
+        PAGE + "publish/",
+        {"payload": "kept as typed", "routing_key": "customer-3", "headers": "type: created\nno separator"},
+    )
+    assert refused.status_code == 400 and logs.stream_log(stream).tail_cut() == tail
+    html = refused.content.decode()
+    headers_field = html[html.index('id="headers"') : html.index('for="delay_ms"')]
+    assert "Not published: headers: &#x27;no separator&#x27; is not name=value (or name: value)" in headers_field
+    assert "type: created\nno separator</textarea>" in headers_field
+    assert ">kept as typed</textarea>" in html and 'value="customer-3"' in html
+
+    # then name: value, with a value holding the other separator, is published as name=value would be
+    answer = operator.post(
+        PAGE + "publish/", {"payload": "p", "headers": "type: created\nat: 12:00\nquery=a=b\nurl = http://x/?a=1"}
+    )
+    assert answer.status_code == 302
+    records, _ = logs.stream_log(stream).read({}, 100)
+    (event,) = [r.record for r in records if r.record.payload == b"p"]
+    assert event.headers == {"type": "created", "at": "12:00", "query": "a=b", "url": "http://x/?a=1"}
 
 
 def test_an_operator_publishes_from_the_browser_and_a_viewer_may_not(client, operator_user, plain_user, stream):
