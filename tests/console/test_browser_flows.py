@@ -17,6 +17,7 @@ from cbrweb.celery import app
 from groups.models import ReaderGroup
 from groups.sampling import take_samples
 from retention.models import TruncationRecord
+from streams import services
 from streams.models import Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -166,8 +167,6 @@ def test_a_person_changes_their_password_and_a_mistake_keeps_them_on_the_form(li
 def test_a_refused_publish_keeps_what_was_typed_and_says_why_beside_the_headers(
     live_server, operator_user, browser_page, data_dir
 ):
-    from streams import services
-
     services.do_create_stream(scope="shop", name="orders", segment_count=1)
     page = browser_page
     url = live_server.url
