@@ -34,6 +34,7 @@ import datetime
 import functools
 import http.client
 import json
+import logging
 import struct
 import time
 import urllib.parse
@@ -51,6 +52,17 @@ except ImportError:  # pragma: no cover - the server checked them when it read t
     _crc32c = None  # type: ignore[assignment]
 
 
+_log = logging.getLogger("cbr_client")
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """`Retry-After` as seconds (CBR sends a number of them; an HTTP date is not waited for)."""
+    try:
+        return max(0.0, float(retry_after)) if retry_after is not None else None
+    except ValueError:
+        return None
+
+
 class CBRError(Exception):
     """An error answer: `status` (HTTP), `code`, `field` (what was wrong), the whole `body`."""
 
@@ -64,6 +76,7 @@ class CBRError(Exception):
 
 class Client:
     IDLE_S = 1.0  # reopen a keep-alive connection idle longer than this (gunicorn keeps 2 s)
+    RETRY_MAX_S = 5.0  # the longest pause between two sendings of a request the server said to retry
     WAIT_MARGIN_S = 15.0  # a waiting read's answer may come this long after its wait ends
 
     def __init__(
@@ -75,6 +88,7 @@ class Client:
         password: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        retry_for_s: float = 30.0,
     ):
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https"):
@@ -82,6 +96,7 @@ class Client:
         self._scheme, self._netloc = url.scheme, url.netloc
         self._prefix = url.path.rstrip("/") + "/api/v1/"
         self._timeout = timeout
+        self.retry_for_s = retry_for_s  # how long a request is sent again when the server says to (`_exchange`)
         self._conn: http.client.HTTPConnection | None = None
         self._used = 0.0
         self.token = token
@@ -115,7 +130,30 @@ class Client:
     ) -> tuple[int, bool, bytes]:
         """Send one request; (its status, whether the answer is a binary read batch, its body).
         `wait_s`: how long the server may hold it before answering (a waiting read): the socket's
-        timeout is that much longer."""
+        timeout is that much longer.
+
+        What the server says to send again is sent again: a 503 or 429 with `Retry-After` (the
+        database or Redis lost for a moment, too many reads waiting: nothing was applied, docs/
+        api.md). After `Retry-After`, then twice as long each time up to `RETRY_MAX_S`, for at
+        most `retry_for_s` in all (0: never); a wait that would pass that budget is not begun,
+        and the answer is the caller's."""
+        deadline = time.monotonic() + self.retry_for_s
+        pause = 0.0
+        while True:
+            status, binary, raw, retry_after = self._send_once(method, path, body, accept, wait_s)
+            if retry_after is None or status not in (429, 503):
+                return status, binary, raw
+            pause = min(self.RETRY_MAX_S, max(retry_after, pause * 2))
+            if time.monotonic() + pause > deadline:
+                return status, binary, raw
+            _log.warning("%s %s answered %d: sent again in %.1f s", method, path, status, pause)
+            time.sleep(pause)
+
+    def _send_once(
+        self, method: str, path: str, body: object, accept: str, wait_s: float
+    ) -> tuple[int, bool, bytes, float | None]:
+        """One request sent (again once over a new connection if a kept-alive one was dropped);
+        as `_exchange`, and the answer's `Retry-After` in seconds (None without one)."""
         timeout = max(self._timeout, wait_s + self.WAIT_MARGIN_S) if wait_s else self._timeout
         data = None if body is None else _dumps(body)
         headers = {"Content-Type": "application/json", "Accept": accept}
@@ -149,7 +187,7 @@ class Client:
                 if attempt or not _repeatable(method, path):
                     raise ConnectionError(f"the connection broke while reading the answer: {exc!r}") from exc
         binary = response.status < 400 and response.getheader("Content-Type", "").startswith(READ_BATCH)
-        return response.status, binary, raw
+        return response.status, binary, raw, _seconds(response.getheader("Retry-After"))
 
     def _object(self, method: str, path: str, body: object = None, accept: str = "application/json") -> dict:
         """`request` for an endpoint that answers a JSON object (all but a few, e.g. a stream's

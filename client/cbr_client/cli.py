@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import os
 import sys
 import time
@@ -34,6 +35,8 @@ POLICY_FLAGS = ("limit_type", "min", "max", "consumption_based", "subscriber_tim
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # the client says on stderr when it sends a request again (a 503 the server says to retry)
+    logging.basicConfig(format="cbr: %(message)s", level=logging.WARNING, stream=sys.stderr)
     try:
         client = Client(
             args.server,

@@ -85,7 +85,7 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
 
     def produce():
         n = 0
-        with Client(web_server.url, token=token, timeout=10) as cbr:
+        with Client(web_server.url, token=token, timeout=10, retry_for_s=0) as cbr:
             while not stop.is_set():
                 n += 1
                 payloads = [f"p{n}-{i}".encode() for i in range(5)]
@@ -94,7 +94,7 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
                     ledger.record(STREAM, positions, payloads)
 
     def consume():
-        with Client(web_server.url, token=token, timeout=10) as cbr:
+        with Client(web_server.url, token=token, timeout=10, retry_for_s=0) as cbr:
             group = cbr.reader_group("faults/dbg")
             while not stop.is_set():
                 batch = call(lambda: group.read(max_events=50))
@@ -132,7 +132,7 @@ def test_dropped_database_connections_answer_503_and_lose_nothing(web_server, to
     else:
         assert statuses[503] == 0, statuses  # a held lock is waited out
     # the next requests succeed, at once
-    cbr = Client(web_server.url, token=token)
+    cbr = Client(web_server.url, token=token, retry_for_s=0)
     group = cbr.reader_group("faults/dbg")
     for _ in range(10):
         cbr.stream(STREAM)

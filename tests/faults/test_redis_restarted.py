@@ -10,8 +10,11 @@ the new Redis starts from (an ack in flight may still write its floor after Redi
 """
 
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,7 +76,7 @@ def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_not
     stop, pause, idle, resume = threading.Event(), threading.Event(), threading.Event(), threading.Event()
 
     def consume():
-        with Client(web_server.url, token=token, timeout=10) as cbr:
+        with Client(web_server.url, token=token, timeout=10, retry_for_s=0) as cbr:
             group = cbr.reader_group("faults/rg")
             held = []
             while not stop.is_set():
@@ -108,7 +111,7 @@ def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_not
     thread.start()
     samples = [floors()]
     restarts = []  # (when the post-restart epoch began, the floors persisted then)
-    cbr = Client(web_server.url, token=token)
+    cbr = Client(web_server.url, token=token, retry_for_s=0)
     for n in range(2):
         deadline = time.monotonic() + 20
         while min(floors().values()) < 300 * (n + 1) and time.monotonic() < deadline:
@@ -153,3 +156,27 @@ def test_redis_restarted_empty_redelivers_from_the_persisted_floor_and_loses_not
     again = len(deliveries) - len(processed)
     assert again > 0  # acknowledged above the floor, then lost with Redis: handed out again
     print(f"redis restarted twice: {len(deliveries)} deliveries, {again} handed out again, floors {samples[-1]}")
+
+
+def test_cbr_consume_waits_out_a_redis_outage_as_the_server_says(own_redis, web_server, token):
+    """`cbr consume` started while Redis is down: its reads answer 503 `redis_unavailable` with
+    `Retry-After`; the client sends them again, backing off, and once Redis is back the consumer
+    gets every event and ends as asked, having said on stderr that it waited."""
+    stream = services.do_create_stream(scope="faults", name="outage", segment_count=1)
+    Client(web_server.url, token=token).create_reader_group("faults", "og", ["faults/outage"], retention_type="NONE")
+    services.do_publish(stream, [EventIn(f"e{i}".encode()) for i in range(20)])
+    own_redis.kill()
+    consumer = subprocess.Popen(
+        [str(Path(sys.executable).parent / "cbr"), "consume", "faults/og", "--count", "20", "--max", "7"],
+        env={"PATH": "/usr/bin:/bin", "CBR_SERVER": web_server.url, "CBR_TOKEN": token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+    )
+    time.sleep(2.5)  # refused and waiting to send again
+    assert consumer.poll() is None, consumer.communicate()
+    own_redis.start()
+    out, err = consumer.communicate(timeout=60)
+    assert consumer.returncode == 0, err.decode()
+    assert [line.split()[-1] for line in out.decode().splitlines()] == [f"e{i}" for i in range(20)]
+    assert "answered 503: sent again in 1.0 s" in err.decode()
