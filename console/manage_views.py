@@ -13,8 +13,9 @@ from access.rules import Action, TargetKind
 from console.manage_forms import GroupForm, StreamForm, StreamSettingsForm
 from domain.errors import FieldError
 from groups import reader_groups
-from groups.models import ReaderGroup
+from groups.models import ReaderGroup, RetentionType
 from retention import services as retention_services
+from retention.models import RetentionPolicy
 from streams import deletion, services
 from streams.models import Stream
 
@@ -80,6 +81,11 @@ def delete_stream(request, scope, name):
 @console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS})
 def create_group(request):
     initial = {"streams": request.GET.getlist("stream"), "scope": request.GET.get("scope", "")}
+    # made from a consumption-based stream's page: a subscriber by default, or the newcomer's
+    # first group would hold nothing back
+    holding = _consumption_based(initial["streams"])
+    if holding:
+        initial["retention_type"] = RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
     form = GroupForm(request.POST or None, stream_names=_stream_names(), initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -93,7 +99,17 @@ def create_group(request):
         else:
             messages.success(request, f"Reader group {group} created.")
             return redirect("console:reader-group", scope=group.scope.name, name=group.name)
-    return render(request, "console/groups/form.html", {"form": form})
+    return render(request, "console/groups/form.html", {"form": form, "holding": holding})
+
+
+def _consumption_based(names: list[str]) -> list[str]:
+    """Those of the streams named (`scope/name`) whose retention policy is consumption-based."""
+    wanted = [tuple(n.split("/", 1)) for n in names if n.count("/") == 1]
+    if not wanted:
+        return []
+    found = RetentionPolicy.objects.filter(consumption_based=True, stream__name__in=[n for _, n in wanted])
+    held = {(p.stream.scope.name, p.stream.name) for p in found.select_related("stream__scope")}
+    return [f"{scope}/{name}" for scope, name in wanted if (scope, name) in held]
 
 
 def _group(scope: str, name: str) -> ReaderGroup:

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from cbr_client import CBRError, Client, Message
 
+SUBSCRIBER = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"  # what `groups create` makes on a consumption-based stream
 POLICY_FLAGS = ("limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s")
 
 
@@ -287,7 +288,19 @@ def _start(value: str) -> str | dict:
 
 def groups_create(client: Client, args) -> None:
     scope, name = _split(args.group)
-    config: dict[str, Any] = {"retention_type": args.retention_type, "start": _start(args.start)}
+    retention_type = args.retention_type
+    if retention_type is None:
+        # on a consumption-based stream a plain reader would hold nothing back: a subscriber by
+        # default there, and said
+        holding = [s for s in args.streams if (client.stream(s).get("retention_policy") or {}).get("consumption_based")]
+        retention_type = SUBSCRIBER if holding else "NONE"
+        if holding:
+            print(
+                f"cbr: {', '.join(holding)} {'is' if len(holding) == 1 else 'are'} consumption-based: the group is a "
+                f"subscriber ({SUBSCRIBER}); --retention-type NONE for a plain reader",
+                file=sys.stderr,
+            )
+    config: dict[str, Any] = {"retention_type": retention_type, "start": _start(args.start)}
     for flag in ("ack_timeout_s", "max_deliveries", "on_poison", "ack_policy", "checkpoint_interval_s"):
         if getattr(args, flag) is not None:
             config[flag] = getattr(args, flag)
@@ -456,8 +469,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", dest="streams", action="append", required=True, help="scope/name (repeatable)")
     p.add_argument(
         "--retention-type",
-        default="NONE",
-        choices=["NONE", "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", "MANUAL_RELEASE_AT_USER_STREAMCUT"],
+        default=None,
+        choices=["NONE", SUBSCRIBER, "MANUAL_RELEASE_AT_USER_STREAMCUT"],
+        help=f"default: {SUBSCRIBER} when a stream is consumption-based, else NONE",
     )
     p.add_argument("--start", default="head", help="head, tail, an ISO 8601 time, or stream cuts as JSON")
     p.add_argument("--ack-timeout-s", dest="ack_timeout_s", type=int)

@@ -161,3 +161,22 @@ def test_a_fan_out_group_with_its_pending_limit_and_sinks(operator, data_dir):
     assert (group.sink_names, group.max_ack_pending, group.read_compacted) == (("archive", "search"), 50, True)
     form = operator.get("/reader-groups/shop/billing/settings/").content.decode()
     assert 'value="archive, search"' in form and 'value="50"' in form
+
+
+def test_a_group_made_from_a_consumption_based_streams_page_starts_as_a_subscriber_and_says_so(operator, data_dir):
+    new_stream(operator)  # consumption-based
+    new_stream(operator, name="audit", consumption_based="")  # not
+    stream_page = operator.get("/streams/shop/orders/").content.decode()
+    link = re.search(r'href="(/reader-groups/new/\?[^"]+)"', stream_page).group(1).replace("&amp;", "&")
+
+    form = operator.get(link).content.decode()
+    selected = re.search(r'<select name="retention_type"[^>]*>(.*?)</select>', form, re.S).group(1)
+    assert re.search(r'<option value="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT" selected>', selected)
+    assert "shop/orders is consumption-based: this group starts as a subscriber (AUTOMATIC)" in text(form)
+
+    # from a stream that is not consumption-based (or from the groups page): a plain reader, no word
+    plain = operator.get("/reader-groups/new/?stream=shop/audit&scope=shop").content.decode()
+    retention = re.search(r'<select name="retention_type"[^>]*>(.*?)</select>', plain, re.S).group(1)
+    assert "selected" not in retention  # the first, NONE, as the API's default
+    assert "consumption-based:" not in text(plain)
+    assert "consumption-based:" not in text(operator.get("/reader-groups/new/").content.decode())

@@ -89,6 +89,18 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     run = json.loads(cbr("--json", "cycle", "--stream", "cli/orders", "--wait"))
     assert run["state"] == "done" and run["streams_total"] == 1
 
+    # on a consumption-based stream a group is a subscriber unless asked otherwise, and it is said
+    cbr("streams", "create", "cli/held", "--limit-type", "size", "--min", "0", "--consumption-based")
+    said = cbr("groups", "create", "cli/keeper", "--stream", "cli/held")
+    assert "cli/held is consumption-based: the group is a subscriber (AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)" in said
+    assert json.loads(cbr("--json", "groups", "describe", "cli/keeper"))["retention_type"] == (
+        "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+    )
+    cbr("groups", "create", "cli/reader", "--stream", "cli/held", "--retention-type", "NONE")
+    assert json.loads(cbr("--json", "groups", "describe", "cli/reader"))["retention_type"] == "NONE"
+    cbr("groups", "create", "cli/plain", "--stream", "cli/orders")  # not consumption-based: a plain reader
+    assert json.loads(cbr("--json", "groups", "describe", "cli/plain"))["retention_type"] == "NONE"
+
     refused = cbr("streams", "create", "cli/orders", expect=1)
     assert refused.startswith("cbr: 409 ") or refused.startswith("cbr: 400 "), refused
     assert "add --yes" in cbr("groups", "delete", "cli/billing", expect=2)
