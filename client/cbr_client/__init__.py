@@ -9,13 +9,13 @@ The `cbr` command line (`cbr_client.cli`) is built on it.
     from cbr_client import Client
 
     cbr = Client("http://127.0.0.1:8000", username="admin", password="…")
-    cbr.create_stream("shop", "orders", segment_count=4)
+    cbr.create_stream("shop/orders", segment_count=4, exist_ok=True)
     cbr.publish("shop/orders", ["first", {"payload": "second", "routing_key": "user-7"}])
 
     # a program that only consumes one group, or only publishes, is better off with an API key:
     worker = Client("http://127.0.0.1:8000", api_key="AbCd1234.…")
 
-    group = cbr.create_reader_group("shop", "billing", ["shop/orders"],
+    group = cbr.create_reader_group("shop/billing", ["shop/orders"], exist_ok=True,
                                     retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")
     for message in group.consume(max_events=100, wait_ms=1000, idle_stop=True):
         with message:                    # acked when the block ends; an exception nacks it
@@ -53,6 +53,18 @@ except ImportError:  # pragma: no cover - the server checked them when it read t
 
 
 _log = logging.getLogger("cbr_client")
+
+
+def _scope_and_name(full_or_scope: str, name: str | None) -> tuple[str, str]:
+    """("scope", "name") from "scope/name", or from the two given apart (the older form)."""
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"the name must be a str, not {name!r} (give settings by keyword)")
+        return full_or_scope, name
+    scope, slash, rest = full_or_scope.partition("/")
+    if not slash or not scope or not rest or "/" in rest:
+        raise ValueError(f"{full_or_scope!r} is not scope/name")
+    return scope, rest
 
 
 def _seconds(retry_after: str | None) -> float | None:
@@ -207,10 +219,23 @@ class Client:
 
     # -- streams -------------------------------------------------------------------------------
 
-    def create_stream(self, scope: str, name: str, segment_count: int = 1, **settings) -> dict:
-        return self._object(
-            "POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings}
-        )
+    def create_stream(
+        self, stream: str, name: str | None = None, segment_count: int = 1, *, exist_ok: bool = False, **settings
+    ) -> dict:
+        """Create a stream, "scope/name" as everywhere else in the client
+        (`create_stream("shop/orders", segment_count=4)`; `create_stream("shop", "orders", …)`
+        still works). `exist_ok`: a stream of that name already there is answered as it is (its
+        settings are not compared with these), not raised as 409 `duplicate`: a script can run
+        twice."""
+        scope, name = _scope_and_name(stream, name)
+        try:
+            return self._object(
+                "POST", "streams/", {"scope": scope, "name": name, "segment_count": segment_count, **settings}
+            )
+        except CBRError as exc:
+            if not (exist_ok and exc.status == 409 and exc.code == "duplicate"):
+                raise
+            return self.stream(f"{scope}/{name}")
 
     def stream(self, stream: str) -> dict:
         return self._object("GET", f"streams/{stream}/")
@@ -319,8 +344,30 @@ class Client:
 
     # -- reader groups -------------------------------------------------------------------------
 
-    def create_reader_group(self, scope: str, name: str, streams: list[str], **config) -> ReaderGroup:
-        self.request("POST", "reader-groups/", {"scope": scope, "name": name, "streams": streams, **config})
+    def create_reader_group(
+        self, group: str, *args: Any, exist_ok: bool = False, streams: list[str] | None = None, **config
+    ) -> ReaderGroup:
+        """Create a reader group, "scope/name", on its streams:
+        `create_reader_group("shop/billing", ["shop/orders"], retention_type=…)`
+        (`create_reader_group("shop", "billing", ["shop/orders"], …)` still works). `exist_ok`: a
+        group of that name already there is a handle on it (its settings are not compared), not
+        a 409 `duplicate`."""
+        if args and isinstance(args[0], str):  # (scope, name, streams): the older form
+            scope, name = _scope_and_name(group, args[0])
+            args = args[1:]
+        else:
+            scope, name = _scope_and_name(group, None)
+        if args:
+            if streams is not None or len(args) > 1:
+                raise TypeError("create_reader_group takes the group, then its streams (a list)")
+            streams = args[0]
+        if streams is None:
+            raise TypeError("create_reader_group needs the streams it consumes")
+        try:
+            self.request("POST", "reader-groups/", {"scope": scope, "name": name, "streams": streams, **config})
+        except CBRError as exc:
+            if not (exist_ok and exc.status == 409 and exc.code == "duplicate"):
+                raise
         return ReaderGroup(self, f"{scope}/{name}")
 
     def reader_groups(self) -> Iterator[dict]:

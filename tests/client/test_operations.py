@@ -208,3 +208,29 @@ def test_reads_come_in_binary_and_give_the_messages_json_would(client, live_serv
     assert shown(binary) == shown(as_json)
     assert {m.payload for m in binary} == {b"text", b"\xff\x00bin", b"h"}
     assert binary.delivery_ranges and len(binary.delivery_ranges) == len(as_json.delivery_ranges)
+
+
+def test_streams_and_groups_are_named_scope_slash_name_and_the_older_form_still_works(client, data_dir):
+    made = client.create_stream("shop/orders", segment_count=2)
+    assert (made["scope"], made["name"], made["segment_count"]) == ("shop", "orders", 2)
+    older = client.create_stream("shop", "returns", segment_count=1)
+    assert (older["scope"], older["name"]) == ("shop", "returns")
+
+    with pytest.raises(CBRError) as twice:  # a second time: 409, unless it may exist
+        client.create_stream("shop/orders")
+    assert (twice.value.status, twice.value.code) == (409, "duplicate")
+    again = client.create_stream("shop/orders", segment_count=4, exist_ok=True)
+    assert again["segment_count"] == 2  # as it is: its settings were not compared
+
+    group = client.create_reader_group("shop/billing", ["shop/orders"], retention_type="NONE")
+    assert group.info()["streams"][0]["stream"] == "shop/orders"
+    assert client.create_reader_group("shop", "audit", ["shop/returns"]).info()["name"] == "audit"
+    with pytest.raises(CBRError):
+        client.create_reader_group("shop/billing", ["shop/orders"])
+    assert client.create_reader_group("shop/billing", ["shop/orders"], exist_ok=True).info()["name"] == "billing"
+
+    for bad in ("orders", "shop/", "/orders", "a/b/c"):
+        with pytest.raises(ValueError, match="is not scope/name"):
+            client.create_stream(bad)
+    with pytest.raises(TypeError, match="by keyword"):
+        client.create_stream("shop/x", 4)
