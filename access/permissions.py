@@ -7,7 +7,8 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpResponseForbidden, HttpResponseNotAllowed
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import render
 from rest_framework.permissions import BasePermission
 
 from access.principals import principal_of
@@ -64,7 +65,8 @@ def console_access(access: dict[str, Action], target: TargetKind | None = None):
                 return HttpResponseNotAllowed(sorted(access))
             decision = decide(principal_of(request), action, target_from(target, kwargs))
             if not decision.allowed:
-                return HttpResponseForbidden(decision.reason)
+                # a page, with the navigation and why (the same status and reason as before)
+                return render(request, "403.html", {"reason": decision.reason}, status=403)
             return view(request, *args, **kwargs)
 
         wrapped.access = access  # what the authorization matrix test reads

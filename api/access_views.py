@@ -4,7 +4,6 @@ this one answer), show, revoke. Thin: access.services checks and writes."""
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.authtoken.models import Token
@@ -25,6 +24,7 @@ from api.access_serializers import (
     AuthTokenSerializer,
     TokenSerializer,
 )
+from streams.found import found_or_404
 
 
 class TokenView(ObtainAuthToken):
@@ -69,10 +69,10 @@ class ApiKeyDetailView(APIView):
 
     @extend_schema(responses=ApiKeySerializer)
     def get(self, request, prefix):
-        return Response(ApiKeySerializer(get_object_or_404(key_queryset(), prefix=prefix)).data)
+        return Response(ApiKeySerializer(found_or_404(key_queryset(), f"API key {prefix}", prefix=prefix)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, prefix):
         """Revoke the key: it stops working at once; the record stays."""
-        services.do_revoke_key(get_object_or_404(ApiKey, prefix=prefix))
+        services.do_revoke_key(found_or_404(ApiKey, f"API key {prefix}", prefix=prefix))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,7 +8,6 @@ from typing import cast
 import orjson
 from django.db.models import Prefetch
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -42,6 +41,7 @@ from domain.errors import FieldError
 from groups import consuming, reader_groups
 from groups.models import ReaderGroup, Subscription
 from groups.projections.lag import group_state
+from streams.found import found_or_404
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 
@@ -53,7 +53,7 @@ def reader_group_queryset():
 
 
 def get_group(scope: str, name: str) -> ReaderGroup:
-    return get_object_or_404(reader_group_queryset(), scope__name=scope, name=name)
+    return found_or_404(reader_group_queryset(), f"reader group {scope}/{name}", scope__name=scope, name=name)
 
 
 class ReaderGroupListView(GenericAPIView):
@@ -177,7 +177,9 @@ def _body(data, allowed: set[str]) -> dict:
 
 
 def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
-    return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    return found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
 
 
 def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming.Slot]]:

@@ -3,7 +3,6 @@ admins), watch its state and progress."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
@@ -18,6 +17,7 @@ from retention.cycle.gathering import streams_with_policy
 from retention.models import RetentionCycle
 from retention.services import check_cycle_clock
 from retention.tasks import run_retention_cycle
+from streams.found import found_or_404
 from streams.jobs import QueueDown, queue_job
 
 
@@ -60,5 +60,7 @@ class CycleDetailView(GenericAPIView):
     serializer_class = RetentionCycleSerializer
 
     def get(self, request, pk: int):
-        cycle = get_object_or_404(RetentionCycle.objects.select_related("stream__scope", "requested_by"), pk=pk)
+        cycle = found_or_404(
+            RetentionCycle.objects.select_related("stream__scope", "requested_by"), f"retention cycle {pk}", pk=pk
+        )
         return Response(RetentionCycleSerializer(cycle).data)

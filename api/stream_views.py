@@ -7,7 +7,6 @@ import time
 
 from django.conf import settings
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -38,6 +37,7 @@ from domain.policy_spec import parse_policy
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
+from streams.found import found_or_404
 from streams.lookups import stream_for_publish
 from streams.models import Stream
 from streams.tailing import read_events_waiting
@@ -48,8 +48,11 @@ MAX_READ_LIMIT = 10_000
 
 
 def get_stream(scope: str, name: str) -> Stream:
-    return get_object_or_404(
-        Stream.objects.select_related("scope__defaults", "retention_policy"), scope__name=scope, name=name
+    return found_or_404(
+        Stream.objects.select_related("scope__defaults", "retention_policy"),
+        f"stream {scope}/{name}",
+        scope__name=scope,
+        name=name,
     )
 
 

@@ -3,7 +3,7 @@ Thin: access.services checks and writes."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 
 from access import services
 from access.models import ApiKey
@@ -13,6 +13,7 @@ from access.services import key_queryset
 from console.access_forms import ApiKeyForm
 from console.htmx import htmx_partial
 from domain.errors import FieldError
+from streams.found import found_or_404
 
 PAGE = "console/access/keys.html"
 
@@ -41,7 +42,7 @@ def api_keys(request):
 
 @console_access({"POST": Action.MANAGE_KEYS})
 def revoke_api_key(request, prefix):
-    api_key = services.do_revoke_key(get_object_or_404(ApiKey, prefix=prefix))
+    api_key = services.do_revoke_key(found_or_404(ApiKey, f"API key {prefix}", prefix=prefix))
     if not htmx_partial(request):
         return redirect("console:api-keys")
     return _render(

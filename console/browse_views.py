@@ -13,7 +13,7 @@ from datetime import UTC
 from urllib.parse import quote
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 
 from access.permissions import can, console_access
 from access.rules import Action, TargetKind
@@ -26,6 +26,7 @@ from domain.events import parse_batch
 from domain.times import parse_time
 from streams import logs, services
 from streams.browsing import browse
+from streams.found import found_or_404
 from streams.models import Stream
 
 PAGE = 50
@@ -98,7 +99,9 @@ def _start(stream: Stream, request) -> tuple[dict[str, int], str]:
 
 @console_access({"GET": Action.VIEW}, TargetKind.STREAM)
 def events_page(request, scope, name):
-    stream = get_object_or_404(Stream.objects.select_related("scope", "compacted_view"), scope__name=scope, name=name)
+    stream = found_or_404(
+        Stream.objects.select_related("scope", "compacted_view"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
     return _page(request, stream)
 
 
@@ -162,7 +165,9 @@ def publish(request, scope, name):
     """One event typed in the browser, published as the API publishes it (`parse_batch`). A
     refusal answers the page again with its status, the form open with what was typed and the
     refusal naming the field beside it; nothing is written."""
-    stream = get_object_or_404(Stream.objects.select_related("scope", "compacted_view"), scope__name=scope, name=name)
+    stream = found_or_404(
+        Stream.objects.select_related("scope", "compacted_view"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
     try:
         event = _typed_event(request.POST)
         events = parse_batch({"events": [event]}, logs.publish_limits(stream), time.time_ns() // 1_000_000)

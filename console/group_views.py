@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 
 from access.permissions import can, console_access
 from access.rules import Action, TargetKind
@@ -21,6 +21,7 @@ from groups.consuming import checkpoint_interval_s
 from groups.models import ReaderGroup
 from groups.projections.lag import group_state
 from groups.projections.overview import group_overview, group_summaries
+from streams.found import found_or_404
 
 VIEW = {"GET": Action.VIEW}
 
@@ -37,7 +38,9 @@ def reader_group_list(request):
 
 @console_access(VIEW)
 def reader_group_detail(request, scope, name):
-    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    group = found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
     context = {"group": group, "overview": group_overview(group)}
     if htmx_partial(request):
         return render(request, "console/groups/detail.html#group-positions", context)
@@ -65,7 +68,9 @@ def _seek_context(request, group: ReaderGroup, notice: str = "", warn: bool = Fa
 @console_access({"POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)
 def seek_reader_group(request, scope, name):
     """The group page's Seek: to the head, the tail or a publish time (the form's UTC time)."""
-    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    group = found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
     body: dict = {}
     to = request.POST.get("to", "")
     if to == "time":
@@ -115,7 +120,9 @@ def _checkpoints_answer(request, group: ReaderGroup, notice: str, warn: bool = F
 @console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
 def checkpoint_now(request, scope, name):
     """Record the group's floors now under a name (an AUTOMATIC group publishes them as its cuts)."""
-    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    group = found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
     try:
         cp_name = consuming.check_checkpoint_name(request.POST.get("name", "").strip())
         consuming.do_checkpoint(group, cp_name, persist=request.POST.get("persist") == "on")
@@ -127,7 +134,9 @@ def checkpoint_now(request, scope, name):
 @console_access({"POST": Action.CONSUME}, TargetKind.READER_GROUP)
 def release_checkpoint(request, scope, name, checkpoint):
     """A MANUAL group releases at a persisted checkpoint: its cuts become the acknowledgement cuts."""
-    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    group = found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
     try:
         consuming.do_release_checkpoint(group, checkpoint)
     except FieldError as exc:
@@ -139,7 +148,9 @@ def release_checkpoint(request, scope, name, checkpoint):
 def delete_checkpoint(request, scope, name, checkpoint):
     """Delete one of the group's checkpoints; answer with the checkpoints panel (htmx) or go back
     to the group's page."""
-    group = get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    group = found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
     try:
         consuming.do_delete_checkpoint(group, checkpoint)
     except FieldError:

@@ -9,13 +9,14 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from access.permissions import console_access
 from access.rules import Action
 from compaction.models import CompactionRun
 from console.htmx import htmx_partial
 from retention.models import RetentionCycle
+from streams.found import found_or_404
 
 KINDS = ("all", "cycles", "compactions")
 STATES = ("queued", "running", "done", "failed")
@@ -76,7 +77,9 @@ def cycle(request, pk):
     """A cycle: its progress fragment for htmx polls (the stream page's and this page's), its
     own page otherwise. Once a polled cycle is over, the poll asks the page to reload, so the stream
     page shows the truncation it made."""
-    run = get_object_or_404(RetentionCycle.objects.select_related("stream__scope", "requested_by"), pk=pk)
+    run = found_or_404(
+        RetentionCycle.objects.select_related("stream__scope", "requested_by"), f"retention cycle {pk}", pk=pk
+    )
     context = {"cycle": run, "stream": run.stream}
     if htmx_partial(request):
         response = render(request, "console/jobs/_cycle.html", context)

@@ -5,7 +5,7 @@ Thin: the forms turn input into arguments, the services do the work (the same th
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from access.permissions import console_access
@@ -17,6 +17,7 @@ from groups.models import ReaderGroup, RetentionType
 from retention import services as retention_services
 from retention.models import RetentionPolicy
 from streams import deletion, services
+from streams.found import found_or_404
 from streams.models import Stream
 
 
@@ -40,7 +41,9 @@ def create_stream(request):
 
 @console_access({"GET": Action.MANAGE_STREAMS, "POST": Action.MANAGE_STREAMS}, TargetKind.STREAM)
 def stream_settings(request, scope, name):
-    stream = get_object_or_404(Stream.objects.select_related("scope"), scope__name=scope, name=name)
+    stream = found_or_404(
+        Stream.objects.select_related("scope"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
     form = StreamSettingsForm(request.POST or None, initial=StreamSettingsForm.initial_for(stream))
     if request.method == "POST" and form.is_valid():
         changes = form.changes(stream)
@@ -53,7 +56,9 @@ def stream_settings(request, scope, name):
 
 @console_access({"GET": Action.DELETE_STREAM, "POST": Action.DELETE_STREAM}, TargetKind.STREAM)
 def delete_stream(request, scope, name):
-    stream = get_object_or_404(Stream.objects.select_related("scope"), scope__name=scope, name=name)
+    stream = found_or_404(
+        Stream.objects.select_related("scope"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
     refused = ""
     if request.method == "POST":
         if request.POST.get("confirm") == stream.full_name:
@@ -113,7 +118,9 @@ def _consumption_based(names: list[str]) -> list[str]:
 
 
 def _group(scope: str, name: str) -> ReaderGroup:
-    return get_object_or_404(ReaderGroup.objects.select_related("scope"), scope__name=scope, name=name)
+    return found_or_404(
+        ReaderGroup.objects.select_related("scope"), f"reader group {scope}/{name}", scope__name=scope, name=name
+    )
 
 
 @console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS}, TargetKind.READER_GROUP)

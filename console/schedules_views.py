@@ -5,13 +5,14 @@ put it back to the settings' value. Thin: `ops.schedules` does the work."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django_celery_beat.models import PeriodicTask
 
 from access.permissions import can, console_access
 from access.rules import Action
 from domain.errors import FieldError
 from ops import schedules as service
+from streams.found import found_or_404
 
 
 @console_access({"GET": Action.VIEW})
@@ -22,7 +23,7 @@ def schedules(request):
 
 @console_access({"POST": Action.RUN_JOBS})
 def edit_schedule(request, pk):
-    task = get_object_or_404(PeriodicTask.objects.select_related("interval"), pk=pk)
+    task = found_or_404(PeriodicTask.objects.select_related("interval"), f"schedule {pk}", pk=pk)
     reset = request.POST.get("reset") == "1"
     try:
         if reset:

@@ -5,7 +5,7 @@ send the page or the defaults panel. It must never write a row itself."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 
 from access.permissions import can, console_access
 from access.rules import Action
@@ -13,6 +13,7 @@ from console.forms import ScopeDefaultsForm
 from console.htmx import htmx_partial
 from domain.errors import FieldError
 from retention import scope_defaults
+from streams.found import found_or_404
 from streams.models import Scope, Stream
 
 
@@ -42,7 +43,7 @@ def _scope_answer(request, context: dict):
 def scope_defaults_page(request, scope):
     """A scope's defaults for its streams: shown, and edited by operators (a blank field has no
     default); the streams of the scope with what each takes from it."""
-    found = get_object_or_404(Scope, name=scope)
+    found = found_or_404(Scope, f"scope {scope}", name=scope)
     if request.method == "GET":
         return render(request, "console/scopes/defaults.html", _scope_context(request, found))
     form = ScopeDefaultsForm(request.POST)
@@ -62,7 +63,7 @@ def scope_defaults_page(request, scope):
 
 @console_access({"POST": Action.MANAGE_STREAMS})
 def clear_scope_defaults(request, scope):
-    found = get_object_or_404(Scope, name=scope)
+    found = found_or_404(Scope, f"scope {scope}", name=scope)
     scope_defaults.do_clear_scope_defaults(found, request.user)
     if not htmx_partial(request):
         return redirect("console:scope-defaults", scope=scope)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from retention.projections import subscriber_states
 from retention.tasks import queue_stream_cycle
 from streams import logs
 from streams.delaying.projection import delayed_state
+from streams.found import found_or_404
 from streams.models import Stream
 
 SORTS = {
@@ -68,8 +69,9 @@ def stream_list(request):
 
 
 def _stream(scope: str, name: str) -> Stream:
-    return get_object_or_404(
+    return found_or_404(
         Stream.objects.select_related("scope__defaults", "retention_policy", "delayed", "compacted_view"),
+        f"stream {scope}/{name}",
         scope__name=scope,
         name=name,
     )

@@ -192,3 +192,22 @@ def test_a_refused_publish_keeps_what_was_typed_and_says_why_beside_the_headers(
     page.fill("#headers", "type: created\nsource: shop")
     page.click("button >> text=Publish")
     page.wait_for_selector("text=Published at segment 0, offset 0.")
+
+
+def test_dead_ends_have_a_way_out(live_server, plain_user, browser_page):
+    page = browser_page
+    url = live_server.url
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", "pw-bob-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+
+    page.goto(f"{url}/streams/shop/nope/")
+    page.wait_for_selector("text=No stream shop/nope.")
+    shot(page, "not-found", (1280, 390))
+    page.goto(f"{url}/streams/new/")
+    page.wait_for_selector("text=Your role (viewer) may not manage streams.")
+    shot(page, "not-allowed", (1280,))
+    page.click("main >> text=Dashboard")  # the way out
+    page.wait_for_selector("text=Largest streams")
