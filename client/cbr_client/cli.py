@@ -10,10 +10,10 @@
 
 The server and the credentials come from flags or the environment: `--server`/`CBR_SERVER`
 (default http://127.0.0.1:8000), `--token`/`CBR_TOKEN`, `--api-key`/`CBR_API_KEY`, or
-`--user`/`CBR_USER` with `--password`/`CBR_PASSWORD`. `--json` prints what the API answered, one
-JSON document (or one per line for events), for scripts. Exit status: 0 done, 1 the server refused
-(its error on stderr: status, code, field, message), 2 the server could not be reached or the
-command line was wrong.
+`--user`/`CBR_USER` with `--password`/`CBR_PASSWORD`. `--json` (before or after the command)
+prints what the API answered, one JSON document (or one per line for events), for scripts, and an
+error as one JSON object on stderr. Exit status: 0 done, 1 the server refused (its error on stderr:
+status, code, field, message), 2 the server could not be reached or the command line was wrong.
 """
 
 from __future__ import annotations
@@ -49,14 +49,37 @@ def main(argv: list[str] | None = None) -> int:
         with client:
             return args.run(client, args) or 0
     except CBRError as exc:
-        where = f" ({exc.field})" if exc.field else ""
-        print(f"cbr: {exc.status} {exc.code}{where}: {exc.body.get('message', '')}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as exc:
-        print(f"cbr: {exc}", file=sys.stderr)
-        return 2
+        message = str(exc.body.get("message", ""))
+        if exc.status == 401 and not (args.token or args.api_key or args.user):
+            message = f"{message} (no credentials given: set CBR_TOKEN, or CBR_USER and CBR_PASSWORD, or CBR_API_KEY)"
+        return _error(args, 1, message, status=exc.status, code=exc.code, field=exc.field)
+    except OSError as exc:  # refused, reset, unknown host, timed out
+        why = exc.strerror or str(exc) or type(exc).__name__
+        return _error(args, 2, f"cannot reach the server at {args.server}: {why} (set CBR_SERVER or --server)")
+    except ValueError as exc:
+        return _error(args, 2, str(exc))
     except KeyboardInterrupt:
         return 130
+
+
+def _error(args, exit_status: int, message: str, **error: Any) -> int:
+    """An error on stderr: a line (`cbr: 404 not_found: no stream shop/orders`), or with `--json`
+    one JSON object (`{"error": {"status": 404, "code": "not_found", "field": null, "message": …}}`;
+    `status` and `code` null when no server answered)."""
+    if getattr(args, "json", False):
+        body = {
+            "status": error.get("status"),
+            "code": error.get("code"),
+            "field": error.get("field"),
+            "message": message,
+        }
+        print(json.dumps({"error": body}), file=sys.stderr)
+    elif "status" in error:
+        where = f" ({error['field']})" if error.get("field") else ""
+        print(f"cbr: {error['status']} {error['code']}{where}: {message}", file=sys.stderr)
+    else:
+        print(f"cbr: {message}", file=sys.stderr)
+    return exit_status
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -388,6 +411,10 @@ def _parser() -> argparse.ArgumentParser:
     def command(parent, name: str, run, help: str) -> argparse.ArgumentParser:
         parser = parent.add_parser(name, help=help, description=help)
         parser.set_defaults(run=run)
+        # after the command too (`cbr streams list --json`); not given there, the top's stands
+        parser.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's answers as JSON"
+        )
         return parser
 
     def policy_flags(parser) -> None:

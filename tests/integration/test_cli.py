@@ -110,3 +110,25 @@ def test_the_cli_end_to_end(cbr, tmp_path):
 
     health = cbr("health", expect=1)  # no beat runs here
     assert health.startswith("not ready: ") and "beat" in health
+
+
+def test_the_cli_says_what_went_wrong_and_how_to_put_it_right(cbr, web_server):
+    # a missing stream is named; --json after the command too, and errors in JSON with it
+    assert "cbr: 404 not_found: no stream cli/nope" in cbr("streams", "describe", "cli/nope", expect=1)
+    error = json.loads(cbr("streams", "describe", "cli/nope", "--json", expect=1))["error"]
+    assert error == {"status": 404, "code": "not_found", "field": None, "message": "no stream cli/nope"}
+    cbr("streams", "create", "cli/listed")
+    assert [s["name"] for s in json.loads(cbr("streams", "list", "--scope", "cli", "--json"))] == ["listed"]
+
+    def bare(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(CBR), *args], capture_output=True, env={"PATH": "/usr/bin:/bin", **env}, cwd="/")
+
+    # no credentials: the variables to set are named
+    anonymous = bare("streams", "list", CBR_SERVER=web_server.url)
+    assert anonymous.returncode == 1
+    assert "set CBR_TOKEN, or CBR_USER and CBR_PASSWORD, or CBR_API_KEY" in anonymous.stderr.decode()
+    # no server: the address tried is named, and where to change it
+    down = bare("--json", "streams", "list", CBR_SERVER="http://127.0.0.1:9")
+    assert down.returncode == 2
+    message = json.loads(down.stderr)["error"]["message"]
+    assert message.startswith("cannot reach the server at http://127.0.0.1:9: ") and "CBR_SERVER" in message
