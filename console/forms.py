@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from console.declared import blank_is_default, declared_form, declared_form_field
+from console.declared import blank_is_default, declared_form, declared_form_field, limit_units_agree
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.errors import FieldError
 from domain.policy_spec import POLICY_FIELDS, parse_policy
@@ -49,6 +49,7 @@ class PolicyForm(_PolicyFields):
 
     def clean(self):
         data = super().clean()
+        limit_units_agree(self, data.get("limit_type"))
         if self.errors:
             return data
         try:
@@ -76,6 +77,11 @@ class ScopeDefaultsForm(_ScopeCompactionFields, _ScopePolicyFields):
     # what the page lays out in its two panels, besides limit_type and cleanup_policy
     POLICY_FIELDS = POLICY_LIMITS
     COMPACTION_FIELDS = COMPACTION_NUMBERS
+
+    def clean(self):
+        data = super().clean()
+        limit_units_agree(self, data.get("limit_type"))
+        return data
 
     def body(self) -> dict:
         """The defaults as `PUT /scopes/{scope}/defaults/` takes them."""

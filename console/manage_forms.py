@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from console.declared import blank_is_default, declared_form, declared_form_field
+from console.declared import blank_is_default, declared_form, declared_form_field, limit_units_agree
 from console.forms import POLICY_LIMITS, TimeField, policy_body
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.errors import FieldError
@@ -80,6 +80,7 @@ class StreamForm(ShowsRefusals, _StreamPolicyFields):
     def clean(self):
         data = super().clean()
         data["spec"] = None
+        limit_units_agree(self, data.get("limit_type"))
         if not self.errors and data.get("limit_type"):
             try:
                 data["spec"] = parse_policy(policy_body(data))

@@ -23,6 +23,7 @@ import base64
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -134,23 +135,122 @@ def _event_line(args, event: dict) -> str:
 
 
 def _policy(args) -> dict:
-    return {k: getattr(args, k) for k in POLICY_FLAGS if getattr(args, k) is not None}
+    """The policy flags given, as the API takes them: `--min`/`--max` written with a unit say
+    the limit type when `--limit-type` does not (and must agree with it when it does)."""
+    policy = {k: getattr(args, k) for k in POLICY_FLAGS if getattr(args, k) is not None}
+    kinds = {flag: policy[flag][1] for flag in ("min", "max") if flag in policy and policy[flag][1]}
+    for flag in ("min", "max"):
+        if flag in policy:
+            policy[flag] = policy[flag][0]
+    if kinds:
+        written = set(kinds.values())
+        limit_type = policy.get("limit_type") or (written.pop() if len(written) == 1 else None)
+        for flag, kind in kinds.items():
+            if kind != limit_type:
+                raise ValueError(
+                    f"--{flag} is written as a {'duration' if kind == 'time' else 'size'}, but the limit type is {limit_type}"
+                )
+        policy["limit_type"] = limit_type
+    return policy
+
+
+# Sizes and durations as people write them (`50GB`, `2GiB`, `7d`, `1h30m`) and sizes as they read
+# them (`47.7 MiB`: 1024-based, IEC labels). The server's `domain.quantities` reads and writes them
+# the same way; this program imports nothing of the server, and one table of cases in the tests
+# holds the two to each other.
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "pb": 10**15,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "pib": 2**50,
+}
+_DURATION_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_QUANTITY_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def quantity(text: str) -> tuple[int, str | None]:
+    """A whole number of bytes or seconds and which it was written as ("size", "time", None)."""
+    raw = text.strip().lower().replace("_", "")
+    total, kinds, at = 0.0, set(), 0
+    for match in _QUANTITY_PART.finditer(raw):
+        if match.start() != at:
+            break
+        number, unit = float(match.group(1)), match.group(2)
+        if not unit:
+            if match.end() != len(raw) or at:
+                break
+            return int(number), None
+        if unit in _SIZE_UNITS:
+            total, kind = total + number * _SIZE_UNITS[unit], "size"
+        elif unit in _DURATION_UNITS:
+            total, kind = total + number * _DURATION_UNITS[unit], "time"
+        else:
+            break
+        kinds.add(kind)
+        at = match.end()
+    if not raw or at != len(raw) or len(kinds) != 1:
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()!r} is not a size or a duration: a number, or one with a unit "
+            "(bytes: B, KB, MB, GB, TB or KiB, MiB, GiB, TiB; time: s, m, h, d, w)"
+        )
+    return int(total), kinds.pop()
+
+
+def _duration(text: str) -> int:
+    value, kind = quantity(text)
+    if kind == "size":
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} is a size, not a duration")
+    return value
+
+
+def size_text(n: int | None) -> str:
+    if n is None:
+        return "—"
+    if abs(n) < 1024:
+        return "1\xa0byte" if n == 1 else f"{n}\xa0bytes"
+    value, unit = float(n), 0
+    labels = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+    while abs(value) >= 1024 and unit < len(labels) - 1:
+        value /= 1024
+        unit += 1
+    return f"{value:.1f}\xa0{labels[unit]}"
+
+
+def _seconds_text(seconds: int) -> str:
+    """86400 → `1d`, 5400 → `1h30m`, 90 → `1m30s` (at most two units)."""
+    if seconds == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and len(parts) < 2:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts)
 
 
 def streams_list(client: Client, args) -> None:
     found = list(client.streams(search=args.search, scope=args.scope))
     rows = [
-        [f"{s['scope']}/{s['name']}", s["segment_count"], s["event_count"], s["size_bytes"], _policy_text(s)]
+        [f"{s['scope']}/{s['name']}", s["segment_count"], s["event_count"], size_text(s["size_bytes"]), _policy_text(s)]
         for s in found
     ]
-    _out(args, found, _table(rows, ["STREAM", "SEGMENTS", "EVENTS", "BYTES", "POLICY"]))
+    _out(args, found, _table(rows, ["STREAM", "SEGMENTS", "EVENTS", "HELD", "POLICY"]))
 
 
 def _policy_text(stream: dict) -> str:
     p = stream.get("retention_policy")
     if not p:
         return "-"
-    text = f"{p['limit_type']} min={p['min']}" + (f" max={p['max']}" if p.get("max") is not None else "")
+    shown = _seconds_text if p["limit_type"] == "time" else (lambda n: size_text(n).replace("\xa0", ""))
+    text = p["limit_type"] if p["limit_type"] == "none" else f"{p['limit_type']} min={shown(p['min'])}"
+    text += f" max={shown(p['max'])}" if p.get("max") is not None else ""
     return text + (" consumption-based" if p.get("consumption_based") else "")
 
 
@@ -419,13 +519,15 @@ def _parser() -> argparse.ArgumentParser:
 
     def policy_flags(parser) -> None:
         parser.add_argument("--limit-type", dest="limit_type", choices=["time", "size", "none"])
-        parser.add_argument("--min", type=int, help="seconds (time) or bytes (size)")
-        parser.add_argument("--max", type=int)
+        parser.add_argument("--min", type=quantity, help="always kept: a duration (7d, 12h) or a size (50GB, 2GiB)")
+        parser.add_argument("--max", type=quantity, help="never held beyond: a duration or a size")
         parser.add_argument(
             "--consumption-based", dest="consumption_based", action=argparse.BooleanOptionalAction, default=None
         )
-        parser.add_argument("--subscriber-timeout-s", dest="subscriber_timeout_s", type=int)
-        parser.add_argument("--fallback-after-s", dest="fallback_after_s", type=int)
+        parser.add_argument(
+            "--subscriber-timeout-s", dest="subscriber_timeout_s", type=_duration, help="seconds, or 30m, 2h, 7d"
+        )
+        parser.add_argument("--fallback-after-s", dest="fallback_after_s", type=_duration, help="seconds, or 30m, 2h")
 
     def formats(parser) -> None:
         parser.add_argument("--format", choices=["text", "pretty", "hex"], default="text", help="how payloads print")

@@ -5,10 +5,11 @@ import re
 from datetime import UTC, datetime
 
 from django import template
-from django.template.defaultfilters import capfirst, filesizeformat
+from django.template.defaultfilters import capfirst
 
 from domain.fields import Flag, Whole
 from domain.policy_spec import POLICY_FIELDS
+from domain.quantities import size_text
 
 register = template.Library()
 
@@ -21,6 +22,13 @@ def cut(value) -> str:
     if not isinstance(value, dict) or not value:
         return "—"
     return " · ".join(f"{seg}:{off}" for seg, off in sorted(value.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
+@register.filter
+def size(value) -> str:
+    """Bytes, 1024-based with IEC labels (`47.7 MiB` for 50 000 000): Django's `filesizeformat`
+    labels 1024-based figures KB and MB."""
+    return size_text(value)
 
 
 @register.filter
@@ -144,5 +152,5 @@ def _shown(value, declared, limit_type: str) -> str:
     if unit == "seconds":
         return duration(value)
     if unit == "bytes":
-        return str(filesizeformat(value))
+        return size_text(value)
     return str(value)

@@ -7,7 +7,7 @@
 
   function bytes(v) {
     if (v == null) return "—";
-    var units = ["B", "KB", "MB", "GB", "TB"], i = 0;
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
     while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return (i ? v.toFixed(1) : String(Math.round(v))) + " " + units[i];
   }

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import factories
 import pytest
-from django.template.defaultfilters import filesizeformat
 from django.test import Client
 from django.utils import timezone
 from page_text import rows, text
@@ -16,6 +15,7 @@ from page_text import rows, text
 from compaction.models import CompactedView, CompactionRun
 from domain.compaction import max_may_outrun_compaction
 from domain.events import EventIn
+from domain.quantities import size_text as filesizeformat
 from streams import logs, services
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +153,7 @@ def test_the_panel_shows_the_current_generation(admin_client, stream):
     page = text(admin_client.get(PAGE).content.decode())
     assert "Generation 3 switched 10 minutes ago" in page
     assert "Horizon 0:120 · 1:80 " in page
-    assert "Keys 1,234 Tombstones 10 Bytes 55.5 KB payload" in page
+    assert "Keys 1,234 Tombstones 10 Bytes 55.5 KiB payload" in page
     assert "min lag 1 min · tombstones kept 1 min 40 s" in page
 
 
@@ -173,8 +173,8 @@ def test_the_history_lists_every_run_with_its_numbers(admin_client, stream):
     ]
     # events in → out, keys, tombstones dropped, marked by retention, keyless dropped, bytes, duration
     assert runs[0][4:11] == ["2,000 → 1,244", "1,234", "1", "0", "0", f"{size(150_000)} → {size(56_789)}", "20.4 s"]
-    assert runs[2][4:11] == ["900 → 600", "590", "7", "3", "0", "87.9 KB → 58.6 KB", "8.0 s"]
-    assert runs[4][4:11] == ["1,000 → 400", "390", "0", "0", "2", "97.7 KB → 39.1 KB", "12.5 s"]
+    assert runs[2][4:11] == ["900 → 600", "590", "7", "3", "0", "87.9 KiB → 58.6 KiB", "8.0 s"]
+    assert runs[4][4:11] == ["1,000 → 400", "390", "0", "0", "2", "97.7 KiB → 39.1 KiB", "12.5 s"]
     assert runs[1][4:] == ["—"] * 6 + ["3.0 s", "Py4JJavaError: java.lang.OutOfMemoryError: Java heap space"]
     assert runs[3][4:] == ["—"] * 6 + ["0.2 s", ""]  # skipped: nothing new, nothing counted
     assert all(r[11] == "" for r in runs if r[2] != "failed")

@@ -6,11 +6,11 @@ import time
 
 import factories
 import pytest
-from django.template.defaultfilters import filesizeformat
 from page_text import row_of, rows, text
 from prometheus_client.parser import text_string_to_metric_families
 
 from domain.events import EventIn
+from domain.quantities import size_text as filesizeformat
 from streams import services
 from streams.delaying import maintenance
 from streams.delaying.projection import _spread_at_or_before, delayed_state

@@ -37,10 +37,10 @@ def test_the_jobs_page_lists_cycles_and_compactions(admin_client, runs):
     table = {r[0]: r for r in rows(html) if r}
     cycle = table[f"retention cycle {done.pk}"]
     assert cycle[1:4] == ["shop/orders", "console by ada", "done"]
-    assert "2.0 s" in cycle and "2 truncations, 2.0 KB reclaimed" in cycle
+    assert "2.0 s" in cycle and "2 truncations, 2.0 KiB reclaimed" in cycle
     assert table[f"retention cycle {failed.pk}"][1] == "every stream with a policy"
     assert "database went away" in table[f"retention cycle {failed.pk}"][-1]
-    assert "100 → 40 events, 4.9 KB → 2.0 KB" in table[f"compaction {compaction.pk}"][-1]
+    assert "100 → 40 events, 4.9 KiB → 2.0 KiB" in table[f"compaction {compaction.pk}"][-1]
     assert 'hx-trigger="every 2s"' not in html  # nothing runs: no polling
 
     only = [r[0] for r in rows(admin_client.get("/jobs/?kind=compactions").content.decode()) if r]
@@ -59,7 +59,7 @@ def test_a_cycle_has_its_own_page_and_its_poll_reloads_the_stream_page_when_over
     done, _, _ = runs
     page = text(admin_client.get(f"/cycles/{done.pk}/").content.decode())
     assert (
-        f"Retention cycle {done.pk}" in page and "console by ada" in page and "2 truncations, 2.0 KB reclaimed" in page
+        f"Retention cycle {done.pk}" in page and "console by ada" in page and "2 truncations, 2.0 KiB reclaimed" in page
     )
     polled = admin_client.get(f"/cycles/{done.pk}/?polled=1", HTTP_HX_REQUEST="true")
     assert polled["HX-Refresh"] == "true" and "<html" not in polled.content.decode()

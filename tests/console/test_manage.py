@@ -180,3 +180,24 @@ def test_a_group_made_from_a_consumption_based_streams_page_starts_as_a_subscrib
     assert "selected" not in retention  # the first, NONE, as the API's default
     assert "consumption-based:" not in text(plain)
     assert "consumption-based:" not in text(operator.get("/reader-groups/new/").content.decode())
+
+
+def test_policy_limits_may_be_written_with_their_units(operator, data_dir):
+    # a size limit in decimal and binary units, a time limit in days, a subscriber timeout in hours
+    assert new_stream(operator, min="1KB", max="2GiB").status_code == 302
+    sized = Stream.objects.get(name="orders").retention_policy
+    assert (sized.min_value, sized.max_value) == (1000, 2 * 1024**3)
+    timed = new_stream(operator, name="audit", limit_type="time", min="7d", max="", subscriber_timeout_s="12h")
+    assert timed.status_code == 302
+    policy = Stream.objects.get(name="audit").retention_policy
+    assert (policy.min_value, policy.subscriber_timeout_s) == (604_800, 43_200)
+
+    # a unit of the other kind, or none that exists, is refused beside its field; nothing is made
+    wrong = new_stream(operator, name="mixed", limit_type="time", min="50GB", max="")
+    assert wrong.status_code == 200
+    assert errors_beside(wrong.content.decode()) == ["written as a size, but the limits are time"]
+    unknown = new_stream(operator, name="typo", max="5XB")
+    assert "is not a size or a duration" in " ".join(errors_beside(unknown.content.decode()))
+    timeout = new_stream(operator, name="late", subscriber_timeout_s="2GB")
+    assert errors_beside(timeout.content.decode()) == ["'2GB' is not a duration (s, m, h, d, w)"]
+    assert not Stream.objects.filter(name__in=["mixed", "typo", "late"]).exists()

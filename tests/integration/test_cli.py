@@ -120,6 +120,18 @@ def test_the_cli_says_what_went_wrong_and_how_to_put_it_right(cbr, web_server):
     cbr("streams", "create", "cli/listed")
     assert [s["name"] for s in json.loads(cbr("streams", "list", "--scope", "cli", "--json"))] == ["listed"]
 
+    # limits with their units; the list in the console's units, raw numbers under --json
+    cbr("streams", "create", "cli/timed", "--min", "1d", "--max", "7d")  # the limit type follows the units
+    cbr("streams", "create", "cli/sized", "--limit-type", "size", "--min", "2GiB", "--max", "50GB")
+    listed = cbr("streams", "list", "--scope", "cli")
+    assert "time min=1d max=7d" in listed and "size min=2.0GiB max=46.6GiB" in listed
+    policies = {
+        s["name"]: s["retention_policy"] for s in json.loads(cbr("streams", "list", "--scope", "cli", "--json"))
+    }
+    assert (policies["timed"]["min"], policies["sized"]["max"]) == (86_400, 50_000_000_000)
+    mixed = cbr("streams", "create", "cli/mixed", "--limit-type", "size", "--min", "7d", expect=2)
+    assert "--min is written as a duration, but the limit type is size" in mixed
+
     def bare(*args: str, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(CBR), *args], capture_output=True, env={"PATH": "/usr/bin:/bin", **env}, cwd="/")
 
