@@ -208,6 +208,9 @@ CBR_DELAYED_LOCK_S = env_int("CBR_DELAYED_LOCK_S", 600, minimum=1)
 # a publish of delayed events that has not finished indexing them after this long died: its
 # segments are re-read from where they were (seconds)
 CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum=1)
+# a dead-letter stream made where its scope has no default policy keeps this many seconds
+# (`retention.dead_letters`; 0: no policy, kept until deleted)
+CBR_DLQ_RETENTION_S = env_int("CBR_DLQ_RETENTION_S", 7 * 86_400, minimum=0)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 10_000, minimum=1)

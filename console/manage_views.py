@@ -13,6 +13,7 @@ from access.rules import Action, TargetKind
 from console.manage_forms import GroupForm, StreamForm, StreamSettingsForm
 from domain.errors import FieldError
 from groups import reader_groups
+from groups.consuming.dead_letters import dead_letter_name
 from groups.models import ReaderGroup, RetentionType
 from retention import services as retention_services
 from retention.models import RetentionPolicy
@@ -67,6 +68,12 @@ def delete_stream(request, scope, name):
             return redirect("console:streams")
         refused = f"Type {stream.full_name} to confirm."
     groups = ReaderGroup.objects.filter(subscription__stream=stream).select_related("scope").distinct()
+    dead_letters = Stream.objects.filter(scope=stream.scope, name=dead_letter_name(stream)).first()
+    kept = (
+        []
+        if dead_letters is None
+        else [f"its dead letters, stream {scope}/{dead_letters.name}, stay: delete it on its own page"]
+    )
     return render(
         request,
         "console/shared/confirm_delete.html",
@@ -77,6 +84,7 @@ def delete_stream(request, scope, name):
             "consequences": [
                 f"its {stream.segment_count} segment{'s' * (stream.segment_count != 1)} and every event in them are deleted",
                 *[f"reader group {g} stops reading it (its other streams go on)" for g in groups],
+                *kept,
             ],
             "cancel": reverse("console:stream", kwargs={"scope": scope, "name": name}),
         },

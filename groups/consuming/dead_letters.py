@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from domain.errors import FieldError
 from domain.events import EventIn
 from groups.consuming.floors import Slot, records_at
@@ -16,13 +18,28 @@ def dead_letter_name(stream: Stream) -> str:
     return f"{stream.name[:124]}-dlq"
 
 
+class CreateStream(Protocol):
+    def __call__(self, *, scope: str, name: str, segment_count: int, description: str) -> Stream: ...
+
+
+# How a dead-letter stream is made: by default a bare stream; the retention app puts in its own
+# when Django starts (`create_dead_letter_streams_with`: the scope's defaults, else a documented
+# retention policy), as this layer never imports it.
+_create_stream: CreateStream = do_create_stream
+
+
+def create_dead_letter_streams_with(create: CreateStream) -> None:
+    global _create_stream
+    _create_stream = create
+
+
 def _dead_letter_stream(stream: Stream) -> Stream:
     name = dead_letter_name(stream)
     found = Stream.objects.filter(scope=stream.scope, name=name).select_related("scope").first()
     if found is not None:
         return found
     try:
-        return do_create_stream(
+        return _create_stream(
             scope=stream.scope.name, name=name, segment_count=1, description=f"dead letters of {stream.full_name}"
         )
     except FieldError:  # created by another process meanwhile

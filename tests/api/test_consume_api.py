@@ -12,6 +12,7 @@ from domain.events import EventIn
 from groups import consuming
 from groups.consuming.floors import persist_floors
 from groups.models import Checkpoint, ReaderGroup, ReadPosition, Subscription
+from retention.dead_letters import create_dead_letter_stream
 from retention.models import RetentionPolicy
 from streams import logs, services
 from streams.models import Stream
@@ -188,6 +189,28 @@ def test_poison_goes_to_the_dead_letter_stream_with_its_reason(api, stream, cloc
     assert headers["cbr-dlq-deliveries"] == "2"
     positions = {p["segment"]: p for p in api.get(G).json()["positions"]}
     assert positions["0"]["dead_lettered"] == 1 and positions["0"]["redelivered"] == 1
+    # the dead-letter stream does not grow for ever: without a scope default, CBR_DLQ_RETENTION_S
+    policy = api.get("/api/v1/streams/shop/orders-dlq/").json()["retention_policy"]
+    assert (policy["limit_type"], policy["min"], policy["consumption_based"]) == ("time", 7 * 86_400, False)
+
+
+def test_a_dead_letter_stream_takes_its_scopes_default_policy_or_none_when_so_set(
+    api, stream, clock, settings, data_dir
+):
+    api.put("/api/v1/scopes/shop/defaults/", {"retention_policy": {"limit_type": "size", "min": 1000}}, format="json")
+    create(api, max_deliveries=1)
+    for d in read(api, 20)["deliveries"]:
+        if d["offset"] == 3:
+            api.post(G + "nack/", {"delivery_ids": [d["delivery_id"]]}, format="json")
+    read(api, 20)
+    dlq = api.get("/api/v1/streams/shop/orders-dlq/").json()
+    assert dlq["retention_policy"]["limit_type"] == "size" and dlq["retention_policy"]["min"] == 1000
+    assert "retention_policy" in dlq["inherited_from_scope"]  # follows the scope's default as it changes
+
+    # and with CBR_DLQ_RETENTION_S 0, where the scope has no default: no policy, kept until deleted
+    settings.CBR_DLQ_RETENTION_S = 0
+    kept = create_dead_letter_stream(scope="elsewhere", name="x-dlq", segment_count=1, description="")
+    assert not RetentionPolicy.objects.filter(stream=kept).exists()
 
 
 def test_a_dead_letter_into_a_full_dead_letter_stream_waits_and_is_never_lost(api, stream, clock):

@@ -99,8 +99,18 @@ def test_only_an_admin_deletes_a_stream_and_only_once_its_name_is_typed(operator
     assert "Delete stream shop/orders?" in page and "This cannot be undone" in page
     refused = admin_client.post("/streams/shop/orders/delete/", {"confirm": "orders"})
     assert refused.status_code == 200 and Stream.objects.filter(name="orders").exists()
+    assert "dead letters" not in page  # none yet
     done = admin_client.post("/streams/shop/orders/delete/", {"confirm": "shop/orders"})
     assert done.status_code == 302 and not Stream.objects.filter(name="orders").exists()
+
+
+def test_deleting_a_stream_says_its_dead_letter_stream_stays(admin_client, data_dir):
+    factories.make_stream("orders")
+    factories.make_stream("orders-dlq")
+    page = text(admin_client.get("/streams/shop/orders/delete/").content.decode())
+    assert "Its dead letters, stream shop/orders-dlq, stay: delete it on its own page" in page
+    admin_client.post("/streams/shop/orders/delete/", {"confirm": "shop/orders"})
+    assert Stream.objects.filter(name="orders-dlq").exists()
 
 
 def group_body(**fields):
