@@ -48,5 +48,11 @@ def test_the_demo_agrees_with_itself(data_dir):
     billing = Subscription.objects.get(reader_group__name="billing")
     assert billing.acknowledgement_cut == consuming.current_floors(billing.reader_group)["payments/transactions"]
 
+    # no history older than what it is the history of
+    first = min(r.created_at for r in records)
+    assert transactions.created_at < first and transactions.scope.created_at <= transactions.created_at
+    for sub in Subscription.objects.filter(stream=transactions).select_related("reader_group"):
+        assert sub.created_at < first and sub.reader_group.created_at < first
+
     call_command("seed_demo", stdout=StringIO())  # a second run leaves the demo as it is
     assert TruncationRecord.objects.filter(stream=transactions).count() == len(records)

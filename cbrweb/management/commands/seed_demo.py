@@ -17,11 +17,12 @@ from domain.events import EventIn
 from domain.policy_spec import parse_policy
 from groups import consuming
 from groups.acknowledgement import check_truncation_cut, publish_cut
+from groups.models import ReaderGroup, Subscription
 from groups.reader_groups import do_create_reader_group
 from retention import services as retention_services
 from retention.cycle.running import run_cycle
 from streams import logs, services
-from streams.models import Stream
+from streams.models import Scope, Stream
 
 DEMO = [
     (
@@ -57,6 +58,16 @@ def _consume(group, count: int) -> None:
         left -= len(deliveries)
 
 
+def history_step() -> timedelta:  # noqa: N802 - a constant read when the command runs (settings)
+    """The time between two of the replayed cycles: one retention interval."""
+    return timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
+
+
+def _backdate(rows, at) -> None:
+    """Rows made now, dated `at` (`created_at` is set on creation: an update moves it)."""
+    rows.update(created_at=at)
+
+
 class Command(BaseCommand):
     help = "Create demo streams with events and retention policies."
 
@@ -71,9 +82,11 @@ class Command(BaseCommand):
         ledger = do_create_reader_group(
             scope="payments", name="ledger", streams=[stream], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT"
         )
+        _backdate(ReaderGroup.objects.filter(pk__in=[billing.pk, ledger.pk]), self.history_start)
+        _backdate(Subscription.objects.filter(reader_group__in=[billing, ledger]), self.history_start)
         log = logs.stream_log(stream)
-        step = timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
-        start = timezone.now() - 7 * step
+        step = history_step()
+        start = self.history_start + step
         for k in range(7):
             _consume(billing, 1400)
             consuming.do_checkpoint(billing, f"demo-{k}")  # publishes billing's cut: its floors
@@ -98,6 +111,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         rng = random.Random(7)
+        # the demo's past: its streams and groups made before the first cycle it replays, so no
+        # history on a page is older than what it is the history of
+        self.history_start = timezone.now() - 8 * history_step()
         for scope, name, segments, policy, count in DEMO:
             if Stream.objects.filter(scope__name=scope, name=name).exists():
                 self.stdout.write(f"{scope}/{name} exists, left as it is")
@@ -109,6 +125,8 @@ class Command(BaseCommand):
                 policy=parse_policy(policy) if policy else None,
                 description=f"demo stream: {name.replace('-', ' ')}",
             )
+            _backdate(Stream.objects.filter(pk=stream.pk), self.history_start)
+            _backdate(Scope.objects.filter(pk=stream.scope_id, created_at__gt=self.history_start), self.history_start)
             for start in range(0, count, 500):
                 batch = [
                     EventIn(
