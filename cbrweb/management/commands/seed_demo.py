@@ -58,7 +58,7 @@ def _consume(group, count: int) -> None:
         left -= len(deliveries)
 
 
-def history_step() -> timedelta:  # noqa: N802 - a constant read when the command runs (settings)
+def history_step() -> timedelta:
     """The time between two of the replayed cycles: one retention interval."""
     return timedelta(seconds=settings.CBR_RETENTION_INTERVAL + 1)
 
