@@ -211,6 +211,21 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
         ]
 
 
+class ReaderGroupListItemSerializer(ReaderGroupSerializer):
+    """A group in the list (its schema: the view writes `ReaderGroupSerializer`'s fields and, when
+    asked with `?lag=true`, these two)."""
+
+    lag_events = serializers.IntegerField(
+        required=False, help_text="with ?lag=true: events from its floors to the tails"
+    )
+    pending = serializers.IntegerField(
+        required=False, help_text="with ?lag=true: deliveries handed out and not yet acknowledged"
+    )
+
+    class Meta(ReaderGroupSerializer.Meta):
+        fields = [*ReaderGroupSerializer.Meta.fields, "lag_events", "pending"]
+
+
 class PositionStateSerializer(serializers.Serializer):
     stream = serializers.CharField()
     segment = serializers.CharField()

@@ -9,7 +9,13 @@ import orjson
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -26,6 +32,7 @@ from api.group_serializers import (
     ReadAnswerSerializer,
     ReaderGroupCreateSerializer,
     ReaderGroupDetailSerializer,
+    ReaderGroupListItemSerializer,
     ReaderGroupSerializer,
     ReaderGroupUpdateSerializer,
     ReadRequestSerializer,
@@ -41,6 +48,7 @@ from domain.errors import FieldError
 from groups import consuming, reader_groups
 from groups.models import ReaderGroup, Subscription
 from groups.projections.lag import group_state
+from groups.projections.overview import group_summaries
 from streams.found import found_or_404
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
@@ -61,10 +69,27 @@ class ReaderGroupListView(GenericAPIView):
     serializer_class = ReaderGroupSerializer
     queryset = ReaderGroup.objects.none()
 
-    @extend_schema(responses=ReaderGroupSerializer(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "lag",
+                OpenApiTypes.BOOL,
+                description="with `true`, each group also says `lag_events` (events from its floors to the tails) "
+                "and `pending` (deliveries handed out, not acknowledged): a Redis round trip and two queries a group",
+            )
+        ],
+        responses=ReaderGroupListItemSerializer(many=True),
+    )
     def get(self, request):
+        lag = request.query_params.get("lag", "false")
+        if lag not in ("true", "false"):
+            raise FieldError("lag", "must be true or false")
         page = self.paginate_queryset(reader_group_queryset())
-        return self.get_paginated_response(ReaderGroupSerializer(page, many=True).data)
+        rows = ReaderGroupSerializer(page, many=True).data
+        if lag == "true":
+            for row, summary in zip(rows, group_summaries(page), strict=True):
+                row["lag_events"], row["pending"] = summary.lag_events, summary.pending
+        return self.get_paginated_response(rows)
 
     @extend_schema(request=ReaderGroupCreateSerializer, responses={201: ReaderGroupSerializer})
     def post(self, request):

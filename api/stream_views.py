@@ -34,6 +34,7 @@ from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
 from domain.events import parse_batch
 from domain.policy_spec import parse_policy
+from domain.times import parse_time
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
@@ -177,6 +178,12 @@ class EventsView(FreedAnswers, APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("from", OpenApiTypes.STR, description='stream cut as JSON, {"0": 12}'),
+            OpenApiParameter(
+                "from_time",
+                OpenApiTypes.DATETIME,
+                description="instead of `from`: start at the first events published at or after this "
+                "ISO 8601 time (with its UTC offset)",
+            ),
             OpenApiParameter("limit", OpenApiTypes.INT, description=f"1..{MAX_READ_LIMIT}"),
             OpenApiParameter(
                 "wait_ms",
@@ -193,9 +200,14 @@ class EventsView(FreedAnswers, APIView):
         wait_ms = query_int(request, "wait_ms", 0, 0, settings.CBR_MAX_WAIT_MS)
         tail = logs.stream_log(stream).tail_cut()
         raw = request.query_params.get("from")
+        at = request.query_params.get("from_time")
         from_cut = {}
+        if raw is not None and at is not None:
+            raise FieldError("from_time", "give `from` or `from_time`, not both")
         if raw is not None:
             from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
+        elif at is not None:
+            from_cut = logs.stream_log(stream).cut_at_time(int(parse_time(at, "from_time").timestamp() * 1000))
         if wait_ms:
             check_room_to_wait()
         park = PARK in request.META

@@ -251,13 +251,24 @@ class Client:
     def retention_policy(self, stream: str) -> dict:
         return self._object("GET", f"streams/{stream}/retention-policy/")
 
-    def events(self, stream: str, start: dict[str, int] | None = None, limit: int = 100, wait_ms: int = 0) -> dict:
-        """A plain read from `start` (a stream cut; None: the head): `{events, next_cut}`, no
-        delivery and no acknowledgement. Pass `next_cut` as the next `start`. `wait_ms`: with
-        nothing there yet, the server waits that long for an event to be published."""
+    def events(
+        self,
+        stream: str,
+        start: dict[str, int] | None = None,
+        limit: int = 100,
+        wait_ms: int = 0,
+        from_time: str | datetime.datetime | None = None,
+    ) -> dict:
+        """A plain read from `start` (a stream cut; None: the head) or from `from_time` (the first
+        events published at or after it: an ISO 8601 time with its offset, or an aware datetime):
+        `{events, next_cut}`, no delivery and no acknowledgement. Pass `next_cut` as the next
+        `start`. `wait_ms`: with nothing there yet, the server waits that long for an event to be
+        published."""
         query = {"limit": str(limit)}
         if start is not None:
             query["from"] = json.dumps(start)
+        if from_time is not None:
+            query["from_time"] = from_time.isoformat() if isinstance(from_time, datetime.datetime) else from_time
         if wait_ms:
             query["wait_ms"] = str(wait_ms)
         path = f"streams/{stream}/events/?" + urllib.parse.urlencode(query)
@@ -370,9 +381,10 @@ class Client:
                 raise
         return ReaderGroup(self, f"{scope}/{name}")
 
-    def reader_groups(self) -> Iterator[dict]:
-        """Every reader group, page by page."""
-        return self._pages("reader-groups/", {})
+    def reader_groups(self, lag: bool = False) -> Iterator[dict]:
+        """Every reader group, page by page; `lag`: each with its `lag_events` and `pending` (a
+        server older than that leaves them out)."""
+        return self._pages("reader-groups/", {"lag": "true"} if lag else {})
 
     def delete_reader_group(self, group: str) -> None:
         """Delete a reader group ("scope/name"), releasing its hold on retention."""

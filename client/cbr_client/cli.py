@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import json
 import logging
 import os
@@ -263,7 +264,10 @@ def streams_create(client: Client, args) -> None:
         settings["description"] = args.description
     if policy := _policy(args):
         settings["retention_policy"] = policy
-    _out(args, client.create_stream(scope, name, segment_count=args.segments, **settings))
+    made = client.create_stream(scope, name, segment_count=args.segments, **settings)
+    policy = _policy_text(made)
+    kept = "no retention policy" if policy == "-" else f"retention {policy}"
+    _out(args, made, f"created stream {args.stream}: {made['segment_count']} segment(s), {kept}")
 
 
 def streams_describe(client: Client, args) -> None:
@@ -349,17 +353,19 @@ FOLLOW_WAIT_MS = 30_000  # how long `tail --follow` asks the server to wait for 
 
 def tail(client: Client, args) -> None:
     """A plain read from the head, the tail or a cut; with --follow, new events as they come."""
-    if args.start == "head":
-        cut = None
-    elif args.start == "tail":
+    cut, at = None, None
+    if args.start == "tail":
         cut = client.stream(args.stream)["tail_cut"]
-    else:
+    elif args.start.startswith("{"):
         cut = json.loads(args.start)
+    elif args.start != "head":
+        at = _since(args.start)
     shown = 0
     while args.limit is None or shown < args.limit:
         want = 1000 if args.limit is None else min(1000, args.limit - shown)
         asked = time.monotonic()
-        page = client.events(args.stream, cut, want, wait_ms=FOLLOW_WAIT_MS if args.follow else 0)
+        page = client.events(args.stream, cut, want, wait_ms=FOLLOW_WAIT_MS if args.follow else 0, from_time=at)
+        at = None  # then on from where the page stopped
         for event in page["events"]:
             print(_event_line(args, event), flush=True)
         shown += len(page["events"])
@@ -369,6 +375,22 @@ def tail(client: Client, args) -> None:
                 return
             if time.monotonic() - asked < FOLLOW_WAIT_MS / 2000:
                 time.sleep(args.poll_s)  # a server that does not wait (an older one): poll
+
+
+def _since(value: str) -> str:
+    """`--from` as a time: an ISO 8601 time (without an offset: UTC), or how long ago (`15m`, `2h`,
+    `1d`)."""
+    try:
+        ago = _duration(value)
+    except argparse.ArgumentTypeError:
+        try:
+            at = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(
+                f"--from {value!r}: head, tail, a cut as JSON, an ISO 8601 time or how long ago (15m, 2h, 1d)"
+            ) from None
+        return (at if at.tzinfo else at.replace(tzinfo=datetime.UTC)).isoformat()
+    return (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=ago)).isoformat()
 
 
 def consume(client: Client, args) -> None:
@@ -394,11 +416,18 @@ def consume(client: Client, args) -> None:
 
 
 def groups_list(client: Client, args) -> None:
-    found = list(client.reader_groups())
+    found = list(client.reader_groups(lag=True))
     rows = [
-        [f"{g['scope']}/{g['name']}", g["retention_type"], ",".join(s["stream"] for s in g["streams"])] for g in found
+        [
+            f"{g['scope']}/{g['name']}",
+            g["retention_type"],
+            g.get("lag_events", "-"),
+            g.get("pending", "-"),
+            ",".join(s["stream"] for s in g["streams"]),
+        ]
+        for g in found
     ]
-    _out(args, found, _table(rows, ["GROUP", "RETENTION TYPE", "STREAMS"]))
+    _out(args, found, _table(rows, ["GROUP", "RETENTION TYPE", "LAG", "PENDING", "STREAMS"]))
 
 
 def _start(value: str) -> str | dict:
@@ -430,7 +459,9 @@ def groups_create(client: Client, args) -> None:
     if args.backoff_s:
         config["backoff_s"] = [int(v) for v in args.backoff_s.split(",")]
     client.create_reader_group(scope, name, args.streams, **config)
-    _out(args, client.reader_group(args.group).info())
+    made = client.reader_group(args.group).info()
+    streams = ", ".join(sub["stream"] for sub in made["streams"])
+    _out(args, made, f"created reader group {args.group} ({made['retention_type']}) on {streams}")
 
 
 def groups_describe(client: Client, args) -> None:
@@ -569,7 +600,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command(commands, "tail", tail, "print a stream's events (a plain read: nothing acknowledged)")
     p.add_argument("stream")
-    p.add_argument("--from", dest="start", default="head", help="head, tail, or a cut as JSON: '{\"0\": 120}'")
+    p.add_argument(
+        "--from",
+        dest="start",
+        default="head",
+        help="head, tail, a cut as JSON ('{\"0\": 120}'), an ISO 8601 time (UTC without an offset) or how long ago (15m, 2h)",
+    )
     p.add_argument("--limit", type=int, help="stop after this many")
     p.add_argument("--follow", "-f", action="store_true", help="wait for new events")
     p.add_argument("--poll-s", dest="poll_s", type=float, default=1.0)

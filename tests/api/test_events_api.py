@@ -139,6 +139,9 @@ def test_publishing_to_an_unknown_stream_is_a_404(api, stream):
         ({"limit": "-3"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"limit": "100000"}, "limit"),
+        ({"from_time": "yesterday"}, "from_time"),
+        ({"from_time": "2026-11-28T07:00:00"}, "from_time"),  # no UTC offset
+        ({"from_time": "2026-11-28T07:00:00Z", "from": json.dumps({"0": 0})}, "from_time"),
     ],
 )
 def test_bad_read_parameters_are_400s(api, stream, params, field):
@@ -177,3 +180,19 @@ def test_a_plain_read_with_events_there_answers_at_once_whatever_its_wait(api):
     api.post("/api/v1/streams/shop/orders/events/", {"events": [{"payload": "a"}]}, format="json")
     answer = api.get("/api/v1/streams/shop/orders/events/?wait_ms=60000")
     assert [e["payload"] for e in answer.json()["events"]] == ["a"]
+
+
+def test_a_plain_read_starts_at_a_time(api, stream, monkeypatch):
+    # given events published at three known times
+    clock = {"ms": 1_800_000_000_000}
+    monkeypatch.setattr("store.segment.append.epoch_ms", lambda: clock["ms"])
+    for n in range(3):
+        publish(api, [{"payload": f"e{n}", "routing_key": "k"}])
+        clock["ms"] += 60_000
+    # when read from the second one's time (and from a moment between the first and the second)
+    for at in ("2027-01-15T08:01:00Z", "2027-01-15T08:00:30Z", "2027-01-15T09:01:00%2B01:00"):
+        page = read(api, from_time=at).json()
+        # then the read starts there, and next_cut goes on from where it stopped
+        assert [e["payload"] for e in page["events"]] == ["e1", "e2"], at
+    assert read(api, from_time="2030-01-01T00:00:00Z").json()["events"] == []
+    assert [e["payload"] for e in read(api, from_time="2020-01-01T00:00:00Z").json()["events"]] == ["e0", "e1", "e2"]

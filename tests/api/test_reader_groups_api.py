@@ -187,3 +187,15 @@ def test_a_truncation_cut_with_an_unknown_field_is_refused_naming_it(api):
     )
     assert response.status_code == 400
     assert response.json()["field"] == "generaton"
+
+
+def test_the_list_gives_each_groups_lag_when_asked(api, stream):
+    create(api, retention_type="NONE")
+    read = api.post(URL + "shop/billing/read/", {"max_events": 15}, format="json").json()
+    assert len(read["deliveries"]) == 15
+    plain = api.get(URL).json()["results"][0]
+    assert "lag_events" not in plain  # as before, unless asked: it costs a round trip a group
+    (row,) = api.get(URL + "?lag=true").json()["results"]
+    assert (row["name"], row["lag_events"], row["pending"]) == ("billing", 40, 15)
+    refused = api.get(URL + "?lag=yes")
+    assert refused.status_code == 400 and refused.json()["field"] == "lag"

@@ -63,6 +63,10 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     text = cbr("tail", "cli/orders", "--from", json.dumps({segment: 3}), "--format", "hex")
     assert text.splitlines()[-1].endswith("] ff fe") and f"cli/orders {segment}:3 routing_key=k" in text
     assert cbr("tail", "cli/orders", "--from", "tail") == ""
+    # from a time: how long ago, or an ISO 8601 time (UTC without an offset)
+    assert len(lines(cbr("--json", "tail", "cli/orders", "--from", "1h"))) == 5
+    assert cbr("tail", "cli/orders", "--from", "2099-01-01T00:00:00") == ""
+    assert "--from 'soon': head, tail, a cut as JSON" in cbr("tail", "cli/orders", "--from", "soon", expect=2)
 
     cbr("groups", "create", "cli/billing", "--stream", "cli/orders", "--retention-type",
         "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT", "--backoff-s", "1,5")  # fmt: skip
@@ -98,7 +102,17 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     )
     cbr("groups", "create", "cli/reader", "--stream", "cli/held", "--retention-type", "NONE")
     assert json.loads(cbr("--json", "groups", "describe", "cli/reader"))["retention_type"] == "NONE"
-    cbr("groups", "create", "cli/plain", "--stream", "cli/orders")  # not consumption-based: a plain reader
+    made = cbr("groups", "create", "cli/plain", "--stream", "cli/orders")  # not consumption-based: a plain reader
+    assert made == "created reader group cli/plain (NONE) on cli/orders\n"
+    table = cbr("groups", "list").splitlines()
+    assert table[0].split()[:5] == ["GROUP", "RETENTION", "TYPE", "LAG", "PENDING"]
+    cbr("publish", "cli/held", stdin=b"a\nb\nc\n")
+    keeper = next(line.split() for line in table if line.startswith("cli/keeper "))
+    assert keeper[2:4] == ["0", "0"]
+    keeper = next(line.split() for line in cbr("groups", "list").splitlines() if line.startswith("cli/keeper "))
+    assert keeper[2:4] == ["3", "0"]  # three events not read yet, nothing handed out
+    listed = {g["name"]: g for g in json.loads(cbr("--json", "groups", "list"))}
+    assert (listed["keeper"]["lag_events"], listed["keeper"]["pending"]) == (3, 0)
     assert json.loads(cbr("--json", "groups", "describe", "cli/plain"))["retention_type"] == "NONE"
 
     refused = cbr("streams", "create", "cli/orders", expect=1)
@@ -121,7 +135,8 @@ def test_the_cli_says_what_went_wrong_and_how_to_put_it_right(cbr, web_server):
     assert [s["name"] for s in json.loads(cbr("streams", "list", "--scope", "cli", "--json"))] == ["listed"]
 
     # limits with their units; the list in the console's units, raw numbers under --json
-    cbr("streams", "create", "cli/timed", "--min", "1d", "--max", "7d")  # the limit type follows the units
+    made = cbr("streams", "create", "cli/timed", "--min", "1d", "--max", "7d")  # the limit type follows the units
+    assert made == "created stream cli/timed: 1 segment(s), retention time min=1d max=7d\n"
     cbr("streams", "create", "cli/sized", "--limit-type", "size", "--min", "2GiB", "--max", "50GB")
     listed = cbr("streams", "list", "--scope", "cli")
     assert "time min=1d max=7d" in listed and "size min=2.0GiB max=46.6GiB" in listed
