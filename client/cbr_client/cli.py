@@ -265,8 +265,8 @@ def streams_create(client: Client, args) -> None:
     if policy := _policy(args):
         settings["retention_policy"] = policy
     made = client.create_stream(scope, name, segment_count=args.segments, **settings)
-    policy = _policy_text(made)
-    kept = "no retention policy" if policy == "-" else f"retention {policy}"
+    shown = _policy_text(made)
+    kept = "no retention policy" if shown == "-" else f"retention {shown}"
     _out(args, made, f"created stream {args.stream}: {made['segment_count']} segment(s), {kept}")
 
 
