@@ -7,10 +7,12 @@
     cbr groups list|create|describe|seek|checkpoint|delete
     cbr cycle [--stream S] [--wait]        run a retention cycle
     cbr health                             what /readyz answers (exit 1 when not ready)
+    cbr context add|use|list|show|rm       saved servers and credentials
+    cbr completion bash                    a completion script: eval "$(cbr completion bash)"
 
-The server and the credentials come from flags or the environment: `--server`/`CBR_SERVER`
-(default http://127.0.0.1:8000), `--token`/`CBR_TOKEN`, `--api-key`/`CBR_API_KEY`, or
-`--user`/`CBR_USER` with `--password`/`CBR_PASSWORD`. `--json` (before or after the command)
+The server and the credentials come from flags, the environment or a saved context (`cbr
+context`): `--server`/`CBR_SERVER` (default http://127.0.0.1:8000), `--token`/`CBR_TOKEN`,
+`--api-key`/`CBR_API_KEY`, or `--user`/`CBR_USER` with `--password`/`CBR_PASSWORD`. `--json` (before or after the command)
 prints what the API answered, one JSON document (or one per line for events), for scripts, and an
 error as one JSON object on stderr. Exit status: 0 done, 1 the server refused (its error on stderr:
 status, code, field, message), 2 the server could not be reached or the command line was wrong.
@@ -23,24 +25,29 @@ import base64
 import datetime
 import json
 import logging
-import os
 import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from cbr_client import CBRError, Client, Message
+from cbr_client import CBRError, Client, Message, contexts
 
 SUBSCRIBER = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"  # what `groups create` makes on a consumption-based stream
 POLICY_FLAGS = ("limit_type", "min", "max", "consumption_based", "subscriber_timeout_s", "fallback_after_s")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     # the client says on stderr when it sends a request again (a 503 the server says to retry)
     logging.basicConfig(format="cbr: %(message)s", level=logging.WARNING, stream=sys.stderr)
     try:
+        if getattr(args, "local", None) is not None:  # `context`, `completion`: no server asked
+            return args.local(args, parser) or 0
+        given = {setting: getattr(args, setting) for setting in contexts.SETTINGS}
+        for setting, value in contexts.resolve(given, args.context).items():
+            setattr(args, setting, value)
         client = Client(
             args.server,
             token=args.token or None,
@@ -57,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return _error(args, 1, message, status=exc.status, code=exc.code, field=exc.field)
     except OSError as exc:  # refused, reset, unknown host, timed out
         why = exc.strerror or str(exc) or type(exc).__name__
-        return _error(args, 2, f"cannot reach the server at {args.server}: {why} (set CBR_SERVER or --server)")
+        return _error(args, 2, f"cannot reach the server at {args.server}: {why} (--server, CBR_SERVER or cbr context)")
     except ValueError as exc:
         return _error(args, 2, str(exc))
     except KeyboardInterrupt:
@@ -528,14 +535,132 @@ def _split(name: str) -> tuple[str, str]:
     return scope, rest
 
 
+# -- contexts and completion (no server asked) -------------------------------------------------
+
+
+def context_commands(commands) -> None:
+    context = commands.add_parser("context", help="saved servers and credentials: add, use, list, show, rm")
+    sub = context.add_subparsers(required=True, metavar="ACTION")
+    p = sub.add_parser("add", help="save a context (replacing one of that name)")
+    p.add_argument("name", help="the context's name")
+    p.add_argument("--url", dest="ctx_server", required=True, help="the server's URL")
+    p.add_argument("--with-token", dest="ctx_token", help="an API token")
+    p.add_argument("--with-api-key", dest="ctx_api_key", help="a scoped API key")
+    p.add_argument("--with-user", dest="ctx_user", help="a user to sign in with")
+    p.add_argument("--with-password", dest="ctx_password", help="that user's password")
+    p.add_argument("--select", action="store_true", help="use it from now on")
+    p.set_defaults(local=context_add)
+    p = sub.add_parser("use", help="use this context from now on")
+    p.add_argument("name", help="the context's name")
+    p.set_defaults(local=context_use)
+    sub.add_parser("list", help="the contexts, the one in use marked *").set_defaults(local=context_list)
+    p = sub.add_parser("show", help="a context's settings, secrets masked (default: the one in use)")
+    p.add_argument("name", nargs="?", help="the context's name")
+    p.set_defaults(local=context_show)
+    p = sub.add_parser("rm", help="forget a context")
+    p.add_argument("name", help="the context's name")
+    p.set_defaults(local=context_rm)
+
+
+def context_add(args, parser) -> None:
+    data = contexts.load()
+    saved = {s: getattr(args, f"ctx_{s}") for s in contexts.SETTINGS if getattr(args, f"ctx_{s}")}
+    data["contexts"][args.name] = saved
+    if args.select or data["current"] is None:
+        data["current"] = args.name
+    contexts.save(data)
+    using = " (in use)" if data["current"] == args.name else ""
+    _out(args, contexts.shown(saved), f"saved context {args.name}{using} in {contexts.config_file()}")
+
+
+def context_use(args, parser) -> None:
+    data = contexts.load()
+    if args.name not in data["contexts"]:
+        raise ValueError(f"no context {args.name!r} (cbr context list shows them)")
+    data["current"] = args.name
+    contexts.save(data)
+    _out(args, {"current": args.name}, f"using context {args.name}: {data['contexts'][args.name]['server']}")
+
+
+def context_list(args, parser) -> None:
+    data = contexts.load()
+    rows = [
+        [("* " if name == data["current"] else "  ") + name, ctx.get("server", ""), _credential(ctx)]
+        for name, ctx in sorted(data["contexts"].items())
+    ]
+    _out(
+        args,
+        data["contexts"] and {"current": data["current"], "contexts": sorted(data["contexts"])} or {},
+        _table(rows, ["CONTEXT", "SERVER", "CREDENTIAL"]),
+    )
+
+
+def _credential(ctx: dict) -> str:
+    if ctx.get("token"):
+        return "token"
+    if ctx.get("api_key"):
+        return "API key"
+    return f"user {ctx['user']}" if ctx.get("user") else "-"
+
+
+def context_show(args, parser) -> None:
+    data = contexts.load()
+    name = args.name or data["current"]
+    if not name or name not in data["contexts"]:
+        raise ValueError(f"no context {name!r} (cbr context list shows them)" if name else "no context in use")
+    _out(args, {"name": name, **contexts.shown(data["contexts"][name])})
+
+
+def context_rm(args, parser) -> None:
+    data = contexts.load()
+    if data["contexts"].pop(args.name, None) is None:
+        raise ValueError(f"no context {args.name!r} (cbr context list shows them)")
+    if data["current"] == args.name:
+        data["current"] = None
+    contexts.save(data)
+    _out(args, {"removed": args.name}, f"removed context {args.name}")
+
+
+def completion(args, parser) -> None:
+    """A bash completion script made from this parser: every command's words and options."""
+    words: dict[str, list[str]] = {}
+
+    def walk(node: argparse.ArgumentParser, path: str) -> None:
+        options = [o for action in node._actions for o in action.option_strings if o.startswith("--")]
+        subs: list[str] = []
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    subs.append(name)
+                    walk(child, f"{path} {name}")
+        words[path] = subs + options
+
+    walk(parser, "cbr")  # (bash's tables take no empty key)
+    table = "\n".join(f'  ["{path}"]="{" ".join(found)}"' for path, found in sorted(words.items()))
+    print(
+        '# cbr\'s bash completion: eval "$(cbr completion bash)" (in ~/.bashrc to keep it)\n'
+        f"declare -gA _cbr_words=(\n{table}\n)\n"
+        "_cbr() {\n"
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" path=cbr w next\n'
+        '  for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do\n'
+        '    next="$path $w"\n'
+        '    [[ -n "${_cbr_words[$next]+set}" ]] && path="$next"\n'
+        "  done\n"
+        '  COMPREPLY=($(compgen -W "${_cbr_words[$path]}" -- "$cur"))\n'
+        "}\n"
+        "complete -F _cbr cbr"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    env = os.environ.get
     top = argparse.ArgumentParser(prog="cbr", description=__doc__.split("\n\n")[0])
-    top.add_argument("--server", default=env("CBR_SERVER", "http://127.0.0.1:8000"), help="$CBR_SERVER")
-    top.add_argument("--token", default=env("CBR_TOKEN"), help="an API token ($CBR_TOKEN)")
-    top.add_argument("--api-key", default=env("CBR_API_KEY"), help="a scoped API key ($CBR_API_KEY)")
-    top.add_argument("--user", default=env("CBR_USER"), help="sign in with a user ($CBR_USER)")
-    top.add_argument("--password", default=env("CBR_PASSWORD"), help="$CBR_PASSWORD")
+    # each: the flag, else its environment variable, else the context, else the default (contexts.py)
+    top.add_argument("--server", help="the server's URL ($CBR_SERVER; default http://127.0.0.1:8000)")
+    top.add_argument("--token", help="an API token ($CBR_TOKEN)")
+    top.add_argument("--api-key", help="a scoped API key ($CBR_API_KEY)")
+    top.add_argument("--user", help="sign in with a user ($CBR_USER)")
+    top.add_argument("--password", help="the user's password ($CBR_PASSWORD)")
+    top.add_argument("--context", help="a saved context's server and credentials ($CBR_CONTEXT; cbr context)")
     top.add_argument("--json", action="store_true", help="print the API's answers as JSON")
     commands = top.add_subparsers(required=True, metavar="COMMAND")
 
@@ -549,11 +674,20 @@ def _parser() -> argparse.ArgumentParser:
         return parser
 
     def policy_flags(parser) -> None:
-        parser.add_argument("--limit-type", dest="limit_type", choices=["time", "size", "none"])
+        parser.add_argument(
+            "--limit-type",
+            dest="limit_type",
+            choices=["time", "size", "none"],
+            help="what the limits count (default: what --min/--max are written in)",
+        )
         parser.add_argument("--min", type=quantity, help="always kept: a duration (7d, 12h) or a size (50GB, 2GiB)")
         parser.add_argument("--max", type=quantity, help="never held beyond: a duration or a size")
         parser.add_argument(
-            "--consumption-based", dest="consumption_based", action=argparse.BooleanOptionalAction, default=None
+            "--consumption-based",
+            dest="consumption_based",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="whether subscribers' acknowledgements hold data back",
         )
         parser.add_argument(
             "--subscriber-timeout-s", dest="subscriber_timeout_s", type=_duration, help="seconds, or 30m, 2h, 7d"
@@ -566,40 +700,44 @@ def _parser() -> argparse.ArgumentParser:
     streams = commands.add_parser("streams", help="list, create, describe, change and delete streams")
     sub = streams.add_subparsers(required=True, metavar="ACTION")
     p = command(sub, "list", streams_list, "the streams")
-    p.add_argument("--search", default="")
-    p.add_argument("--scope", default="")
+    p.add_argument("--search", default="", help="streams whose scope or name holds this text")
+    p.add_argument("--scope", default="", help="one scope's streams")
     p = command(sub, "create", streams_create, "create a stream, with its retention policy")
     p.add_argument("stream", help="scope/name")
-    p.add_argument("--segments", type=int, default=1)
-    p.add_argument("--cleanup-policy", choices=["delete", "compact", "compact,delete"])
-    p.add_argument("--description", default="")
+    p.add_argument("--segments", type=int, default=1, help="how many segments (default 1)")
+    p.add_argument(
+        "--cleanup-policy",
+        choices=["delete", "compact", "compact,delete"],
+        help="compact: a compacted stream (default: the scope's, else delete)",
+    )
+    p.add_argument("--description", default="", help="what the stream is for")
     policy_flags(p)
     p = command(sub, "describe", streams_describe, "a stream: cuts, sizes, policy")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p = command(sub, "policy", streams_policy, "show a stream's retention policy, or set it with the flags")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     policy_flags(p)
     p = command(sub, "seal", streams_seal, "seal the active chunks now (operators)")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p = command(sub, "compact", streams_compact, "compact a compacted stream now")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p.add_argument("--wait", action="store_true", help="until the run is done")
     p = command(sub, "delete", streams_delete, "delete a stream and its events (admins)")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p.add_argument("--yes", action="store_true", help="really")
 
     p = command(commands, "publish", publish, "publish one event per line of stdin or of a file")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p.add_argument("--file", help="read this file instead of stdin")
     p.add_argument("--whole", action="store_true", help="the whole input is one event (bytes as they are)")
-    p.add_argument("--routing-key", dest="routing_key")
+    p.add_argument("--routing-key", dest="routing_key", help="events with one routing key keep their order")
     p.add_argument("--key", help="the compaction key")
-    p.add_argument("--header", action="append", metavar="NAME=VALUE")
-    p.add_argument("--delay-ms", dest="delay_ms", type=int)
+    p.add_argument("--header", action="append", metavar="NAME=VALUE", help="a header of every event (repeatable)")
+    p.add_argument("--delay-ms", dest="delay_ms", type=int, help="reader groups get them this much later")
     p.add_argument("--batch", type=int, default=1000, help="events per request")
 
     p = command(commands, "tail", tail, "print a stream's events (a plain read: nothing acknowledged)")
-    p.add_argument("stream")
+    p.add_argument("stream", help="scope/name")
     p.add_argument(
         "--from",
         dest="start",
@@ -608,7 +746,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, help="stop after this many")
     p.add_argument("--follow", "-f", action="store_true", help="wait for new events")
-    p.add_argument("--poll-s", dest="poll_s", type=float, default=1.0)
+    p.add_argument(
+        "--poll-s", dest="poll_s", type=float, default=1.0, help="with --follow, against a server that does not wait"
+    )
     formats(p)
 
     p = command(commands, "consume", consume, "read a reader group's events, print and acknowledge each")
@@ -639,27 +779,41 @@ def _parser() -> argparse.ArgumentParser:
         help=f"default: {SUBSCRIBER} when a stream is consumption-based, else NONE",
     )
     p.add_argument("--start", default="head", help="head, tail, an ISO 8601 time, or stream cuts as JSON")
-    p.add_argument("--ack-timeout-s", dest="ack_timeout_s", type=int)
-    p.add_argument("--max-deliveries", dest="max_deliveries", type=int)
-    p.add_argument("--on-poison", dest="on_poison", choices=["dead_letter", "skip", "halt"])
-    p.add_argument("--ack-policy", dest="ack_policy", choices=["explicit", "none"])
-    p.add_argument("--checkpoint-interval-s", dest="checkpoint_interval_s", type=int)
+    p.add_argument("--ack-timeout-s", dest="ack_timeout_s", type=int, help="a delivery's lease, seconds")
+    p.add_argument("--max-deliveries", dest="max_deliveries", type=int, help="deliveries before an event is poison")
+    p.add_argument(
+        "--on-poison",
+        dest="on_poison",
+        choices=["dead_letter", "skip", "halt"],
+        help="what poison does (default dead_letter)",
+    )
+    p.add_argument(
+        "--ack-policy", dest="ack_policy", choices=["explicit", "none"], help="none: at most once, no acknowledgements"
+    )
+    p.add_argument(
+        "--checkpoint-interval-s", dest="checkpoint_interval_s", type=int, help="AUTOMATIC: checkpoint this often"
+    )
     p.add_argument("--backoff-s", dest="backoff_s", help="seconds per redelivery, e.g. 1,5,30")
     p = command(sub, "describe", groups_describe, "a group: settings, and per segment floor, head, tail, lag")
-    p.add_argument("group")
+    p.add_argument("group", help="scope/name")
     p = command(sub, "seek", groups_seek, "move a group (operators): head, tail, a time or stream cuts")
-    p.add_argument("group")
+    p.add_argument("group", help="scope/name")
     p.add_argument("to", help='head, tail, an ISO 8601 time, or stream cuts as JSON: \'{"shop/orders": {"0": 5}}\'')
     p = command(sub, "checkpoint", groups_checkpoint, "record a checkpoint of the group's floors now")
-    p.add_argument("group")
-    p.add_argument("name")
+    p.add_argument("group", help="scope/name")
+    p.add_argument("name", help="the checkpoint's name")
     p.add_argument("--persist", action="store_true", help="kept until deleted (or wholly before the heads)")
     p = command(sub, "delete", groups_delete, "delete a group, releasing its hold on retention")
-    p.add_argument("group")
+    p.add_argument("group", help="scope/name")
     p.add_argument("--yes", action="store_true", help="really")
 
+    context_commands(commands)
+    p = commands.add_parser("completion", help='a shell completion script: eval "$(cbr completion bash)"')
+    p.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    p.set_defaults(local=completion)
+
     p = command(commands, "cycle", cycle, "run a retention cycle (of one stream with --stream)")
-    p.add_argument("--stream")
+    p.add_argument("--stream", help="only this stream (scope/name); default: every stream with a policy")
     p.add_argument("--wait", action="store_true", help="until it is done (exit 1 if it failed)")
     command(commands, "health", health, "whether the service can do its work (exit 1 when not)")
     return top

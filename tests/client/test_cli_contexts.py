@@ -1,0 +1,109 @@
+"""`cbr context` (saved servers and credentials, as `nats context`) and `cbr completion bash`:
+a command uses each setting from its flag, else its environment variable, else the context, else
+the default; the file holding them is its owner's only; the completion script completes every
+command and option of the parser it was made from."""
+
+import argparse
+import io
+import json
+import stat
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+
+import factories
+import pytest
+
+from cbr_client import cli
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cbr(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = cli.main(list(args))
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.setenv("CBR_CONFIG_DIR", str(tmp_path / "cfg"))
+    for name in ("CBR_SERVER", "CBR_TOKEN", "CBR_API_KEY", "CBR_USER", "CBR_PASSWORD", "CBR_CONTEXT"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "cfg" / "contexts.json"
+
+
+def test_a_context_gives_the_server_and_the_credentials_and_each_can_be_overridden(
+    config, live_server, admin_user, monkeypatch
+):
+    token = factories.token_for(admin_user)
+    assert cbr("context", "add", "dev", "--url", live_server.url, "--with-token", token)[0] == 0
+    assert cbr("context", "add", "nowhere", "--url", "http://127.0.0.1:9", "--with-token", "x")[0] == 0
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert json.loads(config.read_text())["current"] == "dev"  # the first one added is in use
+
+    # the context in use gives the server and the token
+    status, out, _ = cbr("--json", "streams", "list")
+    assert status == 0 and json.loads(out) == []
+    # another context for one command, or from the environment
+    assert cbr("--context", "nowhere", "streams", "list")[0] == 2
+    monkeypatch.setenv("CBR_CONTEXT", "nowhere")
+    assert cbr("streams", "list")[0] == 2
+    # the environment's server beats the context's, and the flag beats both
+    monkeypatch.setenv("CBR_SERVER", live_server.url)
+    assert cbr("streams", "list")[0] == 1  # the right server, the context's wrong token: 401
+    assert cbr("--server", "http://127.0.0.1:9", "--context", "dev", "streams", "list")[0] == 2
+    monkeypatch.delenv("CBR_SERVER")
+    monkeypatch.delenv("CBR_CONTEXT")
+
+    # use, list, show (secrets masked), rm
+    assert cbr("context", "use", "nowhere")[1] == "using context nowhere: http://127.0.0.1:9\n"
+    listed = cbr("context", "list")[1].splitlines()
+    assert listed[1].split() == ["dev", live_server.url, "token"] and listed[2].split()[:2] == ["*", "nowhere"]
+    shown = cbr("--json", "context", "show", "dev")[1]
+    assert token not in shown and json.loads(shown)["token"] == "****"
+    assert cbr("context", "rm", "nowhere")[0] == 0
+    monkeypatch.setenv("CBR_SERVER", "http://127.0.0.1:9")  # none in use: the environment, else the default
+    status, _, err = cbr("streams", "list")
+    assert status == 2 and "cannot reach the server at http://127.0.0.1:9" in err
+
+
+def test_an_unknown_context_is_named(config):
+    status, _, err = cbr("--context", "prod", "streams", "list")
+    assert status == 2 and "no context 'prod' (cbr context list shows them)" in err
+    assert "no context 'prod'" in cbr("context", "use", "prod")[2]
+
+
+def test_the_bash_completion_completes_commands_and_options(tmp_path):
+    status, script, _ = cbr("completion", "bash")
+    assert status == 0
+    (tmp_path / "cbr.bash").write_text(script)
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        probe = (
+            f"source {tmp_path / 'cbr.bash'}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+            '_cbr; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        return subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+
+    assert "streams" in complete("cbr", "") and "context" in complete("cbr", "")
+    assert complete("cbr", "streams", "cr") == ["create"]
+    assert complete("cbr", "--json", "streams", "create", "shop/x", "--seg") == ["--segments"]
+    assert complete("cbr", "groups", "create", "--retention") == ["--retention-type"]
+    assert complete("cbr", "context", "") == ["add", "use", "list", "show", "rm", "--help"]
+
+
+def test_every_option_and_argument_says_what_it_is():
+    missing = []
+
+    def walk(node, path):
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, f"{path} {name}")
+            elif not action.help and action.dest != "help":
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(cli._parser(), "cbr")
+    assert missing == []
