@@ -35,15 +35,31 @@ FORMATS = ("text", "json", "hex")
 
 def _shown(raw: bytes, text: str | None, form: str) -> str:
     """A payload as the person asked: text, pretty JSON (text that is not JSON stays as it is), or
-    hex (16 bytes a line); bytes that are not UTF-8 always as hex."""
+    hex; bytes that are not UTF-8 always as hex."""
     if form == "hex" or text is None:
-        return "\n".join(raw[i : i + 16].hex(" ") for i in range(0, len(raw), 16))
+        return hex_rows(raw)
     if form == "json":
         try:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             return text
     return text
+
+
+_PRINTABLE = bytes(range(0x20, 0x7F))
+
+
+def hex_rows(raw: bytes) -> str:
+    """As `xxd` and `hexdump -C` show bytes: a row of 16, its offset, the bytes in hex (a gap after
+    the eighth) and the same bytes as ASCII (`.` for the others), the last row padded so that its
+    ASCII column lines up with the rows above it."""
+    rows = []
+    for at in range(0, len(raw), 16):
+        row = raw[at : at + 16]
+        hexed = f"{row[:8].hex(' ')}  {row[8:].hex(' ')}".rstrip()
+        shown = "".join(chr(b) if b in _PRINTABLE else "." for b in row)
+        rows.append(f"{at:08x}  {hexed:<48}  |{shown}|")
+    return "\n".join(rows)
 
 
 def _decorated(events: list[dict], form: str) -> list[dict]:

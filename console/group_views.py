@@ -62,6 +62,9 @@ def _seek_context(request, group: ReaderGroup, notice: str = "", warn: bool = Fa
         "seek_notice": notice,
         "seek_warns": warn,
         "finished": done,
+        # a refused seek's form keeps what was chosen and typed
+        "seek_to": request.POST.get("to", "head") if request.method == "POST" else "head",
+        "seek_time": request.POST.get("time", "") if request.method == "POST" else "",
     }
 
 

@@ -134,6 +134,10 @@ def _over_time(stream, truncations) -> dict:
         for i, (t, held, rate) in enumerate(zip(data["times"], data["held_bytes"], data["publish_rate"], strict=True))
     ][-10:][::-1]
     data["chart_data"] = {k: data[k] for k in ("times", "held_bytes", "publish_rate", "groups", "truncations")}
+    # a size policy's limits, drawn as dashed lines on the held chart (with their legend)
+    policy = getattr(stream, "retention_policy", None)
+    if policy is not None and policy.limit_type == "size":
+        data["chart_data"]["limits"] = {"min": policy.min_value, "max": policy.max_value}
     return data
 
 

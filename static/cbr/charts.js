@@ -16,6 +16,18 @@
     return v.toLocaleString(undefined, { maximumFractionDigits: digits == null ? 1 : digits });
   }
 
+  // the time axis in 24-hour UTC, as every other time on the console: "HH:mm", with the date
+  // ("MM-DD HH:mm") on the first tick and where the day changes, ticks far enough apart not to meet
+  function timeLabels(u, splits) {
+    var lastDay = null;
+    return splits.map(function (ts) {
+      var iso = new Date(ts * 1e3).toISOString(), day = iso.slice(5, 10), hm = iso.slice(11, 16);
+      var label = day !== lastDay ? day + " " + hm : hm;
+      lastDay = day;
+      return label;
+    });
+  }
+
   function options(el, title, series, yFormat) {
     return {
       title: title,
@@ -25,7 +37,7 @@
       cursor: { points: { size: 7 } },
       scales: { x: { time: true } },
       axes: [
-        { stroke: "#667085", grid: { stroke: "#eef0f3" } },
+        { stroke: "#667085", grid: { stroke: "#eef0f3" }, space: 90, values: timeLabels },
         { stroke: "#667085", grid: { stroke: "#eef0f3" }, size: 70,
           values: function (u, vals) { return vals.map(function (v) { return yFormat(v); }); } },
       ],
@@ -58,6 +70,14 @@
         series = [line("held", 0, bytes),
                   { label: "truncation", stroke: "#c4320a", width: 0, points: { show: true, size: 9, fill: "#c4320a" },
                     value: function (u, v) { return v == null ? "—" : "to " + bytes(v); } }];
+        // a size policy's limits as dashed lines, named in the legend
+        [["policy max", "max", "#b54708"], ["policy min", "min", "#98a2b3"]].forEach(function (lim) {
+          var v = (d.limits || {})[lim[1]];
+          if (v == null || !times.length) return;
+          data.push(times.map(function () { return v; }));
+          series.push({ label: lim[0], stroke: lim[2], width: 1.5, dash: [6, 4], points: { show: false },
+                        value: function () { return bytes(v); } });
+        });
       } else if (kind === "rates") {
         fmt = function (v) { return number(v) + "/s"; };
         data = [d.times, d.publish_rate].concat(groups.map(function (g) { return d.groups[g].ack_rate; }));

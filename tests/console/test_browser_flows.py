@@ -32,6 +32,12 @@ def shot(page, name: str, widths=(1280,)) -> None:
     for width in widths:
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=f"{SHOTS}/{name}-{width}.png", full_page=True)
+        if width <= 420:  # a phone: also screen by screen, as a person scrolls it (a long page
+            # shrunk to fit a viewer is unreadable)
+            height = page.evaluate("document.documentElement.scrollHeight")
+            for n, top in enumerate(range(0, height, 800)):
+                clip = {"x": 0, "y": top, "width": width, "height": min(844, height - top)}
+                page.screenshot(path=f"{SHOTS}/{name}-{width}-screen{n + 1}.png", full_page=True, clip=clip)
     page.set_viewport_size({"width": 1280, "height": 900})
 
 

@@ -10,6 +10,7 @@ import factories
 import pytest
 from page_text import rows, text
 
+from console.browse_views import hex_rows
 from domain.events import EventIn
 from streams import logs, services
 from streams.browsing import browse
@@ -47,7 +48,7 @@ def test_the_browser_shows_each_event_with_its_fields(admin_client, stream):
     shown = payloads(html)
     assert len(shown) == 3
     assert '{"order": 1, "state": "created"} 32 bytes' in shown
-    assert "ff 00 fe 3 bytes, not text" in shown
+    assert "00000000 ff 00 fe |...| 3 bytes, not text" in shown
     page = text(html)
     assert "customer-7 key order-1" in page and "type = created" in page
     pretty = admin_client.get(PAGE + "?format=json").content.decode()
@@ -149,3 +150,14 @@ def test_a_dead_letter_shows_its_reason_and_where_it_came_from(admin_client, api
     html = admin_client.get("/streams/shop/orders-dlq/events/").content.decode()
     origin = json.loads(unquote(html.split("/streams/shop/orders/events/?start=cut&amp;cut=")[1].split('"')[0]))
     assert len(origin) == 1 and list(origin.values())[0] == 0
+
+
+def test_hex_is_shown_in_rows_of_offset_bytes_and_ascii_that_line_up():
+    rows = hex_rows(b'{"order": 1, "state": "created"}\xff\x00').splitlines()
+    assert rows == [
+        '00000000  7b 22 6f 72 64 65 72 22  3a 20 31 2c 20 22 73 74  |{"order": 1, "st|',
+        '00000010  61 74 65 22 3a 20 22 63  72 65 61 74 65 64 22 7d  |ate": "created"}|',
+        "00000020  ff 00                                             |..|",
+    ]
+    assert len({row.index("|") for row in rows}) == 1  # the ASCII column lines up
+    assert hex_rows(b"") == ""

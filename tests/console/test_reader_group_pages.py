@@ -335,6 +335,9 @@ def test_an_operator_seeks_a_group_from_its_page(admin_client, api, stream):
     assert "Not moved: generation is 0; the group is at 1." in text(stale.content.decode())
     future = admin_client.post(PAGE + "seek/", {"to": "time", "time": "2999-01-01T00:00"}, HTTP_HX_REQUEST="true")
     assert "Not moved: time" in text(future.content.decode()) and "in the future" in text(future.content.decode())
+    # the refused form keeps its choice and its time
+    assert '<option value="time" selected>' in future.content.decode()
+    assert 'value="2999-01-01T00:00"' in future.content.decode()
     assert admin_client.post(PAGE + "seek/", {"to": "head"}).status_code == 302
     assert len(read(api, 100)) == 10
 
