@@ -68,3 +68,6 @@ class EventOutSerializer(serializers.Serializer):
 class EventsReadSerializer(serializers.Serializer):
     events = EventOutSerializer(many=True)
     next_cut = serializers.DictField(child=serializers.IntegerField())
+    examined = serializers.IntegerField(
+        required=False, help_text="a search's: events it looked at for this page (at most CBR_SEARCH_SCAN_EVENTS)"
+    )

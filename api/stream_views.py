@@ -32,12 +32,14 @@ from compaction.runs import becoming_compacted_warnings
 from domain.compaction import COMPACTION_NUMBERS
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
+from domain.event_filters import parse_filter
 from domain.events import parse_batch
 from domain.policy_spec import parse_policy
 from domain.times import parse_time
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
+from streams.browsing import browse
 from streams.found import found_or_404
 from streams.lookups import stream_for_publish
 from streams.models import Stream
@@ -185,6 +187,20 @@ class EventsView(FreedAnswers, APIView):
                 "ISO 8601 time (with its UTC offset)",
             ),
             OpenApiParameter("limit", OpenApiTypes.INT, description=f"1..{MAX_READ_LIMIT}"),
+            OpenApiParameter("contains", OpenApiTypes.STR, description="only events whose payload contains this text"),
+            OpenApiParameter(
+                "header",
+                OpenApiTypes.STR,
+                many=True,
+                description="`name:value`, repeatable: only events with these header values",
+            ),
+            OpenApiParameter(
+                "json",
+                OpenApiTypes.STR,
+                description="a condition on a JSON payload: `$.amount>100`, `$.state=paid` (= != < <= > >=)",
+            ),
+            OpenApiParameter("routing_key", OpenApiTypes.STR, description="only events with this routing key"),
+            OpenApiParameter("key", OpenApiTypes.STR, description="only events with this compaction key"),
             OpenApiParameter(
                 "wait_ms",
                 OpenApiTypes.INT,
@@ -208,6 +224,18 @@ class EventsView(FreedAnswers, APIView):
             from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
         elif at is not None:
             from_cut = logs.stream_log(stream).cut_at_time(int(parse_time(at, "from_time").timestamp() * 1000))
+        where = parse_filter(
+            routing_key=request.query_params.get("routing_key"),
+            key=request.query_params.get("key"),
+            contains=request.query_params.get("contains"),
+            headers=request.query_params.getlist("header"),
+            json_condition=request.query_params.get("json"),
+        )
+        if not where.empty:  # a search: each page examines at most CBR_SEARCH_SCAN_EVENTS
+            if wait_ms:
+                raise FieldError("wait_ms", "a search does not wait: leave wait_ms out, or the filters")
+            page = browse(stream, from_cut, limit, budget=settings.CBR_SEARCH_SCAN_EVENTS, where=where)
+            return Response({"events": page.events, "next_cut": page.next_cut, "examined": page.examined})
         if wait_ms:
             check_room_to_wait()
         park = PARK in request.META

@@ -208,6 +208,8 @@ CBR_DELAYED_LOCK_S = env_int("CBR_DELAYED_LOCK_S", 600, minimum=1)
 # a publish of delayed events that has not finished indexing them after this long died: its
 # segments are re-read from where they were (seconds)
 CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum=1)
+# a search's page (a plain read with filters: contains, header, json) examines at most this many events
+CBR_SEARCH_SCAN_EVENTS = env_int("CBR_SEARCH_SCAN_EVENTS", 10_000, minimum=1)
 # a dead-letter stream made where its scope has no default policy keeps this many seconds
 # (`retention.dead_letters`; 0: no policy, kept until deleted)
 CBR_DLQ_RETENTION_S = env_int("CBR_DLQ_RETENTION_S", 7 * 86_400, minimum=0)

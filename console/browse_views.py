@@ -12,6 +12,7 @@ import time
 from datetime import UTC
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
@@ -22,6 +23,7 @@ from compaction.view import read_view
 from domain.cuts import check_cut, parse_cut_json
 from domain.dead_letters import read_dead_letter
 from domain.errors import FieldError
+from domain.event_filters import parse_filter
 from domain.events import parse_batch
 from domain.times import parse_time
 from streams import logs, services
@@ -141,13 +143,14 @@ def _page(request, stream: Stream, status: int = 200, **extra):
     else:
         try:
             cut, start = _start(stream, request)
-            page = browse(
-                stream,
-                cut,
-                PAGE,
+            where = parse_filter(
                 routing_key=request.GET.get("routing_key") or None,
                 key=request.GET.get("key") or None,
+                contains=request.GET.get("contains") or None,
+                headers=[h for h in request.GET.getlist("header") if h.strip()],
+                json_condition=request.GET.get("json") or None,
             )
+            page = browse(stream, cut, PAGE, budget=settings.CBR_SEARCH_SCAN_EVENTS, where=where)
         except FieldError as exc:
             context["error"] = exc
             status = 400

@@ -1,12 +1,14 @@
-"""Browsing a stream's live log (the console's event browser): a page of events from a cut,
-optionally only those with a routing key or a compaction key. A filtered page reads on through
+"""Browsing a stream's live log (the console's event browser, a search over the API): a page of
+events from a cut, optionally only those a filter keeps (`domain.event_filters`: a routing key, a
+compaction key, text in the payload, header values, a condition on a JSON payload). A filtered page reads on through
 the log until it has its events or has examined `budget` of them, so a rare key never makes a
 page read the whole stream; the page says how many it examined and where to go on from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from domain.event_filters import EventFilter
 from streams.logs import stream_log
 from streams.models import Stream
 from streams.wire import event_json
@@ -27,23 +29,27 @@ def browse(
     routing_key: str | None = None,
     key: str | None = None,
     budget: int = 10_000,
+    where: EventFilter | None = None,
 ) -> BrowsePage:
+    """A page of up to `limit` events from `start` that `where` keeps (and that have the routing
+    key or key given), having examined at most `budget` events."""
     log = stream_log(stream)
-    wanted_rk = None if routing_key is None else routing_key.encode()
-    wanted_key = None if key is None else key.encode()
+    wanted = where or EventFilter()
+    if routing_key is not None:
+        wanted = replace(wanted, routing_key=routing_key.encode())
+    if key is not None:
+        wanted = replace(wanted, key=key.encode())
+    filtering = not wanted.empty
     cut, examined = dict(start), 0
     events: list[dict] = []
     while len(events) < limit and examined < budget:
-        records, next_cut = log.read(
-            cut, min(1000, budget - examined) if (wanted_rk or wanted_key) else limit - len(events)
-        )
+        records, next_cut = log.read(cut, min(1000, budget - examined) if filtering else limit - len(events))
         if not records:
             return BrowsePage(events, next_cut, examined, at_tail=True)
         for i, r in enumerate(records):
             examined += 1
-            if wanted_rk is not None and r.record.routing_key != wanted_rk:
-                continue
-            if wanted_key is not None and r.record.key != wanted_key:
+            rec = r.record
+            if filtering and not wanted.keeps(rec.routing_key, rec.key, rec.headers, rec.payload):
                 continue
             events.append(event_json(r))
             if len(events) == limit:  # stop here: the next page starts after this event

@@ -258,20 +258,31 @@ class Client:
         limit: int = 100,
         wait_ms: int = 0,
         from_time: str | datetime.datetime | None = None,
+        contains: str | None = None,
+        headers: Iterable[str] = (),
+        json_condition: str | None = None,
     ) -> dict:
         """A plain read from `start` (a stream cut; None: the head) or from `from_time` (the first
         events published at or after it: an ISO 8601 time with its offset, or an aware datetime):
         `{events, next_cut}`, no delivery and no acknowledgement. Pass `next_cut` as the next
         `start`. `wait_ms`: with nothing there yet, the server waits that long for an event to be
-        published."""
-        query = {"limit": str(limit)}
+        published. A search: `contains` (text in the payload), `headers` (`name:value` each) and
+        `json_condition` (`$.amount>100`) keep only the events that match all of them; each page
+        examines a bounded number of events (`examined`), its `next_cut` going on from there."""
+        query: dict[str, str | list[str]] = {"limit": str(limit)}
+        if contains is not None:
+            query["contains"] = contains
+        if headers:
+            query["header"] = list(headers)
+        if json_condition is not None:
+            query["json"] = json_condition
         if start is not None:
             query["from"] = json.dumps(start)
         if from_time is not None:
             query["from_time"] = from_time.isoformat() if isinstance(from_time, datetime.datetime) else from_time
         if wait_ms:
             query["wait_ms"] = str(wait_ms)
-        path = f"streams/{stream}/events/?" + urllib.parse.urlencode(query)
+        path = f"streams/{stream}/events/?" + urllib.parse.urlencode(query, doseq=True)
         status, _, raw = self._exchange("GET", path, None, "application/json", wait_ms / 1000)
         return cast(dict, _answer(status, raw, None))
 

@@ -371,13 +371,24 @@ def tail(client: Client, args) -> None:
     while args.limit is None or shown < args.limit:
         want = 1000 if args.limit is None else min(1000, args.limit - shown)
         asked = time.monotonic()
-        page = client.events(args.stream, cut, want, wait_ms=FOLLOW_WAIT_MS if args.follow else 0, from_time=at)
+        searching = bool(args.contains or args.where_header or args.where)
+        page = client.events(
+            args.stream,
+            cut,
+            want,
+            wait_ms=FOLLOW_WAIT_MS if args.follow and not searching else 0,
+            from_time=at,
+            contains=args.contains,
+            headers=args.where_header or (),
+            json_condition=args.where,
+        )
         at = None  # then on from where the page stopped
         for event in page["events"]:
             print(_event_line(args, event), flush=True)
         shown += len(page["events"])
+        moved = page["next_cut"] != cut
         cut = page["next_cut"]
-        if not page["events"]:
+        if not page["events"] and not (searching and moved):  # a search's page may find none and go on
             if not args.follow:
                 return
             if time.monotonic() - asked < FOLLOW_WAIT_MS / 2000:
@@ -746,6 +757,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, help="stop after this many")
     p.add_argument("--follow", "-f", action="store_true", help="wait for new events")
+    p.add_argument("--contains", help="only events whose payload contains this text")
+    p.add_argument(
+        "--header",
+        dest="where_header",
+        action="append",
+        metavar="NAME:VALUE",
+        help="only events with this header (repeatable)",
+    )
+    p.add_argument("--where", metavar="CONDITION", help="only events whose JSON payload meets it: '$.amount>100'")
     p.add_argument(
         "--poll-s", dest="poll_s", type=float, default=1.0, help="with --follow, against a server that does not wait"
     )

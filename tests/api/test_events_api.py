@@ -196,3 +196,51 @@ def test_a_plain_read_starts_at_a_time(api, stream, monkeypatch):
         assert [e["payload"] for e in page["events"]] == ["e1", "e2"], at
     assert read(api, from_time="2030-01-01T00:00:00Z").json()["events"] == []
     assert [e["payload"] for e in read(api, from_time="2020-01-01T00:00:00Z").json()["events"]] == ["e0", "e1", "e2"]
+
+
+def test_a_search_pages_through_the_stream_skipping_nothing(api, stream, settings):
+    # given 60 orders on three segments, a third of them paid, some with a header
+    settings.CBR_SEARCH_SCAN_EVENTS = 25  # each page looks at no more than this
+    events = [
+        {
+            "payload": json.dumps({"n": n, "amount": n * 10, "state": "paid" if n % 3 == 0 else "open"}),
+            "routing_key": f"c{n % 5}",
+            **({"headers": {"region": "eu"}} if n % 2 == 0 else {}),
+        }
+        for n in range(60)
+    ]
+    assert publish(api, events).status_code == 201
+
+    # when the search is paged through with each page's next_cut
+    def search(**params) -> tuple[list[int], list[int]]:
+        found, examined, cut = [], [], None
+        for _ in range(50):
+            query = dict(params, limit=4, **({"from": json.dumps(cut)} if cut else {}))
+            page = api.get(EVENTS, query).json()
+            found += [json.loads(e["payload"])["n"] for e in page["events"]]
+            examined.append(page["examined"])
+            if page["next_cut"] == cut:
+                break
+            cut = page["next_cut"]
+        return sorted(found), examined
+
+    # then every match is found once, and no page looked at more than the bound
+    paid, examined = search(json="$.state=paid")
+    assert paid == [n for n in range(60) if n % 3 == 0] and max(examined) <= 25
+    assert search(contains='"state": "paid"')[0] == paid
+    assert search(header="region:eu", json="$.amount>=300")[0] == [n for n in range(30, 60) if n % 2 == 0]
+    assert search(header=["region:eu"], routing_key="c0")[0] == [n for n in range(60) if n % 10 == 0]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"json": "amount>3"}, "json"),
+        ({"header": "region"}, "header"),
+        ({"contains": ""}, "contains"),
+        ({"contains": "x", "wait_ms": "1000"}, "wait_ms"),
+    ],
+)
+def test_a_bad_search_is_refused_naming_its_field(api, stream, params, field):
+    answer = api.get(EVENTS, params)
+    assert answer.status_code == 400 and answer.json()["field"] == field

@@ -161,3 +161,23 @@ def test_hex_is_shown_in_rows_of_offset_bytes_and_ascii_that_line_up():
     ]
     assert len({row.index("|") for row in rows}) == 1  # the ASCII column lines up
     assert hex_rows(b"") == ""
+
+
+def test_the_browser_searches_by_text_header_and_json_and_the_next_page_keeps_the_search(admin_client, data_dir):
+    stream = services.do_create_stream(scope="shop", name="search", segment_count=1)
+    services.do_publish(
+        stream,
+        [
+            EventIn(f'{{"n": {n}, "amount": {n * 10}}}'.encode(), headers={"region": "eu" if n % 2 else "us"})
+            for n in range(30)
+        ],
+    )
+    page = admin_client.get("/streams/shop/search/events/?json=$.amount>=200&header=region:eu&contains=amount")
+    html = page.content.decode()
+    shown = payloads(html)
+    assert len(shown) == 5 and all('"n": 2' in p for p in shown)  # 21, 23, 25, 27, 29
+    assert "of 30 examined" in text(html)
+    next_link = re.search(r'href="(\?start=cut[^"]+)"', html).group(1).replace("&amp;", "&")
+    assert "json=%24.amount%3E%3D200" in next_link and "header=region%3Aeu" in next_link
+    refused = admin_client.get("/streams/shop/search/events/?json=amount>1")
+    assert refused.status_code == 400 and "json" in text(refused.content.decode())

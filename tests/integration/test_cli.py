@@ -66,6 +66,10 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     # from a time: how long ago, or an ISO 8601 time (UTC without an offset)
     assert len(lines(cbr("--json", "tail", "cli/orders", "--from", "1h"))) == 5
     assert cbr("tail", "cli/orders", "--from", "2099-01-01T00:00:00") == ""
+    # a search: text in the payload, a condition on a JSON one
+    assert [e["payload"] for e in lines(cbr("--json", "tail", "cli/orders", "--contains", "tw"))] == ["two"]
+    assert [e["payload"] for e in lines(cbr("--json", "tail", "cli/orders", "--where", "$.n>3"))] == ['{"n": 4}']
+    assert cbr("tail", "cli/orders", "--where", "$.n>4") == ""
     assert "--from 'soon': head, tail, a cut as JSON" in cbr("tail", "cli/orders", "--from", "soon", expect=2)
 
     cbr("groups", "create", "cli/billing", "--stream", "cli/orders", "--retention-type",
