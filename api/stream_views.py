@@ -293,20 +293,48 @@ class TruncateView(APIView):
             raise FieldError(unknown[0], "is not a field of a truncation")
         tail = logs.stream_log(stream).tail_cut()
         cut = check_cut(request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail)
-        record = retention_services.do_truncate(stream, cut, rule="manual", trigger="api", user=request.user)
-        if record is None:
-            head = logs.stream_log(stream).head_cut()
-            return Response(
-                {
-                    "id": None,
-                    "stream": stream.full_name,
-                    "rule": "manual:noop",
-                    "before_cut": head,
-                    "after_cut": head,
-                    "message": "the cut is at or behind the head: nothing to truncate",
-                }
-            )
+        return truncated(request, stream, cut)
+
+
+class PurgeSerializer(serializers.Serializer):
+    to = serializers.JSONField(
+        help_text='"tail" (everything held) or {"time": ISO 8601} (what was published before it)'
+    )
+
+
+class PurgeView(APIView):
+    """A purge (admins): a manual truncation at the tail, or at a time, as the console's Purge."""
+
+    access = {"POST": Action.TRUNCATE}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=PurgeSerializer, responses=TruncationRecordSerializer)
+    def post(self, request, scope, name):
+        stream = get_stream(scope, name)
+        if not isinstance(request.data, dict) or "to" not in request.data:
+            raise FieldError("to", "is required")
+        unknown = sorted(set(request.data) - {"to"})
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of a purge")
+        return truncated(request, stream, retention_services.purge_cut(stream, request.data["to"]))
+
+
+def truncated(request, stream: Stream, cut: dict[str, int]) -> Response:
+    """A manual truncation's answer: its record, or a no-op's (the cut at or behind the head)."""
+    record = retention_services.do_truncate(stream, cut, rule="manual", trigger="api", user=request.user)
+    if record is not None:
         return Response(TruncationRecordSerializer(record).data)
+    head = logs.stream_log(stream).head_cut()
+    return Response(
+        {
+            "id": None,
+            "stream": stream.full_name,
+            "rule": "manual:noop",
+            "before_cut": head,
+            "after_cut": head,
+            "message": "the cut is at or behind the head: nothing to truncate",
+        }
+    )
 
 
 class SealedChunkSerializer(serializers.Serializer):

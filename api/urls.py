@@ -22,6 +22,7 @@ urlpatterns = [
     path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
     path(S + "events/", views.EventsView.as_view(), name="api-events"),
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
+    path(S + "purge/", views.PurgeView.as_view(), name="api-purge"),
     path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
     path(S + "seal/", views.SealView.as_view(), name="api-seal"),
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),

@@ -91,6 +91,43 @@ def delete_stream(request, scope, name):
     )
 
 
+@console_access({"GET": Action.TRUNCATE, "POST": Action.TRUNCATE}, TargetKind.STREAM)
+def purge_stream(request, scope, name):
+    """Purge (admins): a manual truncation at the tail or at a time, after the stream's name is
+    typed, recorded in the history as any manual truncation."""
+    stream = found_or_404(
+        Stream.objects.select_related("scope"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
+    refused, to, at = "", request.POST.get("to", "tail"), request.POST.get("time", "")
+    if request.method == "POST":
+        if request.POST.get("confirm") != stream.full_name:
+            refused = f"Type {stream.full_name} to confirm."
+        else:
+            try:
+                target = "tail" if to == "tail" else {"time": f"{at}Z" if at else ""}
+                cut = retention_services.purge_cut(stream, target)
+                record = retention_services.do_truncate(
+                    stream, cut, rule="manual", trigger="console", user=request.user
+                )
+            except FieldError as exc:
+                refused = f"{exc.field}: {exc.message}"
+            else:
+                if record is None:
+                    messages.info(request, f"Nothing to purge: {stream.full_name} holds nothing before that point.")
+                else:
+                    messages.success(
+                        request,
+                        f"Purged {stream.full_name}: {record.reclaimed_bytes} bytes reclaimed (see the truncation history).",
+                    )
+                return redirect("console:stream", scope=scope, name=name)
+    return render(
+        request,
+        "console/streams/purge.html",
+        {"stream": stream, "refused": refused, "to": to, "at": at},
+        status=400 if refused else 200,
+    )
+
+
 @console_access({"GET": Action.MANAGE_READER_GROUPS, "POST": Action.MANAGE_READER_GROUPS})
 def create_group(request):
     initial = {"streams": request.GET.getlist("stream"), "scope": request.GET.get("scope", "")}

@@ -12,6 +12,7 @@ from domain.cycle_clock import clock_problem
 from domain.errors import FieldError
 from domain.policy_spec import PolicySpec
 from domain.scope_defaults import COMPACTION_DEFAULTS, RETENTION_POLICY, SETTINGS
+from domain.times import parse_time
 from retention import truncation
 from retention.locks import stream_lock
 from retention.models import RetentionPolicy, TruncationRecord
@@ -43,6 +44,18 @@ def do_truncate(
     """
     with stream_lock(stream, settings.CBR_TRUNCATE_LOCK_WAIT_S):
         return _truncate(stream, cut, rule, trigger, user, subscribers, at)
+
+
+def purge_cut(stream: Stream, to: object) -> dict[str, int]:
+    """Where a purge truncates (`POST …/purge/`, the console's Purge): `"tail"` (everything held),
+    or `{"time": ISO 8601}` (everything published before that time). A refusal names `to`."""
+    log = stream_log(stream)
+    if to == "tail":
+        return log.tail_cut()
+    if isinstance(to, dict) and set(to) == {"time"}:
+        at = parse_time(to["time"], "to.time")
+        return log.cut_at_time(int(at.timestamp() * 1000))
+    raise FieldError("to", 'must be "tail" or {"time": an ISO 8601 time}')
 
 
 def _truncate(stream, cut, rule, trigger, user, subscribers, at) -> TruncationRecord | None:

@@ -244,6 +244,16 @@ class Client:
         """Every stream (a scope's, or those whose scope or name contains `search`), page by page."""
         return self._pages("streams/", {"search": search, "scope": scope})
 
+    def purge(self, stream: str, before: str | datetime.datetime | None = None) -> dict:
+        """Delete a stream's events (admins): all it holds, or those published before `before`
+        (an ISO 8601 time with its offset, or an aware datetime). A manual truncation, recorded as
+        one: its record (`"id": None` when there was nothing to delete)."""
+        if before is None:
+            to: str | dict = "tail"
+        else:
+            to = {"time": before.isoformat() if isinstance(before, datetime.datetime) else before}
+        return self._object("POST", f"streams/{stream}/purge/", {"to": to})
+
     def delete_stream(self, stream: str) -> None:
         """Delete a stream and its data (admins)."""
         self.request("DELETE", f"streams/{stream}/")

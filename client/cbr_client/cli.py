@@ -277,6 +277,19 @@ def streams_create(client: Client, args) -> None:
     _out(args, made, f"created stream {args.stream}: {made['segment_count']} segment(s), {kept}")
 
 
+def streams_purge(client: Client, args) -> int:
+    """A destructive command: done only with --yes."""
+    if not args.yes:
+        print(f"cbr: purging {args.stream} deletes its events for good; add --yes to do it", file=sys.stderr)
+        return 2
+    record = client.purge(args.stream, None if args.before is None else _since(args.before))
+    if record.get("id") is None:
+        _out(args, record, f"nothing to purge in {args.stream}")
+    else:
+        _out(args, record, f"purged {args.stream}: {size_text(record.get('reclaimed_bytes', 0))} reclaimed")
+    return 0
+
+
 def streams_describe(client: Client, args) -> None:
     _out(args, client.stream(args.stream))
 
@@ -733,6 +746,13 @@ def _parser() -> argparse.ArgumentParser:
     p = command(sub, "compact", streams_compact, "compact a compacted stream now")
     p.add_argument("stream", help="scope/name")
     p.add_argument("--wait", action="store_true", help="until the run is done")
+    p = command(sub, "purge", streams_purge, "delete a stream's events, all or those before a time (admins)")
+    p.add_argument("stream", help="scope/name")
+    p.add_argument(
+        "--before",
+        help="only what was published before this: an ISO 8601 time (UTC without an offset) or how long ago (7d)",
+    )
+    p.add_argument("--yes", action="store_true", help="really")
     p = command(sub, "delete", streams_delete, "delete a stream and its events (admins)")
     p.add_argument("stream", help="scope/name")
     p.add_argument("--yes", action="store_true", help="really")

@@ -117,6 +117,14 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     assert keeper[2:4] == ["3", "0"]  # three events not read yet, nothing handed out
     listed = {g["name"]: g for g in json.loads(cbr("--json", "groups", "list"))}
     assert (listed["keeper"]["lag_events"], listed["keeper"]["pending"]) == (3, 0)
+    # a purge, only with --yes; then the subscriber's lag is gone with the events
+    assert "add --yes" in cbr("streams", "purge", "cli/held", expect=2)
+    assert (
+        cbr("streams", "purge", "cli/held", "--before", "2000-01-01T00:00:00", "--yes")
+        == "nothing to purge in cli/held\n"
+    )
+    assert cbr("streams", "purge", "cli/held", "--yes").startswith("purged cli/held: ")
+    assert json.loads(cbr("--json", "groups", "describe", "cli/keeper"))["positions"][0]["lag_events"] == 0
     assert json.loads(cbr("--json", "groups", "describe", "cli/plain"))["retention_type"] == "NONE"
 
     refused = cbr("streams", "create", "cli/orders", expect=1)
