@@ -36,6 +36,7 @@ from domain.event_filters import parse_filter
 from domain.events import parse_batch
 from domain.policy_spec import parse_policy
 from domain.times import parse_time
+from groups.consuming import dead_letters
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
@@ -317,6 +318,63 @@ class PurgeView(APIView):
         if unknown:
             raise FieldError(unknown[0], "is not a field of a purge")
         return truncated(request, stream, retention_services.purge_cut(stream, request.data["to"]))
+
+
+class RepublishPositionSerializer(serializers.Serializer):
+    segment = serializers.CharField()
+    offset = serializers.IntegerField(min_value=0)
+
+
+class RepublishSerializer(serializers.Serializer):
+    events = RepublishPositionSerializer(many=True, required=False, help_text="the dead letters to republish")
+    all = serializers.BooleanField(required=False, help_text="true: every dead letter the stream holds")
+
+
+class RepublishedSerializer(serializers.Serializer):
+    republished = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="republished before, not a dead letter, or its stream is gone")
+
+
+class RepublishView(APIView):
+    """Dead letters appended again to the streams they came from, each once (operators)."""
+
+    access = {"POST": Action.MANAGE_STREAMS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=RepublishSerializer, responses=RepublishedSerializer)
+    def post(self, request, scope, name):
+        stream = get_stream(scope, name)
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None or not ({"events", "all"} & set(body)):
+            raise FieldError("events", 'is required (or "all": true)')
+        unknown = sorted(set(body) - {"events", "all"})
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of a republish")
+        if "all" in body:
+            if "events" in body or body["all"] is not True:
+                raise FieldError("all", 'must be true, without "events"')
+            positions = None
+        else:
+            positions = _positions(body["events"])
+        outcome = dead_letters.republish(stream, positions, user=request.user)
+        return Response({"republished": outcome.republished, "skipped": outcome.skipped})
+
+
+def _positions(events: object) -> list[tuple[str, int]]:
+    if not isinstance(events, list) or not events:
+        raise FieldError("events", "must be a list of {segment, offset}, not empty")
+    if len(events) > settings.CBR_MAX_BATCH_EVENTS:
+        raise FieldError("events", f"at most {settings.CBR_MAX_BATCH_EVENTS} a request")
+    out = []
+    for n, e in enumerate(events):
+        if not isinstance(e, dict) or set(e) != {"segment", "offset"}:
+            raise FieldError(f"events[{n}]", "must be {segment, offset}")
+        if not isinstance(e["segment"], str):
+            raise FieldError(f"events[{n}].segment", "must be a string")
+        if not isinstance(e["offset"], int) or isinstance(e["offset"], bool) or e["offset"] < 0:
+            raise FieldError(f"events[{n}].offset", "must be a whole number >= 0")
+        out.append((e["segment"], e["offset"]))
+    return out
 
 
 def truncated(request, stream: Stream, cut: dict[str, int]) -> Response:

@@ -23,6 +23,7 @@ urlpatterns = [
     path(S + "events/", views.EventsView.as_view(), name="api-events"),
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
     path(S + "purge/", views.PurgeView.as_view(), name="api-purge"),
+    path(S + "republish/", views.RepublishView.as_view(), name="api-republish"),
     path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
     path(S + "seal/", views.SealView.as_view(), name="api-seal"),
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),

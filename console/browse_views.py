@@ -26,6 +26,9 @@ from domain.errors import FieldError
 from domain.event_filters import parse_filter
 from domain.events import parse_batch
 from domain.times import parse_time
+from groups.consuming import dead_letters
+from groups.consuming.dead_letters import is_dead_letter_stream
+from groups.models import Republished
 from streams import logs, services
 from streams.browsing import browse
 from streams.found import found_or_404
@@ -155,10 +158,21 @@ def _page(request, stream: Stream, status: int = 200, **extra):
             context["error"] = exc
             status = 400
         else:
+            events = _decorated(page.events, form)
+            if is_dead_letter_stream(stream):  # which of them went back already
+                done = set(
+                    Republished.objects.filter(
+                        dead_letters=stream, offset__in=[e["offset"] for e in events]
+                    ).values_list("segment", "offset")
+                )
+                for e in events:
+                    e["republished"] = (e["segment"], e["offset"]) in done
             context.update(
                 start=start,
                 from_cut=cut,
-                events=_decorated(page.events, form),
+                events=events,
+                dead_letter_stream=is_dead_letter_stream(stream),
+                can_republish=can(request, Action.MANAGE_STREAMS),
                 next_cut=json.dumps(page.next_cut, separators=(",", ":")),
                 examined=page.examined,
                 at_tail=page.at_tail,
@@ -211,6 +225,35 @@ def publish(request, scope, name):
 
 
 _FORM_FIELDS = frozenset({"payload", "routing_key", "key", "headers", "delay_ms"})
+
+
+@console_access({"POST": Action.MANAGE_STREAMS}, TargetKind.STREAM)
+def republish(request, scope, name):
+    """Dead letters back to the streams they came from: the ones chosen (`position`:
+    `segment:offset`, repeatable) or all (`all`), each once (`groups.consuming.dead_letters`)."""
+    stream = found_or_404(
+        Stream.objects.select_related("scope"), f"stream {scope}/{name}", scope__name=scope, name=name
+    )
+    positions = None
+    if not request.POST.get("all"):
+        try:
+            positions = [
+                (seg, int(off)) for seg, _, off in (p.partition(":") for p in request.POST.getlist("position"))
+            ]
+        except ValueError:
+            positions = []
+    try:
+        if positions == []:
+            raise FieldError("position", "choose the dead letters to republish, or all")
+        outcome = dead_letters.republish(stream, positions, user=request.user)
+    except FieldError as exc:
+        messages.error(request, f"Nothing republished: {exc.field} {exc.message}.")
+    else:
+        skipped = (
+            f", {outcome.skipped} skipped (republished before, or their stream is gone)" if outcome.skipped else ""
+        )
+        messages.success(request, f"{outcome.republished} dead letter(s) republished{skipped}.")
+    return redirect("console:stream-events", scope=scope, name=name)
 
 
 def _typed_event(post) -> dict:

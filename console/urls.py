@@ -25,6 +25,7 @@ urlpatterns = [
     path("streams/<name:scope>/<name:name>/policy/", stream_views.policy_panel, name="policy"),
     path("streams/<name:scope>/<name:name>/events/", browse_views.events_page, name="stream-events"),
     path("streams/<name:scope>/<name:name>/events/publish/", browse_views.publish, name="stream-publish"),
+    path("streams/<name:scope>/<name:name>/events/republish/", browse_views.republish, name="stream-republish"),
     path("streams/<name:scope>/<name:name>/settings/", manage_views.stream_settings, name="stream-settings"),
     path("streams/<name:scope>/<name:name>/delete/", manage_views.delete_stream, name="stream-delete"),
     path("streams/<name:scope>/<name:name>/purge/", manage_views.purge_stream, name="stream-purge"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 
 from domain.retention import Subscriber, is_active
@@ -223,3 +224,23 @@ class Sample(models.Model):
     class Meta:
         db_table = "streams_sample"  # the table it had in the streams app
         indexes = [models.Index(fields=["stream", "at"])]
+
+
+class Republished(models.Model):
+    """A dead letter appended again to the stream it came from (`POST …/republish/`, the console's
+    Republish, `cbr streams republish`): once per dead letter, with who did it, when, and where
+    it went. A second republish of it skips it."""
+
+    dead_letters = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="republished")
+    segment = models.CharField(max_length=64)
+    offset = models.BigIntegerField()
+    source = models.ForeignKey(Stream, null=True, on_delete=models.SET_NULL, related_name="+")
+    source_segment = models.CharField(max_length=64)
+    source_offset = models.BigIntegerField()
+    republished_at = models.DateTimeField(auto_now_add=True)
+    republished_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["dead_letters", "segment", "offset"], name="republished_once"),
+        ]

@@ -254,6 +254,14 @@ class Client:
             to = {"time": before.isoformat() if isinstance(before, datetime.datetime) else before}
         return self._object("POST", f"streams/{stream}/purge/", {"to": to})
 
+    def republish(self, stream: str, positions: Iterable[tuple[str, int]] | None = None) -> dict:
+        """Dead letters of `stream` (a `<name>-dlq`) back to the streams they came from, each once:
+        those at `positions` ((segment, offset) each), or all (None). `{republished, skipped}`."""
+        body: dict = (
+            {"all": True} if positions is None else {"events": [{"segment": s, "offset": o} for s, o in positions]}
+        )
+        return self._object("POST", f"streams/{stream}/republish/", body)
+
     def delete_stream(self, stream: str) -> None:
         """Delete a stream and its data (admins)."""
         self.request("DELETE", f"streams/{stream}/")

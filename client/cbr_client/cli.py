@@ -277,6 +277,22 @@ def streams_create(client: Client, args) -> None:
     _out(args, made, f"created stream {args.stream}: {made['segment_count']} segment(s), {kept}")
 
 
+def streams_republish(client: Client, args) -> None:
+    if bool(args.all) == bool(args.event):
+        raise ValueError("republish: give --all, or --event SEGMENT:OFFSET (repeatable)")
+    positions = None
+    if args.event:
+        positions = []
+        for written in args.event:
+            segment, sep, offset = written.rpartition(":")
+            if not sep or not offset.isdigit():
+                raise ValueError(f"--event {written!r}: SEGMENT:OFFSET, e.g. 0:42")
+            positions.append((segment, int(offset)))
+    done = client.republish(args.stream, positions)
+    skipped = f", {done['skipped']} skipped (republished before, or their stream is gone)" if done["skipped"] else ""
+    _out(args, done, f"republished {done['republished']} dead letter(s) from {args.stream}{skipped}")
+
+
 def streams_purge(client: Client, args) -> int:
     """A destructive command: done only with --yes."""
     if not args.yes:
@@ -746,6 +762,10 @@ def _parser() -> argparse.ArgumentParser:
     p = command(sub, "compact", streams_compact, "compact a compacted stream now")
     p.add_argument("stream", help="scope/name")
     p.add_argument("--wait", action="store_true", help="until the run is done")
+    p = command(sub, "republish", streams_republish, "dead letters back to the streams they came from, each once")
+    p.add_argument("stream", help="the dead-letter stream, scope/name-dlq")
+    p.add_argument("--event", action="append", metavar="SEGMENT:OFFSET", help="this dead letter (repeatable)")
+    p.add_argument("--all", action="store_true", help="every dead letter the stream holds")
     p = command(sub, "purge", streams_purge, "delete a stream's events, all or those before a time (admins)")
     p.add_argument("stream", help="scope/name")
     p.add_argument(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
+from django.db import transaction
+
+from domain.dead_letters import DeadLetter, read_dead_letter
 from domain.errors import FieldError
 from domain.events import EventIn
 from groups.consuming.floors import Slot, records_at
-from groups.models import ReaderGroup
+from groups.models import ReaderGroup, Republished
+from store.framing import Record
 from store.redis_connection import as_text, get_redis
 from streams.logs import stream_log
 from streams.models import Stream
@@ -83,3 +88,111 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
                 raise
             return None  # the claims stay, expire, and the events are dead-lettered later
     return slot.tracker.dead_lettered(settled)
+
+
+# -- republishing ----------------------------------------------------------------------------
+
+REPUBLISH_BATCH = 1000  # dead letters read and republished together, one transaction each
+
+
+@dataclass(frozen=True)
+class RepublishOutcome:
+    republished: int
+    skipped: int  # republished before, not a dead letter, or its stream is gone
+
+
+def is_dead_letter_stream(stream: Stream) -> bool:
+    return stream.name.endswith("-dlq")
+
+
+def republish(dead_letters: Stream, positions: list[tuple[str, int]] | None, user=None) -> RepublishOutcome:
+    """Append dead letters again to the streams they came from: those at `positions` ((segment,
+    offset) each), or all the stream holds (None). Each once: one already republished is skipped,
+    and so is an event that is no dead letter, or whose stream was deleted. An event goes back as
+    it came (payload, routing key, key, its own headers), without its `cbr-` headers.
+
+    At least once, never lost: the append and the record of it are one transaction, which a
+    republish of the same dead-letter stream waits for; a process that dies after the append and
+    before the commit leaves no record, and the next republish appends the event again."""
+    if not is_dead_letter_stream(dead_letters):
+        raise FieldError("stream", f"{dead_letters.full_name} is not a dead-letter stream (<name>-dlq)")
+    log = stream_log(dead_letters)
+    republished = skipped = 0
+    for batch in _batches(log, positions):
+        done, passed = _republish_batch(dead_letters, batch, user)
+        republished, skipped = republished + done, skipped + passed
+    return RepublishOutcome(republished, skipped)
+
+
+def _batches(log, positions: list[tuple[str, int]] | None):
+    """The dead letters to republish, REPUBLISH_BATCH at a time, as (segment, record)."""
+    if positions is None:
+        cut: dict[str, int] = {}
+        while True:
+            records, cut = log.read(cut, REPUBLISH_BATCH)
+            if not records:
+                return
+            yield [(r.segment, r.record) for r in records]
+    wanted: dict[str, list[int]] = {}
+    for n, (segment, offset) in enumerate(positions):
+        if segment not in log.segment_ids:
+            raise FieldError(f"events[{n}].segment", f"no segment {segment!r}")
+        wanted.setdefault(segment, []).append(offset)
+    found: list[tuple[str, Record]] = []
+    for segment, offsets in wanted.items():
+        records = records_at(log.segment(segment), offsets, {})
+        found += [(segment, records[o]) for o in offsets if o in records]
+    missing = [(n, s, o) for n, (s, o) in enumerate(positions) if not any(s == fs and o == r.offset for fs, r in found)]
+    if missing:
+        n, segment, offset = missing[0]
+        raise FieldError(f"events[{n}]", f"no event at {segment}:{offset} (truncated, or past the tail)")
+    for at in range(0, len(found), REPUBLISH_BATCH):
+        yield found[at : at + REPUBLISH_BATCH]
+
+
+def _republish_batch(dead_letters: Stream, batch: list[tuple[str, Record]], user) -> tuple[int, int]:
+    sources: dict[str, Stream | None] = {}
+    with transaction.atomic():
+        Stream.objects.select_for_update().filter(pk=dead_letters.pk).exists()  # one republish at a time
+        seen = set(
+            Republished.objects.filter(dead_letters=dead_letters, offset__in=[r.offset for _, r in batch]).values_list(
+                "segment", "offset"
+            )
+        )
+        by_source: dict[str, list[tuple[str, Record, DeadLetter, EventIn]]] = {}
+        skipped = 0
+        for segment, rec in batch:
+            dead, _ = read_dead_letter(rec.headers)
+            if (segment, rec.offset) in seen or dead is None:
+                skipped += 1
+                continue
+            if dead.stream not in sources:
+                scope, _, name = dead.stream.partition("/")
+                sources[dead.stream] = (
+                    Stream.objects.filter(scope__name=scope, name=name).select_related("scope").first()
+                )
+            if sources[dead.stream] is None:
+                skipped += 1
+                continue
+            own = {k: v for k, v in (rec.headers or {}).items() if not k.lower().startswith("cbr-")}
+            event = EventIn(rec.payload, rec.routing_key, rec.key, own or None)
+            by_source.setdefault(dead.stream, []).append((segment, rec, dead, event))
+        rows = []
+        for name, items in by_source.items():
+            source = sources[name]
+            assert source is not None
+            positions = do_publish(source, [event for *_, event in items])
+            rows += [
+                Republished(
+                    dead_letters=dead_letters,
+                    segment=segment,
+                    offset=rec.offset,
+                    source=source,
+                    source_segment=at.segment,
+                    source_offset=at.offset,
+                    republished_by=user,
+                )
+                for (segment, rec, _, _), at in zip(items, positions, strict=True)
+            ]
+        Republished.objects.bulk_create(rows)
+    return len(rows), skipped

@@ -14,6 +14,8 @@ import factories
 import pytest
 
 from cbr_client import cli
+from domain.events import EventIn
+from streams import logs, services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,3 +109,31 @@ def test_every_option_and_argument_says_what_it_is():
 
     walk(cli._parser(), "cbr")
     assert missing == []
+
+
+def test_cbr_streams_republish(config, live_server, admin_user, data_dir):
+    token = factories.token_for(admin_user)
+    source = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    dlq = services.do_create_stream(scope="shop", name="orders-dlq", segment_count=1)
+    origin = {"cbr-dlq-stream": "shop/orders", "cbr-dlq-segment": "0", "cbr-dlq-reason": "bad"}
+    services.do_publish(
+        dlq, [EventIn(f"d{i}".encode(), headers={**origin, "cbr-dlq-offset": str(i)}) for i in range(3)]
+    )
+    server = ("--server", live_server.url, "--token", token)
+
+    assert cbr(*server, "streams", "republish", "shop/orders-dlq", "--event", "0:1") == (
+        0,
+        "republished 1 dead letter(s) from shop/orders-dlq\n",
+        "",
+    )
+    status, out, _ = cbr(*server, "streams", "republish", "shop/orders-dlq", "--all")
+    assert (
+        status == 0
+        and out
+        == "republished 2 dead letter(s) from shop/orders-dlq, 1 skipped (republished before, or their stream is gone)\n"
+    )
+    records, _ = logs.read_events(source, {}, 10)
+    assert [r.record.payload for r in records] == [b"d1", b"d0", b"d2"] and records[0].record.headers is None
+    assert "give --all, or --event" in cbr(*server, "streams", "republish", "shop/orders-dlq")[2]
+    status, _, err = cbr(*server, "streams", "republish", "shop/orders-dlq", "--event", "0:9")
+    assert status == 1 and "events[0]" in err
