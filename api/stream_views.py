@@ -3,10 +3,14 @@ answer. Rules live in streams.domain, domain.policy_spec and the services."""
 
 from __future__ import annotations
 
+import csv
+import io
 import time
+from collections.abc import Iterator
 
+import orjson
 from django.conf import settings
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -40,13 +44,14 @@ from groups.consuming import dead_letters
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
+from streams.browsing import between as browse_between
 from streams.browsing import browse
 from streams.found import found_or_404
 from streams.lookups import stream_for_publish
 from streams.models import Stream
 from streams.tailing import read_events_waiting
 from streams.waking import Wait
-from streams.wire import event_json
+from streams.wire import CSV_COLUMNS, csv_row, event_json
 
 MAX_READ_LIMIT = 10_000
 
@@ -318,6 +323,90 @@ class PurgeView(APIView):
         if unknown:
             raise FieldError(unknown[0], "is not a field of a purge")
         return truncated(request, stream, retention_services.purge_cut(stream, request.data["to"]))
+
+
+class ExportView(APIView):
+    """The events between two cuts (default: the head to the tail when asked), filtered as a
+    search is, streamed as JSON lines or CSV: an export of any size holds a page in memory."""
+
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "from", OpenApiTypes.STR, description='a stream cut as JSON, {"0": 12} (default: the head)'
+            ),
+            OpenApiParameter(
+                "to", OpenApiTypes.STR, description="a stream cut as JSON, not included (default: the tail)"
+            ),
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["jsonl", "csv"], description="default jsonl"),
+            OpenApiParameter("contains", OpenApiTypes.STR),
+            OpenApiParameter("header", OpenApiTypes.STR, many=True),
+            OpenApiParameter("json", OpenApiTypes.STR),
+            OpenApiParameter("routing_key", OpenApiTypes.STR),
+            OpenApiParameter("key", OpenApiTypes.STR),
+        ],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    def perform_content_negotiation(self, request, force=False):
+        """`format` names the export's own format, not one of DRF's renderers (which would answer
+        404 for `csv`); errors are JSON, as everywhere."""
+        renderer = self.get_renderers()[0]
+        return renderer, renderer.media_type
+
+    def get(self, request, scope, name):
+        stream = get_stream(scope, name)
+        form = request.query_params.get("format", "jsonl")
+        if form not in ("jsonl", "csv"):
+            raise FieldError("format", "must be jsonl or csv")
+        tail = logs.stream_log(stream).tail_cut()
+        cuts = {}
+        for field in ("from", "to"):
+            raw = request.query_params.get(field)
+            cuts[field] = (
+                {}
+                if raw is None
+                else check_cut(parse_cut_json(raw, field), field, stream.segment_ids, complete=False, tail=tail)
+            )
+        end = {**tail, **cuts["to"]}
+        where = parse_filter(
+            routing_key=request.query_params.get("routing_key"),
+            key=request.query_params.get("key"),
+            contains=request.query_params.get("contains"),
+            headers=request.query_params.getlist("header"),
+            json_condition=request.query_params.get("json"),
+        )
+        events = browse_between(stream, cuts["from"], end, where)
+        body = _jsonl(events) if form == "jsonl" else _csv(events)
+        media = "application/x-ndjson" if form == "jsonl" else "text/csv; charset=utf-8"
+        response = StreamingHttpResponse(body, content_type=media)
+        response["Content-Disposition"] = f'attachment; filename="{scope}-{name}.{form}"'
+        return response
+
+
+def _jsonl(events) -> Iterator[bytes]:
+    lines: list[bytes] = []
+    for event in events:
+        lines.append(orjson.dumps(event))
+        if len(lines) == 1000:
+            yield b"\n".join(lines) + b"\n"
+            lines = []
+    if lines:
+        yield b"\n".join(lines) + b"\n"
+
+
+def _csv(events) -> Iterator[bytes]:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for n, event in enumerate(events, 1):
+        writer.writerow(csv_row(event))
+        if n % 1000 == 0:
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue().encode()
 
 
 class RepublishPositionSerializer(serializers.Serializer):

@@ -21,6 +21,7 @@ urlpatterns = [
     path(S, views.StreamDetailView.as_view(), name="api-stream"),
     path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
     path(S + "events/", views.EventsView.as_view(), name="api-events"),
+    path(S + "events/export/", views.ExportView.as_view(), name="api-export"),
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
     path(S + "purge/", views.PurgeView.as_view(), name="api-purge"),
     path(S + "republish/", views.RepublishView.as_view(), name="api-republish"),

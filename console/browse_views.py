@@ -10,7 +10,7 @@ import base64
 import json
 import time
 from datetime import UTC
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -172,6 +172,12 @@ def _page(request, stream: Stream, status: int = 200, **extra):
                 from_cut=cut,
                 events=events,
                 dead_letter_stream=is_dead_letter_stream(stream),
+                # the export of what the page shows, from its first event on, with its filters
+                export_query=urlencode(
+                    [("from", json.dumps(cut, separators=(",", ":")))]
+                    + [(k, v) for k in ("routing_key", "key", "contains", "json") if (v := request.GET.get(k))]
+                    + [("header", h) for h in request.GET.getlist("header") if h.strip()]
+                ),
                 can_republish=can(request, Action.MANAGE_STREAMS),
                 next_cut=json.dumps(page.next_cut, separators=(",", ":")),
                 examined=page.examined,

@@ -6,6 +6,7 @@ page read the whole stream; the page says how many it examined and where to go o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from domain.event_filters import EventFilter
@@ -59,3 +60,25 @@ def browse(
         cut = next_cut
     tail = log.tail_cut()
     return BrowsePage(events, cut, examined, at_tail=all(cut.get(s, 0) >= t for s, t in tail.items()))
+
+
+def between(
+    stream: Stream, start: dict[str, int], end: dict[str, int], where: EventFilter | None = None, page: int = 1000
+) -> Iterator[dict]:
+    """Every event from `start` up to `end` (a cut: each segment's events below its offset) that
+    `where` keeps, oldest first across segments, as the API answers them, read `page` at a time:
+    an export of any size holds one page in memory."""
+    log = stream_log(stream)
+    wanted = where or EventFilter()
+    cut = dict(start)
+    while True:
+        records, next_cut = log.read(cut, page)
+        for r in records:
+            rec = r.record
+            if rec.offset < end.get(r.segment, 0) and (
+                wanted.empty or wanted.keeps(rec.routing_key, rec.key, rec.headers, rec.payload)
+            ):
+                yield event_json(r)
+        if not records or all(next_cut.get(seg, 0) >= offset for seg, offset in end.items()):
+            return
+        cut = next_cut

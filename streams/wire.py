@@ -324,3 +324,33 @@ def _payload_field(payload: bytes) -> bytes:
         return b',"payload":' + _dump_text(payload.decode())
     except UnicodeDecodeError:
         return b""
+
+
+# An exported event as a CSV row (`GET …/events/export/?format=csv`): the event object's fields,
+# the headers as one JSON object, `payload` only when it is text (else empty: `payload_b64` has it).
+CSV_COLUMNS = (
+    "segment",
+    "offset",
+    "published_at",
+    "deliver_at",
+    "routing_key",
+    "key",
+    "headers",
+    "payload",
+    "payload_b64",
+)
+
+
+def csv_row(event: dict) -> list[str]:
+    headers = event.get("headers")
+    return [
+        event["segment"],
+        str(event["offset"]),
+        event["published_at"],
+        event.get("deliver_at") or "",
+        event.get("routing_key") or "",
+        event.get("key") or "",
+        "" if not headers else orjson.dumps(headers, option=orjson.OPT_SORT_KEYS).decode(),
+        event.get("payload") or "",
+        event["payload_b64"],
+    ]

@@ -440,6 +440,29 @@ def _since(value: str) -> str:
     return (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=ago)).isoformat()
 
 
+def export(client: Client, args) -> None:
+    """The pieces as they come, to stdout or a file: nothing held whole."""
+    pieces = client.export(
+        args.stream,
+        None if args.start is None else json.loads(args.start),
+        None if args.end is None else json.loads(args.end),
+        args.form,
+        contains=args.contains,
+        headers=args.where_header or (),
+        json_condition=args.where,
+    )
+    first = next(pieces, b"")  # an error answer raises here, before a file is made
+    out = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 - closed below
+    try:
+        out.write(first)
+        for piece in pieces:
+            out.write(piece)
+        out.flush()
+    finally:
+        if args.output:
+            out.close()
+
+
 def consume(client: Client, args) -> None:
     """Read, print, acknowledge: a message is acknowledged once its line is written (at least
     once: a consumer stopped before that gets it again after its lease)."""
@@ -810,6 +833,18 @@ def _parser() -> argparse.ArgumentParser:
         "--poll-s", dest="poll_s", type=float, default=1.0, help="with --follow, against a server that does not wait"
     )
     formats(p)
+
+    p = command(commands, "export", export, "write a stream's events as JSON lines or CSV (filtered as tail's)")
+    p.add_argument("stream", help="scope/name")
+    p.add_argument("--from", dest="start", help="a cut as JSON (default: the head), e.g. '{\"0\": 120}'")
+    p.add_argument("--to", dest="end", help="a cut as JSON, not included (default: the tail)")
+    p.add_argument("--format", dest="form", choices=["jsonl", "csv"], default="jsonl", help="default jsonl")
+    p.add_argument("--output", "-o", help="write to this file (default: stdout)")
+    p.add_argument("--contains", help="only events whose payload contains this text")
+    p.add_argument(
+        "--header", dest="where_header", action="append", metavar="NAME:VALUE", help="only events with this header"
+    )
+    p.add_argument("--where", metavar="CONDITION", help="only events whose JSON payload meets it: '$.amount>100'")
 
     p = command(commands, "consume", consume, "read a reader group's events, print and acknowledge each")
     p.add_argument("group", help="scope/name")

@@ -45,6 +45,7 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-policy", "GET"): PEOPLE,
     ("api-policy", "PUT"): OPERATORS,
     ("api-events", "GET"): PEOPLE,
+    ("api-export", "GET"): PEOPLE,
     ("api-events", "POST"): OPERATORS | {"publish_key"},
     ("api-truncate", "POST"): ADMINS,
     ("api-purge", "POST"): ADMINS,

@@ -1,4 +1,5 @@
 import base64
+import csv
 import json
 
 import factories
@@ -243,4 +244,53 @@ def test_a_search_pages_through_the_stream_skipping_nothing(api, stream, setting
 )
 def test_a_bad_search_is_refused_naming_its_field(api, stream, params, field):
     answer = api.get(EVENTS, params)
+    assert answer.status_code == 400 and answer.json()["field"] == field
+
+
+def test_an_export_streams_the_events_between_two_cuts_as_json_lines_or_csv(api, stream):
+    events = [
+        {"payload": json.dumps({"n": n}), "routing_key": f"r{n % 3}", **({"headers": {"t": "x"}} if n % 2 else {})}
+        for n in range(2500)
+    ]
+    for at in range(0, 2500, 1000):
+        assert publish(api, events[at : at + 1000]).status_code == 201
+    answer = api.get(EVENTS + "export/")
+    assert answer.status_code == 200 and answer["Content-Type"] == "application/x-ndjson"
+    assert answer["Content-Disposition"] == 'attachment; filename="shop-orders.jsonl"'
+    lines = [json.loads(line) for line in b"".join(answer.streaming_content).splitlines()]
+    assert sorted(json.loads(e["payload"])["n"] for e in lines) == list(range(2500))
+    assert set(lines[0]) >= {"segment", "offset", "published_at", "payload_b64"}
+
+    # up to a cut (not included), filtered as a search is, as CSV
+    tail = stream_log(stream).tail_cut()
+    to = {seg: offset // 2 for seg, offset in tail.items()}
+    answer = api.get(EVENTS + "export/", {"to": json.dumps(to), "format": "csv", "json": "$.n>=100", "header": "t:x"})
+    assert answer["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(b"".join(answer.streaming_content).decode().splitlines()))
+    assert rows[0] == [
+        "segment",
+        "offset",
+        "published_at",
+        "deliver_at",
+        "routing_key",
+        "key",
+        "headers",
+        "payload",
+        "payload_b64",
+    ]
+    body = rows[1:]
+    assert body and all(int(r[1]) < to[r[0]] for r in body)
+    assert all(json.loads(r[7])["n"] >= 100 and json.loads(r[7])["n"] % 2 == 1 and r[6] == '{"t":"x"}' for r in body)
+    # as many as the JSON lines hold below the cut that match
+    wanted = [
+        e for e in lines if e["offset"] < to[e["segment"]] and json.loads(e["payload"])["n"] >= 100 and e.get("headers")
+    ]
+    assert len(body) == len(wanted)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"), [({"format": "xml"}, "format"), ({"from": "{bad"}, "from"), ({"json": "n>1"}, "json")]
+)
+def test_a_bad_export_is_refused_naming_its_field(api, stream, params, field):
+    answer = api.get(EVENTS + "export/", params)
     assert answer.status_code == 400 and answer.json()["field"] == field

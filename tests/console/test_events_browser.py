@@ -179,5 +179,9 @@ def test_the_browser_searches_by_text_header_and_json_and_the_next_page_keeps_th
     assert "of 30 examined" in text(html)
     next_link = re.search(r'href="(\?start=cut[^"]+)"', html).group(1).replace("&amp;", "&")
     assert "json=%24.amount%3E%3D200" in next_link and "header=region%3Aeu" in next_link
+    # the export links take the page's start and filters; they answer what the page shows, and more
+    export = re.search(r'href="(/api/v1/streams/shop/search/events/export/\?[^"]+format=jsonl)"', html).group(1)
+    exported = b"".join(admin_client.get(export.replace("&amp;", "&")).streaming_content).splitlines()
+    assert [json.loads(json.loads(line)["payload"])["n"] for line in exported] == [21, 23, 25, 27, 29]
     refused = admin_client.get("/streams/shop/search/events/?json=amount>1")
     assert refused.status_code == 400 and "json" in text(refused.content.decode())

@@ -70,6 +70,14 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     assert [e["payload"] for e in lines(cbr("--json", "tail", "cli/orders", "--contains", "tw"))] == ["two"]
     assert [e["payload"] for e in lines(cbr("--json", "tail", "cli/orders", "--where", "$.n>3"))] == ['{"n": 4}']
     assert cbr("tail", "cli/orders", "--where", "$.n>4") == ""
+    # an export, streamed through the web server: JSON lines to stdout, CSV to a file
+    exported = lines(cbr("export", "cli/orders"))
+    assert [e["payload_b64"] for e in exported] == [e["payload_b64"] for e in events]
+    cbr("export", "cli/orders", "--format", "csv", "--contains", "t", "-o", str(tmp_path / "out.csv"))
+    csv_lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("segment,offset,published_at") and len(csv_lines) == 3  # two and three
+    refused = cbr("export", "cli/orders", "--where", "n>1", expect=1)
+    assert refused.startswith("cbr: 400 ") and "(json)" in refused
     assert "--from 'soon': head, tail, a cut as JSON" in cbr("tail", "cli/orders", "--from", "soon", expect=2)
 
     cbr("groups", "create", "cli/billing", "--stream", "cli/orders", "--retention-type",
