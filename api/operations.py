@@ -94,6 +94,19 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Each truncation: when, the cut, the rule that decided it (e.g. `cbr:case-iii:limit_max`), the "
         "subscribers weighed, and the bytes and events reclaimed. Newest first, paginated.",
     ),
+    "streams_purge_create": (
+        "Retention",
+        "Purge a stream's events",
+        'Admins only. `{"to": "tail"}` deletes every event held, `{"to": {"time": …}}` what was published '
+        "before that time: a manual truncation at that cut, recorded in the history as `manual`.",
+    ),
+    "streams_republish_create": (
+        "Events",
+        "Republish dead letters",
+        "Operators, on a dead-letter stream (`<name>-dlq`). Appends the dead letters chosen (or `all`) to the "
+        "streams they came from, as they came and without their `cbr-` headers, each once: one republished "
+        "before is skipped. Answers how many went back and how many were skipped.",
+    ),
     "streams_seal_create": (
         "Streams",
         "Seal the active chunks now",
@@ -112,9 +125,17 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
     ),
     "streams_events_retrieve": (
         "Events",
-        "Browse events",
-        'A plain read from the cut `from` (JSON, e.g. `{"0": 120}`; the head when left out): no delivery, no '
-        "acknowledgement, retention not held. Pass the answer's `next_cut` as the next `from`.",
+        "Browse or search events",
+        'A plain read from the cut `from` (JSON, e.g. `{"0": 120}`; the head when left out) or from '
+        "`from_time`: no delivery, no acknowledgement, retention not held. Pass the answer's `next_cut` as "
+        "the next `from`. With `contains`, `header`, `json`, `routing_key` or `key` it is a search: each page "
+        "examines at most `CBR_SEARCH_SCAN_EVENTS` events (`examined`).",
+    ),
+    "streams_events_export_retrieve": (
+        "Events",
+        "Export events",
+        "The events from the cut `from` (the head when left out) up to `to` (not included; the tail), filtered "
+        "as a search is, streamed as JSON lines (`format=jsonl`) or CSV (`format=csv`): an export of any size.",
     ),
     # -- compaction -----------------------------------------------------------------------------
     "streams_compacted_retrieve": (

@@ -329,6 +329,7 @@ class ExportView(APIView):
     """The events between two cuts (default: the head to the tail when asked), filtered as a
     search is, streamed as JSON lines or CSV: an export of any size holds a page in memory."""
 
+    serializer_class = None  # (its answer is not JSON: the schema says so in extend_schema)
     access = {"GET": Action.VIEW}
     access_target = TargetKind.STREAM
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 # Which fields of a body go together, as the server parses it, in the words OpenAPI 3.0 has
 # (no if/then: `oneOf`, `anyOf` and `not` over `required`), by request component.
 TOGETHER: dict[str, dict] = {
+    # the dead letters chosen, or all of them (api.stream_views.RepublishView)
+    "RepublishRequest": {"oneOf": [{"required": ["events"]}, {"required": ["all"]}]},
     # exactly one target (domain.start_positions.parse_seek); `generation` beside it
     "SeekRequestRequest": {
         "oneOf": [{"required": ["position"]}, {"required": ["time"]}, {"required": ["stream_cuts"]}],

@@ -84,7 +84,7 @@ def test_the_console_shows_every_field_of_a_policy_in_its_words(api, admin_clien
     )
     page = text(admin_client.get("/streams/shop/orders/").content.decode())
     for label in (
-        "Min 2.0 KB",
+        "Min 2.0 KiB",
         "Max —",
         "Consumption-based no",
         "Subscriber timeout never stale",
