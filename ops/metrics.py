@@ -21,6 +21,7 @@ from prometheus_client.utils import floatToGoString
 
 from groups.projections.lag import every_group_totals
 from ops.exposition import Family, exposition, label_set
+from ops.health import readiness
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
 from store.redis_connection import get_redis
@@ -57,6 +58,18 @@ def families() -> Iterator[Family | Metric]:
     yield from _delayed_metrics()
     yield from _cycle_metrics()
     yield from _waiting_metrics()
+    yield from _health_metrics()
+
+
+def _health_metrics() -> Iterator[Family]:
+    """What /readyz says, part by part, for alerting (docs/grafana/alerts.yml): 1 when the part
+    works, 0 when it does not (the workers and beat: 0 too when Redis, which holds their
+    heartbeats, cannot be asked)."""
+    answer = readiness()
+    up = Family("cbr_component_up", "1 while a part CBR needs works (/readyz's parts), 0 when not")
+    for part in ("database", "redis", "workers", "beat", "data_dir"):
+        up.add(label_set(component=part), 1 if answer[part]["ok"] else 0)
+    yield up
 
 
 def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> Iterator[Family]:
@@ -65,7 +78,9 @@ def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> It
     disk = Family("cbr_stream_disk_bytes", "Chunk bytes on disk")
     published = Family("cbr_stream_published_bytes", "Payload bytes ever published", "counter")
     appended = Family("cbr_stream_published_events", "Events ever published", "counter")
+    full = Family("cbr_stream_full", "1 while a stream at its max refuses publishes (on_max_limit: reject_publish)")
     for stream in streams:
+        full.add(label_set(stream=stream.full_name), 1 if stream.full_since is not None else 0)
         state = states[stream.pk]
         name = label_set(stream=stream.full_name)
         held.add(name, state.size_bytes)
@@ -77,7 +92,7 @@ def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> It
     reclaimed.add("", TruncationRecord.objects.reclaimed_bytes())
     truncations = Family("cbr_truncations", "Truncations performed", "counter")
     truncations.add("", TruncationRecord.objects.count())
-    yield from (held, events, disk, published, appended, reclaimed, truncations)
+    yield from (held, events, disk, published, appended, full, reclaimed, truncations)
 
 
 def _consumption_metrics(ends: Ends, labels: _Labels) -> Iterator[Family]:
