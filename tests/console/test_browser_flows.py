@@ -14,6 +14,7 @@ from django_celery_beat.models import PeriodicTask
 
 from cbrweb.beat import Scheduler
 from cbrweb.celery import app
+from domain.events import EventIn
 from groups.models import ReaderGroup
 from groups.sampling import take_samples
 from retention.models import TruncationRecord
@@ -217,3 +218,33 @@ def test_dead_ends_have_a_way_out(live_server, plain_user, browser_page):
     shot(page, "not-allowed", (1280,))
     page.click("main >> text=Dashboard")  # the way out
     page.wait_for_selector("text=Largest streams")
+
+
+def test_the_event_browser_answers_keys_and_the_console_follows_a_dark_system(
+    live_server, admin_user, browser_page, data_dir
+):
+    stream = services.do_create_stream(scope="shop", name="keys", segment_count=1)
+    services.do_publish(stream, [EventIn(f'{{"n": {n}}}'.encode()) for n in range(60)])
+    page = browser_page
+    page.emulate_media(color_scheme="dark")
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(15, 19, 26)"  # the dark palette's
+    page.goto(f"{live_server.url}/streams/shop/keys/events/")
+    shot(page, "events-dark", (1280, 390))
+
+    page.keyboard.press("v")  # text → pretty JSON
+    page.wait_for_url("**format=json**")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.name") == "contains"
+    page.keyboard.press("Escape")
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("n")  # the next page: events 50..59
+    page.wait_for_url("**start=cut**")
+    assert page.locator("table.events tbody tr").count() == 10
+    page.keyboard.press("p")
+    page.wait_for_function("!location.search.includes('start=cut')")
