@@ -172,6 +172,13 @@ def _page(request, stream: Stream, status: int = 200, **extra):
                 from_cut=cut,
                 events=events,
                 dead_letter_stream=is_dead_letter_stream(stream),
+                # the live tail's filters (static/cbr/live.js), as the API's query takes them
+                live_filters="".join(
+                    f"&{urlencode({k: v})}"
+                    for k in ("routing_key", "key", "contains", "json")
+                    if (v := request.GET.get(k))
+                )
+                + "".join(f"&{urlencode({'header': h})}" for h in request.GET.getlist("header") if h.strip()),
                 # the export of what the page shows, from its first event on, with its filters
                 export_query=urlencode(
                     [("from", json.dumps(cut, separators=(",", ":")))]

@@ -248,3 +248,29 @@ def test_the_event_browser_answers_keys_and_the_console_follows_a_dark_system(
     assert page.locator("table.events tbody tr").count() == 10
     page.keyboard.press("p")
     page.wait_for_function("!location.search.includes('start=cut')")
+
+
+def test_a_live_tail_shows_an_event_published_meanwhile_and_pauses(live_server, admin_user, browser_page, data_dir):
+    stream = services.do_create_stream(scope="shop", name="live", segment_count=1)
+    services.do_publish(stream, [EventIn(b"before")])
+    page = browser_page
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+    page.goto(f"{live_server.url}/streams/shop/live/events/")
+    page.check("#follow")
+    page.wait_for_selector("#live-status >> text=following")
+
+    services.do_publish(stream, [EventIn(b'{"order": "published meanwhile"}')])
+    page.wait_for_selector('tr.live-new >> text={"order": "published meanwhile"}', timeout=10_000)
+    shot(page, "live-tail", (1280,))
+
+    page.uncheck("#follow")  # paused at once: the waiting read is let go, no other starts
+    page.wait_for_selector("#live-status >> text=paused", timeout=3_000)
+    services.do_publish(stream, [EventIn(b"while paused")])
+    page.wait_for_timeout(1500)
+    assert page.locator("text=while paused").count() == 0
+    page.check("#follow")  # on again, from where it stopped
+    page.wait_for_selector("tr.live-new >> text=while paused", timeout=10_000)
