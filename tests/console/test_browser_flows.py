@@ -4,6 +4,7 @@ retention cycle and watch it finish and truncate with its reason, edit a schedul
 CBR_SCREENSHOTS=<dir>, every page is saved there (full page, and at 800 px and phone width) to
 be looked at."""
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from domain.events import EventIn
 from groups.models import ReaderGroup
 from groups.sampling import take_samples
 from retention.models import TruncationRecord
-from streams import services
+from streams import logs, services
 from streams.models import Stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -274,3 +275,51 @@ def test_a_live_tail_shows_an_event_published_meanwhile_and_pauses(live_server, 
     assert page.locator("text=while paused").count() == 0
     page.check("#follow")  # on again, from where it stopped
     page.wait_for_selector("tr.live-new >> text=while paused", timeout=10_000)
+
+
+def test_search_export_republish_and_purge_in_the_browser(live_server, admin_user, browser_page, data_dir):
+    stream = services.do_create_stream(scope="shop", name="flows", segment_count=1)
+    services.do_publish(stream, [EventIn(f'{{"n": {n}, "amount": {n * 10}}}'.encode()) for n in range(20)])
+    dlq = services.do_create_stream(scope="shop", name="flows-dlq", segment_count=1)
+    origin = {"cbr-dlq-stream": "shop/flows", "cbr-dlq-segment": "0", "cbr-dlq-reason": "bad amount"}
+    services.do_publish(dlq, [EventIn(b'{"n": 3}', headers={**origin, "cbr-dlq-offset": "3"})])
+    page = browser_page
+    page.on("dialog", lambda dialog: dialog.accept())
+    url = live_server.url
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+
+    # a search: a JSON condition, applied by the server
+    page.goto(f"{url}/streams/shop/flows/events/")
+    page.fill("input[name=json]", "$.amount>=150")
+    page.click("button >> text=Show")
+    page.wait_for_url("**json=**")
+    assert "5 events of 20 examined" in page.locator(".pager").inner_text()
+    shot(page, "search", (1280, 390))
+
+    # its export, as a download
+    with page.expect_download() as download:
+        page.click("a >> text=JSON lines")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert [json.loads(json.loads(line)["payload"])["n"] for line in lines] == [15, 16, 17, 18, 19]
+
+    # a dead letter republished to its stream, then marked
+    page.goto(f"{url}/streams/shop/flows-dlq/events/")
+    page.click("button >> text=Republish")
+    page.wait_for_url("**/streams/shop/flows-dlq/events/")
+    assert "1 dead letter(s) republished." in page.locator(".messages").inner_text()
+    shot(page, "republished", (1280, 390))
+    assert page.locator(".chip >> text=republished").count() == 1
+
+    # a purge of everything held, after the name is typed
+    page.goto(f"{url}/streams/shop/flows/")
+    page.click("a >> text=Purge")
+    shot(page, "purge", (1280, 390))
+    page.fill("#confirm", "shop/flows")
+    page.click("button >> text=Purge shop/flows")
+    page.wait_for_url("**/streams/shop/flows/")
+    assert "Purged shop/flows" in page.locator(".messages").inner_text()
+    assert sum(logs.stream_log(stream).tail_cut().values()) - sum(logs.stream_log(stream).head_cut().values()) == 0
