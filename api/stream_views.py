@@ -36,7 +36,7 @@ from compaction.runs import becoming_compacted_warnings
 from domain.compaction import COMPACTION_NUMBERS
 from domain.cuts import check_cut, parse_cut_json
 from domain.errors import FieldError
-from domain.event_filters import parse_filter
+from domain.event_filters import EventFilter, parse_filter
 from domain.events import parse_batch
 from domain.policy_spec import parse_policy
 from domain.times import parse_time
@@ -230,13 +230,7 @@ class EventsView(FreedAnswers, APIView):
             from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
         elif at is not None:
             from_cut = logs.stream_log(stream).cut_at_time(int(parse_time(at, "from_time").timestamp() * 1000))
-        where = parse_filter(
-            routing_key=request.query_params.get("routing_key"),
-            key=request.query_params.get("key"),
-            contains=request.query_params.get("contains"),
-            headers=request.query_params.getlist("header"),
-            json_condition=request.query_params.get("json"),
-        )
+        where = search_of(request)
         if not where.empty:  # a search: each page examines at most CBR_SEARCH_SCAN_EVENTS
             if wait_ms:
                 raise FieldError("wait_ms", "a search does not wait: leave wait_ms out, or the filters")
@@ -267,6 +261,30 @@ def publish(scope: str, name: str, data) -> HttpResponse:
     )
 
 
+def search_of(request) -> EventFilter:
+    """A read's or an export's search, from its query (`domain.event_filters`)."""
+    query = request.query_params
+    return parse_filter(
+        routing_key=query.get("routing_key"),
+        key=query.get("key"),
+        contains=query.get("contains"),
+        headers=query.getlist("header"),
+        json_condition=query.get("json"),
+    )
+
+
+def only_field(request, name: str, what: str) -> object:
+    """A body of one field, `name`: its value; a body without it, or with another field, refused
+    naming the field."""
+    body = request.data
+    if not isinstance(body, dict) or name not in body:
+        raise FieldError(name, "is required")
+    unknown = sorted(set(body) - {name})
+    if unknown:
+        raise FieldError(unknown[0], f"is not a field of {what}")
+    return body[name]
+
+
 def _events_answer(records, next_cut: dict[str, int]) -> dict:
     return {"events": [event_json(r) for r in records], "next_cut": next_cut}
 
@@ -292,13 +310,9 @@ class TruncateView(APIView):
     @extend_schema(request=TruncateSerializer, responses=TruncationRecordSerializer)
     def post(self, request, scope, name):
         stream = get_stream(scope, name)
-        if not isinstance(request.data, dict) or "stream_cut" not in request.data:
-            raise FieldError("stream_cut", "is required")
-        unknown = sorted(set(request.data) - {"stream_cut"})
-        if unknown:
-            raise FieldError(unknown[0], "is not a field of a truncation")
+        given = only_field(request, "stream_cut", "a truncation")
         tail = logs.stream_log(stream).tail_cut()
-        cut = check_cut(request.data["stream_cut"], "stream_cut", stream.segment_ids, complete=True, tail=tail)
+        cut = check_cut(given, "stream_cut", stream.segment_ids, complete=True, tail=tail)
         return truncated(request, stream, cut)
 
 
@@ -317,12 +331,8 @@ class PurgeView(APIView):
     @extend_schema(request=PurgeSerializer, responses=TruncationRecordSerializer)
     def post(self, request, scope, name):
         stream = get_stream(scope, name)
-        if not isinstance(request.data, dict) or "to" not in request.data:
-            raise FieldError("to", "is required")
-        unknown = sorted(set(request.data) - {"to"})
-        if unknown:
-            raise FieldError(unknown[0], "is not a field of a purge")
-        return truncated(request, stream, retention_services.purge_cut(stream, request.data["to"]))
+        to = only_field(request, "to", "a purge")
+        return truncated(request, stream, retention_services.purge_cut(stream, to))
 
 
 class ExportView(APIView):
@@ -371,13 +381,7 @@ class ExportView(APIView):
                 else check_cut(parse_cut_json(raw, field), field, stream.segment_ids, complete=False, tail=tail)
             )
         end = {**tail, **cuts["to"]}
-        where = parse_filter(
-            routing_key=request.query_params.get("routing_key"),
-            key=request.query_params.get("key"),
-            contains=request.query_params.get("contains"),
-            headers=request.query_params.getlist("header"),
-            json_condition=request.query_params.get("json"),
-        )
+        where = search_of(request)
         events = browse_between(stream, cuts["from"], end, where)
         body = _jsonl(events) if form == "jsonl" else _csv(events)
         media = "application/x-ndjson" if form == "jsonl" else "text/csv; charset=utf-8"

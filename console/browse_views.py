@@ -35,6 +35,8 @@ from streams.found import found_or_404
 from streams.models import Stream
 
 PAGE = 50
+# a search's query fields, and `parse_filter`'s arguments for them (`header` apart: repeatable)
+_FILTER_ARGS = {"routing_key": "routing_key", "key": "key", "contains": "contains", "json": "json_condition"}
 FORMATS = ("text", "json", "hex")
 
 
@@ -146,12 +148,12 @@ def _page(request, stream: Stream, status: int = 200, **extra):
     else:
         try:
             cut, start = _start(stream, request)
+            # the search's fields filled in, as the API's query names them (blank ones left out)
+            asked = [(k, v) for k in _FILTER_ARGS if (v := request.GET.get(k))]
+            asked += [("header", h) for h in request.GET.getlist("header") if h.strip()]
             where = parse_filter(
-                routing_key=request.GET.get("routing_key") or None,
-                key=request.GET.get("key") or None,
-                contains=request.GET.get("contains") or None,
-                headers=[h for h in request.GET.getlist("header") if h.strip()],
-                json_condition=request.GET.get("json") or None,
+                **{_FILTER_ARGS[k]: v for k, v in asked if k != "header"},
+                headers=[v for k, v in asked if k == "header"],
             )
             page = browse(stream, cut, PAGE, budget=settings.CBR_SEARCH_SCAN_EVENTS, where=where)
         except FieldError as exc:
@@ -173,18 +175,9 @@ def _page(request, stream: Stream, status: int = 200, **extra):
                 events=events,
                 dead_letter_stream=is_dead_letter_stream(stream),
                 # the live tail's filters (static/cbr/live.js), as the API's query takes them
-                live_filters="".join(
-                    f"&{urlencode({k: v})}"
-                    for k in ("routing_key", "key", "contains", "json")
-                    if (v := request.GET.get(k))
-                )
-                + "".join(f"&{urlencode({'header': h})}" for h in request.GET.getlist("header") if h.strip()),
+                live_filters="".join(f"&{urlencode([pair])}" for pair in asked),
                 # the export of what the page shows, from its first event on, with its filters
-                export_query=urlencode(
-                    [("from", json.dumps(cut, separators=(",", ":")))]
-                    + [(k, v) for k in ("routing_key", "key", "contains", "json") if (v := request.GET.get(k))]
-                    + [("header", h) for h in request.GET.getlist("header") if h.strip()]
-                ),
+                export_query=urlencode([("from", json.dumps(cut, separators=(",", ":"))), *asked]),
                 can_republish=can(request, Action.MANAGE_STREAMS),
                 next_cut=json.dumps(page.next_cut, separators=(",", ":")),
                 examined=page.examined,

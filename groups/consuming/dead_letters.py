@@ -153,7 +153,7 @@ def _batches(log, positions: list[tuple[str, int]] | None):
 def _republish_batch(dead_letters: Stream, batch: list[tuple[str, Record]], user) -> tuple[int, int]:
     sources: dict[str, Stream | None] = {}
     with transaction.atomic():
-        Stream.objects.select_for_update().filter(pk=dead_letters.pk).exists()  # one republish at a time
+        Stream.objects.select_for_update().filter(pk=dead_letters.pk).exists()  # (SELECT … FOR UPDATE): one at a time
         seen = set(
             Republished.objects.filter(dead_letters=dead_letters, offset__in=[r.offset for _, r in batch]).values_list(
                 "segment", "offset"

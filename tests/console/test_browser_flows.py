@@ -43,6 +43,15 @@ def shot(page, name: str, widths=(1280,)) -> None:
     page.set_viewport_size({"width": 1280, "height": 900})
 
 
+def sign_in(page, url: str, username: str) -> None:
+    """Through the sign-in page, as a person does (the factories' password: `pw-<name>-123`)."""
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"pw-{username}-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Dashboard")
+
+
 @pytest.fixture
 def cycles_inline(monkeypatch):
     """What a worker would do with the queued cycle, done inside the request."""
@@ -57,11 +66,7 @@ def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_in
     page = browser_page
     page.on("dialog", lambda dialog: dialog.accept())  # htmx's confirmations
     url = live_server.url
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, url, "ada")
     shot(page, "dashboard", (1280, 800, 390))
 
     # a stream, with its policy
@@ -146,11 +151,7 @@ def test_a_new_users_first_hour(live_server, admin_user, browser_page, cycles_in
 def test_a_person_changes_their_password_and_a_mistake_keeps_them_on_the_form(live_server, plain_user, browser_page):
     page = browser_page
     url = live_server.url
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "bob")
-    page.fill("#id_password", "pw-bob-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, url, "bob")
 
     # the link on every page, then a new password typed twice differently
     page.click("text=Change password")
@@ -178,11 +179,7 @@ def test_a_refused_publish_keeps_what_was_typed_and_says_why_beside_the_headers(
     services.do_create_stream(scope="shop", name="orders", segment_count=1)
     page = browser_page
     url = live_server.url
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", "pw-olga-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, url, "olga")
 
     page.goto(f"{url}/streams/shop/orders/events/")
     page.click("summary >> text=Publish an event")
@@ -205,11 +202,7 @@ def test_a_refused_publish_keeps_what_was_typed_and_says_why_beside_the_headers(
 def test_dead_ends_have_a_way_out(live_server, plain_user, browser_page):
     page = browser_page
     url = live_server.url
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "bob")
-    page.fill("#id_password", "pw-bob-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, url, "bob")
 
     page.goto(f"{url}/streams/shop/nope/")
     page.wait_for_selector("text=No stream shop/nope.")
@@ -228,11 +221,7 @@ def test_the_event_browser_answers_keys_and_the_console_follows_a_dark_system(
     services.do_publish(stream, [EventIn(f'{{"n": {n}}}'.encode()) for n in range(60)])
     page = browser_page
     page.emulate_media(color_scheme="dark")
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, live_server.url, "ada")
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(15, 19, 26)"  # the dark palette's
     page.goto(f"{live_server.url}/streams/shop/keys/events/")
@@ -255,11 +244,7 @@ def test_a_live_tail_shows_an_event_published_meanwhile_and_pauses(live_server, 
     stream = services.do_create_stream(scope="shop", name="live", segment_count=1)
     services.do_publish(stream, [EventIn(b"before")])
     page = browser_page
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, live_server.url, "ada")
     page.goto(f"{live_server.url}/streams/shop/live/events/")
     page.check("#follow")
     page.wait_for_selector("#live-status >> text=following")
@@ -286,11 +271,7 @@ def test_search_export_republish_and_purge_in_the_browser(live_server, admin_use
     page = browser_page
     page.on("dialog", lambda dialog: dialog.accept())
     url = live_server.url
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Dashboard")
+    sign_in(page, url, "ada")
 
     # a search: a JSON condition, applied by the server
     page.goto(f"{url}/streams/shop/flows/events/")
