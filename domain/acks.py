@@ -263,6 +263,16 @@ class SegmentAcks:
         self.leases[offset] = Lease(consumer, now + lease_s, epoch)
         return Delivery(offset, epoch)
 
+    def in_flight(self, now: float) -> dict[str, int]:
+        """Deliveries in flight by now, counted by the consumer each was handed to ("": unnamed):
+        leases not acknowledged, given back or expired (an expired one stays in `leases` until
+        the next hand-out gives it back, but is no longer in anyone's hands)."""
+        out: dict[str, int] = {}
+        for lease in self.leases.values():
+            if lease.expires_at > now:
+                out[lease.consumer] = out.get(lease.consumer, 0) + 1
+        return out
+
     def expire(self, now: float, backoff: Sequence[float] = ()) -> list[int]:
         """Leases past their expiry become due for redelivery: at once, or with a backoff, that
         long after the lease expired (not before now)."""

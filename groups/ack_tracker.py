@@ -46,7 +46,7 @@ from itertools import repeat
 import numpy as np
 
 from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
-from groups.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, NACK_MANY, READ_COUNTS
+from groups.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, IN_FLIGHT, NACK_MANY, READ_COUNTS
 from store.redis_connection import ScriptPipeline
 
 _PREFIX = "cbr:acks:"
@@ -117,7 +117,8 @@ def _scripts(redis) -> tuple:
     """The scripts, registered once per client (registering hashes the source)."""
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
-            redis.register_script(src) for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS)
+            redis.register_script(src)
+            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -132,7 +133,15 @@ class SegmentTracker:
         self.keys = self.keys_of(subscription_key, segment)
         self.index_key = index_key or f"{_PREFIX}{{{subscription_key}:{segment}}}:no-index"
         self.life = 0  # of the state, as the last hand-out through this tracker found it
-        (self._hand_out, self._ack, self._nack, self._dead_lettered, self._fan_out, self._read_counts) = _scripts(redis)
+        (
+            self._hand_out,
+            self._ack,
+            self._nack,
+            self._dead_lettered,
+            self._fan_out,
+            self._read_counts,
+            self._in_flight,
+        ) = _scripts(redis)
 
     @staticmethod
     def keys_of(subscription_key: str, segment: str) -> list[str]:
@@ -160,7 +169,8 @@ class SegmentTracker:
         runs: bool = False,
         known: KnownCounts | None = KNOWN_NOTHING,
     ):
-        """As `SegmentAcks.hand_out` (the consumer's name is not kept: a lease is a lease). With
+        """As `SegmentAcks.hand_out`; the consumer's name ("": unnamed) goes with the hand-out's
+        leases, for `in_flight` (a lease is a lease: any consumer may acknowledge it). With
         `pipe`, queues the script and returns a function that reads its answer into the HandOut
         (a read's segments then hand out in one round trip). `runs`: its first deliveries as
         runs (`HandOut.first_runs`), not spelled out in `deliveries`. `known`: what the database
@@ -188,6 +198,7 @@ class SegmentTracker:
             ",".join(f"{o}:{c}" for o, c in known.counts.items()),
             "1" if seeded else "0",
             new_life(),
+            consumer,
         ]
         keys = [*self.keys, self.index_key]
         as_hand_out = _handed_out_as_runs if runs else _handed_out
@@ -306,6 +317,15 @@ class SegmentTracker:
             return None
         return self._read_counts(keys=self.keys, args=[now, lease_s])
 
+    def in_flight(self, now: float, pipe: ScriptPipeline | None = None):
+        """The live leases not expired by `now`, counted by the consumer each was handed to ("":
+        unnamed), as `SegmentAcks.in_flight`; with `pipe`, queued, its answer read by
+        `in_flight_of`."""
+        if pipe is not None:
+            pipe.run_script(self._in_flight, self.keys, [now])
+            return None
+        return in_flight_of(self._in_flight(keys=self.keys, args=[now]))
+
     def lease_counts(self, now: float) -> tuple[int, int]:
         """(live leases, leases expired by `now` and not yet given back)."""
         _, _, live, expired, _, _, _ = self.read_counts(now, 0.0)
@@ -347,6 +367,11 @@ class SegmentTracker:
 
 
 _OK = AckResult(True)
+
+
+def in_flight_of(answer: list) -> dict[str, int]:
+    """The IN_FLIGHT script's answer ({owner, count, …}) as consumer -> leases."""
+    return {_text(answer[i]): int(answer[i + 1]) for i in range(0, len(answer), 2)}
 
 
 def _handed_out(answer: list) -> HandOut:

@@ -21,6 +21,8 @@ local backoff, ack_none = parse_backoff(ARGV[13]), ARGV[14] == 'none'
 -- state (a state is started from nothing else: counts must never go back); `life` names the
 -- state started now in its delivery ids
 local handed, seeded, life = tonumber(ARGV[15]), ARGV[17] == '1', ARGV[18]
+-- the consumer the hand-out is for, named in its member ('' unnamed): who holds what in flight
+local owner = ARGV[19] or ''
 
 local known = redis.call('HMGET', state, 'floor', 'layout')
 if known[1] and known[2] ~= LAYOUT then
@@ -221,6 +223,7 @@ elseif #again_offs > 0 or #first > 0 then
   if #items > 1 then member = (hi + 1) .. ';' .. table.concat(items, ',')
   elseif #first == 1 then member = tostring(first[1])
   else member = items[1] end
+  if owner ~= '' then member = member .. '@' .. owner end
   redis.call('ZADD', leases, now + lease_s, member)
 end
 if #compacted_away > 0 then

@@ -32,8 +32,9 @@ op = st.one_of(
 )
 
 
-def same(model: SegmentAcks, tracker: SegmentTracker) -> None:
+def same(model: SegmentAcks, tracker: SegmentTracker, now: float = 0.0) -> None:
     got = tracker.state()
+    assert tracker.in_flight(now) == model.in_flight(now)
     assert got.floor == model.floor and got.next == model.next
     assert got.leases == {o: lease.epoch for o, lease in model.leases.items()}
     assert got.acked == model.acked
@@ -129,7 +130,7 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 assert tracker.nack(d, now, None, backoff=backoff, sink=b) == want
             elif kind == "wait":
                 now += a
-            same(model, tracker)
+            same(model, tracker, now)
     finally:
         tracker.forget()
         redis.delete(tracker.index_key)

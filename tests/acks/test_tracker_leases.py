@@ -121,17 +121,21 @@ def test_hand_outs_of_one_delivery_cost_no_more_than_a_member_per_offset_did(tra
     """A read of one event is one record: as short as the sorted-set member per offset that the
     tracker kept before (~96 B a pending delivery); their expiries still end the right leases.
     Checked on what is stored, not on MEMORY USAGE, which depends on the server's allocator
-    (jemalloc's and libc's round the same members differently)."""
+    (jemalloc's and libc's round the same members differently). A named consumer adds its name
+    (`in_flight` counts by it)."""
     for i in range(2000):
-        tracker.hand_out(float(i), "a", 1, 2000, 3600.0, 5, Poison.SKIP)
-    # each hand-out's record is the offset alone, scored by its expiry: what the per-offset shape kept
+        tracker.hand_out(float(i), "" if i % 2 else "a", 1, 2000, 3600.0, 5, Poison.SKIP)
+    # each unnamed hand-out's record is the offset alone, scored by its expiry: what the
+    # per-offset shape kept; a named one's, the offset and "@name"
     records = redis.zrange(tracker.keys[1], 0, -1, withscores=True)
-    assert records == [(str(o).encode(), o + 3600.0) for o in range(2000)]
+    assert records == [(f"{o}{'' if o % 2 else '@a'}".encode(), o + 3600.0) for o in range(2000)]
+    assert tracker.in_flight(3600.5) == {"a": 999, "": 1000}  # 0 expired at 3600
     assert tracker.nack(Delivery(7, 1), 2000.0).acked
     again = tracker.hand_out(2001.0, "a", 1, 2000, 3600.0, 5, Poison.SKIP).deliveries
     assert [(d.offset, d.epoch) for d in again] == [(7, 2)]
     # by 3610.5 the hand-outs of offsets 0-10 expired; 7's second delivery is live until 5601
     assert tracker.lease_counts(3610.5) == (1990, 10)
+    assert tracker.in_flight(3610.5) == {"a": 995, "": 995}  # 0-10 expired; 7 came again to a
 
 
 def test_a_reads_counts_come_in_one_answer(tracker, redis):
