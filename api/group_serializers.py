@@ -465,6 +465,22 @@ class CheckpointRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     persist = StrictBooleanField(default=False)
 
 
+class ConsumerSerializer(serializers.Serializer):
+    """One consumer of a group, by the name it reads under (`default` when it gives none)."""
+
+    name = serializers.CharField()
+    last_read = serializers.DateTimeField(allow_null=True)
+    last_ack = serializers.DateTimeField(allow_null=True)
+    waiting = serializers.BooleanField(help_text="a read of its waits now")
+    read_rate = serializers.FloatField(help_text="events handed to it per second, over the last minute")
+    ack_rate = serializers.FloatField(help_text="events it acknowledged per second, over the last minute")
+    in_flight = serializers.IntegerField(
+        help_text="deliveries in its hands: handed to it, neither acknowledged, given back nor expired"
+    )
+    delivered = serializers.IntegerField(help_text="events handed to it since it was first heard from")
+    acked = serializers.IntegerField(help_text="events it acknowledged since it was first heard from")
+
+
 class CheckpointSerializer(serializers.Serializer):
     name = serializers.CharField()
     cuts = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()))

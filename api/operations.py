@@ -244,6 +244,15 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "is poison: dead-lettered, skipped or halting the group (`on_poison`). 409 `ack_policy_none` for an "
         "at-most-once group.",
     ),
+    "reader_groups_consumers_retrieve": (
+        "Consuming",
+        "List a group's consumers",
+        "Each consumer heard from in the last day, by the name it reads under (`consumer`; `default` when it "
+        "gives none), the most recently heard first: its last read and acknowledgement, whether a read of its "
+        "waits now, events handed to it and acknowledged by it per second over the last minute (`read_rate`, "
+        "`ack_rate`), the deliveries in its hands (`in_flight`: handed to it, neither acknowledged, given back "
+        "nor expired) and its totals. The counts reach every web process within about a second.",
+    ),
     "reader_groups_checkpoints_retrieve": (
         "Consuming",
         "List checkpoints",

@@ -28,6 +28,7 @@ from api.group_serializers import (
     AckRequestSerializer,
     CheckpointRequestSerializer,
     CheckpointSerializer,
+    ConsumerSerializer,
     NackRequestSerializer,
     ReadAnswerSerializer,
     ReaderGroupCreateSerializer,
@@ -47,6 +48,7 @@ from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from groups import consuming, reader_groups
 from groups.models import ReaderGroup, Subscription
+from groups.projections.consumers import consumer_figures
 from groups.projections.lag import group_state
 from groups.projections.overview import group_summaries
 from streams.found import found_or_404
@@ -365,6 +367,24 @@ class NackView(ConsumingView):
                 group, args["delivery_ids"], args["delay_ms"], args["reason"], group_slots, sink=args["sink"]
             )
         )
+
+
+class ConsumerListView(ConsumingView):
+    @extend_schema(
+        responses=inline_serializer(
+            "ConsumerList",
+            {
+                "results": ConsumerSerializer(many=True),
+                "next": serializers.CharField(allow_null=True, help_text="always null: one page"),
+            },
+        )
+    )
+    def get(self, request, scope, name):
+        """The group's consumers heard from in the last day (and any holding deliveries), the
+        most recently heard first: rates, deliveries in flight, totals."""
+        group = _group_for_consuming(scope, name)
+        rows = [ConsumerSerializer(row).data for row in consumer_figures(group)]
+        return Response({"results": rows, "next": None})
 
 
 class CheckpointListView(ConsumingView):

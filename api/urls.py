@@ -38,6 +38,7 @@ urlpatterns = [
     path(RG + "read/", reader_group_views.ReadView.as_view(), name="api-read"),
     path(RG + "ack/", reader_group_views.AckView.as_view(), name="api-ack"),
     path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),
+    path(RG + "consumers/", reader_group_views.ConsumerListView.as_view(), name="api-consumers"),
     path(RG + "checkpoints/", reader_group_views.CheckpointListView.as_view(), name="api-checkpoints"),
     path(
         RG + "checkpoints/<checkpoint:checkpoint>/",

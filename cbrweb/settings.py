@@ -212,6 +212,9 @@ CBR_DELAYED_PUBLISH_STALE_S = env_int("CBR_DELAYED_PUBLISH_STALE_S", 30, minimum
 CBR_SEARCH_SCAN_EVENTS = env_int("CBR_SEARCH_SCAN_EVENTS", 10_000, minimum=1)
 # a dead-letter stream made where its scope has no default policy keeps this many seconds
 # (`retention.dead_letters`; 0: no policy, kept until deleted)
+# /metrics names at most this many consumers of each group (cbr_consumer_*); the rest are summed
+# as consumer="_other" (docs/monitoring.md)
+CBR_METRICS_CONSUMERS_PER_GROUP = env_int("CBR_METRICS_CONSUMERS_PER_GROUP", 10, minimum=0)
 CBR_DLQ_RETENTION_S = env_int("CBR_DLQ_RETENTION_S", 7 * 86_400, minimum=0)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)

@@ -91,3 +91,17 @@ def size_text(n: int | float | None) -> str:
         value /= 1024
         unit += 1
     return f"{value:.1f}\xa0{IEC[unit]}"
+
+
+def rate_text(per_s: float | None) -> str:
+    """Events per second as people read them: `0`, `0.03`, `2.5`, `1,234` (two decimals below 1,
+    one below 10, none from 10: a rate of one event a minute is not shown as 0)."""
+    if per_s is None:
+        return "—"
+    if per_s == 0:
+        return "0"
+    if per_s < 0.995:  # (what rounds to 1.00 is shown as 1.0, what rounds to 10.0 as 10)
+        return f"{per_s:.2f}"
+    if per_s < 9.95:
+        return f"{per_s:.1f}"
+    return f"{round(per_s):,}"

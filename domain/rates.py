@@ -17,3 +17,12 @@ def rates(points: Sequence[tuple[float, int | None]]) -> list[tuple[float, float
         else:
             out.append((t1, (c1 - c0) / (t1 - t0)))
     return out
+
+
+def windowed_rate(previous: int, current: int, into_s: float, window_s: float = 60.0) -> float:
+    """Per second over the last `window_s`, from counts kept per window: `current` so far in the
+    window that began `into_s` ago, `previous` in the whole window before it. The part of the
+    previous window the last `window_s` still covers is taken as evenly spread (a sliding window
+    from two fixed ones: no sample per event). A window just begun shows the previous one's rate."""
+    into_s = min(max(into_s, 0.0), window_s)
+    return (previous * (window_s - into_s) / window_s + current) / window_s

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpResponse
 from prometheus_client.core import HistogramMetricFamily
@@ -19,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from groups.projections.consumers import bounded, every_consumer_figures
 from groups.projections.lag import every_group_totals
 from ops.exposition import Family, exposition, label_set
 from ops.health import readiness
@@ -55,6 +57,7 @@ def families() -> Iterator[Family | Metric]:
     yield from _stream_metrics(streams, states)
     yield from _consumption_metrics(ends, labels)
     yield from _reader_group_metrics(ends, labels)
+    yield from _consumer_metrics({pk: tail for pk, (_, tail) in ends.items()})
     yield from _delayed_metrics()
     yield from _cycle_metrics()
     yield from _waiting_metrics()
@@ -171,6 +174,26 @@ def _reader_group_metrics(ends: Ends, labels: _Labels) -> Iterator[Family]:
         redelivered.add(pair, t.redelivered)
         dead_lettered.add(pair, t.dead_lettered)
     yield from (pending, lag, halted, redelivered, dead_lettered)
+
+
+def _consumer_metrics(tails: dict[int, dict[str, int]]) -> Iterator[Family]:
+    """Each reader group's consumers (`every_consumer_figures`: one query and two Redis round
+    trips for all groups), at most `CBR_METRICS_CONSUMERS_PER_GROUP` named per group and the rest
+    summed as `_other`: consumer names are the clients' to choose, the series' number is not."""
+    in_flight = Family(
+        "cbr_consumer_inflight", "Deliveries in a consumer's hands: handed to it, neither acknowledged, given back nor expired"
+    )
+    delivered = Family("cbr_consumer_delivered_events", "Events handed to a consumer", "counter")
+    acked = Family("cbr_consumer_acked_events", "Events a consumer acknowledged", "counter")
+    limit = settings.CBR_METRICS_CONSUMERS_PER_GROUP
+    for group, rows in every_consumer_figures(tails).items():
+        named, rest = bounded(rows, limit)
+        for row in named + ([rest] if rest is not None else []):
+            label = label_set(reader_group=group, consumer=row.name)
+            in_flight.add(label, row.in_flight)
+            delivered.add(label, row.delivered)
+            acked.add(label, row.acked)
+    yield from (in_flight, delivered, acked)
 
 
 def _delayed_metrics() -> Iterator[Family | Metric]:

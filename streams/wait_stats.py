@@ -29,6 +29,21 @@ class _Counts:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.pending: defaultdict[str, float] = defaultdict(float)
+        # other hashes' counters (a reader group's consumers', `groups.consuming.floors`):
+        # (key, field) -> count, and each key's expiry in seconds (0: none)
+        self.keyed: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.expiry: dict[str, int] = {}
+
+    def add_to(self, key: str, field: str, n: int, expire_s: int = 0) -> None:
+        """`n` more in the hash `key`'s `field`, which expires `expire_s` after its last flush."""
+        with self.lock:
+            self.keyed[key, field] += n
+            self.expiry[key] = expire_s
+
+    def take_keyed(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+        with self.lock:
+            out, self.keyed, expiry, self.expiry = dict(self.keyed), defaultdict(int), self.expiry, {}
+        return out, expiry
 
     def add(self, field: str, value: float = 1.0) -> None:
         with self.lock:
@@ -79,9 +94,15 @@ def flush(redis, waiting_now: int) -> None:
     """Add this process's counts into Redis and say how many reads wait in it (the listener
     calls it every second)."""
     pending = counts.take()
+    keyed, expiry = counts.take_keyed()
     pipe = redis.pipeline(transaction=False)
     for field, value in pending.items():
         pipe.hincrbyfloat(COUNTERS_KEY, field, value)
+    for (key, field), n in keyed.items():
+        pipe.hincrby(key, field, n)
+    for key, seconds in expiry.items():
+        if seconds:
+            pipe.expire(key, seconds)
     pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
     pipe.hgetall(WAITING_KEY)
     try:
@@ -89,6 +110,8 @@ def flush(redis, waiting_now: int) -> None:
     except Exception:
         for field, value in pending.items():  # counted again at the next flush
             counts.add(field, value)
+        for (key, field), n in keyed.items():
+            counts.add_to(key, field, n, expiry.get(key, 0))
         raise
     gone = [p for p, value in processes.items() if time.time() - float(value.split()[1]) > STALE_S]
     if gone:  # processes that stopped: dropped here, never by a scrape (a fixed cost)

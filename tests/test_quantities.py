@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from cbr_client import cli
-from domain.quantities import parse_duration, parse_quantity, parse_size, size_text
+from domain.quantities import parse_duration, parse_quantity, parse_size, rate_text, size_text
 
 WRITTEN = [
     ("50GB", 50_000_000_000, "size"),
@@ -63,3 +63,11 @@ def test_a_size_is_not_a_duration_nor_the_other_way_round():
         parse_size("7d")
     with pytest.raises(ValueError, match="a size, not a duration"):
         parse_duration("50GB")
+
+
+@pytest.mark.parametrize(
+    ("per_s", "shown"),
+    [(None, "—"), (0, "0"), (0.0333, "0.03"), (0.005, "0.01"), (0.996, "1.0"), (2.54, "2.5"), (9.96, "10"), (1234.4, "1,234")],
+)
+def test_rates_are_shown_with_the_decimals_their_size_needs(per_s, shown):
+    assert rate_text(per_s) == shown

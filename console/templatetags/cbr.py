@@ -9,7 +9,7 @@ from django.template.defaultfilters import capfirst
 
 from domain.fields import Flag, Whole
 from domain.policy_spec import POLICY_FIELDS
-from domain.quantities import size_text
+from domain.quantities import rate_text, size_text
 
 register = template.Library()
 
@@ -29,6 +29,12 @@ def size(value) -> str:
     """Bytes, 1024-based with IEC labels (`47.7 MiB` for 50 000 000): Django's `filesizeformat`
     labels 1024-based figures KB and MB."""
     return size_text(value)
+
+
+@register.filter
+def per_second(value) -> str:
+    """Events per second: `0.03`, `2.5`, `1,234` (`domain.quantities.rate_text`)."""
+    return rate_text(value)
 
 
 @register.filter

@@ -29,9 +29,7 @@ from groups.consuming.checkpoints import (
 )
 from groups.consuming.dead_letters import dead_letter_name
 from groups.consuming.floors import (
-    ConsumerSeen,
     Slot,
-    consumers_seen,
     forget_trackers,
     group_and_slots,
     group_changed,
@@ -45,8 +43,6 @@ from groups.consuming.reading import read, read_woken
 __all__ = [
     "AUTO_PREFIX",
     "AckOutcome",
-    "ConsumerSeen",
-    "consumers_seen",
     "ReadResult",
     "Slot",
     "ack",

@@ -15,7 +15,7 @@ from domain.errors import FieldError
 from groups.ack_tracker import Run
 from groups.consuming import floors
 from groups.consuming.checkpoints import maybe_checkpoint
-from groups.consuming.floors import Slot, mark_seen, note_consumer, persist_floors, slots
+from groups.consuming.floors import Slot, count_consumer, mark_seen, note_consumer, persist_floors, slots
 from groups.models import ReaderGroup
 from store.redis_connection import ScriptPipeline, scripted_pipeline
 from streams.waking import group_channel, publish_notice
@@ -359,6 +359,7 @@ def _ack(
     outcome, moves = pending.finish(acked.all())
     persist_floors(moves)
     maybe_checkpoint(group)
+    count_consumer(group, consumer, "a", outcome.acked + outcome.waiting_for_sinks, now)
     return outcome, pending.ids
 
 

@@ -21,7 +21,8 @@ from django.utils import timezone
 from groups.ack_tracker import KnownCounts, SegmentTracker
 from groups.models import DeliveryCount, ReaderGroup, ReadPosition, Subscription
 from store.framing import Frame, Record
-from store.redis_connection import as_text, get_redis
+from store.redis_connection import get_redis
+from streams import wait_stats
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
@@ -359,12 +360,32 @@ def consumers_key(group_key: str) -> str:
 
 
 CONSUMER_SHOWN_S = 86400  # consumers heard from within a day are shown; older ones are dropped then
+RATE_WINDOW_S = 60  # a consumer's read and ack rates: over the last minute
+RATE_KEEP_S = 3 * RATE_WINDOW_S  # a window's counts are kept while the next one still needs them
+
+
+def rates_key(group_key: str, window: int) -> str:
+    """A hash of the events handed to ("r:<consumer>") and acknowledged by ("a:<consumer>") the
+    group's consumers in one window (`now // RATE_WINDOW_S`)."""
+    return f"cbr:rg:{{{group_key}}}:rates:{window}"
 
 
 def note_consumer(group: ReaderGroup, consumer: str, what: str, now: float, pipe) -> None:
     """A consumer (by the name it gives, `default` without one) read (`what` "r") or acknowledged
     ("a") now: one HSET on the request's pipeline, no round trip of its own."""
     pipe.hset(consumers_key(group.state_key), f"{what}:{consumer or 'default'}", now)
+
+
+def count_consumer(group: ReaderGroup, consumer: str, what: str, n: int, now: float) -> None:
+    """`n` events handed to a consumer (`what` "r") or acknowledged by it ("a"): its total (the
+    consumers hash's "nr:"/"na:" fields) and its window's count (`rates_key`), counted in this
+    process and added into Redis within a second (`streams.wait_stats`): no round trip."""
+    if n <= 0:
+        return
+    name = consumer or "default"
+    wait_stats.counts.add_to(consumers_key(group.state_key), f"n{what}:{name}", n)
+    window = rates_key(group.state_key, int(now // RATE_WINDOW_S))
+    wait_stats.counts.add_to(window, f"{what}:{name}", n, RATE_KEEP_S)
 
 
 def note_waiting(group: ReaderGroup, consumer: str, timeout_s: float) -> None:
@@ -375,47 +396,6 @@ def note_waiting(group: ReaderGroup, consumer: str, timeout_s: float) -> None:
         get_redis().hset(consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}")
     except (redis_lib.ConnectionError, redis_lib.TimeoutError):
         pass  # shown for the console alone: a read waiting through a loss of Redis waits on
-
-
-@dataclass(frozen=True)
-class ConsumerSeen:
-    name: str
-    last_read: datetime | None
-    last_ack: datetime | None
-    waiting: bool = False  # a read of its waits now
-
-
-def consumers_seen(group: ReaderGroup, now: float | None = None) -> list[ConsumerSeen]:
-    """The group's consumers heard from within `CONSUMER_SHOWN_S`, the most recent first; older
-    entries are dropped here (a consumer that named itself afresh at each start leaves one)."""
-    now = clock() if now is None else now
-    key = consumers_key(group.state_key)
-    redis = get_redis()
-    raw = {as_text(k): as_text(v) for k, v in redis.hgetall(key).items()}
-    waits = {f.partition(":")[2]: tuple(map(float, v.split())) for f, v in raw.items() if f.startswith("w:")}
-    fields = {f: float(v) for f, v in raw.items() if not f.startswith("w:")}
-    old = [f for f, at in fields.items() if now - at > CONSUMER_SHOWN_S]
-    old += [f"w:{name}" for name, (_, until) in waits.items() if until < now]
-    if old:
-        redis.hdel(key, *old)
-    seen: dict[str, dict[str, float]] = {}
-    for field, at in fields.items():
-        if field not in old:
-            what, _, name = field.partition(":")
-            seen.setdefault(name, {})[what] = at
-
-    def when(value: float | None) -> datetime | None:
-        return None if value is None else datetime.fromtimestamp(value, tz=UTC)
-
-    def waiting(name: str, times: dict[str, float]) -> bool:
-        since, until = waits.get(name, (0.0, 0.0))
-        return until >= now and since >= times.get("r", 0.0)
-
-    rows = [
-        ConsumerSeen(name, when(times.get("r")), when(times.get("a")), waiting(name, times))
-        for name, times in seen.items()
-    ]
-    return sorted(rows, key=lambda c: max(t for t in (c.last_read, c.last_ack) if t is not None), reverse=True)
 
 
 def last_seen(group: ReaderGroup) -> datetime | None:

@@ -27,6 +27,7 @@ from groups.consuming.compacted import compacted_views
 from groups.consuming.dead_letters import dead_letter
 from groups.consuming.floors import (
     Slot,
+    count_consumer,
     known_counts,
     mark_seen,
     note_consumer,
@@ -174,6 +175,12 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         _look_more(ctx, redis)
         _answer(ctx)
     _persist(contexts, [pending for _, pending in passes])
+    for ctx in contexts:  # each consumer's figures (the console's, /metrics'): counted, no round trip
+        count_consumer(ctx.group, ctx.consumer, "r", sum(len(part.items) for part in ctx.result.parts), now)
+        if ctx.result.acked is not None:
+            count_consumer(
+                ctx.group, ctx.consumer, "a", ctx.result.acked.acked + ctx.result.acked.waiting_for_sinks, now
+            )
     return [ctx.result for ctx in contexts]
 
 

@@ -10,7 +10,7 @@ import factories
 import pytest
 from django.utils import timezone
 
-from domain.rates import rates
+from domain.rates import rates, windowed_rate
 from groups import consuming
 from groups.models import Sample
 from groups.sampling import series, take_samples
@@ -74,3 +74,18 @@ def test_the_stream_page_carries_the_series_and_a_fallback(admin_client, data_di
     assert data["publish_rate"] == [None, 1.0] and len(data["times"]) == 2
     assert 'data-chart="rates"' in page and "vendor/uplot/uPlot.iife.min.js" in page
     assert "<noscript>" in page  # the server-drawn chart, for reading without JavaScript
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "into_s", "per_s"),
+    [
+        (0, 0, 30, 0.0),
+        (60, 0, 0, 1.0),  # a window just begun: the previous one's rate
+        (60, 30, 30, 1.0),  # half of the previous window's 60, and this one's 30, in the last minute
+        (0, 30, 30, 0.5),
+        (120, 0, 59.999, pytest.approx(120 * (0.001 / 60) / 60)),  # the previous window all but gone
+        (60, 60, 90, 1.0),  # past the window's end: taken as its end
+    ],
+)
+def test_a_rate_over_the_last_minute_from_two_windows_counts(previous, current, into_s, per_s):
+    assert windowed_rate(previous, current, into_s) == per_s

@@ -11,7 +11,8 @@ from domain.events import EventIn
 from groups import consuming
 from groups.models import ReaderGroup
 from retention.services import do_truncate
-from streams import services
+from store.redis_connection import get_redis
+from streams import services, wait_stats
 
 pytestmark = pytest.mark.django_db
 
@@ -377,17 +378,73 @@ def test_lag_and_held_back_agree_across_pages_and_never_exceed_what_is_held(admi
     assert row_of(admin_client.get("/reader-groups/").content.decode(), "shop/billing")[3] == "1"
 
 
-def test_consumers_seen_with_their_last_read_and_acknowledgement(admin_client, api, stream):
-    create(api)
+def flush_tallies():
+    """What the process's wake-up listener does every second: its counts into Redis."""
+    wait_stats.flush(get_redis(), 0)
+
+
+def test_consumers_seen_with_their_rates_and_what_is_in_their_hands(admin_client, api, stream, clock):
+    # given: half a minute into a minute, worker-1 reads two events and acknowledges them,
+    # worker-2 reads one, and a read without a name takes another (ack timeout 30 s)
+    clock.now = (clock.now // 60) * 60 + 30
+    create(api, ack_timeout_s=30)
     got = api.post(G + "read/", {"max_events": 2, "consumer": "worker-1"}, format="json").json()["deliveries"]
     ids = [d["delivery_id"] for d in got]
     assert api.post(G + "ack/", {"delivery_ids": ids, "consumer": "worker-1"}, format="json").status_code == 200
     api.post(G + "read/", {"max_events": 1, "consumer": "worker-2"}, format="json")
+    read(api, 1)
+    flush_tallies()
+    # then: each is shown with its rates over the last minute (2 events in it: 2/60 a second)
+    # and the deliveries in its hands
     html = admin_client.get(PAGE).content.decode()
-    assert row_of(html, "worker-1")[1:] == ["now", "now"]
-    assert row_of(html, "worker-2")[1:] == ["now", "—"]
+    # (the times are the test clock's, shown against the real one: only whether there is one)
+    assert [cell != "—" for cell in row_of(html, "worker-1")[1:3]] == [True, True]
+    assert row_of(html, "worker-1")[3:] == ["0.03", "0.03", "0"]
+    assert row_of(html, "worker-2")[2:] == ["—", "0.02", "0", "1"]
+    assert row_of(html, "default")[2:] == ["—", "0.02", "0", "1"]
+    listed = {c["name"]: c for c in api.get(G + "consumers/").json()["results"]}
+    assert listed["worker-1"]["read_rate"] == pytest.approx(2 / 60) and listed["worker-1"]["acked"] == 2
+    assert (listed["worker-2"]["in_flight"], listed["worker-2"]["delivered"], listed["worker-2"]["acked"]) == (1, 1, 0)
+    # when: 45 s on (a quarter into the next minute), past the leases' 30 s
+    clock.now += 45
+    # then: three quarters of the last minute's counts still lie within a minute of now, and
+    # the expired leases are no longer in anyone's hands
+    listed = {c["name"]: c for c in api.get(G + "consumers/").json()["results"]}
+    assert listed["worker-1"]["read_rate"] == pytest.approx(2 * 0.75 / 60)
+    assert listed["worker-2"]["in_flight"] == 0 and listed["worker-2"]["read_rate"] == pytest.approx(0.75 / 60)
     bad = api.post(G + "ack/", {"delivery_ids": ids, "consumer": 7}, format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "consumer"
+
+
+def test_a_consumer_silent_for_a_day_is_forgotten(api, stream, clock):
+    create(api)
+    api.post(G + "read/", {"max_events": 1, "consumer": "worker-1"}, format="json")
+    clock.now += 3600
+    api.post(G + "read/", {"max_events": 1, "consumer": "worker-2"}, format="json")
+    flush_tallies()
+    clock.now += 86_400 - 1800  # a day after worker-1's read, half an hour after worker-2's lease ended
+    assert [c["name"] for c in api.get(G + "consumers/").json()["results"]] == ["worker-2"]
+    group = ReaderGroup.objects.get(name="billing")
+    fields = {f.decode() for f in get_redis().hkeys(consuming.floors.consumers_key(group.state_key))}
+    assert fields == {"r:worker-2", "nr:worker-2"}  # worker-1's entries dropped
+
+
+def test_metrics_name_each_consumer_up_to_a_bound_and_sum_the_rest(admin_client, api, stream, settings):
+    create(api)
+    for name in ("w1", "w2", "w3"):
+        api.post(G + "read/", {"max_events": 2 if name == "w2" else 1, "consumer": name}, format="json")
+    flush_tallies()
+    settings.CBR_METRICS_CONSUMERS_PER_GROUP = 1
+    metrics = admin_client.get("/metrics").content.decode()
+    # w2 holds the most deliveries: it is named; w1 and w3 are summed as one
+    assert 'cbr_consumer_inflight{consumer="w2",reader_group="shop/billing"} 2' in metrics
+    assert 'cbr_consumer_inflight{consumer="_other",reader_group="shop/billing"} 2' in metrics
+    assert 'cbr_consumer_delivered_events_total{consumer="_other",reader_group="shop/billing"} 2' in metrics
+    assert 'consumer="w1"' not in metrics and 'consumer="w3"' not in metrics
+    settings.CBR_METRICS_CONSUMERS_PER_GROUP = 10
+    metrics = admin_client.get("/metrics").content.decode()
+    assert 'cbr_consumer_inflight{consumer="w1",reader_group="shop/billing"} 1' in metrics
+    assert "_other" not in metrics
 
 
 def test_a_consumer_whose_read_waits_is_shown_waiting_until_it_reads_again(admin_client, api, stream, clock):
