@@ -625,6 +625,12 @@ class ReaderGroup:
             body["generation"] = generation
         return self.client._object("POST", self._path + "seek/", body)
 
+    def consumers(self) -> list[dict]:
+        """The group's consumers heard from in the last day, the most recently heard first: each
+        one's last read and ack, read and ack rates over the last minute (events/s), deliveries
+        in flight and totals."""
+        return self.client._object("GET", self._path + "consumers/")["results"]
+
     def checkpoints(self) -> list[dict]:
         """The group's latest checkpoints (the last 100), newest first."""
         return self.client._object("GET", self._path + "checkpoints/")["results"]

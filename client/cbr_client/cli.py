@@ -231,6 +231,19 @@ def size_text(n: int | None) -> str:
     return f"{value:.1f}\xa0{labels[unit]}"
 
 
+def rate_text(per_s: float | None) -> str:
+    """Events per second as the console shows them: `0`, `0.03`, `2.5`, `1,234`."""
+    if per_s is None:
+        return "—"
+    if per_s == 0:
+        return "0"
+    if per_s < 0.995:
+        return f"{per_s:.2f}"
+    if per_s < 9.95:
+        return f"{per_s:.1f}"
+    return f"{round(per_s):,}"
+
+
 def _seconds_text(seconds: int) -> str:
     """86400 → `1d`, 5400 → `1h30m`, 90 → `1m30s` (at most two units)."""
     if seconds == 0:
@@ -549,6 +562,25 @@ def groups_describe(client: Client, args) -> None:
     )
 
 
+def groups_consumers(client: Client, args) -> None:
+    consumers = client.reader_group(args.group).consumers()
+    if args.json:
+        _out(args, consumers)
+        return
+    rows = [
+        [
+            c["name"] + (" (waiting)" if c["waiting"] else ""),
+            c["last_read"] or "—",
+            c["last_ack"] or "—",
+            rate_text(c["read_rate"]),
+            rate_text(c["ack_rate"]),
+            c["in_flight"],
+        ]
+        for c in consumers
+    ]
+    print(_table(rows, ["CONSUMER", "LAST READ", "LAST ACK", "READ/S", "ACKED/S", "IN FLIGHT"]))
+
+
 def groups_seek(client: Client, args) -> None:
     group = client.reader_group(args.group)
     if args.to in ("head", "tail"):
@@ -861,7 +893,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--consumer", help="this consumer's name (the console shows it)")
     formats(p)
 
-    groups = commands.add_parser("groups", help="reader groups: list, create, describe, seek, checkpoint, delete")
+    groups = commands.add_parser("groups", help="reader groups: list, create, describe, consumers, seek, checkpoint, delete")
     sub = groups.add_subparsers(required=True, metavar="ACTION")
     command(sub, "list", groups_list, "the reader groups")
     p = command(sub, "create", groups_create, "create a reader group")
@@ -890,6 +922,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--backoff-s", dest="backoff_s", help="seconds per redelivery, e.g. 1,5,30")
     p = command(sub, "describe", groups_describe, "a group: settings, and per segment floor, head, tail, lag")
+    p.add_argument("group", help="scope/name")
+    p = command(sub, "consumers", groups_consumers, "a group's consumers: rates over the last minute, in flight")
     p.add_argument("group", help="scope/name")
     p = command(sub, "seek", groups_seek, "move a group (operators): head, tail, a time or stream cuts")
     p.add_argument("group", help="scope/name")

@@ -6,6 +6,7 @@ be looked at."""
 
 import json
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -304,3 +305,26 @@ def test_search_export_republish_and_purge_in_the_browser(live_server, admin_use
     page.wait_for_url("**/streams/shop/flows/")
     assert "Purged shop/flows" in page.locator(".messages").inner_text()
     assert sum(logs.stream_log(stream).tail_cut().values()) - sum(logs.stream_log(stream).head_cut().values()) == 0
+
+
+def test_a_groups_consumers_with_their_rates_and_deliveries_in_hand(live_server, admin_user, browser_page, data_dir):
+    from cbr_client import Client
+
+    stream = services.do_create_stream(scope="shop", name="busy", segment_count=2)
+    services.do_publish(stream, [EventIn(f"order {n}".encode(), routing_key=str(n).encode()) for n in range(200)])
+    client = Client(live_server.url, username="ada", password="pw-ada-123")
+    client.create_reader_group("shop/workers", ["shop/busy"], retention_type="NONE")
+    group = client.reader_group("shop/workers")
+    for n, name in enumerate(("worker-1", "worker-2", "worker-3")):
+        got = group.read(max_events=40 + 10 * n, consumer=name)
+        group.ack(got[: 30 - 10 * n], consumer=name)  # each keeps the rest in hand
+    deadline = time.monotonic() + 10  # the web process adds its counts up every second
+    while sum(c["acked"] for c in group.consumers()) < 60 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/reader-groups/shop/workers/")
+    table = page.locator("section:has(h2:text('Consumers')) table")
+    rows = [[c.strip() for c in r.split("\t")] for r in table.inner_text().splitlines()[1:]]
+    assert {r[0]: r[1] for r in rows} == {"worker-1": "10", "worker-2": "30", "worker-3": "50"}
+    shot(page, "group-consumers", (1280, 390))

@@ -5,6 +5,7 @@ acknowledgements, reader groups with seek and checkpoints, a retention cycle, he
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import factories
@@ -93,6 +94,17 @@ def test_the_cli_end_to_end(cbr, tmp_path):
     rest = cbr("consume", "cli/billing", "--idle-stop", "--wait-ms", "0")
     assert [line.split("] ", 1)[1] for line in rest.splitlines()] == ["three", '{"n": 4}', "base64://4="]
     assert "LAG" in cbr("groups", "describe", "cli/billing")
+    # each consumer's figures, which the web server counts and adds up within a second
+    deadline = time.monotonic() + 10
+    while (seen := json.loads(cbr("--json", "groups", "consumers", "cli/billing"))) and time.monotonic() < deadline:
+        if seen[0]["acked"] >= 5:
+            break
+        time.sleep(0.2)
+    (me,) = seen  # no --consumer: reads under "default"
+    assert (me["name"], me["acked"], me["in_flight"]) == ("default", 5, 0) and me["delivered"] >= 5
+    table = cbr("groups", "consumers", "cli/billing").splitlines()
+    assert table[0].split() == ["CONSUMER", "LAST", "READ", "LAST", "ACK", "READ/S", "ACKED/S", "IN", "FLIGHT"]
+    assert table[1].split()[0] == "default" and table[1].split()[-1] == "0"
 
     cp = json.loads(cbr("--json", "groups", "checkpoint", "cli/billing", "after-all", "--persist"))
     assert cp["name"] == "after-all" and cp["cuts"]["cli/orders"][segment] == 5
