@@ -181,7 +181,8 @@ def _consumer_metrics(tails: dict[int, dict[str, int]]) -> Iterator[Family]:
     trips for all groups), at most `CBR_METRICS_CONSUMERS_PER_GROUP` named per group and the rest
     summed as `_other`: consumer names are the clients' to choose, the series' number is not."""
     in_flight = Family(
-        "cbr_consumer_inflight", "Deliveries in a consumer's hands: handed to it, neither acknowledged, given back nor expired"
+        "cbr_consumer_inflight",
+        "Deliveries in a consumer's hands: handed to it, neither acknowledged, given back nor expired",
     )
     delivered = Family("cbr_consumer_delivered_events", "Events handed to a consumer", "counter")
     acked = Family("cbr_consumer_acked_events", "Events a consumer acknowledged", "counter")

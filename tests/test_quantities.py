@@ -67,7 +67,16 @@ def test_a_size_is_not_a_duration_nor_the_other_way_round():
 
 @pytest.mark.parametrize(
     ("per_s", "shown"),
-    [(None, "—"), (0, "0"), (0.0333, "0.03"), (0.005, "0.01"), (0.996, "1.0"), (2.54, "2.5"), (9.96, "10"), (1234.4, "1,234")],
+    [
+        (None, "—"),
+        (0, "0"),
+        (0.0333, "0.03"),
+        (0.005, "0.01"),
+        (0.996, "1.0"),
+        (2.54, "2.5"),
+        (9.96, "10"),
+        (1234.4, "1,234"),
+    ],
 )
 def test_rates_are_shown_alike_with_the_decimals_their_size_needs(per_s, shown):
     assert rate_text(per_s) == cli.rate_text(per_s) == shown

@@ -893,7 +893,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--consumer", help="this consumer's name (the console shows it)")
     formats(p)
 
-    groups = commands.add_parser("groups", help="reader groups: list, create, describe, consumers, seek, checkpoint, delete")
+    groups = commands.add_parser(
+        "groups", help="reader groups: list, create, describe, consumers, seek, checkpoint, delete"
+    )
     sub = groups.add_subparsers(required=True, metavar="ACTION")
     command(sub, "list", groups_list, "the reader groups")
     p = command(sub, "create", groups_create, "create a reader group")

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from cbr_client import Client
 from cbrweb.beat import Scheduler
 from cbrweb.celery import app
 from domain.events import EventIn
@@ -308,8 +309,6 @@ def test_search_export_republish_and_purge_in_the_browser(live_server, admin_use
 
 
 def test_a_groups_consumers_with_their_rates_and_deliveries_in_hand(live_server, admin_user, browser_page, data_dir):
-    from cbr_client import Client
-
     stream = services.do_create_stream(scope="shop", name="busy", segment_count=2)
     services.do_publish(stream, [EventIn(f"order {n}".encode(), routing_key=str(n).encode()) for n in range(200)])
     client = Client(live_server.url, username="ada", password="pw-ada-123")
