@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.fields import (
@@ -110,6 +111,18 @@ class StreamUpdateSerializer(_CompactionSettings):
         return attrs
 
 
+class SegmentSerializer(serializers.Serializer):
+    """For the schema: one segment of a stream (`StreamSerializer.get_segments`)."""
+
+    id = serializers.CharField()
+    key_range = serializers.ListField(
+        child=serializers.FloatField(), min_length=2, max_length=2, help_text="[lo, hi): its part of the key space"
+    )
+    epoch = serializers.IntegerField(help_text="the epoch that made it")
+    sealed = serializers.BooleanField(help_text="replaced by later segments: no event is appended to it any more")
+    predecessors = serializers.ListField(child=serializers.CharField(), help_text="the sealed segments it replaced")
+
+
 class StreamSerializer(serializers.ModelSerializer):
     """A stream with its live state; the view passes `state` (from the store) in the context."""
 
@@ -124,6 +137,11 @@ class StreamSerializer(serializers.ModelSerializer):
     inherited_from_scope = serializers.SerializerMethodField(
         help_text="the settings this stream takes from its scope's defaults (GET /scopes/{scope}/defaults/)"
     )
+    epoch = serializers.SerializerMethodField(help_text="the generation of its active segments (0 until it scales)")
+    segments = serializers.SerializerMethodField(
+        help_text="its segments: each one's id, the part of the key space [0, 1) its routing keys hash to, the "
+        "epoch that made it, whether it is sealed, and the segments it replaced"
+    )
 
     class Meta:
         model = Stream
@@ -132,6 +150,8 @@ class StreamSerializer(serializers.ModelSerializer):
             "name",
             "full_name",
             "segment_count",
+            "epoch",
+            "segments",
             *COMPACTION_FIELDS,
             "on_max_limit",
             "max_delay_s",
@@ -150,6 +170,23 @@ class StreamSerializer(serializers.ModelSerializer):
 
     def _state(self, stream):
         return self.context["states"][stream.pk]
+
+    def get_epoch(self, stream) -> int:
+        return stream.layout.epoch
+
+    @extend_schema_field(SegmentSerializer(many=True))
+    def get_segments(self, stream) -> list[dict]:
+        layout = stream.layout
+        return [
+            {
+                "id": s.id,
+                "key_range": [s.lo, s.hi],
+                "epoch": s.epoch,
+                "sealed": layout.is_sealed(s.id),
+                "predecessors": list(s.predecessors),
+            }
+            for s in layout.segments.values()
+        ]
 
     def get_head_cut(self, stream) -> dict[str, int]:
         return self._state(stream).head_cut

@@ -9,6 +9,8 @@ import uuid
 from django.db import models
 from django.db.models import Sum
 
+from domain.segment_layout import Layout
+
 
 class Scope(models.Model):
     name = models.CharField(max_length=128, unique=True)
@@ -134,6 +136,12 @@ class Stream(models.Model):
     @property
     def segment_ids(self) -> list[str]:
         return [str(i) for i in range(self.segment_count)]
+
+    @property
+    def layout(self) -> Layout:
+        """Its segments with their key ranges and epochs (`domain.segment_layout`): one epoch of
+        equal ranges while streams do not scale."""
+        return Layout.fixed(self.segment_count)
 
     @property
     def is_compacted(self) -> bool:

@@ -2,6 +2,7 @@ import re
 
 import pytest
 
+from store.store import key_space_position
 from streams.models import Segment, Stream
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +172,22 @@ def test_openapi_schema_and_docs_are_served_offline(client):
     loaded = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']+)["\']', html)
     assert any("swagger-ui" in url for url in loaded)
     assert not [url for url in loaded if re.match(r"(?i)(https?:)?//", url)], loaded
+
+
+def test_a_stream_shows_its_segments_key_ranges_and_keys_land_where_they_say(api):
+    assert create(api, segment_count=3).status_code == 201
+    detail = api.get("/api/v1/streams/shop/orders/").json()
+    assert detail["epoch"] == 0
+    segments = {s["id"]: s for s in detail["segments"]}
+    assert [s["key_range"] for s in segments.values()] == [[0.0, 1 / 3], [1 / 3, 2 / 3], [2 / 3, 1.0]]
+    assert all(s["epoch"] == 0 and not s["sealed"] and s["predecessors"] == [] for s in segments.values())
+    # each routing key's events land in the segment whose range holds the key's hash
+    keys = [f"customer-{n}" for n in range(60)]
+    events = [{"payload": "x", "routing_key": k} for k in keys]
+    published = api.post("/api/v1/streams/shop/orders/events/", {"events": events}, format="json").json()
+    for key, written in zip(keys, published["positions"], strict=True):
+        lo, hi = segments[written["segment"]]["key_range"]
+        assert lo <= key_space_position(key.encode()) < hi
+    assert len({w["segment"] for w in published["positions"]}) == 3
+    refused = api.patch("/api/v1/streams/shop/orders/", {"segments": []}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "segments"
