@@ -257,3 +257,63 @@ def test_a_bound_never_starts_a_successor_beside_a_predecessor_still_behind():
     bound = check_epoch_cut(layout, lower_bound(layout, [a, b]), "bound")
     assert bound == {"0": 3, "2": 0}
     assert compare(layout, a, bound) is Order.EQUAL_OR_AFTER and compare(layout, b, bound) is Order.EQUAL_OR_AFTER
+
+
+def brute_valid(layout: Layout, cut: dict[str, int]) -> bool:
+    """Validity, from the definition, at a key inside every interval between the boundaries of
+    all the stream's segments: each key held, and at each key the cut's segments that hold it are
+    one segment (started or not) and future successors of it."""
+    bounds = sorted({0.0, 1.0, *(x for s in layout.segments.values() for x in (s.lo, s.hi))})
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        key = (lo + hi) / 2
+        holding = sorted((layout[sid] for sid in cut if layout[sid].lo <= key < layout[sid].hi), key=lambda s: s.epoch)
+        if not holding:
+            return False
+        first, rest = holding[0], holding[1:]
+        if any(cut[s.id] != 0 or not layout.is_after(s.id, first.id) for s in rest):
+            return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32), st.integers(0, 5))
+def test_any_cut_is_accepted_exactly_when_it_holds_every_key_once_started(seed, scales):
+    rng = random.Random(seed)
+    layout = random_layout(rng, scales)
+    ids = list(layout.segments)
+    cut = {sid: rng.choice([0, 0, 1, 3]) for sid in rng.sample(ids, rng.randint(1, len(ids)))}
+    try:
+        check_epoch_cut(layout, cut, "cut")
+        accepted = True
+    except FieldError as refused:
+        assert refused.field == "cut"
+        accepted = False
+    assert accepted == brute_valid(layout, cut)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32), st.integers(0, 5))
+def test_comparison_is_a_partial_order_over_readers_cuts(seed, scales):
+    rng = random.Random(seed)
+    layout = random_layout(rng, scales)
+    lengths = {sid: rng.randint(1, 3) for sid in layout.segments}
+    cuts = [check_epoch_cut(layout, Reader(layout, lengths, rng, rng.randint(0, 10)).cut(), "c") for _ in range(4)]
+
+    def at_or_after(a, b):
+        return compare(layout, a, b) is Order.EQUAL_OR_AFTER
+
+    for a in cuts:
+        for b in cuts:
+            order, back = compare(layout, a, b), compare(layout, b, a)
+            # one answer is the mirror of the other
+            assert (order, back) in {
+                (Order.EQUAL_OR_AFTER, Order.BEFORE),
+                (Order.BEFORE, Order.EQUAL_OR_AFTER),
+                (Order.OVERLAPS, Order.OVERLAPS),
+                (Order.EQUAL_OR_AFTER, Order.EQUAL_OR_AFTER),
+            }
+            if at_or_after(a, b) and at_or_after(b, a):  # antisymmetric: one position at every key
+                assert bytes_between(layout, a, b, sized(lengths)) == bytes_between(layout, b, a, sized(lengths)) == 0
+            for c in cuts:  # transitive
+                if at_or_after(a, b) and at_or_after(b, c):
+                    assert at_or_after(a, c)
