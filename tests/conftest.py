@@ -103,6 +103,13 @@ def test_broker(redis_url):
     redis_lib.Redis.from_url(url).flushdb()
     app.conf.broker_url = url
     app.conf.result_backend = url
+    # connections an earlier test of this process made (a task queued, a control message) are to
+    # the broker it had then: dropped, or the worker's ping would go there and never be answered
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
     return url
 
 
