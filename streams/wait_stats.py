@@ -2,8 +2,9 @@
 what woke them, how long they waited, and the time from an event's publish to its first
 hand-out. Counted in each web process and added into Redis every second by the process's
 wake-up listener (`streams.waking`), so that whichever process answers a scrape shows every
-process's figures. It must never cost a read a round trip: counting is a few additions under a
-lock."""
+process's figures. It also carries other hashes' counts the same way (`counts.add_to`: each
+reader group consumer's deliveries and acknowledgements, `groups.consuming.floors.count_consumer`).
+It must never cost a read a round trip: counting is a few additions under a lock."""
 
 from __future__ import annotations
 

@@ -267,17 +267,11 @@ class Client:
         """A stream's events from `start` (default the head) up to `end` (default the tail), as
         JSON lines or CSV (`form`), filtered as a search is, in pieces as they come: an export of
         any size is never held whole. An error answer raises CBRError before the first piece."""
-        query: dict[str, str | list[str]] = {"format": form}
+        query = {"format": form, **_search_query(contains, headers, json_condition)}
         if start is not None:
             query["from"] = json.dumps(start)
         if end is not None:
             query["to"] = json.dumps(end)
-        if contains is not None:
-            query["contains"] = contains
-        if headers:
-            query["header"] = list(headers)
-        if json_condition is not None:
-            query["json"] = json_condition
         path = self._prefix + f"streams/{stream}/events/export/?" + urllib.parse.urlencode(query, doseq=True)
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         conn = cls(self._netloc, timeout=self._timeout)  # a connection of its own, read to its end
@@ -329,13 +323,7 @@ class Client:
         published. A search: `contains` (text in the payload), `headers` (`name:value` each) and
         `json_condition` (`$.amount>100`) keep only the events that match all of them; each page
         examines a bounded number of events (`examined`), its `next_cut` going on from there."""
-        query: dict[str, str | list[str]] = {"limit": str(limit)}
-        if contains is not None:
-            query["contains"] = contains
-        if headers:
-            query["header"] = list(headers)
-        if json_condition is not None:
-            query["json"] = json_condition
+        query = {"limit": str(limit), **_search_query(contains, headers, json_condition)}
         if start is not None:
             query["from"] = json.dumps(start)
         if from_time is not None:
@@ -744,6 +732,22 @@ def _loads(raw: bytes | memoryview) -> Any:  # decoded JSON
 # b"CBRB", version 2, a JSON head, then each event as the server stores it (frame and body).
 READ_BATCH = "application/vnd.cbr.read-batch"
 _BATCH_MAGIC = b"CBRB\x02"
+
+
+def _search_query(
+    contains: str | None, headers: Iterable[str], json_condition: str | None
+) -> dict[str, str | list[str]]:
+    """A search's parameters as a read and an export take them (docs/api.md)."""
+    query: dict[str, str | list[str]] = {}
+    if contains is not None:
+        query["contains"] = contains
+    if headers:
+        query["header"] = list(headers)
+    if json_condition is not None:
+        query["json"] = json_condition
+    return query
+
+
 # an event's frame (body length, CRC-32C of the body) and the body's fixed part: flags, offset,
 # published_ms, deliver_at_ms, cum_size, routing key, key, headers and payload lengths
 _BATCH_EVENT = struct.Struct("<IIBQqqQHHII")

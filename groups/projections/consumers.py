@@ -23,6 +23,7 @@ from groups.models import ReaderGroup, Subscription
 from store.redis_connection import as_text, get_redis, scripted_pipeline
 
 DEFAULT = "default"  # the name of a consumer that gives none
+OTHERS = "_other"  # the consumer label of those past a group's bound in /metrics
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ def consumer_figures(group: ReaderGroup, now: float | None = None) -> list[Consu
     return _figures([_Group(group.state_key, trackers)], floors.clock() if now is None else now)[0]
 
 
-def every_consumer_figures(ends: dict[int, dict[str, int]], now: float | None = None) -> dict[str, list]:
-    """`ConsumerFigures` of every group that has consumers, by the group's full name: one query
-    and two Redis round trips whatever the number of groups (/metrics). `ends`: each stream's
+def every_consumer_figures(tails: dict[int, dict[str, int]], now: float | None = None) -> dict[str, list]:
+    """`ConsumerFigures` of every group that has consumers, by the group's full name: two queries
+    and two Redis round trips whatever the number of groups (/metrics). `tails`: each stream's
     tail cut by its id (its segments); a stream not in them is left out."""
     now = floors.clock() if now is None else now
     redis = get_redis()
@@ -73,7 +74,7 @@ def every_consumer_figures(ends: dict[int, dict[str, int]], now: float | None = 
         "reader_group_id", "state_key", "stream_id"
     )
     for group_pk, sub_key, stream_pk in subs:
-        for segment in ends.get(stream_pk, {}):
+        for segment in tails.get(stream_pk, {}):
             trackers[group_pk].append(SegmentTracker(redis, sub_key, segment))
     figures = _figures([_Group(groups[pk][1], trackers[pk]) for pk in heard], now)
     return {groups[pk][0]: rows for pk, rows in zip(heard, figures, strict=True)}
@@ -189,6 +190,3 @@ def bounded(rows: Iterable[ConsumerFigures], limit: int) -> tuple[list[ConsumerF
         sum(c.delivered for c in rest),
         sum(c.acked for c in rest),
     )
-
-
-OTHERS = "_other"  # the consumer label of those past a group's bound in /metrics
