@@ -39,6 +39,7 @@ STATUS_OF_CODE = {
     "checkpoint_not_found": 404,
     "ack_policy_none": 409,
     "duplicate": 409,
+    "epoch_mismatch": 409,
     "compaction_running": 409,
     "generation_mismatch": 409,
     "lease_lost": 409,

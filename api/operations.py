@@ -113,6 +113,20 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Operators. Rolls every segment's active chunk, so that retention and compaction can act on its events "
         "without waiting for `CBR_CHUNK_BYTES` or `CBR_CHUNK_SECONDS`.",
     ),
+    "streams_scale_create": (
+        "Streams",
+        "Scale a stream: split or merge segments",
+        'Operators. `{"seal": [ids], "new_ranges": [[lo, hi], …], "epoch"?: n}` seals those active segments and '
+        "makes successors over exactly their keys (a split, a merge, or both), as one step: the next epoch. "
+        "Publishing routes by the new segments at once; nothing is moved or copied; readers pass to a successor "
+        "once they have read every one of its predecessors to its end. A stale `epoch` is a 409 `epoch_mismatch`.",
+    ),
+    "streams_scalings_list": (
+        "Streams",
+        "A stream's scaling history",
+        "Each scale, newest first: the epoch it made, the segments it sealed and made, its trigger (`manual` or "
+        "`auto`) and, for an automatic one, the rule and the rates that decided it. Paginated.",
+    ),
     # -- events ---------------------------------------------------------------------------------
     "streams_events_create": (
         "Events",

@@ -98,7 +98,7 @@ class StreamUpdateSerializer(_CompactionSettings):
     FIXED = {
         "scope": "a stream cannot move to another scope",
         "name": "a stream cannot be renamed",
-        "segment_count": "segment_count cannot change (scaling is not supported yet)",
+        "segment_count": "segment_count changes by scaling: POST …/scale/",
         "retention_policy": "use PUT …/retention-policy/",
     }
 
@@ -121,6 +121,53 @@ class SegmentSerializer(serializers.Serializer):
     epoch = serializers.IntegerField(help_text="the epoch that made it")
     sealed = serializers.BooleanField(help_text="replaced by later segments: no event is appended to it any more")
     predecessors = serializers.ListField(child=serializers.CharField(), help_text="the sealed segments it replaced")
+
+
+def segment_answer(layout, segment) -> dict:
+    return {
+        "id": segment.id,
+        "key_range": [segment.lo, segment.hi],
+        "epoch": segment.epoch,
+        "sealed": layout.is_sealed(segment.id),
+        "predecessors": list(segment.predecessors),
+    }
+
+
+class ScaleSerializer(RefusesUnknownFields, serializers.Serializer):
+    """A scale: checked by `domain.segment_layout.Layout.scale` (the refusals name the field)."""
+
+    what = "a scale"
+
+    seal = serializers.JSONField(help_text="the active segments to seal, by id")
+    new_ranges = serializers.JSONField(
+        help_text="the successors' key ranges, [[lo, hi], …]: together exactly the sealed segments' keys"
+    )
+    epoch = StrictIntegerField(
+        min_value=0,
+        max_value=MAX_INT_COLUMN,
+        required=False,
+        help_text="the stream's epoch as last seen: 409 epoch_mismatch if it has moved on since",
+    )
+
+
+class ScaledSerializer(serializers.Serializer):
+    epoch = serializers.IntegerField(help_text="the epoch this scale made")
+    segments = SegmentSerializer(many=True, help_text="its new segments")
+
+
+class ScalingSerializer(serializers.Serializer):
+    """One scale of a stream (`streams.models.Scaling`)."""
+
+    epoch = serializers.IntegerField(help_text="the epoch it made")
+    at = serializers.DateTimeField()
+    sealed = serializers.ListField(child=serializers.CharField(), help_text="the segments it sealed")
+    created = serializers.ListField(
+        child=serializers.DictField(), help_text='the segments it made: [{"id", "key_range": [lo, hi]}]'
+    )
+    trigger = serializers.CharField(help_text='"manual" (an operator) or "auto" (the scaling policy)')
+    rule = serializers.CharField(help_text="the auto-scaling rule that decided it (empty when manual)")
+    rates = serializers.DictField(help_text="per sealed segment, its rates when decided (auto)")
+    by = serializers.CharField(help_text="who asked for it (manual)")
 
 
 class StreamSerializer(serializers.ModelSerializer):
@@ -172,27 +219,20 @@ class StreamSerializer(serializers.ModelSerializer):
         return self.context["states"][stream.pk]
 
     def get_epoch(self, stream) -> int:
-        return stream.layout.epoch
+        return stream.epoch
 
     @extend_schema_field(SegmentSerializer(many=True))
     def get_segments(self, stream) -> list[dict]:
         layout = stream.layout
-        return [
-            {
-                "id": s.id,
-                "key_range": [s.lo, s.hi],
-                "epoch": s.epoch,
-                "sealed": layout.is_sealed(s.id),
-                "predecessors": list(s.predecessors),
-            }
-            for s in layout.segments.values()
-        ]
+        return [segment_answer(layout, layout[sid]) for sid in layout.ids]
 
     def get_head_cut(self, stream) -> dict[str, int]:
-        return self._state(stream).head_cut
+        state = self._state(stream)
+        return state.shown(stream.layout, state.head_cut)
 
     def get_tail_cut(self, stream) -> dict[str, int]:
-        return self._state(stream).tail_cut
+        state = self._state(stream)
+        return state.shown(stream.layout, state.tail_cut)
 
     def get_size_bytes(self, stream) -> int:
         return self._state(stream).size_bytes

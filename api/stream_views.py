@@ -31,10 +31,19 @@ from api.retention_serializers import (
     TruncateSerializer,
     TruncationRecordSerializer,
 )
-from api.stream_serializers import StreamCreateSerializer, StreamSerializer, StreamUpdateSerializer
+from api.stream_serializers import (
+    ScaledSerializer,
+    ScaleSerializer,
+    ScalingSerializer,
+    StreamCreateSerializer,
+    StreamSerializer,
+    StreamUpdateSerializer,
+    segment_answer,
+)
 from compaction.runs import becoming_compacted_warnings
 from domain.compaction import COMPACTION_NUMBERS
-from domain.cuts import check_cut, parse_cut_json
+from domain.cuts import parse_cut_json
+from domain.epoch_cuts import check_stream_cut
 from domain.errors import FieldError
 from domain.event_filters import EventFilter, parse_filter
 from domain.events import parse_batch
@@ -44,6 +53,7 @@ from groups.consuming import dead_letters
 from retention import services as retention_services
 from retention import set_store
 from streams import deletion, logs, services
+from streams import scaling as scaling_services
 from streams.browsing import between as browse_between
 from streams.browsing import browse
 from streams.found import found_or_404
@@ -67,6 +77,13 @@ def get_stream(scope: str, name: str) -> Stream:
 
 def stream_answer(streams: list[Stream]) -> dict:
     return {"states": {s.pk: logs.stream_state(s) for s in streams}}
+
+
+def checked_cut(stream: Stream, value: object, field: str, *, complete: bool, tail: dict[str, int]) -> dict[str, int]:
+    """A cut from a request, checked against the stream's segments and in its full form (every
+    segment of every epoch still held: `domain.epoch_cuts.check_stream_cut`)."""
+    log = logs.stream_log(stream)
+    return check_stream_cut(value, field, stream.layout, log.sealed_ends(), complete=complete, tail=tail)
 
 
 def query_text(request, field: str, default: str = "") -> str:
@@ -227,7 +244,7 @@ class EventsView(FreedAnswers, APIView):
         if raw is not None and at is not None:
             raise FieldError("from_time", "give `from` or `from_time`, not both")
         if raw is not None:
-            from_cut = check_cut(parse_cut_json(raw, "from"), "from", stream.segment_ids, complete=False, tail=tail)
+            from_cut = checked_cut(stream, parse_cut_json(raw, "from"), "from", complete=False, tail=tail)
         elif at is not None:
             from_cut = logs.stream_log(stream).cut_at_time(int(parse_time(at, "from_time").timestamp() * 1000))
         where = search_of(request)
@@ -235,14 +252,15 @@ class EventsView(FreedAnswers, APIView):
             if wait_ms:
                 raise FieldError("wait_ms", "a search does not wait: leave wait_ms out, or the filters")
             page = browse(stream, from_cut, limit, budget=settings.CBR_SEARCH_SCAN_EVENTS, where=where)
-            return Response({"events": page.events, "next_cut": page.next_cut, "examined": page.examined})
+            shown = logs.stream_log(stream).shown(page.next_cut)
+            return Response({"events": page.events, "next_cut": shown, "examined": page.examined})
         if wait_ms:
             check_room_to_wait()
         park = PARK in request.META
         records, next_cut, wait = read_events_waiting(stream, from_cut, limit, wait_ms, park)
         if wait is not None:
             return Parked(wait, _resumed_events(stream, from_cut, limit, wait))
-        return Response(_events_answer(records, next_cut))
+        return Response(_events_answer(stream, records, next_cut))
 
 
 def publish(scope: str, name: str, data) -> HttpResponse:
@@ -285,8 +303,8 @@ def only_field(request, name: str, what: str) -> object:
     return body[name]
 
 
-def _events_answer(records, next_cut: dict[str, int]) -> dict:
-    return {"events": [event_json(r) for r in records], "next_cut": next_cut}
+def _events_answer(stream: Stream, records, next_cut: dict[str, int]) -> dict:
+    return {"events": [event_json(r) for r in records], "next_cut": logs.stream_log(stream).shown(next_cut)}
 
 
 def _resumed_events(stream: Stream, from_cut: dict[str, int], limit: int, first: Wait):
@@ -298,7 +316,8 @@ def _resumed_events(stream: Stream, from_cut: dict[str, int], limit: int, first:
         records, next_cut, wait = read_events_waiting(stream, from_cut, limit, left, park=True, since=first.since)
         if wait is not None:
             return Parked(wait, _resumed_events(stream, from_cut, limit, wait))
-        return HttpResponse(ORJSONRenderer().render(_events_answer(records, next_cut)), content_type="application/json")
+        answer = _events_answer(stream, records, next_cut)
+        return HttpResponse(ORJSONRenderer().render(answer), content_type="application/json")
 
     return resume
 
@@ -312,7 +331,7 @@ class TruncateView(APIView):
         stream = get_stream(scope, name)
         given = only_field(request, "stream_cut", "a truncation")
         tail = logs.stream_log(stream).tail_cut()
-        cut = check_cut(given, "stream_cut", stream.segment_ids, complete=True, tail=tail)
+        cut = checked_cut(stream, given, "stream_cut", complete=True, tail=tail)
         return truncated(request, stream, cut)
 
 
@@ -376,9 +395,7 @@ class ExportView(APIView):
         for field in ("from", "to"):
             raw = request.query_params.get(field)
             cuts[field] = (
-                {}
-                if raw is None
-                else check_cut(parse_cut_json(raw, field), field, stream.segment_ids, complete=False, tail=tail)
+                {} if raw is None else checked_cut(stream, parse_cut_json(raw, field), field, complete=False, tail=tail)
             )
         end = {**tail, **cuts["to"]}
         where = search_of(request)
@@ -515,6 +532,47 @@ class SealView(APIView):
             raise FieldError(unknown[0], "is not a field of a seal (it takes none)")
         sealed = logs.seal_active_chunks(stream)
         return Response({"sealed": [{"segment": seg, "chunk": base} for seg, base in sealed]})
+
+
+class ScaleView(APIView):
+    access = {"POST": Action.MANAGE_STREAMS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=ScaleSerializer, responses=ScaledSerializer)
+    def post(self, request, scope, name):
+        """Seal active segments and make successors over exactly their keys (a split, a merge, or
+        both), as one step: the stream's next epoch (operators and admins). Publishing routes by
+        the new segments at once; readers pass to a successor once they have read every one of
+        its predecessors to its end."""
+        stream = get_stream(scope, name)
+        args = ScaleSerializer(data=request.data)
+        args.is_valid(raise_exception=True)
+        data = args.validated_data
+        scaling = scaling_services.do_scale(
+            stream,
+            seal=data["seal"],
+            new_ranges=data["new_ranges"],
+            epoch=data.get("epoch"),
+            by=request.user.get_username(),
+        )
+        layout = stream.layout
+        return Response(
+            {"epoch": scaling.epoch, "segments": [segment_answer(layout, layout[c["id"]]) for c in scaling.created]}
+        )
+
+
+class ScalingListView(GenericAPIView):
+    access = {"GET": Action.VIEW}
+    access_target = TargetKind.STREAM
+    serializer_class = ScalingSerializer
+
+    @extend_schema(responses=ScalingSerializer(many=True))
+    def get(self, request, scope, name):
+        """The stream's scales, newest first: the epoch each made, what it sealed and made, and
+        why (`manual`, or `auto` with the rule and the rates that decided it)."""
+        stream = get_stream(scope, name)
+        page = self.paginate_queryset(stream.scalings.all())
+        return self.get_paginated_response(ScalingSerializer(page, many=True).data)
 
 
 class TruncationListView(GenericAPIView):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from domain.cuts import Order
+from domain.cuts import Order, check_cut
 from domain.errors import FieldError
 from domain.segment_layout import Layout, Segment, union_of
 
@@ -196,3 +196,69 @@ def wholly_before(layout: Layout, cut: Cut) -> list[str]:
 def tail_cut(layout: Layout, tails: Mapping[str, int]) -> dict[str, int]:
     """The stream's tail: every active segment at its tail (`tails` by id; 0 for one without)."""
     return {s.id: tails.get(s.id, 0) for s in layout.active}
+
+
+# -- the two forms of a cut ----------------------------------------------------------------------
+#
+# Inside CBR a cut names every segment of the layout (`full_cut`): a sealed segment the cut has
+# passed at its end, a successor it has not reached at 0. Reads, truncations and the subscriber
+# lower bound then work segment by segment, as on a stream that never scaled. What the API shows
+# and takes is Pravega's form (`epoch_cut`): only the segments the cut is in, or waits at.
+
+
+def full_cut(layout: Layout, cut: Cut, ends: Mapping[str, int]) -> dict[str, int]:
+    """Every segment of the layout with where a valid cut stands in it (`start_in`), a segment it
+    has passed at its end (`ends`: the sealed segments' ends)."""
+    out = {}
+    for sid in layout.ids:
+        at = start_in(layout, cut, sid)
+        out[sid] = ends[sid] if at == END else at
+    return out
+
+
+def epoch_cut(layout: Layout, full: Cut, ends: Mapping[str, int]) -> dict[str, int]:
+    """A full cut in Pravega's form: the segments not read to their end whose keys it does not
+    hold in an earlier segment (a successor some of whose keys it still reads in a predecessor
+    is named at 0, beside it). The inverse of `full_cut` for the cuts CBR makes."""
+
+    def finished(sid: str) -> bool:
+        return sid in ends and full.get(sid, 0) >= ends[sid]
+
+    out = {}
+    for sid in layout.ids:
+        if finished(sid):
+            continue
+        preds = layout[sid].predecessors
+        if not preds or any(p not in layout or finished(p) for p in preds):
+            out[sid] = full.get(sid, 0)
+    return out
+
+
+def check_stream_cut(
+    value: object,
+    field: str,
+    layout: Layout,
+    ends: Mapping[str, int],
+    *,
+    complete: bool,
+    tail: Mapping[str, int] | None = None,
+    head: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """A cut from outside, checked and in its full form. On a stream that never scaled it is
+    `domain.cuts.check_cut` (with `complete=False`, the segments it leaves out start at their
+    head). On a scaled stream a cut that names anything must be a cut of the layout
+    (`check_epoch_cut`: it holds every key), in Pravega's form; every offset is checked as
+    `check_cut` does."""
+    if not ends:
+        return check_cut(value, field, layout.ids, complete=complete, tail=tail, head=head)
+    if isinstance(value, dict) and all(type(v) is int for v in value.values()):
+        value = normalized(value)  # Pravega's -1 for a successor not started
+    cut = check_cut(value, field, layout.ids, complete=False, tail=tail)
+    if not cut and not complete:
+        return {}
+    full = full_cut(layout, check_epoch_cut(layout, cut, field), ends)
+    if head is not None:
+        behind = [s for s in cut if full[s] < head.get(s, 0)]
+        if behind:
+            raise FieldError(f"{field}.{behind[0]}", f"offset {full[behind[0]]} is before the head {head[behind[0]]}")
+    return full

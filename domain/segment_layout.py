@@ -9,6 +9,7 @@ segments made in one epoch never share a key). Nothing here knows where events a
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -51,11 +52,36 @@ class Layout:
         # the active segments by where their keys start (for routing)
         self._active = sorted((s for s in self.segments.values() if not self._successors[s.id]), key=lambda s: s.lo)
         self._starts = [s.lo for s in self._active]
+        self.ids = sorted(self.segments, key=lambda sid: (self.segments[sid].epoch, _number(sid)))
+        self.active_ids = [s.id for s in self._active]
+        self._key = tuple(self.segments[sid] for sid in self.ids)
+        self._hash = hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
+    @functools.lru_cache(maxsize=64)
     def fixed(cls, n: int) -> Layout:
         """A stream's first epoch: segments "0" … "n-1", equal ranges."""
         return cls(Segment(str(i), i / n, 1.0 if i == n - 1 else (i + 1) / n, 0) for i in range(n))
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sequence]) -> Layout:
+        """A layout from `rows()` as stored: `[id, lo, hi, epoch, [predecessors]]` each."""
+        return cls(Segment(str(r[0]), float(r[1]), float(r[2]), int(r[3]), tuple(r[4])) for r in rows)
+
+    def rows(self) -> list[list]:
+        return [[s.id, s.lo, s.hi, s.epoch, list(s.predecessors)] for s in self._key]
+
+    def new_ids(self, count: int) -> list[str]:
+        """Ids for a scale's new segments: numbers after the highest this stream has used (the
+        newest segment is always active, so never deleted: no id comes back)."""
+        start = max((_number(sid) for sid in self.segments), default=-1) + 1
+        return [str(start + i) for i in range(count)]
 
     def __getitem__(self, segment_id: str) -> Segment:
         return self.segments[segment_id]
@@ -115,6 +141,10 @@ class Layout:
             preds = tuple(s.id for s in sealing if s.lo < hi and lo < s.hi)
             created.append(Segment(sid, lo, hi, epoch, preds))
         return Scaled(Layout([*self.segments.values(), *created]), created)
+
+
+def _number(segment_id: str) -> int:
+    return int(segment_id) if segment_id.isdigit() else -1
 
 
 def _check_seal(layout: Layout, seal: object) -> list[Segment]:

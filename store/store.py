@@ -1,10 +1,12 @@
 """A stream's events across its segments: routing, stream cuts, reads and truncation.
 
-`SegmentStore(root, config).stream(key, segment_count)` gives a `StreamLog` whose segments are
-directories `root/<key>/<segment id>/`. Segment ids are opaque strings ("0", "1", …) everywhere,
-so that scaling by split/merge can name them differently later. Routing maps a routing key onto
-the key space [0, 1) with a stable hash and gives each segment an equal range, as Pravega does;
-the mapping never depends on the process (Python's own `hash` is salted per process).
+`SegmentStore(root, config).stream(key, layout)` gives a `StreamLog` whose segments are
+directories `root/<key>/<segment id>/`. Segment ids are opaque strings ("0", "1", …) everywhere.
+Routing maps a routing key onto the key space [0, 1) with a stable hash and sends it to the active
+segment whose range holds it, as Pravega does (a stream that never scaled gives each segment an
+equal range); the mapping never depends on the process (Python's own `hash` is salted per
+process). A scale (streams.scaling) seals segments (`Segment.seal`); reads take a successor's
+events only once every predecessor has been read to its sealed end.
 No Django, no database: the caller passes a directory key (CBR uses the stream's database id).
 """
 
@@ -26,10 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from domain.epoch_cuts import epoch_cut
 from domain.events import EventIn
+from domain.segment_layout import Layout
 from store.ends import Head, Tail, read_stream_ends
 from store.framing import Record
 from store.segment.config import StoreConfig
+from store.segment.errors import SegmentSealed
 from store.segment.log import Segment
 from store.segment.reads import SegmentInfo
 from store.segment.truncation import TruncateResult, move_heads
@@ -164,12 +169,25 @@ class StreamRecord:
     record: Record
 
 
+class SealedSegments(Exception):
+    """Part of an append met segments a scale has sealed since the caller read the stream's
+    layout: `positions` holds where each event of the batch went, None for those not written
+    (route them again by the current layout; each routing key's events went all or none)."""
+
+    def __init__(self, positions: list[Position | None]):
+        super().__init__("some segments are sealed")
+        self.positions = positions
+
+
 class StreamLog:
-    def __init__(self, root: Path, segment_ids: list[str], config: StoreConfig):
+    def __init__(self, root: Path, layout: Layout, config: StoreConfig):
         self.root = root
-        self.segment_ids = segment_ids
+        self.layout = layout
+        self.segment_ids = layout.ids  # active or sealed and still holding data
+        self.active_ids = layout.active_ids
         self.config = config
-        self._paths = {s: root / s for s in segment_ids}
+        self._paths = {s: root / s for s in self.segment_ids}
+        self._sealed = [s for s in self.segment_ids if layout.is_sealed(s)]
 
     def segment(self, segment_id: str) -> Segment:
         return open_segment(self._paths[segment_id], self.config)
@@ -177,19 +195,19 @@ class StreamLog:
     # -- writing ----------------------------------------------------------------------------
 
     def route(self, routing_key: bytes) -> str:
-        n = len(self.segment_ids)
-        return self.segment_ids[min(int(key_space_position(routing_key) * n), n - 1)]
+        return self.layout.route(key_space_position(routing_key))
 
     def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> list[Position]:
         """Append a validated batch; returns each event's (segment, offset), in the order given.
         `on_commit(segment_id, first_offset, events, now_ms)` runs for each segment's part once it
         is committed, under that segment's lock (see `Segment.append`).
 
-        Events with a routing key go to the key's segment, in order; events without one are
-        spread round-robin from a random segment (Pravega gives them a random key). Segments are
-        appended in parallel threads, so their fsyncs overlap (fdatasync releases the GIL).
+        Events with a routing key go to the key's active segment, in order; events without one
+        are spread round-robin from a random active segment (Pravega gives them a random key).
+        Segments are appended in parallel threads, so their fsyncs overlap (fdatasync releases
+        the GIL). A segment sealed since this layout was read takes nothing: `SealedSegments`.
         """
-        ids = self.segment_ids
+        ids = self.active_ids
         n = len(ids)
         if n == 1:
             seg_of = None
@@ -214,29 +232,67 @@ class StreamLog:
                 return None
             return lambda first, at: on_commit(seg_id, first, evs, at)
 
+        firsts: dict[str, int] = {}
+        sealed = False
         if len(groups) == 1:
             ((seg_id, evs),) = groups.items()
-            firsts = {seg_id: self.segment(seg_id).append(evs, now_ms, hook(seg_id, evs)).first_offset}
+            try:
+                firsts[seg_id] = self.segment(seg_id).append(evs, now_ms, hook(seg_id, evs)).first_offset
+            except SegmentSealed:
+                sealed = True
         else:
             futures = {
                 seg_id: _APPEND_POOL.submit(self.segment(seg_id).append, evs, now_ms, hook(seg_id, evs))
                 for seg_id, evs in groups.items()
             }
-            firsts = {seg_id: f.result().first_offset for seg_id, f in futures.items()}
-        if seg_of is None:
+            failed = None
+            for seg_id, f in futures.items():
+                try:
+                    firsts[seg_id] = f.result().first_offset
+                except SegmentSealed:
+                    sealed = True
+                except BaseException as exc:  # every part is waited for before anything goes up
+                    failed = failed or exc
+            if failed is not None:
+                raise failed
+        if seg_of is None and not sealed:
             seg_id = ids[0]
             first = firsts[seg_id]
             return [Position(seg_id, o) for o in range(first, first + len(events))]
         next_offset = dict(firsts)
-        positions = []
-        for seg_id in seg_of:
-            positions.append(Position(seg_id, next_offset[seg_id]))
-            next_offset[seg_id] += 1
-        return positions
+        positions: list[Position | None] = []
+        for seg_id in seg_of or [ids[0]] * len(events):
+            if seg_id in next_offset:
+                positions.append(Position(seg_id, next_offset[seg_id]))
+                next_offset[seg_id] += 1
+            else:
+                positions.append(None)
+        if sealed:
+            raise SealedSegments(positions)
+        return positions  # type: ignore[return-value]  # every event was written
+
+    def seal(self, segment_ids: list[str]) -> dict[str, int]:
+        """Seal these segments in the store (`Segment.seal`): each one's end."""
+        return {s: self.segment(s).seal() for s in segment_ids}
+
+    def shown(self, cut: StreamCut) -> StreamCut:
+        """A cut of every segment as the API shows cuts (`domain.epoch_cuts.epoch_cut`)."""
+        return epoch_cut(self.layout, cut, self.sealed_ends()) if self._sealed else cut
+
+    def sealed_ends(self) -> dict[str, int]:
+        """The end of every segment the layout says is sealed. A scale seals its segments in the
+        store right after its epoch commits; one it had not reached yet (the process stopped in
+        between) is sealed here: readers need its end before they pass to a successor."""
+        out = {}
+        for s in self._sealed:
+            seg = self.segment(s)
+            end = seg.sealed_end()
+            out[s] = seg.seal() if end is None else end
+        return out
 
     def create(self) -> None:
-        """Make every segment that does not exist yet (`Segment.create`)."""
-        for seg_id in self.segment_ids:
+        """Make every active segment that does not exist yet (`Segment.create`)."""
+        for seg_id in self.active_ids:
             self.segment(seg_id).create()
 
     # -- cuts and sizes ---------------------------------------------------------------------
@@ -261,24 +317,38 @@ class StreamLog:
     # -- reading ----------------------------------------------------------------------------
 
     def read(self, from_cut: StreamCut, limit: int) -> tuple[list[StreamRecord], StreamCut]:
-        """Up to `limit` events from `from_cut`, oldest published first across segments.
+        """Up to `limit` events from `from_cut`, oldest published first across segments, a
+        successor's only once each of its predecessors has been read to its end (so one routing
+        key's events come in order across scale events).
 
-        Returns the events and the cut to continue from. A segment position before the head
-        continues from the head.
+        Returns the events and the cut to continue from (an offset for every segment of the
+        layout). A segment position before the head continues from the head.
         """
         next_cut: StreamCut = {}
-        sources = []
-        page = max(16, min(limit, -(-limit // len(self.segment_ids)) + 16))
         for seg_id in self.segment_ids:
-            seg = self.segment(seg_id)
-            next_cut[seg_id] = max(from_cut.get(seg_id, 0), seg.read_head().offset)
-            sources.append(self._records(seg_id, next_cut[seg_id], limit, page))
-        # A merge takes each segment's records in their own order, so every segment contributes
-        # a prefix of itself, whatever the clocks said; the sources read lazily, page by page.
-        merged = heapq.merge(*sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset))
-        result = list(itertools.islice(merged, limit))
-        for sr in result:
-            next_cut[sr.segment] = sr.record.offset + 1
+            next_cut[seg_id] = max(from_cut.get(seg_id, 0), self.segment(seg_id).read_head().offset)
+        ends = self.sealed_ends() if self._sealed else {}
+        result: list[StreamRecord] = []
+        opened: list[str] = []
+        while len(result) < limit:
+            more = [
+                s for s in self.segment_ids if s not in opened and _predecessors_read(self.layout, s, next_cut, ends)
+            ]
+            if not more and opened:
+                break
+            opened += more
+            want = limit - len(result)
+            page = max(16, min(want, -(-want // len(opened)) + 16))
+            sources = [self._records(s, next_cut[s], want, page) for s in opened]
+            # A merge takes each segment's records in their own order, so every segment
+            # contributes a prefix of itself, whatever the clocks said; the sources read lazily.
+            merged = heapq.merge(*sources, key=lambda r: (r.record.published_ms, r.segment, r.record.offset))
+            got = list(itertools.islice(merged, want))
+            for sr in got:
+                next_cut[sr.segment] = sr.record.offset + 1
+            result += got
+            if len(got) == want or not ends:
+                break  # a full page, or nothing sealed that could let a successor in
         return result, next_cut
 
     def _records(self, seg_id: str, start: int, limit: int, page: int):
@@ -329,6 +399,11 @@ class StreamLog:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _predecessors_read(layout: Layout, segment_id: str, cut: StreamCut, ends: dict[str, int]) -> bool:
+    """Whether a cut has read every predecessor of this segment (those still held) to its end."""
+    return all(p not in ends or cut.get(p, 0) >= ends[p] for p in layout[segment_id].predecessors if p in layout)
+
+
 class SegmentStore:
     def __init__(self, root: Path, config: StoreConfig | None = None):
         self.root = Path(root)
@@ -340,11 +415,12 @@ class SegmentStore:
         if self.root.exists():
             sync_store(self.root)
 
-    def stream(self, key: str, segment_count: int) -> StreamLog:
+    def stream(self, key: str, layout: Layout | int) -> StreamLog:
+        """The stream in directory `key`, with its segments (`layout`, or a count of segments of
+        a stream that never scaled)."""
         if not key or "/" in key or key in (".", ".."):
             raise ValueError(f"bad stream directory key {key!r}")
-        ids = [str(i) for i in range(segment_count)]
-        return StreamLog(self.root / key, ids, self.config)
+        return StreamLog(self.root / key, Layout.fixed(layout) if isinstance(layout, int) else layout, self.config)
 
 
 def truncate_many(

@@ -11,7 +11,9 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from domain.epoch_cuts import epoch_cut
 from domain.events import PublishLimits
+from domain.segment_layout import Layout
 from store.segment import SegmentInfo, StoreConfig
 from store.store import SegmentStore, StreamLog, StreamRecord
 from streams.models import Segment, Stream
@@ -33,13 +35,14 @@ def segment_store() -> SegmentStore:
 
 
 @functools.lru_cache(maxsize=4096)
-def _stream_log(store: SegmentStore, key: str, segment_count: int) -> StreamLog:
-    return store.stream(key, segment_count)
+def _stream_log(store: SegmentStore, key: str, layout: Layout) -> StreamLog:
+    return store.stream(key, layout)
 
 
 def stream_log(stream: Stream) -> StreamLog:
-    """The stream's log (cached: a StreamLog holds only its paths; a cycle asks for 100k)."""
-    return _stream_log(segment_store(), stream.store_key, stream.segment_count)
+    """The stream's log (cached: a StreamLog holds only its paths and its layout; a cycle asks
+    for 100k)."""
+    return _stream_log(segment_store(), stream.store_key, stream.layout)
 
 
 def publish_limits(stream: Stream) -> PublishLimits:
@@ -80,6 +83,14 @@ class StreamState:
     @property
     def published_bytes(self) -> int:
         return sum(i.tail_size for i in self.segments.values())
+
+    def shown(self, layout: Layout, cut: dict[str, int]) -> dict[str, int]:
+        """A cut of every segment (this state's head or tail cut, a read's next cut) as the API
+        shows cuts: Pravega's form (`domain.epoch_cuts.epoch_cut`), the same on a stream that
+        never scaled. A sealed segment's end is its tail."""
+        if len(layout.active_ids) == len(layout.ids):
+            return cut
+        return epoch_cut(layout, cut, {s: self.segments[s].tail for s in layout.ids if layout.is_sealed(s)})
 
 
 def stream_state(stream: Stream) -> StreamState:

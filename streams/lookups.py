@@ -20,7 +20,16 @@ from streams.memo import Memo
 from streams.models import Scope, Stream
 
 # what a publish reads of the stream (the rest stays deferred on the instance)
-PUBLISH_FIELDS = ("id", "storage_key", "segment_count", "max_delay_s", "delayed_index", "cleanup_policy", "full_since")
+PUBLISH_FIELDS = (
+    "id",
+    "storage_key",
+    "segment_count",
+    "scaled_segments",
+    "max_delay_s",
+    "delayed_index",
+    "cleanup_policy",
+    "full_since",
+)
 
 
 @functools.cache

@@ -82,7 +82,12 @@ class Stream(models.Model):
     # beside a kept Redis does too).
     storage_key = models.CharField(max_length=32, unique=True, default=new_storage_key, editable=False)
     name = models.CharField(max_length=128)
-    segment_count = models.PositiveIntegerField(default=1)
+    segment_count = models.PositiveIntegerField(default=1)  # its active segments
+    # Scaling (docs/design/stream-scaling.md): the epoch a scale last made, and, once a stream has
+    # scaled, every segment still active or holding data as [id, lo, hi, epoch, [predecessors]]
+    # (empty while it has never scaled: `segment_count` segments "0"…, equal ranges, epoch 0).
+    epoch = models.PositiveIntegerField(default=0)
+    scaled_segments = models.JSONField(default=list, blank=True)
     cleanup_policy = models.CharField(max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE)
     on_max_limit = models.CharField(max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE)
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
@@ -135,13 +140,18 @@ class Stream(models.Model):
 
     @property
     def segment_ids(self) -> list[str]:
-        return [str(i) for i in range(self.segment_count)]
+        """Every segment active or still holding data, oldest epoch first."""
+        return self.layout.ids
 
     @property
     def layout(self) -> Layout:
-        """Its segments with their key ranges and epochs (`domain.segment_layout`): one epoch of
-        equal ranges while streams do not scale."""
-        return Layout.fixed(self.segment_count)
+        """Its segments with their key ranges, epochs and predecessors (`domain.segment_layout`)."""
+        if not self.scaled_segments:
+            return Layout.fixed(self.segment_count)
+        found = self.__dict__.get("_layout")
+        if found is None or found[0] is not self.scaled_segments:
+            found = self.__dict__["_layout"] = (self.scaled_segments, Layout.from_rows(self.scaled_segments))
+        return found[1]
 
     @property
     def is_compacted(self) -> bool:
@@ -181,6 +191,29 @@ class Segment(models.Model):
     @property
     def held_events(self) -> int:
         return self.tail_offset - self.head_offset
+
+
+class Scaling(models.Model):
+    """One scale of a stream (`streams.scaling`): the epoch it made, the segments it sealed and
+    those it made, and why (an operator's request, or the auto-scaling rule with the rates)."""
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual"
+        AUTO = "auto"
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="scalings")
+    epoch = models.PositiveIntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+    sealed = models.JSONField(default=list)  # [segment id, …]
+    created = models.JSONField(default=list)  # [{"id", "key_range": [lo, hi]}, …]
+    trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.MANUAL)
+    rule = models.CharField(max_length=200, blank=True, default="")
+    rates = models.JSONField(default=dict, blank=True)  # segment id → {"2m", "5m", "10m", "20m"}
+    by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["stream_id", "-epoch"]
+        constraints = [models.UniqueConstraint(fields=["stream", "epoch"], name="scaling_unique_epoch")]
 
 
 class DelayedIndex(models.Model):

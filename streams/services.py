@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
 from domain.events import EventIn
 from store.segment import NO_SPACE_ERRNOS, StorageFull
-from store.store import Position
+from store.store import Position, SealedSegments
 from streams.delaying.indexing import ensure_live, publish_hook
 from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
@@ -124,13 +124,41 @@ def _wake_readers(stream: Stream, events: list[EventIn]) -> None:
 
 def _publish(stream: Stream, events: list[EventIn]) -> list[Position]:
     if not any(ev.deliver_at_ms is not None for ev in events):
-        return stream_log(stream).append(events)
+        return _append(stream, events)
     hook = publish_hook(stream)
     hook.begin()
-    positions = stream_log(stream).append(events, on_commit=hook)
+    positions = _append(stream, events, hook)
     hook.done()
     if hook.not_live:
         ensure_live(stream, index_of(stream))
     if hook.sealed:  # the mutable bucket was sealed: snapshot it now, not at the next beat
         delayed_bucket_sealed.send(sender=Stream, stream=stream)
     return positions
+
+
+SCALES_IN_A_ROW = 5  # scales met by one publish before it gives up (each one is a new epoch)
+
+
+def _append(stream: Stream, events: list[EventIn], hook=None) -> list[Position]:
+    """Append by the stream's layout; the part that met segments sealed by a scale since the
+    layout was read is routed again by the stream's current layout (read from the database: the
+    scale committed its epoch before it sealed anything), until every event is written."""
+    positions: list[Position | None] = [None] * len(events)
+    todo = list(range(len(events)))
+    for _ in range(SCALES_IN_A_ROW):
+        try:
+            written: list[Position | None] = list(stream_log(stream).append([events[i] for i in todo], on_commit=hook))
+        except SealedSegments as sealed:
+            written = sealed.positions
+            fresh = Stream.objects.only("segment_count", "epoch", "scaled_segments").get(pk=stream.pk)
+            stream.segment_count, stream.epoch, stream.scaled_segments = (
+                fresh.segment_count,
+                fresh.epoch,
+                fresh.scaled_segments,
+            )
+        for i, position in zip(todo, written, strict=True):
+            positions[i] = position
+        todo = [i for i in todo if positions[i] is None]
+        if not todo:
+            return positions  # type: ignore[return-value]  # every event has its position
+    raise RuntimeError(f"{stream.full_name}: {SCALES_IN_A_ROW} scales met by one publish")

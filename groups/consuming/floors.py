@@ -190,7 +190,7 @@ def _slots_of(group: ReaderGroup, positions: list[ReadPosition]) -> list[Slot]:
         subs[p.subscription_id] = p.subscription
     # Subscriptions are made with their positions (and migration 0004 gave older ones theirs):
     # only a group with none, or a stream with fewer rows than segments, needs a second look.
-    if not subs or any(len(by_sub[sid]) != sub.stream.segment_count for sid, sub in subs.items()):
+    if not subs or any(len(by_sub[sid]) != len(sub.stream.segment_ids) for sid, sub in subs.items()):
         for sub in Subscription.objects.filter(reader_group=group).select_related("stream__scope"):
             missing = [s for s in sub.stream.segment_ids if s not in by_sub[sub.pk]]
             if missing:

@@ -91,6 +91,7 @@ _CYCLE_FIELDS = (
     "name",
     "storage_key",
     "segment_count",
+    "scaled_segments",
     "on_max_limit",
     "full_since",
     "cleanup_policy",

@@ -6,7 +6,7 @@ module that defines the name, never from this one.
 
 from store.segment.append import AppendResult
 from store.segment.config import StoreConfig
-from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment, StorageFull
+from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment, SegmentSealed, StorageFull
 from store.segment.log import Segment
 from store.segment.reads import SegmentInfo
 from store.segment.truncation import TruncateResult, move_heads
@@ -17,6 +17,7 @@ __all__ = [
     "CorruptSegment",
     "Segment",
     "SegmentInfo",
+    "SegmentSealed",
     "StorageFull",
     "StoreConfig",
     "TruncateResult",

@@ -6,22 +6,26 @@ here, and never to be broken:
 - publish times never go back within a segment: the clock is read under the segment's lock;
 - an append that fails (a full disk above all) leaves nothing behind: its bytes are cut back to
   the committed tail before the error goes up, so the space is free again and no torn record
-  ever lies past the tail (`StorageFull` when the filesystem had no room).
+  ever lies past the tail (`StorageFull` when the filesystem had no room);
+- a sealed segment (a scale replaced it) takes no append, ever: `seal` writes its end durably
+  under the segment's lock, and every append looks for it under that lock (`SegmentSealed`), so
+  whatever a reader finds before the end is all the segment will hold.
 No Django, no database.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from domain.events import EventIn
 from store import boot, framing
 from store.ends import Tail
-from store.files import pwrite_all
+from store.files import pwrite_all, read_small, write_atomically
 from store.segment.clock import epoch_ms
-from store.segment.errors import NO_SPACE_ERRNOS, StorageFull
+from store.segment.errors import NO_SPACE_ERRNOS, SegmentSealed, StorageFull
 from store.segment.recovery import SegmentRecovery
 
 
@@ -53,8 +57,39 @@ def _write_parts(fd: int, parts: list[bytes], size: int, pos: int) -> None:
         pos += want
 
 
+_SEALED = struct.Struct("<4sqq")  # magic, the end's offset, its cumulative size
+_SEALED_MAGIC = b"SEAL"
+
+
 class SegmentAppends(SegmentRecovery):
     """Appends and rolls: the only writer of records into a chunk."""
+
+    _sealed_end: int | None = None  # known once sealed (a seal is never undone)
+
+    def sealed_end(self) -> int | None:
+        """The offset after this segment's last event once a scale has sealed it, else None."""
+        if self._sealed_end is None:
+            data = read_small(self._sealed_path, _SEALED.size)
+            if data is not None and len(data) == _SEALED.size:
+                magic, offset, _ = _SEALED.unpack(data)
+                if magic == _SEALED_MAGIC:
+                    self._sealed_end = offset
+        return self._sealed_end
+
+    def seal(self) -> int:
+        """Take no more appends, durably; returns the segment's end (the offset after its last
+        event). Its active chunk is sealed too, so every event it holds is in a sealed chunk.
+        Sealing a sealed segment changes nothing."""
+        with self._locked():
+            end = self.sealed_end()
+            if end is not None:
+                return end
+            tail = self._recovered_tail()
+            if tail.committed_pos > framing.CHUNK_HEADER_SIZE:
+                tail = self._create_chunk(tail.next_offset, tail.cum_size)
+            write_atomically(Path(self._sealed_path), _SEALED.pack(_SEALED_MAGIC, tail.next_offset, tail.cum_size))
+            self._sealed_end = tail.next_offset
+            return tail.next_offset
 
     def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> AppendResult:
         """Append a batch; returns once it is committed (and durable unless fsync is `never`).
@@ -64,6 +99,8 @@ class SegmentAppends(SegmentRecovery):
             raise ValueError("an append needs at least one event")
         sealed = None
         with self._locked():
+            if self._sealed_end is not None or os.path.exists(self._sealed_path):
+                raise SegmentSealed(self.path)
             # The clock is read under the lock so publish times never go back within a segment.
             now_ms = epoch_ms() if now_ms is None else now_ms
             tail = self._recovered_tail()

@@ -5,6 +5,7 @@ base every part of `Segment` builds on (log.py). A segment directory holds
     <base>.idx       sparse index of that chunk: (offset, file position) pairs, a hint only
     <base>.parquet   columnar copy of a sealed chunk, for Spark
     lock             flock target that serialises writers across processes
+    sealed           the segment's end, once a scale has sealed it (append.py)
 
 and its tail and head records are kept in its slot of the stream's `ends` file (store/ends.py),
 or, for a segment without a slot (or a slot never written), in files `tail` and `head` here.
@@ -42,6 +43,7 @@ class SegmentDirectory:
         self.config = config
         self._head_path = os.path.join(path, "head")
         self._tail_path = os.path.join(path, "tail")
+        self._sealed_path = os.path.join(path, "sealed")
         slot = ends_slot(self.path.name)
         self._ends_path = None if slot is None else os.path.join(self.path.parent, ENDS_FILE)
         self._tail_at = 0 if slot is None else slot * ENDS_SLOT

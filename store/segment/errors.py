@@ -1,12 +1,21 @@
-"""What a segment raises that its callers act on: a damaged chunk (`CorruptSegment`) and a full
-filesystem (`StorageFull`, and the errnos that mean one). It holds the classes only, and must
-never import the modules that raise them (they all import it).
+"""What a segment raises that its callers act on: a sealed segment (`SegmentSealed`), a damaged
+chunk (`CorruptSegment`) and a full filesystem (`StorageFull`, and the errnos that mean one). It
+holds the classes only, and must never import the modules that raise them (they all import it).
 """
 
 from __future__ import annotations
 
 import errno
 from pathlib import Path
+
+
+class SegmentSealed(Exception):
+    """An append to a segment a scale has sealed (`Segment.seal`): nothing of it was written;
+    the writer routes it again by the stream's current segments."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"segment {path} is sealed")
+        self.path = path
 
 
 class CorruptSegment(Exception):

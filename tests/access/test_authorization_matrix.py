@@ -72,6 +72,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-checkpoint", "DELETE"): OPERATORS | {"group_key"},
     ("api-seek", "POST"): OPERATORS,
     ("api-seal", "POST"): OPERATORS,
+    ("api-scale", "POST"): OPERATORS,
+    ("api-scalings", "GET"): PEOPLE,
     ("api-scope-defaults", "GET"): PEOPLE,
     ("api-scope-defaults", "PUT"): OPERATORS,
     ("api-scope-defaults", "DELETE"): OPERATORS,

@@ -1,0 +1,78 @@
+"""Scaling a stream (docs/design/stream-scaling.md): sealing active segments and making the
+successors that take their keys, as one step that makes the stream's next epoch.
+
+The database is the truth of the layout: a scale commits the new epoch (the stream's segments,
+its `Scaling` record, the new segments' rows) in one transaction, and only then seals the old
+segments in the store. Whatever stops in between leaves the new epoch whole: publishes already
+route by it, and a reader that needs a sealed segment's end seals it itself
+(`StreamLog.sealed_ends`). A writer that read the layout before the scale and appends after the
+seal is refused by the segment (`SegmentSealed`) and routes its events again (`streams.services`).
+Nothing is moved or copied: the sealed segments keep their events until retention passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from domain.errors import FieldError
+from streams.logs import stream_log
+from streams.models import Scaling, Segment, Stream
+from streams.notices import send_notice
+from streams.waking import stream_channel
+
+
+def epoch_mismatch(current: int) -> FieldError:
+    return FieldError(
+        "epoch",
+        f"the stream has moved on to epoch {current} since: read its segments again",
+        "epoch_mismatch",
+        {"epoch": current},
+    )
+
+
+def do_scale(
+    stream: Stream,
+    *,
+    seal: Sequence[str],
+    new_ranges: Sequence[Sequence[float]],
+    epoch: int | None = None,
+    trigger: str = Scaling.Trigger.MANUAL,
+    rule: str = "",
+    rates: dict | None = None,
+    by: str = "",
+) -> Scaling:
+    """Seal the active segments `seal` and make successors over `new_ranges`: the next epoch.
+    `epoch`, when given, is the epoch the caller last saw (409 `epoch_mismatch` if the stream
+    has moved on). Refusals name `seal` or `new_ranges` and change nothing."""
+    with transaction.atomic():
+        row = Stream.objects.select_for_update().select_related("scope").get(pk=stream.pk)
+        if epoch is not None and epoch != row.epoch:
+            raise epoch_mismatch(row.epoch)
+        layout = row.layout
+        count = len(new_ranges) if isinstance(new_ranges, list | tuple) else 0
+        scaled = layout.scale(seal, new_ranges, layout.new_ids(count))
+        row.scaled_segments = scaled.layout.rows()
+        row.epoch = scaled.layout.epoch
+        row.segment_count = len(scaled.layout.active_ids)
+        row.save(update_fields=["scaled_segments", "epoch", "segment_count", "updated_at"])
+        Segment.objects.bulk_create(Segment(stream=row, segment_id=s.id) for s in scaled.created)
+        scaling = Scaling.objects.create(
+            stream=row,
+            epoch=row.epoch,
+            sealed=list(seal),
+            created=[{"id": s.id, "key_range": [s.lo, s.hi]} for s in scaled.created],
+            trigger=trigger,
+            rule=rule,
+            rates=rates or {},
+            by=by,
+        )
+        log = stream_log(row)
+        for s in scaled.created:  # before the commit: a disk too full for them changes nothing
+            log.segment(s.id).create()
+    log.seal(list(seal))
+    stream.segment_count, stream.epoch, stream.scaled_segments = row.segment_count, row.epoch, row.scaled_segments
+    # waiting readers look again: a successor may be theirs now
+    send_notice([stream_channel(row.storage_key)])
+    return scaling
