@@ -34,6 +34,7 @@ from api.fields import (
 from domain.group_settings import BOUNDS, DEFAULTS
 from domain.start_positions import finished
 from groups.models import AckPolicyChoice, OnPoison, ReaderGroup, RetentionType
+from streams.logs import stream_log
 
 
 @extend_schema_field(
@@ -167,6 +168,12 @@ class SubscriptionSerializer(serializers.Serializer):
 
     def get_active(self, sub) -> bool:
         return sub.reader_group.is_subscriber and sub.is_active(timezone.now())
+
+    def to_representation(self, sub):
+        answer = super().to_representation(sub)
+        if sub.acknowledgement_cut is not None:  # in Pravega's form on a scaled stream
+            answer["acknowledgement_cut"] = stream_log(sub.stream).shown(sub.acknowledgement_cut)
+        return answer
 
 
 class RemovedStreamSerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from domain.cuts import check_cut
+from domain import epoch_cuts
 from domain.errors import FieldError
 from domain.names import split_stream_name
 from groups.models import ReaderGroup, RetentionType, Subscription
@@ -47,12 +47,15 @@ def check_truncation_cut(group: ReaderGroup, body: object) -> tuple[Subscription
 
 
 def check_stream_cut(stream: Stream, value: object, field: str) -> dict[str, int]:
-    """A cut of `stream` a group may stand at: covering every segment, within [head, tail] (what
-    no longer exists cannot be read, what does not exist yet cannot be acknowledged or skipped
-    to); refused as `stream_cut_not_valid`, naming the segment."""
+    """A cut of `stream` a group may stand at: covering every segment (on a scaled stream: every
+    key, in Pravega's form, `domain.epoch_cuts`), within [head, tail] (what no longer exists
+    cannot be read, what does not exist yet cannot be acknowledged or skipped to); refused as
+    `stream_cut_not_valid`, naming the field. Answered in its full form (every segment held)."""
     log = stream_log(stream)
     try:
-        return check_cut(value, field, stream.segment_ids, complete=True, tail=log.tail_cut(), head=log.head_cut())
+        return epoch_cuts.check_stream_cut(
+            value, field, stream.layout, log.sealed_ends(), complete=True, tail=log.tail_cut(), head=log.head_cut()
+        )
     except FieldError as exc:
         raise FieldError(exc.field, exc.message, "stream_cut_not_valid") from None
 

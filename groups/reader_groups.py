@@ -32,7 +32,7 @@ from groups.consuming import current_floors, forget_trackers, group_changed, tra
 from groups.models import ReaderGroup, ReadPosition, Subscription
 from streams.logs import stream_log
 from streams.models import Scope, Stream, new_storage_key
-from streams.signals import holds_released, stream_deleted
+from streams.signals import holds_released, stream_deleted, stream_scaled
 from streams.waking import group_channel, publish_notice
 
 
@@ -284,6 +284,14 @@ def forget_deleted_stream(sender, stream: Stream, at: datetime, **kwargs) -> Non
     trackers on it go (`forget_trackers`)."""
     trackers = note_stream_deleted(stream, at)
     transaction.on_commit(lambda: forget_trackers(trackers))
+
+
+@receiver(stream_scaled)
+def take_new_segments(sender, stream: Stream, **kwargs) -> None:
+    """A stream scaled (`streams.scaling.do_scale`, inside its transaction): reads waiting on it
+    take their groups again when woken, with positions on its new segments (`floors.make_positions`
+    makes them on the first read)."""
+    group_changed()
 
 
 def do_update_reader_group(

@@ -20,6 +20,7 @@ from domain.errors import FieldError
 from streams.logs import stream_log
 from streams.models import Scaling, Segment, Stream
 from streams.notices import send_notice
+from streams.signals import stream_scaled
 from streams.waking import stream_channel
 
 
@@ -68,6 +69,7 @@ def do_scale(
             rates=rates or {},
             by=by,
         )
+        stream_scaled.send(sender=Stream, stream=row)
         log = stream_log(row)
         for s in scaled.created:  # before the commit: a disk too full for them changes nothing
             log.segment(s.id).create()

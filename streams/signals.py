@@ -12,6 +12,9 @@ Django starts (its AppConfig.ready):
   before its row goes. The reader groups' app records the removal in every group that read it
   and forgets their trackers on it once the deletion commits
   (`groups.reader_groups.forget_deleted_stream`).
+- `stream_scaled(stream=Stream)`: inside the transaction of a scale (`streams.scaling`), once the
+  new epoch is written. Reads waiting in any process take their groups as they are now when
+  next woken, with the new segments (`groups.reader_groups.take_new_segments`).
 """
 
 from django.dispatch import Signal
@@ -19,3 +22,4 @@ from django.dispatch import Signal
 holds_released = Signal()
 delayed_bucket_sealed = Signal()
 stream_deleted = Signal()
+stream_scaled = Signal()

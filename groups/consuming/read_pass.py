@@ -244,8 +244,32 @@ def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tai
         ):
             # a segment whose state Redis does not hold (lost, or never read) starts at its floor
             serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
+    blocked = _successors_waiting(ctx.slots, counts)
+    if blocked:
+        serves = [s for s in serves if (s.slot.stream.pk, s.slot.segment) not in blocked]
     random.shuffle(serves)  # fair across segments: no segment is always served first
     return serves
+
+
+def _successors_waiting(slots: list[Slot], counts: list) -> set[tuple[int, str]]:
+    """The segments (stream id, segment id) of scaled streams that must not be handed out yet: a
+    successor waits until the group has handed out every event of each of its predecessors (up to
+    the sealed end), so one routing key's events go out in order across a scale."""
+    read_to: dict[int, dict[str, int]] = {}
+    streams = {}
+    for slot, (nxt, *_) in zip(slots, counts, strict=True):
+        layout = slot.stream.layout
+        if len(layout.active_ids) == len(layout.ids):
+            continue  # no sealed segment
+        streams[slot.stream.pk] = slot.stream
+        read_to.setdefault(slot.stream.pk, {})[slot.segment] = slot.position.floor if nxt is None else int(nxt)
+    blocked = set()
+    for pk, stream in streams.items():
+        layout, ends, at = stream.layout, stream_log(stream).sealed_ends(), read_to[pk]
+        for segment in at:
+            if any(p in ends and at.get(p, 0) < ends[p] for p in layout[segment].predecessors):
+                blocked.add((pk, segment))
+    return blocked
 
 
 def _look_more(ctx: _Context, redis: Any) -> None:

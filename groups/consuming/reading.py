@@ -27,6 +27,7 @@ from groups.models import ReaderGroup
 from streams import wait_stats, waking
 from streams.delaying.index import hot_states
 from streams.delaying.stream_index import index_of
+from streams.models import Stream
 from streams.waking import group_channel, stream_channel
 
 
@@ -104,7 +105,8 @@ def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exc
 
 def _as_it_is_now(reads: list[Waiting]) -> dict[int, Exception]:
     """Reads that waited take their group as it is now: a group whose generation moved on while
-    they waited (a seek, new settings, a stream added or removed) is loaded again with its
+    they waited (a seek, new settings, a stream added or removed), or one of whose streams scaled
+    (new segments), is loaded again with its
     positions and the channels to wait on, for the pass to read from where the group is, not
     from where it was. A read whose group was deleted meanwhile (by its index) gets
     `reader_group_not_found`, as its request would now. The database is asked (one query for
@@ -117,12 +119,18 @@ def _as_it_is_now(reads: list[Waiting]) -> dict[int, Exception]:
     generations = dict(
         ReaderGroup.objects.filter(pk__in={reads[n].group.pk for n in unsure}).values_list("pk", "generation")
     )
+    epochs = dict(
+        Stream.objects.filter(pk__in={s.stream.pk for n in unsure for s in reads[n].group_slots}).values_list(
+            "pk", "epoch"
+        )
+    )
     gone: dict[int, Exception] = {}
     for n in unsure:
         reading = reads[n]
         reading.ticket = now
         group = reading.group
-        if generations.get(group.pk) == group.generation:
+        scaled = any(epochs.get(s.stream.pk, s.stream.epoch) != s.stream.epoch for s in reading.group_slots)
+        if generations.get(group.pk) == group.generation and not scaled:
             continue
         found = group_and_slots(group.scope.name, group.name) if group.pk in generations else None
         if found is None or found[0].pk != group.pk:

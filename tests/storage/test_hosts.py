@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from domain.events import EventIn
+from domain.segment_layout import Layout
 from store import boot, framing
 from store import store as store_module
 from store.ends import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, TAIL, Tail
@@ -149,7 +150,7 @@ def test_the_head_movers_crash_before_its_sync_loses_nothing(stream_dir, monkeyp
         raise SystemExit("the host went down before its sync")
 
     monkeypatch.setattr(store_module, "sync_store", host_down)
-    mover = StreamLog(stream_dir, IDS, CONFIG)
+    mover = StreamLog(stream_dir, Layout.fixed(len(IDS)), CONFIG)
     with on_host(HOST_B), pytest.raises(SystemExit):
         truncate_many([(mover, {"0": 33, "1": 47}, None)])  # chunks are behind these heads
     for s in IDS:
