@@ -404,6 +404,39 @@ class Client:
         """Seal the stream's active chunks now (operators): `[{segment, chunk}]` sealed."""
         return self._object("POST", f"streams/{stream}/seal/", {})["sealed"]
 
+    def segments(self, stream: str) -> list[dict]:
+        """The stream's segments, active or still holding data, oldest epoch first: `{id,
+        key_range: [lo, hi], epoch, sealed, predecessors}` each."""
+        return self.stream(stream)["segments"]
+
+    def scale(self, stream: str, seal: list[str], new_ranges: list[list[float]], epoch: int | None = None) -> dict:
+        """Seal these active segments and make successors over `new_ranges` (operators):
+        `{epoch, segments}`, the new epoch and its new segments. `epoch`: the stream's epoch as
+        last seen (a `CBRError` 409 `epoch_mismatch` if it has moved on)."""
+        body: dict[str, Any] = {"seal": list(seal), "new_ranges": [list(r) for r in new_ranges]}
+        if epoch is not None:
+            body["epoch"] = epoch
+        return self._object("POST", f"streams/{stream}/scale/", body)
+
+    def split(self, stream: str, segment: str, parts: int = 2) -> dict:
+        """Split one active segment into `parts` equal ranges (`scale`, at the epoch just read)."""
+        detail = self.stream(stream)
+        lo, hi = next(s["key_range"] for s in detail["segments"] if s["id"] == segment)
+        cuts = [lo + (hi - lo) * i / parts for i in range(parts)] + [hi]
+        return self.scale(stream, [segment], [[a, b] for a, b in zip(cuts, cuts[1:])], detail["epoch"])
+
+    def merge(self, stream: str, segments: list[str]) -> dict:
+        """Merge neighbouring active segments into one (`scale`, at the epoch just read)."""
+        detail = self.stream(stream)
+        ranges = [s["key_range"] for s in detail["segments"] if s["id"] in segments]
+        lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        return self.scale(stream, list(segments), [[lo, hi]], detail["epoch"])
+
+    def scalings(self, stream: str) -> Iterator[dict]:
+        """The stream's scales, newest first: `{epoch, at, sealed, created, trigger, rule,
+        rates, by}` each."""
+        return self._pages(f"streams/{stream}/scalings/", {})
+
     def compact(self, stream: str) -> dict:
         """Queue a compaction run of a compacted stream now (operators): the run, as queued."""
         return self._object("POST", f"streams/{stream}/compactions/", {})

@@ -333,6 +333,61 @@ def streams_seal(client: Client, args) -> None:
     _out(args, sealed, _table([[s["segment"], s["chunk"]] for s in sealed], ["SEGMENT", "CHUNK SEALED"]))
 
 
+def _range_text(key_range: list[float]) -> str:
+    return f"[{key_range[0]:.4g}, {key_range[1]:.4g})"
+
+
+def streams_segments(client: Client, args) -> None:
+    segments = client.segments(args.stream)
+    rows = [
+        [
+            s["id"],
+            _range_text(s["key_range"]),
+            s["epoch"],
+            "sealed" if s["sealed"] else "active",
+            ",".join(s["predecessors"]) or "-",
+        ]
+        for s in segments
+    ]
+    _out(args, segments, _table(rows, ["SEGMENT", "KEY RANGE", "EPOCH", "STATE", "PREDECESSORS"]))
+
+
+def streams_scale(client: Client, args) -> int:
+    if sum(x is not None for x in (args.split, args.merge, args.seal)) != 1:
+        print("cbr: give one of --split SEGMENT, --merge SEGMENT SEGMENT…, --seal … --ranges …", file=sys.stderr)
+        return 2
+    if args.split is not None:
+        scaled = client.split(args.stream, args.split, args.parts)
+    elif args.merge is not None:
+        scaled = client.merge(args.stream, args.merge)
+    else:
+        try:
+            ranges = json.loads(args.ranges or "")
+        except json.JSONDecodeError:
+            print('cbr: --ranges must be JSON, e.g. "[[0, 0.25], [0.25, 0.5]]"', file=sys.stderr)
+            return 2
+        scaled = client.scale(args.stream, args.seal, ranges, args.epoch)
+    rows = [[s["id"], _range_text(s["key_range"]), ",".join(s["predecessors"])] for s in scaled["segments"]]
+    _out(args, scaled, f"epoch {scaled['epoch']}\n" + _table(rows, ["NEW SEGMENT", "KEY RANGE", "REPLACES"]))
+    return 0
+
+
+def streams_scalings(client: Client, args) -> None:
+    scalings = list(client.scalings(args.stream))
+    rows = [
+        [
+            h["epoch"],
+            h["at"][:19],
+            h["trigger"],
+            ",".join(h["sealed"]),
+            ",".join(c["id"] for c in h["created"]),
+            h["rule"] or h["by"] or "-",
+        ]
+        for h in scalings
+    ]
+    _out(args, scalings, _table(rows, ["EPOCH", "AT", "TRIGGER", "SEALED", "MADE", "WHY"]))
+
+
 def streams_compact(client: Client, args) -> None:
     run = client.compact(args.stream)
     if args.wait:
@@ -813,6 +868,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("stream", help="scope/name")
     policy_flags(p)
     p = command(sub, "seal", streams_seal, "seal the active chunks now (operators)")
+    p.add_argument("stream", help="scope/name")
+    p = command(sub, "segments", streams_segments, "a stream's segments: key ranges, epochs, sealed or active")
+    p.add_argument("stream", help="scope/name")
+    p = command(sub, "scale", streams_scale, "split or merge a stream's segments (operators)")
+    p.add_argument("stream", help="scope/name")
+    p.add_argument("--split", metavar="SEGMENT", help="split this active segment into equal parts")
+    p.add_argument("--parts", type=int, default=2, help="with --split: how many (default 2)")
+    p.add_argument("--merge", nargs="+", metavar="SEGMENT", help="merge these neighbouring active segments")
+    p.add_argument("--seal", nargs="+", metavar="SEGMENT", help="seal these, with --ranges: any scale")
+    p.add_argument("--ranges", help='with --seal: the new key ranges as JSON, e.g. "[[0, 0.25], [0.25, 0.5]]"')
+    p.add_argument("--epoch", type=int, help="with --seal: the epoch last seen (refused if it moved on)")
+    p = command(sub, "scalings", streams_scalings, "a stream's scaling history, newest first")
     p.add_argument("stream", help="scope/name")
     p = command(sub, "compact", streams_compact, "compact a compacted stream now")
     p.add_argument("stream", help="scope/name")

@@ -137,3 +137,44 @@ def test_cbr_streams_republish(config, live_server, admin_user, data_dir):
     assert "give --all, or --event" in cbr(*server, "streams", "republish", "shop/orders-dlq")[2]
     status, _, err = cbr(*server, "streams", "republish", "shop/orders-dlq", "--event", "0:9")
     assert status == 1 and "events[0]" in err
+
+
+def test_cbr_streams_scale_segments_and_scalings(config, live_server, admin_user, data_dir):
+    """Split, merge and any scale from the command line, against the real server; the segments
+    and the history as tables; a bad scale says which field."""
+    token = factories.token_for(admin_user)
+    services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    server = ("--server", live_server.url, "--token", token)
+
+    status, out, _ = cbr(*server, "streams", "scale", "shop/orders", "--split", "0", "--parts", "3")
+    assert status == 0 and out.splitlines()[0] == "epoch 1"
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["2", "3", "4"]
+    status, out, _ = cbr(*server, "streams", "scale", "shop/orders", "--merge", "3", "4")
+    assert status == 0 and out.splitlines()[0] == "epoch 2" and "[0.1667, 0.5)" in out
+    status, out, _ = cbr(
+        *server, "streams", "scale", "shop/orders", "--seal", "1", "--ranges", "[[0.5, 0.9], [0.9, 1]]", "--epoch", "2"
+    )
+    assert status == 0 and out.splitlines()[0] == "epoch 3"
+
+    status, out, _ = cbr(*server, "streams", "segments", "shop/orders")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert [(r[0], r[-2]) for r in rows] == [
+        ("0", "sealed"),
+        ("1", "sealed"),
+        ("2", "active"),
+        ("3", "sealed"),
+        ("4", "sealed"),
+        ("5", "active"),
+        ("6", "active"),
+        ("7", "active"),
+    ]
+    status, out, _ = cbr(*server, "streams", "scalings", "shop/orders")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["3", "2", "1"]
+
+    status, _, err = cbr(*server, "streams", "scale", "shop/orders", "--seal", "1", "--ranges", "[[0.5, 1]]")
+    assert status == 1 and "seal" in err and "already sealed" in err
+    status, _, err = cbr(
+        *server, "streams", "scale", "shop/orders", "--seal", "2", "--ranges", "[[0, 0.1]]", "--epoch", "1"
+    )
+    assert status == 1 and "epoch" in err
+    assert cbr(*server, "streams", "scale", "shop/orders")[0] == 2
