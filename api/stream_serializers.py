@@ -224,7 +224,7 @@ class StreamSerializer(serializers.ModelSerializer):
     @extend_schema_field(SegmentSerializer(many=True))
     def get_segments(self, stream) -> list[dict]:
         layout = stream.layout
-        return [segment_answer(layout, layout[sid]) for sid in layout.ids]
+        return [segment_answer(layout, layout[sid]) for sid in layout.held_ids]
 
     def get_head_cut(self, stream) -> dict[str, int]:
         state = self._state(stream)

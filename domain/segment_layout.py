@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from domain.errors import FieldError
 
@@ -24,6 +24,9 @@ class Segment:
     hi: float
     epoch: int  # the epoch that made it
     predecessors: tuple[str, ...] = ()  # the sealed segments it replaced (those sharing keys with it)
+    # a sealed segment retention has passed whole: its end (offset, cumulative payload bytes) and
+    # when it retired; its data and state are gone, and cuts name it at its end
+    retired: tuple[int, int, int] | None = None  # … and when (epoch seconds)
 
     def overlaps(self, other: Segment) -> bool:
         return self.lo < other.hi and other.lo < self.hi
@@ -54,6 +57,7 @@ class Layout:
         self._starts = [s.lo for s in self._active]
         self.ids = sorted(self.segments, key=lambda sid: (self.segments[sid].epoch, _number(sid)))
         self.active_ids = [s.id for s in self._active]
+        self.held_ids = [sid for sid in self.ids if self.segments[sid].retired is None]
         self._key = tuple(self.segments[sid] for sid in self.ids)
         self._hash = hash(self._key)
 
@@ -71,11 +75,33 @@ class Layout:
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence]) -> Layout:
-        """A layout from `rows()` as stored: `[id, lo, hi, epoch, [predecessors]]` each."""
-        return cls(Segment(str(r[0]), float(r[1]), float(r[2]), int(r[3]), tuple(r[4])) for r in rows)
+        """A layout from `rows()` as stored: `[id, lo, hi, epoch, [predecessors]]` each, and a
+        retired segment's `[end offset, end size, when]` after them."""
+        return cls(
+            Segment(
+                str(r[0]),
+                float(r[1]),
+                float(r[2]),
+                int(r[3]),
+                tuple(r[4]),
+                None if len(r) < 6 else (r[5][0], r[5][1], r[5][2]),
+            )
+            for r in rows
+        )
 
     def rows(self) -> list[list]:
-        return [[s.id, s.lo, s.hi, s.epoch, list(s.predecessors)] for s in self._key]
+        return [
+            [s.id, s.lo, s.hi, s.epoch, list(s.predecessors), *([list(s.retired)] if s.retired else [])]
+            for s in self._key
+        ]
+
+    def retire(self, ends: dict[str, tuple[int, int, int]]) -> Layout:
+        """The layout once these sealed segments are passed whole by retention: each at its end
+        (offset, cumulative payload bytes) for good, from a time (epoch seconds)."""
+        for sid in ends:
+            if not self.is_sealed(sid):
+                raise ValueError(f"segment {sid} is active: only a sealed segment retires")
+        return Layout(replace(s, retired=ends[s.id]) if s.id in ends else s for s in self.segments.values())
 
     def new_ids(self, count: int) -> list[str]:
         """Ids for a scale's new segments: numbers after the highest this stream has used (the

@@ -32,7 +32,7 @@ from groups.consuming import current_floors, forget_trackers, group_changed, tra
 from groups.models import ReaderGroup, ReadPosition, Subscription
 from streams.logs import stream_log
 from streams.models import Scope, Stream, new_storage_key
-from streams.signals import holds_released, stream_deleted, stream_scaled
+from streams.signals import holds_released, segments_retired, stream_deleted, stream_scaled
 from streams.waking import group_channel, publish_notice
 
 
@@ -291,6 +291,18 @@ def take_new_segments(sender, stream: Stream, **kwargs) -> None:
     """A stream scaled (`streams.scaling.do_scale`, inside its transaction): reads waiting on it
     take their groups again when woken, with positions on its new segments (`floors.make_positions`
     makes them on the first read)."""
+    group_changed()
+
+
+@receiver(segments_retired)
+def forget_retired_segments(sender, stream: Stream, segments: list[str], **kwargs) -> None:
+    """Sealed segments retention passed whole (`streams.scaling.retire_passed_segments`, inside its
+    transaction): every group's positions on them go now, their trackers once it commits, and reads
+    take their groups anew."""
+    subs = list(Subscription.objects.filter(stream=stream).values_list("pk", "state_key"))
+    ReadPosition.objects.filter(subscription_id__in=[pk for pk, _ in subs], segment_id__in=segments).delete()
+    trackers = [(key, list(segments)) for _, key in subs]
+    transaction.on_commit(lambda: forget_trackers(trackers))
     group_changed()
 
 

@@ -30,7 +30,7 @@ from store.redis_connection import get_redis
 from streams import wait_stats
 from streams.delaying.projection import LATENCY_LES, delayed_states
 from streams.logs import StreamState, stream_state
-from streams.models import Stream
+from streams.models import Scaling, Stream
 
 Ends = dict[int, tuple[dict[str, int], dict[str, int]]]  # stream id -> (head cut, tail cut)
 
@@ -82,8 +82,10 @@ def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> It
     published = Family("cbr_stream_published_bytes", "Payload bytes ever published", "counter")
     appended = Family("cbr_stream_published_events", "Events ever published", "counter")
     full = Family("cbr_stream_full", "1 while a stream at its max refuses publishes (on_max_limit: reject_publish)")
+    segments = Family("cbr_stream_segments", "Active segments of a stream (its epoch's: scaling changes it)")
     for stream in streams:
         full.add(label_set(stream=stream.full_name), 1 if stream.full_since is not None else 0)
+        segments.add(label_set(stream=stream.full_name), stream.segment_count)
         state = states[stream.pk]
         name = label_set(stream=stream.full_name)
         held.add(name, state.size_bytes)
@@ -95,7 +97,11 @@ def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> It
     reclaimed.add("", TruncationRecord.objects.reclaimed_bytes())
     truncations = Family("cbr_truncations", "Truncations performed", "counter")
     truncations.add("", TruncationRecord.objects.count())
-    yield from (held, events, disk, published, appended, full, reclaimed, truncations)
+    scalings = Family("cbr_scalings", "Scales made (split, merge or both), by what asked for them", "counter")
+    made = dict(Scaling.objects.values_list("trigger").annotate(n=Count("pk")))
+    for trigger in Scaling.Trigger.values:
+        scalings.add(label_set(trigger=trigger), made.get(trigger, 0))
+    yield from (held, events, disk, published, appended, full, segments, reclaimed, truncations, scalings)
 
 
 def _consumption_metrics(ends: Ends, labels: _Labels) -> Iterator[Family]:

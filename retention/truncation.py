@@ -25,6 +25,7 @@ from store.store import StreamLog, truncate_many
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
 from streams.models import Segment, Stream
+from streams.scaling import retire_passed_segments
 
 # (the stream, its log, its record, the cumulative size at each offset of the cut where known)
 Planned = tuple[Stream, StreamLog, TruncationRecord, dict[str, int] | None]
@@ -107,6 +108,9 @@ def _apply(planned: list[Planned], own: bool) -> None:
         _complete(planned, results)
         if own:
             _trim_retention_sets(planned)
+    for stream, _, _, _ in planned:  # a sealed segment passed whole retires (a stream that never scaled: nothing)
+        if stream.scaled_segments:
+            retire_passed_segments(stream)
 
 
 def _complete(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:

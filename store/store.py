@@ -26,7 +26,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from domain.epoch_cuts import epoch_cut
 from domain.events import EventIn
@@ -37,6 +37,7 @@ from store.segment.config import StoreConfig
 from store.segment.errors import SegmentSealed
 from store.segment.log import Segment
 from store.segment.reads import SegmentInfo
+from store.segment.retired import RetiredSegment
 from store.segment.truncation import TruncateResult, move_heads
 
 StreamCut = dict[str, int]
@@ -188,8 +189,17 @@ class StreamLog:
         self.config = config
         self._paths = {s: root / s for s in self.segment_ids}
         self._sealed = [s for s in self.segment_ids if layout.is_sealed(s)]
+        self.held_ids = layout.held_ids  # those with files (not retired)
+        self._retired = {
+            s.id: RetiredSegment(self._paths[s.id], s.retired[0], s.retired[1])
+            for s in layout.segments.values()
+            if s.retired
+        }
 
     def segment(self, segment_id: str) -> Segment:
+        retired = self._retired.get(segment_id)
+        if retired is not None:  # answers every read a segment does (store.segment.retired)
+            return cast(Segment, retired)
         return open_segment(self._paths[segment_id], self.config)
 
     # -- writing ----------------------------------------------------------------------------
@@ -369,18 +379,38 @@ class StreamLog:
         self, cut: StreamCut, sizes: dict[str, int], durable: bool = True
     ) -> dict[str, tuple[Head, Head, int]]:
         """`Segment.move_head` for every segment in `cut`, under the stream's heads lock at once."""
-        return move_heads(self.root, self.segment_ids, self.segment, cut, sizes, durable)
+        return move_heads(self.root, self.held_ids, self.segment, cut, sizes, durable)
 
     def truncate(self, cut: StreamCut) -> dict[str, TruncateResult]:
-        return {s: self.segment(s).truncate(cut[s]) for s in self.segment_ids if s in cut}
+        return {s: self.segment(s).truncate(cut[s]) for s in self.held_ids if s in cut}
 
     def ends(self) -> dict[str, tuple[Head, Tail]]:
         """Per segment, the head and the committed tail (offsets and cumulative sizes): one read
         of the stream's `ends` file; a segment whose slot is missing or torn is asked itself."""
+        found = (
+            read_stream_ends(self.root, self.held_ids)
+            if self._retired
+            else read_stream_ends(self.root, self.segment_ids)
+        )
         out = {}
-        for s, (head, tail) in read_stream_ends(self.root, self.segment_ids).items():
+        for s in self.segment_ids:
+            head, tail = found.get(s, (None, None))
             out[s] = (head, tail) if head is not None and tail is not None else self.segment(s).ends()
         return out
+
+    def retire(self, segment_ids: list[str]) -> None:
+        """Delete what is left of segments retention has passed whole (the layout says they are
+        retired; their chunks went with the truncation): their directories, and this process's
+        open objects of them. Called a while after they retired: a process that still read the
+        layout before finds the files as they were (head and seal at the end), never an empty
+        segment it would make anew."""
+        for seg_id in segment_ids:
+            path = self.root / seg_id
+            with _SEGMENTS_LOCK:
+                seg = _SEGMENTS.pop(path, None)
+            if seg is not None:
+                seg.close()
+            shutil.rmtree(path, ignore_errors=True)
 
     def seal_due_chunks(self, now_ms: int | None = None) -> int:
         """Roll the active chunks that have reached their age; how many were sealed. (Their
@@ -401,7 +431,11 @@ class StreamLog:
 
 def _predecessors_read(layout: Layout, segment_id: str, cut: StreamCut, ends: dict[str, int]) -> bool:
     """Whether a cut has read every predecessor of this segment (those still held) to its end."""
-    return all(p not in ends or cut.get(p, 0) >= ends[p] for p in layout[segment_id].predecessors if p in layout)
+    return all(
+        p not in ends or layout[p].retired or cut.get(p, 0) >= ends[p]
+        for p in layout[segment_id].predecessors
+        if p in layout
+    )
 
 
 class SegmentStore:

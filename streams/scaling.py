@@ -12,6 +12,7 @@ Nothing is moved or copied: the sealed segments keep their events until retentio
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from django.db import transaction
@@ -20,7 +21,7 @@ from domain.errors import FieldError
 from streams.logs import stream_log
 from streams.models import Scaling, Segment, Stream
 from streams.notices import send_notice
-from streams.signals import stream_scaled
+from streams.signals import segments_retired, stream_scaled
 from streams.waking import stream_channel
 
 
@@ -78,3 +79,47 @@ def do_scale(
     # waiting readers look again: a successor may be theirs now
     send_notice([stream_channel(row.storage_key)])
     return scaling
+
+
+RETIRED_FILES_KEPT_S = 600  # a retired segment's last files stay this long (`StreamLog.retire`)
+
+
+def retire_passed_segments(stream: Stream, now: float | None = None) -> list[str]:
+    """After a truncation: the sealed segments whose every event now lies before the head are
+    retired (`Layout.retire`): the layout keeps each at its end, so cuts and sizes stay whole,
+    while its rows and the groups' state on it go (`segments_retired`); the last of its files
+    (the seal, the head, an empty chunk) go `RETIRED_FILES_KEPT_S` later, by a later call.
+    Returns the segments retired now. A stream that never scaled costs nothing."""
+    layout = stream.layout
+    now = time.time() if now is None else now
+    sealed = [s for s in layout.held_ids if layout.is_sealed(s)]
+    stale = [
+        s.id
+        for s in layout.segments.values()
+        if s.retired and now - s.retired[2] >= RETIRED_FILES_KEPT_S and (stream_log(stream).root / s.id).exists()
+    ]
+    if stale:
+        stream_log(stream).retire(stale)
+    if not sealed:
+        return []
+    log = stream_log(stream)
+    ends = {}
+    for sid in sealed:
+        end = log.segment(sid).sealed_end()
+        head = log.segment(sid).read_head()
+        if end is not None and head.offset >= end:
+            ends[sid] = (end, head.cum_size, int(now))
+    if not ends:
+        return []
+    with transaction.atomic():
+        row = Stream.objects.select_for_update().get(pk=stream.pk)
+        current = row.layout
+        ends = {sid: end for sid, end in ends.items() if sid in current.held_ids}
+        if not ends:
+            return []
+        row.scaled_segments = current.retire(ends).rows()
+        row.save(update_fields=["scaled_segments"])
+        Segment.objects.filter(stream=row, segment_id__in=list(ends)).delete()
+        segments_retired.send(sender=Stream, stream=row, segments=list(ends))
+    stream.scaled_segments = row.scaled_segments
+    return list(ends)

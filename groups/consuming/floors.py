@@ -190,16 +190,16 @@ def _slots_of(group: ReaderGroup, positions: list[ReadPosition]) -> list[Slot]:
         subs[p.subscription_id] = p.subscription
     # Subscriptions are made with their positions (and migration 0004 gave older ones theirs):
     # only a group with none, or a stream with fewer rows than segments, needs a second look.
-    if not subs or any(len(by_sub[sid]) != len(sub.stream.segment_ids) for sid, sub in subs.items()):
+    if not subs or any(not by_sub[sid].keys() >= set(sub.stream.layout.held_ids) for sid, sub in subs.items()):
         for sub in Subscription.objects.filter(reader_group=group).select_related("stream__scope"):
-            missing = [s for s in sub.stream.segment_ids if s not in by_sub[sub.pk]]
+            missing = [s for s in sub.stream.layout.held_ids if s not in by_sub[sub.pk]]
             if missing:
                 by_sub[sub.pk].update(make_positions(sub, missing))
             subs[sub.pk] = sub
     redis = get_redis()
     out = []
     for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
-        for seg in sub.stream.segment_ids:
+        for seg in sub.stream.layout.held_ids:  # (a retired segment has nothing to hand out)
             # keyed by the subscription: a stream dropped and added again starts afresh
             tracker = SegmentTracker(redis, sub.state_key, seg, delayed_state_key(sub.stream.storage_key))
             out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))

@@ -267,7 +267,7 @@ def _successors_waiting(slots: list[Slot], counts: list) -> set[tuple[int, str]]
     for pk, stream in streams.items():
         layout, ends, at = stream.layout, stream_log(stream).sealed_ends(), read_to[pk]
         for segment in at:
-            if any(p in ends and at.get(p, 0) < ends[p] for p in layout[segment].predecessors):
+            if any(p in at and at[p] < ends[p] for p in layout[segment].predecessors):  # (a retired one has no slot)
                 blocked.add((pk, segment))
     return blocked
 

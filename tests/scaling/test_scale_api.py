@@ -3,6 +3,7 @@ new segments at once; plain reads follow the successor order; cuts in Pravega's 
 
 import json
 
+import factories
 import pytest
 
 from domain.events import EventIn
@@ -189,3 +190,17 @@ def test_a_scale_stopped_before_its_seal_is_finished_by_the_first_reader(api, mo
     old.scaled_segments, old.segment_count = [], 1
     (position,) = do_publish(old, [EventIn(payload=b"rerouted", routing_key=b"a")])
     assert position.segment in ("1", "2")
+
+
+def test_metrics_show_each_streams_active_segments_and_the_scales_made(api, client):
+    create(api)
+    factories.subscribe(Stream.objects.get(name="orders"), "A", {"0": 0, "1": 0})  # a cut from before the scales
+    publish(api, [f"k{i}" for i in range(10)])
+    assert scale(api, seal=["0"], new_ranges=[[0, 0.25], [0.25, 0.5]]).status_code == 200
+    assert scale(api, seal=["2", "3"], new_ranges=[[0, 0.5]]).status_code == 200
+    assert scale(api, seal=["1"], new_ranges=[[0.5, 0.7], [0.7, 0.9], [0.9, 1]]).status_code == 200
+    publish(api, [f"k{i}" for i in range(10)])
+    text = client.get("/metrics").content.decode()
+    assert 'cbr_stream_segments{stream="shop/orders"} 4' in text
+    assert 'cbr_scalings_total{trigger="manual"} 3' in text and 'cbr_scalings_total{trigger="auto"} 0' in text
+    assert 'cbr_stream_published_events_total{stream="shop/orders"} 20' in text
