@@ -121,6 +121,14 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Publishing routes by the new segments at once; nothing is moved or copied; readers pass to a successor "
         "once they have read every one of its predecessors to its end. A stale `epoch` is a 409 `epoch_mismatch`.",
     ),
+    "streams_scaling_policy_update": (
+        "Streams",
+        "Set how a stream scales by itself",
+        'Operators. `{"type": "fixed"|"by_event_rate"|"by_byte_rate", "target_rate"?, "scale_factor"?: 2, '
+        '"min_segments"?: 1}`: evaluated every minute from each active segment\'s 2-, 5-, 10- and 20-minute rates '
+        "(a segment over the target splits, two cold neighbours merge, never below `min_segments`, ten minutes' "
+        "cool-down for new segments). Answers the stream.",
+    ),
     "streams_scalings_list": (
         "Streams",
         "A stream's scaling history",

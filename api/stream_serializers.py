@@ -20,6 +20,8 @@ from api.fields import (
     valid_name,
 )
 from api.retention_serializers import PolicyField, RetentionPolicySerializer
+from domain.autoscale import KINDS as SCALING_KINDS
+from domain.autoscale import MAX_SCALE_FACTOR, check_scaling_policy
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
 from streams.models import (
@@ -57,6 +59,56 @@ class DelayedIndexSerializer(serializers.Serializer):
         return value
 
 
+SCALING_POLICY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "enum": list(SCALING_KINDS)},
+        "target_rate": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1e9,
+            "description": "per segment: events/s (by_event_rate) or KiB/s (by_byte_rate)",
+        },
+        "scale_factor": {"type": "integer", "minimum": 2, "maximum": MAX_SCALE_FACTOR, "default": 2},
+        "min_segments": {"type": "integer", "minimum": 1, "maximum": settings.CBR_MAX_SEGMENTS, "default": 1},
+    },
+    "required": ["type"],
+    "additionalProperties": False,
+}
+
+
+class ScalingPolicySerializer(RefusesUnknownFields, serializers.Serializer):
+    """For the schema: a scaling policy's body (`PUT …/scaling-policy/`); the view checks it with
+    `domain.autoscale.check_scaling_policy`."""
+
+    what = "a scaling policy"
+
+    type = serializers.ChoiceField(choices=list(SCALING_KINDS))
+    target_rate = serializers.FloatField(
+        required=False, min_value=0, max_value=1e9, help_text="per segment: events/s or KiB/s, above 0"
+    )
+    scale_factor = StrictIntegerField(required=False, min_value=2, max_value=MAX_SCALE_FACTOR, default=2)
+    min_segments = StrictIntegerField(required=False, min_value=1, max_value=settings.CBR_MAX_SEGMENTS, default=1)
+
+
+@extend_schema_field(SCALING_POLICY_SCHEMA)
+class ScalingPolicyField(serializers.JSONField):
+    """`{type: "fixed"|"by_event_rate"|"by_byte_rate", target_rate?, scale_factor?=2,
+    min_segments?=1}`, checked by `domain.autoscale.check_scaling_policy` (refusals name the field
+    inside it, e.g. `scaling_policy.target_rate`)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault(
+            "help_text",
+            'how the stream scales by itself: {"type": "fixed"|"by_event_rate"|"by_byte_rate", "target_rate": '
+            'events/s or KiB/s per segment, "scale_factor": 2, "min_segments": 1}',
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        return check_scaling_policy(data, settings.CBR_MAX_SEGMENTS)
+
+
 class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
 
@@ -73,6 +125,7 @@ class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     retention_policy = PolicyField(required=False, allow_null=True)
+    scaling_policy = ScalingPolicyField(required=False)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -100,6 +153,7 @@ class StreamUpdateSerializer(_CompactionSettings):
         "name": "a stream cannot be renamed",
         "segment_count": "segment_count changes by scaling: POST …/scale/",
         "retention_policy": "use PUT …/retention-policy/",
+        "scaling_policy": "use PUT …/scaling-policy/",
     }
 
     def validate(self, attrs):
@@ -185,6 +239,7 @@ class StreamSerializer(serializers.ModelSerializer):
         help_text="the settings this stream takes from its scope's defaults (GET /scopes/{scope}/defaults/)"
     )
     epoch = serializers.SerializerMethodField(help_text="the generation of its active segments (0 until it scales)")
+    scaling_policy = serializers.SerializerMethodField(help_text="how it scales by itself (fixed: by hand only)")
     segments = serializers.SerializerMethodField(
         help_text="its segments: each one's id, the part of the key space [0, 1) its routing keys hash to, the "
         "epoch that made it, whether it is sealed, and the segments it replaced"
@@ -199,6 +254,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "segment_count",
             "epoch",
             "segments",
+            "scaling_policy",
             *COMPACTION_FIELDS,
             "on_max_limit",
             "max_delay_s",
@@ -220,6 +276,9 @@ class StreamSerializer(serializers.ModelSerializer):
 
     def get_epoch(self, stream) -> int:
         return stream.epoch
+
+    def get_scaling_policy(self, stream) -> dict:
+        return stream.scaling_policy or {"type": "fixed", "scale_factor": 2, "min_segments": 1}
 
     @extend_schema_field(SegmentSerializer(many=True))
     def get_segments(self, stream) -> list[dict]:

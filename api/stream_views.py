@@ -34,6 +34,8 @@ from api.retention_serializers import (
 from api.stream_serializers import (
     ScaledSerializer,
     ScaleSerializer,
+    ScalingPolicyField,
+    ScalingPolicySerializer,
     ScalingSerializer,
     StreamCreateSerializer,
     StreamSerializer,
@@ -123,7 +125,8 @@ class StreamListView(GenericAPIView):
         stream = retention_services.do_create_stream(
             scope=args["scope"],
             name=args["name"],
-            segment_count=args["segment_count"],
+            # a scaling policy's min_segments is also the stream's first count, as in Pravega
+            segment_count=max(args["segment_count"], args.get("scaling_policy", {}).get("min_segments", 1)),
             cleanup_policy=args.get("cleanup_policy"),
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
@@ -132,6 +135,7 @@ class StreamListView(GenericAPIView):
             description=args.get("description", ""),
             policy=args.get("retention_policy"),
             user=request.user,
+            scaling_policy=args.get("scaling_policy"),
         )
         stream = get_stream(stream.scope.name, stream.name)
         data = StreamSerializer(stream, context=stream_answer([stream])).data
@@ -559,6 +563,21 @@ class ScaleView(APIView):
         return Response(
             {"epoch": scaling.epoch, "segments": [segment_answer(layout, layout[c["id"]]) for c in scaling.created]}
         )
+
+
+class ScalingPolicyView(APIView):
+    access = {"PUT": Action.MANAGE_STREAMS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=ScalingPolicySerializer, responses=StreamSerializer)
+    def put(self, request, scope, name):
+        """Replace how the stream scales by itself (operators): `fixed` (by hand only),
+        `by_event_rate` or `by_byte_rate` with a `target_rate` per segment. Evaluated every minute;
+        a `min_segments` above the active count splits at the next evaluation."""
+        stream = get_stream(scope, name)
+        policy = ScalingPolicyField().to_internal_value(request.data)
+        services.do_set_scaling_policy(stream, policy)
+        return Response(StreamSerializer(stream, context=stream_answer([stream])).data)
 
 
 class ScalingListView(GenericAPIView):

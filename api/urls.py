@@ -29,6 +29,7 @@ urlpatterns = [
     path(S + "seal/", views.SealView.as_view(), name="api-seal"),
     path(S + "scale/", views.ScaleView.as_view(), name="api-scale"),
     path(S + "scalings/", views.ScalingListView.as_view(), name="api-scalings"),
+    path(S + "scaling-policy/", views.ScalingPolicyView.as_view(), name="api-scaling-policy"),
     path(S + "retention-set/", views.RetentionSetView.as_view(), name="api-retention-set"),
     path(S + "compacted/", compaction_views.CompactedViewView.as_view(), name="api-compacted"),
     path(S + "compactions/", compaction_views.CompactionListView.as_view(), name="api-compactions"),

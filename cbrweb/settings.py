@@ -313,6 +313,10 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
         "task": "streams.tasks.refresh_segment_stats",
         "schedule": 30.0,
     },
+    "autoscale": {  # its rules read rates over whole minutes (docs/design/stream-scaling.md)
+        "task": "streams.tasks.autoscale",
+        "schedule": 60.0,
+    },
 }
 # A tick not started by the time of the next one is dropped (the next does its work): a worker
 # that was busy catches up with one run of each, not with a backlog of them.

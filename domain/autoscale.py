@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
+from domain.errors import FieldError
 from domain.segment_layout import Layout, Segment
 
 COOL_DOWN_S = 600.0
@@ -143,3 +145,78 @@ def _to_minimum(active: list[Segment], minimum: int) -> ScalePlan:
         ranges += [[s.lo, mid], [mid, s.hi]]
     reasons = [f"split {sid} in two: the stream has {len(active)} segments, min_segments is {minimum}" for sid in seal]
     return ScalePlan(seal, ranges, reasons)
+
+
+KINDS = ("fixed", "by_event_rate", "by_byte_rate")
+MAX_SCALE_FACTOR = 16
+
+
+def check_scaling_policy(value: object, max_segments: int, field: str = "scaling_policy") -> dict:
+    """A stream's `scaling_policy` as sent (`{type, target_rate?, scale_factor?=2,
+    min_segments?=1}`), checked and with its defaults; refusals name the field inside it."""
+    if not isinstance(value, dict):
+        raise FieldError(field, 'must be an object {"type": "fixed"|"by_event_rate"|"by_byte_rate", …}')
+    unknown = sorted(set(value) - {"type", "target_rate", "scale_factor", "min_segments"})
+    if unknown:
+        raise FieldError(f"{field}.{unknown[0]}", "is not a field of a scaling policy")
+    kind = value.get("type")
+    if kind not in KINDS:
+        raise FieldError(f"{field}.type", f"must be one of {', '.join(KINDS)}")
+    policy: dict = {"type": kind}
+    target = value.get("target_rate")
+    if kind == "fixed":
+        if target is not None:
+            raise FieldError(f"{field}.target_rate", "a fixed policy has no target rate")
+    else:
+        rate = float(cast(float, target)) if _number(target) else 0.0
+        if not 0 < rate <= 1e9:
+            unit = "events/s" if kind == "by_event_rate" else "KiB/s"
+            raise FieldError(f"{field}.target_rate", f"must be a number of {unit} per segment, above 0 and at most 1e9")
+        policy["target_rate"] = rate
+    factor = value.get("scale_factor", 2)
+    if not isinstance(factor, int) or isinstance(factor, bool) or not 2 <= factor <= MAX_SCALE_FACTOR:
+        raise FieldError(f"{field}.scale_factor", f"must be an integer from 2 to {MAX_SCALE_FACTOR}")
+    minimum = value.get("min_segments", 1)
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or not 1 <= minimum <= max_segments:
+        raise FieldError(f"{field}.min_segments", f"must be an integer from 1 to {max_segments} (CBR_MAX_SEGMENTS)")
+    policy.update(scale_factor=factor, min_segments=minimum)
+    return policy
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def policy_of(stored: dict) -> ScalingPolicy:
+    """The `ScalingPolicy` of a stream's stored `scaling_policy` (empty: fixed)."""
+    return ScalingPolicy(
+        stored.get("type", "fixed"),
+        float(stored.get("target_rate", 0.0)),
+        int(stored.get("scale_factor", 2)),
+        int(stored.get("min_segments", 1)),
+    )
+
+
+WINDOWS_S = (120, 300, 600, 1200)
+SAMPLES_KEPT = 21  # one a minute: the 20-minute window and one before it
+
+
+def rates_from(samples: list[list[float]], per: float = 1.0) -> Rates:
+    """A segment's rates over the last 2, 5, 10 and 20 minutes from its samples `[[time, count],
+    …]` (oldest first; `count` ever appended: events, or bytes), divided by `per` (1024 for
+    KiB/s). A window longer than the samples reach is measured over what they reach (a new
+    segment's 20-minute rate is its rate so far)."""
+    if len(samples) < 2:
+        return Rates()
+    latest_t, latest = samples[-1]
+    out = []
+    for window in WINDOWS_S:
+        start = next(((t, c) for t, c in reversed(samples) if latest_t - t >= window), samples[0])
+        span = latest_t - start[0]
+        out.append(0.0 if span <= 0 else (latest - start[1]) / span / per)
+    return Rates(*out)
+
+
+def add_sample(samples: list[list[float]], sample: list[float]) -> list[list[float]]:
+    """The samples with this one added, at most `SAMPLES_KEPT` kept (the newest)."""
+    return [*samples, sample][-SAMPLES_KEPT:]

@@ -8,6 +8,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Sum
+from django.utils import timezone
 
 from domain.segment_layout import Layout
 
@@ -88,6 +89,9 @@ class Stream(models.Model):
     # (empty while it has never scaled: `segment_count` segments "0"…, equal ranges, epoch 0).
     epoch = models.PositiveIntegerField(default=0)
     scaled_segments = models.JSONField(default=list, blank=True)
+    # {type, target_rate?, scale_factor, min_segments} (`domain.autoscale.check_scaling_policy`);
+    # empty: fixed
+    scaling_policy = models.JSONField(default=dict, blank=True)
     cleanup_policy = models.CharField(max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE)
     on_max_limit = models.CharField(max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE)
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
@@ -176,6 +180,9 @@ class Segment(models.Model):
     chunk_count = models.PositiveIntegerField(default=0)
     physical_bytes = models.BigIntegerField(default=0)
     refreshed_at = models.DateTimeField(null=True, blank=True)
+    # an auto-scaled stream's active segment: [time, events ever appended, bytes ever appended]
+    # once a minute, the last 21 (`streams.autoscaling`): its rates survive a restart
+    rate_samples = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["stream_id", "segment_id"]
@@ -203,7 +210,7 @@ class Scaling(models.Model):
 
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="scalings")
     epoch = models.PositiveIntegerField()
-    at = models.DateTimeField(auto_now_add=True)
+    at = models.DateTimeField(default=timezone.now)
     sealed = models.JSONField(default=list)  # [segment id, …]
     created = models.JSONField(default=list)  # [{"id", "key_range": [lo, hi]}, …]
     trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.MANUAL)

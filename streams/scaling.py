@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from domain.errors import FieldError
 from streams.logs import stream_log
@@ -44,6 +46,7 @@ def do_scale(
     rule: str = "",
     rates: dict | None = None,
     by: str = "",
+    at: datetime | None = None,
 ) -> Scaling:
     """Seal the active segments `seal` and make successors over `new_ranges`: the next epoch.
     `epoch`, when given, is the epoch the caller last saw (409 `epoch_mismatch` if the stream
@@ -69,6 +72,7 @@ def do_scale(
             rule=rule,
             rates=rates or {},
             by=by,
+            at=at or timezone.now(),
         )
         stream_scaled.send(sender=Stream, stream=row)
         log = stream_log(row)

@@ -34,6 +34,7 @@ def do_create_stream(
     compaction: dict | None = None,
     description: str = "",
     inherited: list[str] | None = None,
+    scaling_policy: dict | None = None,
 ) -> Stream:
     """`inherited`: the settings the stream takes from its scope's defaults (`domain.scope_defaults`;
     `retention.services.do_create_stream` works them out)."""
@@ -51,6 +52,7 @@ def do_create_stream(
                 **(compaction or {}),
                 description=description,
                 inherited=inherited or [],
+                scaling_policy=scaling_policy or {},
             )
             Segment.objects.bulk_create(Segment(stream=stream, segment_id=s) for s in stream.segment_ids)
             _make_segments(stream)
@@ -71,6 +73,14 @@ def _make_segments(stream: Stream) -> None:
         if exc.errno in NO_SPACE_ERRNOS:
             raise no_space_for_stream() from exc
         raise
+
+
+def do_set_scaling_policy(stream: Stream, policy: dict) -> Stream:
+    """A checked `scaling_policy` (`domain.autoscale.check_scaling_policy`); the next auto-scaling
+    evaluation acts on it (a raised `min_segments` at once, whatever the rates)."""
+    stream.scaling_policy = {} if policy.get("type") == "fixed" and policy.get("min_segments", 1) == 1 else policy
+    stream.save(update_fields=["scaling_policy", "updated_at"])
+    return stream
 
 
 def do_update_stream(stream: Stream, changes: dict) -> Stream:

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.dispatch import receiver
 
-from streams import logs
+from streams import autoscaling, logs
 from streams.delaying import maintenance
 from streams.models import Stream
 from streams.signals import delayed_bucket_sealed
@@ -28,6 +28,12 @@ def refresh_segment_stats() -> int:
     for stream in streams:
         logs.refresh_segments(stream)
     return len(streams)
+
+
+@shared_task
+def autoscale() -> int:
+    """Every stream's scaling policy evaluated (`streams.autoscaling`): how many scales it made."""
+    return len(autoscaling.autoscale())
 
 
 @shared_task

@@ -74,6 +74,7 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-seal", "POST"): OPERATORS,
     ("api-scale", "POST"): OPERATORS,
     ("api-scalings", "GET"): PEOPLE,
+    ("api-scaling-policy", "PUT"): OPERATORS,
     ("api-scope-defaults", "GET"): PEOPLE,
     ("api-scope-defaults", "PUT"): OPERATORS,
     ("api-scope-defaults", "DELETE"): OPERATORS,
