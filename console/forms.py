@@ -109,3 +109,34 @@ class ScopeDefaultsForm(_ScopeCompactionFields, _ScopePolicyFields):
         initial["cleanup_policy"] = defaults.get("cleanup_policy") or ""
         initial.update({name: defaults.get(name) for name in cls.COMPACTION_FIELDS})
         return initial
+
+
+class ScaleForm(forms.Form):
+    """The stream page's scale form (operators): split an active segment into equal parts, or
+    merge it with its right-hand neighbour. `epoch` is the stream's as the page showed it: a
+    stream that scaled since refuses the form (`epoch_mismatch`) rather than scaling twice."""
+
+    action = forms.ChoiceField(choices=[("split", "Split"), ("merge", "Merge with the next")])
+    segment = forms.ChoiceField(choices=[])
+    parts = forms.IntegerField(min_value=2, max_value=16, initial=2, required=False)
+    epoch = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+    def __init__(self, *args, layout, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.layout = layout
+        self.fields["segment"].choices = [
+            (s.id, f"{s.id}  [{s.lo:.4g}, {s.hi:.4g})") for s in layout.active
+        ]
+
+    def scale(self) -> tuple[list[str], list[list[float]]]:
+        """What to seal and the new ranges, from the cleaned fields (a merge of the last segment,
+        which has no right-hand neighbour, is refused naming `segment`)."""
+        s = self.layout[self.cleaned_data["segment"]]
+        if self.cleaned_data["action"] == "split":
+            parts = self.cleaned_data.get("parts") or 2
+            edges = [s.lo + (s.hi - s.lo) * i / parts for i in range(parts)] + [s.hi]
+            return [s.id], [[a, b] for a, b in zip(edges, edges[1:], strict=False)]
+        right = next((t for t in self.layout.active if t.lo == s.hi), None)
+        if right is None:
+            raise FieldError("segment", f"segment {s.id} holds the last keys: it has no neighbour to its right")
+        return [s.id, right.id], [[s.lo, right.hi]]

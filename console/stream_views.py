@@ -21,9 +21,11 @@ from compaction.models import CompactionRun
 from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
-from console.forms import PolicyForm
+from console.forms import PolicyForm, ScaleForm
+from console.segments import HEIGHT, WIDTH, epoch_ticks, key_space_boxes
 from console.htmx import htmx_partial
 from domain.compaction import max_may_outrun_compaction
+from domain.errors import FieldError
 from groups import sampling
 from groups.projections.lag import group_state
 from groups.projections.overview import totals_by_stream
@@ -34,6 +36,7 @@ from retention.models import RetentionCycle
 from retention.projections import subscriber_states
 from retention.tasks import queue_stream_cycle
 from streams import logs
+from streams import scaling as scaling_services
 from streams.delaying.projection import delayed_state
 from streams.found import found_or_404
 from streams.models import Stream
@@ -88,13 +91,35 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
     }
 
 
+def _segments_context(request, stream, form=None, notice: str = "", warn: bool = False) -> dict:
+    """The Segments panel: the key space over epochs, the segments held, the scale form and the
+    scaling history."""
+    layout = stream.layout
+    rows = {row.segment_id: row for row in stream.segments.all()}
+    return {
+        "stream": stream,
+        "layout": layout,
+        "boxes": key_space_boxes(layout),
+        "ticks": epoch_ticks(layout),
+        "picture": {"width": WIDTH, "height": HEIGHT},
+        "segment_rows": [(layout[sid], layout.is_sealed(sid), rows.get(sid)) for sid in layout.held_ids],
+        "scalings": list(stream.scalings.all()[:20]),
+        "scale_form": form or ScaleForm(layout=layout, initial={"epoch": stream.epoch}),
+        "can_scale": can(request, Action.MANAGE_STREAMS),
+        "scale_notice": notice,
+        "scale_notice_warns": warn,
+    }
+
+
 def _detail_context(request, stream, **policy_kwargs) -> dict:
     state = logs.refresh_segments(stream)
     truncations = list(stream.truncations.select_related("triggered_by")[:50])
     return {
         **_policy_context(request, stream, **policy_kwargs),
         "state": state,
-        "segments": stream.segments.all(),
+        "head_cut": state.shown(stream.layout, state.head_cut),
+        "tail_cut": state.shown(stream.layout, state.tail_cut),
+        **_segments_context(request, stream),
         "truncations": truncations,
         "subscribers": _with_lag(stream, subscriber_states(stream, state.head_cut, state.tail_cut)),
         "retention_set": set_store.entries(stream),
@@ -269,4 +294,40 @@ def run_retention_now(request, scope, name):
     cycle = queue_stream_cycle(stream, "console", request.user)
     if htmx_partial(request):
         return render(request, "console/jobs/_cycle.html", {"cycle": cycle, "stream": stream})
+    return redirect("console:stream", scope=scope, name=name)
+
+
+@console_access({"GET": Action.VIEW, "POST": Action.MANAGE_STREAMS}, STREAM)
+def segments_panel(request, scope, name):
+    """The Segments panel alone, and its scale form (operators): a split or a merge, one epoch."""
+    stream = _stream(scope, name)
+    if request.method == "GET":
+        return render(request, "console/streams/detail.html#segments-panel", _segments_context(request, stream))
+    form = ScaleForm(request.POST, layout=stream.layout)
+    context = None
+    if form.is_valid():
+        try:
+            seal, ranges = form.scale()
+            scaling = scaling_services.do_scale(
+                stream, seal=seal, new_ranges=ranges, epoch=form.cleaned_data["epoch"], by=request.user.get_username()
+            )
+        except FieldError as exc:
+            notice = (
+                f"{stream.full_name} scaled since this page was shown (now epoch {exc.details.get('epoch')}): "
+                "look at its segments again"
+                if exc.code == "epoch_mismatch"
+                else exc.message
+            )
+            context = _segments_context(request, _stream(scope, name), notice=notice, warn=True)
+        else:
+            made = ", ".join(c["id"] for c in scaling.created)
+            context = _segments_context(
+                request,
+                _stream(scope, name),
+                notice=f"Epoch {scaling.epoch}: sealed {', '.join(scaling.sealed)}, made {made}.",
+            )
+    else:
+        context = _segments_context(request, stream, form=form)
+    if htmx_partial(request):
+        return render(request, "console/streams/detail.html#segments-panel", context)
     return redirect("console:stream", scope=scope, name=name)

@@ -327,3 +327,27 @@ def test_a_groups_consumers_with_their_rates_and_deliveries_in_hand(live_server,
     rows = [[c.strip() for c in r.split("\t")] for r in table.inner_text().splitlines()[1:]]
     assert {r[0]: r[1] for r in rows} == {"worker-1": "10", "worker-2": "30", "worker-3": "50"}
     shot(page, "group-consumers", (1280, 390))
+
+
+def test_an_operator_scales_a_stream_from_its_page_and_sees_the_key_space(live_server, admin_user, browser_page, data_dir):
+    stream = services.do_create_stream(scope="shop", name="growing", segment_count=2)
+    services.do_publish(stream, [EventIn(f"order {n}".encode(), routing_key=str(n).encode()) for n in range(100)])
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/streams/shop/growing/")
+    panel = page.locator("#segments-panel")
+    assert panel.locator("g.seg.active").count() == 2
+    # split segment 0 into four, then merge two of its parts
+    panel.locator("select[name=action]").select_option("split")
+    panel.locator("select[name=segment]").select_option("0")
+    panel.locator("input[name=parts]").fill("4")
+    panel.locator("button:text('Scale')").click()
+    page.wait_for_selector("text=Epoch 1: sealed 0, made 2, 3, 4, 5.")
+    panel.locator("select[name=action]").select_option("merge")
+    panel.locator("select[name=segment]").select_option("3")
+    panel.locator("button:text('Scale')").click()
+    page.wait_for_selector("text=Epoch 2: sealed 3, 4, made 6.")
+    assert panel.locator("g.seg.active").count() == 4 and panel.locator("g.seg.sealed").count() == 3
+    rows = panel.locator("table").first.inner_text()
+    assert "sealed" in rows and "← 3, 4" in rows
+    shot(page, "stream-segments", (1280, 390))
