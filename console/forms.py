@@ -124,9 +124,7 @@ class ScaleForm(forms.Form):
     def __init__(self, *args, layout, **kwargs):
         super().__init__(*args, **kwargs)
         self.layout = layout
-        self.fields["segment"].choices = [
-            (s.id, f"{s.id}  [{s.lo:.4g}, {s.hi:.4g})") for s in layout.active
-        ]
+        self.fields["segment"].choices = [(s.id, f"{s.id}  [{s.lo:.4g}, {s.hi:.4g})") for s in layout.active]
 
     def scale(self) -> tuple[list[str], list[list[float]]]:
         """What to seal and the new ranges, from the cleaned fields (a merge of the last segment,

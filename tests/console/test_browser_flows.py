@@ -329,7 +329,9 @@ def test_a_groups_consumers_with_their_rates_and_deliveries_in_hand(live_server,
     shot(page, "group-consumers", (1280, 390))
 
 
-def test_an_operator_scales_a_stream_from_its_page_and_sees_the_key_space(live_server, admin_user, browser_page, data_dir):
+def test_an_operator_scales_a_stream_from_its_page_and_sees_the_key_space(
+    live_server, admin_user, browser_page, data_dir
+):
     stream = services.do_create_stream(scope="shop", name="growing", segment_count=2)
     services.do_publish(stream, [EventIn(f"order {n}".encode(), routing_key=str(n).encode()) for n in range(100)])
     page = browser_page
