@@ -22,8 +22,8 @@ from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
 from console.forms import PolicyForm, ScaleForm
-from console.segments import HEIGHT, WIDTH, epoch_ticks, key_space_boxes
 from console.htmx import htmx_partial
+from console.segments import HEIGHT, WIDTH, epoch_ticks, key_space_boxes
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
 from groups import sampling
