@@ -33,7 +33,7 @@ from api.fields import (
 )
 from domain.group_settings import BOUNDS, DEFAULTS
 from domain.start_positions import finished
-from groups.models import AckPolicyChoice, OnPoison, ReaderGroup, RetentionType
+from groups.models import AckPolicyChoice, DeliveryMode, OnPoison, ReaderGroup, RetentionType
 from streams.logs import stream_log
 
 
@@ -143,6 +143,17 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
     read_compacted = StrictBooleanField(default=False)
     backoff_s = BackoffField(required=False, allow_null=True)
     ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, default="explicit")
+    delivery = serializers.ChoiceField(
+        choices=DeliveryMode.choices,
+        default="shared",
+        help_text="shared: competing consumers over every segment; ordered: each segment read by one consumer at a time",
+    )
+    consumer_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["consumer_timeout_s"][0],
+        max_value=BOUNDS["consumer_timeout_s"][1],
+        default=DEFAULTS["consumer_timeout_s"],
+        help_text="ordered: a consumer silent this long gives up its segments (once its leases expire)",
+    )
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -209,6 +220,8 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "read_compacted",
             "backoff_s",
             "ack_policy",
+            "delivery",
+            "consumer_timeout_s",
             "last_checkpoint_at",
             "generation",
             "streams",
@@ -254,13 +267,16 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
     context as `positions`: a serializer does no I/O of its own), and its latest checkpoints."""
 
     positions = serializers.SerializerMethodField()
+    assignments = serializers.SerializerMethodField(
+        help_text='an ordered group: each consumer\'s segments, as "scope/name:segment" (empty for a shared group)'
+    )
     checkpoints = serializers.SerializerMethodField()
     finished = serializers.SerializerMethodField(
         help_text="a bounded group (end_stream_cuts): true once everything up to its end cuts is processed"
     )
 
     class Meta(ReaderGroupSerializer.Meta):
-        fields = [*ReaderGroupSerializer.Meta.fields, "finished", "positions", "checkpoints"]
+        fields = [*ReaderGroupSerializer.Meta.fields, "finished", "positions", "assignments", "checkpoints"]
 
     def get_finished(self, group) -> bool:
         ends = group.end_stream_cuts or {}
@@ -272,6 +288,9 @@ class ReaderGroupDetailSerializer(ReaderGroupSerializer):
         return all(
             name in floors and finished(floors[name], {s: int(o) for s, o in cut.items()}) for name, cut in ends.items()
         )
+
+    def get_assignments(self, group) -> dict[str, list[str]]:
+        return self.context.get("assignments", {})
 
     def get_positions(self, group) -> list[dict]:
         # many=True makes a ListSerializer (its data a list); the stubs type it as the child serializer
@@ -318,6 +337,10 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     read_compacted = StrictBooleanField(required=False)
     backoff_s = BackoffField(required=False, allow_null=True)
     ack_policy = serializers.ChoiceField(choices=AckPolicyChoice.choices, required=False)
+    delivery = serializers.ChoiceField(choices=DeliveryMode.choices, required=False)
+    consumer_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["consumer_timeout_s"][0], max_value=BOUNDS["consumer_timeout_s"][1], required=False
+    )
 
     def validate_sinks(self, value):
         return valid_sinks(value)

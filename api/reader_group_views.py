@@ -48,7 +48,7 @@ from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from groups import consuming, reader_groups
 from groups.models import ReaderGroup, Subscription
-from groups.projections.consumers import consumer_figures
+from groups.projections.consumers import assignments, consumer_figures
 from groups.projections.lag import group_state
 from groups.projections.overview import group_summaries
 from streams.found import found_or_404
@@ -446,4 +446,5 @@ class CheckpointReleaseView(ConsumingView):
 
 def _detail(group: ReaderGroup) -> dict:
     """A group's detail as answered: its positions read here (Redis and the store), then rendered."""
-    return ReaderGroupDetailSerializer(group, context={"positions": group_state(group)}).data
+    context = {"positions": group_state(group), "assignments": assignments(group)}
+    return ReaderGroupDetailSerializer(group, context=context).data

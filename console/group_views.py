@@ -19,7 +19,7 @@ from domain.start_positions import finished
 from groups import consuming, reader_groups
 from groups.consuming import checkpoint_interval_s
 from groups.models import ReaderGroup
-from groups.projections.consumers import consumer_figures
+from groups.projections.consumers import assignments, consumer_figures
 from groups.projections.lag import group_state
 from groups.projections.overview import group_overview, group_summaries
 from streams.found import found_or_404
@@ -110,6 +110,7 @@ def _checkpoints_context(request, group: ReaderGroup, notice: str = "", warn: bo
         "checkpoint_notice": notice,
         "checkpoint_warns": warn,
         "consumers": consumer_figures(group),
+        "assignments": assignments(group),
     }
 
 

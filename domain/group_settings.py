@@ -13,9 +13,10 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "max_deliveries": (1, 1000),
     "max_ack_pending": (1, 1_000_000),
     "checkpoint_interval_s": (1, 7 * 86400),
+    "consumer_timeout_s": (1, 86400),
 }
 
-DEFAULTS: dict[str, int] = {"ack_timeout_s": 30, "max_deliveries": 5, "max_ack_pending": 1000}
+DEFAULTS: dict[str, int] = {"ack_timeout_s": 30, "max_deliveries": 5, "max_ack_pending": 1000, "consumer_timeout_s": 30}
 
 MAX_SINKS = 16
 SINK_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a sink's name (the API's schema says it too)

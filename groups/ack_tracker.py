@@ -46,7 +46,16 @@ from itertools import repeat
 import numpy as np
 
 from domain.acks import AckPolicy, AckResult, Delivery, HandOut, Poison
-from groups.ack_scripts import ACK_MANY, DEAD_LETTERED, FAN_OUT, HAND_OUT, IN_FLIGHT, NACK_MANY, READ_COUNTS
+from groups.ack_scripts import (
+    ACK_MANY,
+    CLAIM,
+    DEAD_LETTERED,
+    FAN_OUT,
+    HAND_OUT,
+    IN_FLIGHT,
+    NACK_MANY,
+    READ_COUNTS,
+)
 from store.redis_connection import ScriptPipeline
 
 _PREFIX = "cbr:acks:"
@@ -118,7 +127,7 @@ def _scripts(redis) -> tuple:
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
             redis.register_script(src)
-            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT)
+            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT, CLAIM)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -141,6 +150,7 @@ class SegmentTracker:
             self._fan_out,
             self._read_counts,
             self._in_flight,
+            self._claim,
         ) = _scripts(redis)
 
     @staticmethod
@@ -168,8 +178,10 @@ class SegmentTracker:
         pipe: ScriptPipeline | None = None,
         runs: bool = False,
         known: KnownCounts | None = KNOWN_NOTHING,
+        owned: bool = False,
     ):
-        """As `SegmentAcks.hand_out`; the consumer's name ("": unnamed) goes with the hand-out's
+        """As `SegmentAcks.hand_out`; with `owned` (an ordered group), only if `consumer` owns
+        the segment now (`claim`), checked in the same call; the consumer's name ("": unnamed) goes with the hand-out's
         leases, for `in_flight` (a lease is a lease: any consumer may acknowledge it). With
         `pipe`, queues the script and returns a function that reads its answer into the HandOut
         (a read's segments then hand out in one round trip). `runs`: its first deliveries as
@@ -199,6 +211,7 @@ class SegmentTracker:
             "1" if seeded else "0",
             new_life(),
             consumer,
+            "1" if owned else "0",
         ]
         keys = [*self.keys, self.index_key]
         as_hand_out = _handed_out_as_runs if runs else _handed_out
@@ -325,6 +338,26 @@ class SegmentTracker:
             pipe.run_script(self._in_flight, self.keys, [now])
             return None
         return in_flight_of(self._in_flight(keys=self.keys, args=[now]))
+
+    def owner(self, pipe=None):
+        """An ordered group's owner of the segment ("": none); with `pipe`, queued (its answer
+        bytes or None)."""
+        if pipe is not None:
+            pipe.hget(self.keys[0], "owner")
+            return None
+        return _text(self.redis.hget(self.keys[0], "owner") or b"")
+
+    def leases_live(self, now: float, pipe):
+        """Queue the count of leases not expired by `now` (deliveries in flight) on `pipe`."""
+        pipe.zcount(self.keys[1], f"({now!r}", "+inf")
+
+    def claim(self, now: float, consumer: str, pipe: ScriptPipeline | None = None):
+        """Make `consumer` ("": nobody) the segment's owner, unless another owner still has
+        deliveries of it in flight; returns the owner after it (with `pipe`, queued)."""
+        if pipe is not None:
+            pipe.run_script(self._claim, self.keys, [now, consumer])
+            return None
+        return _text(self._claim(keys=self.keys, args=[now, consumer]))
 
     def lease_counts(self, now: float) -> tuple[int, int]:
         """(live leases, leases expired by `now` and not yet given back)."""
@@ -483,7 +516,7 @@ def stats_many(redis, trackers: list[SegmentTracker]) -> list[TrackerStats]:
     out = []
     for i in range(len(trackers)):
         state_raw, pending, waiting, acked, dead = answers[5 * i : 5 * i + 5]
-        state = {_text(k): int(v) for k, v in state_raw.items()}
+        state = {_text(k): int(v) for k, v in state_raw.items() if k != b"owner"}  # (an ordered group's owner: a name)
         acked -= state.get("floor", 0) - state.get("abase", 0)  # the bits below the floor
         out.append(
             TrackerStats(

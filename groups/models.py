@@ -38,6 +38,11 @@ class AckPolicyChoice(models.TextChoices):
     NONE = "none"  # at-most-once: processed when handed out
 
 
+class DeliveryMode(models.TextChoices):
+    SHARED = "shared"  # competing consumers over every segment
+    ORDERED = "ordered"  # each segment read by one consumer at a time (domain.assignments)
+
+
 class ReaderGroup(models.Model):
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="reader_groups")
     name = models.CharField(max_length=128)
@@ -61,6 +66,9 @@ class ReaderGroup(models.Model):
     # seconds before the n-th redelivery (JetStream's BackOff; domain.acks.redelivery_delay)
     backoff_s = models.JSONField(default=list, blank=True)
     ack_policy = models.CharField(max_length=16, choices=AckPolicyChoice.choices, default="explicit")
+    delivery = models.CharField(max_length=8, choices=DeliveryMode.choices, default=DeliveryMode.SHARED)
+    # an ordered group's consumers heard from within this long share its segments
+    consumer_timeout_s = models.PositiveIntegerField(default=30)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):

@@ -646,6 +646,11 @@ class ReaderGroup:
             body["generation"] = generation
         return self.client._object("POST", self._path + "seek/", body)
 
+    def assignments(self) -> dict[str, list[str]]:
+        """An ordered group's owners: each consumer's segments, as "scope/name:segment" (a shared
+        group: empty, every consumer reads every segment)."""
+        return self.info().get("assignments", {})
+
     def consumers(self) -> list[dict]:
         """The group's consumers heard from in the last day, the most recently heard first: each
         one's last read and ack, read and ack rates over the last minute (events/s), deliveries

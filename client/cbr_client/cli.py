@@ -542,7 +542,12 @@ def consume(client: Client, args) -> None:
         idle_stop=args.idle_stop,
     )
     message: Message
+    owned: list[str] | None = None
     for done, message in enumerate(stream, 1):
+        if owned is None:  # an ordered group: say which segments this consumer reads
+            owned = group.assignments().get(args.consumer or "default", [])
+            if owned:
+                print(f"cbr: {args.consumer or 'default'} reads {', '.join(owned)}", file=sys.stderr, flush=True)
         print(_event_line(args, message.data), flush=True)
         message.ack()
         if args.count is not None and done >= args.count:
@@ -591,7 +596,15 @@ def groups_create(client: Client, args) -> None:
                 file=sys.stderr,
             )
     config: dict[str, Any] = {"retention_type": retention_type, "start": _start(args.start)}
-    for flag in ("ack_timeout_s", "max_deliveries", "on_poison", "ack_policy", "checkpoint_interval_s"):
+    for flag in (
+        "ack_timeout_s",
+        "max_deliveries",
+        "on_poison",
+        "ack_policy",
+        "checkpoint_interval_s",
+        "delivery",
+        "consumer_timeout_s",
+    ):
         if getattr(args, flag) is not None:
             config[flag] = getattr(args, flag)
     if args.backoff_s:
@@ -982,6 +995,17 @@ def _parser() -> argparse.ArgumentParser:
         dest="on_poison",
         choices=["dead_letter", "skip", "halt"],
         help="what poison does (default dead_letter)",
+    )
+    p.add_argument(
+        "--delivery",
+        choices=["shared", "ordered"],
+        help="ordered: each segment read by one consumer at a time (per-key order in what consumers process)",
+    )
+    p.add_argument(
+        "--consumer-timeout-s",
+        dest="consumer_timeout_s",
+        type=int,
+        help="ordered: a consumer silent this long gives up its segments (once its leases expire)",
     )
     p.add_argument(
         "--ack-policy", dest="ack_policy", choices=["explicit", "none"], help="none: at most once, no acknowledgements"

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from domain import delivery_ids
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
+from domain.assignments import assign
 from groups.ack_tracker import KnownCounts
 from groups.consuming import compacted, floors
 from groups.consuming.acking import AckOutcome, PendingAck
@@ -36,7 +37,7 @@ from groups.consuming.floors import (
     records_at,
 )
 from groups.delayed_release import queue_release, release_due
-from groups.models import ReaderGroup
+from groups.models import DeliveryMode, ReaderGroup
 from store.ends import Head, Tail
 from store.framing import Frame, Record
 from store.redis_connection import Answers, ScriptPipeline, get_redis, scripted_pipeline
@@ -244,17 +245,21 @@ def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tai
         ):
             # a segment whose state Redis does not hold (lost, or never read) starts at its floor
             serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
-    blocked = _successors_waiting(ctx.slots, counts)
+    ordered = ctx.group.delivery == DeliveryMode.ORDERED
+    blocked = _successors_waiting(ctx.slots, counts, acknowledged=ordered)
+    if ordered:
+        blocked |= _not_mine(ctx, counts)
     if blocked:
         serves = [s for s in serves if (s.slot.stream.pk, s.slot.segment) not in blocked]
     random.shuffle(serves)  # fair across segments: no segment is always served first
     return serves
 
 
-def _successors_waiting(slots: list[Slot], counts: list) -> set[tuple[int, str]]:
+def _successors_waiting(slots: list[Slot], counts: list, acknowledged: bool = False) -> set[tuple[int, str]]:
     """The segments (stream id, segment id) of scaled streams that must not be handed out yet: a
     successor waits until the group has handed out every event of each of its predecessors (up to
-    the sealed end), so one routing key's events go out in order across a scale."""
+    the sealed end; `acknowledged`, an ordered group: until they are all acknowledged, its floor
+    at the end), so one routing key's events go out in order across a scale."""
     read_to: dict[int, dict[str, int]] = {}
     streams = {}
     for slot, (nxt, *_) in zip(slots, counts, strict=True):
@@ -262,7 +267,8 @@ def _successors_waiting(slots: list[Slot], counts: list) -> set[tuple[int, str]]
         if len(layout.active_ids) == len(layout.ids):
             continue  # no sealed segment
         streams[slot.stream.pk] = slot.stream
-        read_to.setdefault(slot.stream.pk, {})[slot.segment] = slot.position.floor if nxt is None else int(nxt)
+        done = slot.position.floor if nxt is None or acknowledged else int(nxt)
+        read_to.setdefault(slot.stream.pk, {})[slot.segment] = done
     blocked = set()
     for pk, stream in streams.items():
         layout, ends, at = stream.layout, stream_log(stream).sealed_ends(), read_to[pk]
@@ -270,6 +276,59 @@ def _successors_waiting(slots: list[Slot], counts: list) -> set[tuple[int, str]]
             if any(p in at and at[p] < ends[p] for p in layout[segment].predecessors):  # (a retired one has no slot)
                 blocked.add((pk, segment))
     return blocked
+
+
+def _not_mine(ctx: _Context, counts: list) -> set[tuple[int, str]]:
+    """An ordered group's segments this read's consumer may not read: those another consumer
+    owns (`domain.assignments.assign` from the owners, who was heard from within the group's
+    `consumer_timeout_s`, and which segments have deliveries in flight; a change of owner is
+    claimed in Redis only while the segment has nothing in flight, and every hand-out checks the
+    owner in its own call), and its own segments with a redelivery waiting for its backoff (the
+    segment's later events wait for it)."""
+    redis = get_redis()
+    keys = [f"{slot.stream.pk}:{slot.segment}" for slot in ctx.slots]
+    pipe = redis.pipeline(transaction=False)
+    for slot in ctx.slots:
+        slot.tracker.owner(pipe)
+        slot.tracker.leases_live(ctx.now, pipe)
+    pipe.hgetall(floors.consumers_key(ctx.group.state_key))
+    *found, consumers = pipe.execute()
+    owners = {k: o.decode() for k, o in zip(keys, found[0::2], strict=True) if o}
+    in_flight = {k for k, n in zip(keys, found[1::2], strict=True) if n}
+    heard = heard_from(consumers, ctx.now)
+    heard[ctx.consumer] = ctx.now
+    wanted = assign(keys, heard, owners, in_flight, ctx.now, float(ctx.group.consumer_timeout_s))
+    changes = [(n, wanted.get(k, "")) for n, k in enumerate(keys) if wanted.get(k, "") != owners.get(k, "")]
+    if changes:
+        claims = scripted_pipeline(redis)
+        for n, who in changes:
+            ctx.slots[n].tracker.claim(ctx.now, who, claims)
+        for (n, _), now_owner in zip(changes, claims.execute(), strict=True):
+            owners[keys[n]] = now_owner.decode() if isinstance(now_owner, bytes) else now_owner
+    out = set()
+    for slot, k, c in zip(ctx.slots, keys, counts, strict=True):
+        _, _, live, expired, retry_due, _, next_due = c
+        backing_off = next_due is not None and not (int(live) or int(expired) or int(retry_due))
+        if owners.get(k) != ctx.consumer or backing_off:
+            out.add((slot.stream.pk, slot.segment))
+    return out
+
+
+def heard_from(consumers: dict, now: float) -> dict[str, float]:
+    """Each consumer's last read or acknowledgement from the group's consumers hash (a read
+    waiting now counts as heard now)."""
+    heard: dict[str, float] = {}
+    for entry, value in consumers.items():
+        kind, _, name = (entry.decode() if isinstance(entry, bytes) else entry).partition(":")
+        text = value.decode() if isinstance(value, bytes) else value
+        if kind in ("r", "a"):
+            at = float(text)
+        elif kind == "w":
+            at = now if float(text.split()[-1]) > now else float(text.split()[0])
+        else:
+            continue
+        heard[name] = max(heard.get(name, 0.0), at)
+    return heard
 
 
 def _look_more(ctx: _Context, redis: Any) -> None:
@@ -459,6 +518,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         pipe=pipe,
         runs=True,
         known=ctx.known.get(slot.position.pk),
+        owned=group.delivery == DeliveryMode.ORDERED,
     )
     return _Look(seg, view, rows, base, read)
 

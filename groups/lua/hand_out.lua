@@ -52,6 +52,11 @@ if not known[1] then
 elseif persisted > tonumber(redis.call('HGET', state, 'floor')) then
   drop_below(persisted)
 end
+-- an ordered group's segment hands out only to its owner (claim.lua), checked in this call
+if ARGV[20] == '1' and (redis.call('HGET', state, 'owner') or '') ~= owner then
+  return {'', '', {}, 0, tonumber(redis.call('HGET', state, 'floor')), tonumber(redis.call('HGET', state, 'next')), '',
+          tonumber(redis.call('HGET', state, 'life') or '0')}
+end
 local missed = 0
 local floor = tonumber(redis.call('HGET', state, 'floor'))
 if head > floor then

@@ -190,3 +190,19 @@ def bounded(rows: Iterable[ConsumerFigures], limit: int) -> tuple[list[ConsumerF
         sum(c.delivered for c in rest),
         sum(c.acked for c in rest),
     )
+
+
+def assignments(group: ReaderGroup) -> dict[str, list[str]]:
+    """An ordered group's owners: each consumer's segments, as `scope/name:segment`, by name (a
+    shared group's are empty: every consumer reads every segment). One Redis round trip."""
+    if group.delivery != "ordered":
+        return {}
+    slots = floors.slots(group)
+    pipe = get_redis().pipeline(transaction=False)
+    for slot in slots:
+        slot.tracker.owner(pipe)
+    out: dict[str, list[str]] = {}
+    for slot, owner in zip(slots, pipe.execute(), strict=True):
+        if owner:
+            out.setdefault(as_text(owner), []).append(f"{slot.stream.full_name}:{slot.segment}")
+    return dict(sorted(out.items()))

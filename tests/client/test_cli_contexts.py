@@ -13,7 +13,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import factories
 import pytest
 
-from cbr_client import cli
+from cbr_client import Client, cli
 from domain.events import EventIn
 from streams import logs, services
 
@@ -178,3 +178,31 @@ def test_cbr_streams_scale_segments_and_scalings(config, live_server, admin_user
     )
     assert status == 1 and "epoch" in err
     assert cbr(*server, "streams", "scale", "shop/orders")[0] == 2
+
+
+def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_server, admin_user, data_dir):
+    """An ordered group from the command line: `cbr consume` says which segments the consumer
+    reads, and the client shows each consumer's."""
+    token = factories.token_for(admin_user)
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=2)
+    services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=f"k{i}".encode()) for i in range(6)])
+    server = ("--server", live_server.url, "--token", token)
+    status, _, err = cbr(
+        *server,
+        "groups",
+        "create",
+        "shop/billing",
+        "--stream",
+        "shop/orders",
+        "--delivery",
+        "ordered",
+        "--consumer-timeout-s",
+        "60",
+    )
+    assert status == 0, err
+    status, out, err = cbr(*server, "consume", "shop/billing", "--consumer", "w1", "--count", "6", "--wait-ms", "0")
+    assert status == 0 and len(out.splitlines()) == 6
+    assert err.strip() == "cbr: w1 reads shop/orders:0, shop/orders:1"
+    group = Client(live_server.url, token=token).reader_group("shop/billing")
+    assert group.info()["delivery"] == "ordered" and group.info()["consumer_timeout_s"] == 60
+    assert group.assignments() == {"w1": ["shop/orders:0", "shop/orders:1"]}
