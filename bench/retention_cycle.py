@@ -1,7 +1,8 @@
 """The whole retention cycle, end to end: database, store, decision and truncations applied.
 
 A synthetic fleet of N streams, each with 4 segments holding 96 events of 100 bytes apiece in the
-real segment store, a consumption-based size or time policy (alternating), 3 subscriber reader
+real segment store (with --scaled-share, that part of the streams scaled through three epochs
+after: segment 0 split, its parts merged, segment 2 split; 9 segments, 4 of them sealed), a consumption-based size or time policy (alternating), 3 subscriber reader
 groups with acknowledgement cuts, and a retention set of 48 records (one per past 30-minute cycle; one row per stream).
 One cycle is then timed as the beat task runs it (`retention.cycle.running.run_cycle`), for each engine
 asked for, each from the same freshly built fleet (restored from a snapshot for the second).
@@ -141,6 +142,32 @@ def build_fleet(n: int, processes: int = 1) -> None:
     print(f"\n  batches built; update, sync and analyze took {time.perf_counter() - t:.0f} s", file=sys.stderr)
 
 
+SCALED_SHARE = 0.0  # --scaled-share: the part of the fleet scaled through three epochs
+
+
+def _scale_three_times(stream) -> list[str]:
+    """A built stream's layout after three scales (split 0, merge its parts, split 2), with the
+    sealed segments sealed in the store as a scale leaves them: its new segments' ids."""
+    from domain.segment_layout import Layout
+    from streams.logs import stream_log
+
+    layout = Layout.fixed(len(SEGMENTS))
+    steps = [(["0"], [[0, 0.125], [0.125, 0.25]]), (["4", "5"], [[0, 0.25]]), (["2"], [[0.5, 0.625], [0.625, 0.75]])]
+    for seal, ranges in steps:
+        layout = layout.scale(seal, ranges, layout.new_ids(len(ranges))).layout
+    stream.scaled_segments = layout.rows()
+    stream.epoch = layout.epoch
+    stream.segment_count = len(layout.active_ids)
+    log = stream_log(stream)
+    for sid in layout.ids:
+        if sid not in SEGMENTS:
+            log.segment(sid).create()
+    for sid in layout.ids:
+        if layout.is_sealed(sid):
+            log.segment(sid).seal()
+    return [sid for sid in layout.ids if sid not in SEGMENTS]
+
+
 def _build_batches(n: int, scope, groups, starts: range) -> None:
     from domain.events import EventIn
     from groups.models import Subscription
@@ -165,6 +192,12 @@ def _build_batches(n: int, scope, groups, starts: range) -> None:
                 log.segment(seg).append(payload)
                 segments.append(
                     Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES)
+                )
+            if rng.random() < SCALED_SHARE:
+                for sid in _scale_three_times(stream):
+                    segments.append(Segment(stream=stream, segment_id=sid))
+                Stream.objects.filter(pk=stream.pk).update(
+                    scaled_segments=stream.scaled_segments, epoch=stream.epoch, segment_count=stream.segment_count
                 )
             if rng.random() < 0.5:
                 policies.append(
@@ -441,7 +474,7 @@ def _off_cluster() -> None:
 
 
 def main() -> None:
-    global EVENT_BYTES
+    global EVENT_BYTES, SCALED_SHARE
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--engines", default="local,spark")
@@ -485,8 +518,16 @@ def main() -> None:
         help="build the fleet and its snapshot, time nothing (then time with --reuse, "
         "under the benchmark lock, without the build's minutes)",
     )
+    parser.add_argument(
+        "--scaled-share",
+        type=float,
+        default=0.0,
+        help="the part of the fleet whose streams scaled through three epochs (split, merge, split; "
+        "issue 41's benchmark: 0.5 against 0)",
+    )
     args = parser.parse_args()
     EVENT_BYTES = args.event_bytes
+    SCALED_SHARE = args.scaled_share
     os.environ.setdefault("SPARK_MASTER", args.master)
     data_dir = Path(args.data_dir)
     configure(args.database_url, args.redis_url, data_dir)
@@ -502,7 +543,8 @@ def main() -> None:
     results = {}
     for n in [int(x) for x in args.sizes.split(",")]:
         marker = data_dir.with_name(data_dir.name + "-snapshot") / "fleet-size"
-        if args.reuse and marker.exists() and marker.read_text() == str(n):
+        fleet = f"{n}" if not SCALED_SHARE else f"{n} scaled {SCALED_SHARE}"
+        if args.reuse and marker.exists() and marker.read_text() == fleet:
             built = 0.0
             if not args.in_place:
                 restore(args.database_url, data_dir, quick=args.quick_restore)
@@ -514,7 +556,7 @@ def main() -> None:
             build_fleet(n, args.build_processes)
             built = time.perf_counter() - t0
             snapshot(args.database_url, data_dir, light=args.light_snapshot)
-            marker.write_text(str(n))
+            marker.write_text(fleet)
         if args.build_only:
             print(f"N={n:>9,}  fleet built in {built:.0f} s (snapshot kept; nothing timed)")
             continue

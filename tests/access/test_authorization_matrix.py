@@ -97,6 +97,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:policy", "GET"): PEOPLE,
     ("console:policy", "POST"): OPERATORS,
     ("console:delayed", "GET"): PEOPLE,
+    ("console:segments", "GET"): PEOPLE,
+    ("console:segments", "POST"): OPERATORS,
     ("console:compaction", "GET"): PEOPLE,
     ("console:compact-now", "POST"): OPERATORS,
     ("console:run-retention", "POST"): OPERATORS,
