@@ -199,7 +199,11 @@ def _slots_of(group: ReaderGroup, positions: list[ReadPosition]) -> list[Slot]:
     redis = get_redis()
     out = []
     for sub in sorted(subs.values(), key=lambda s: (s.stream.scope.name, s.stream.name)):
-        for seg in sub.stream.layout.held_ids:  # (a retired segment has nothing to hand out)
+        layout = sub.stream.layout
+        ends = stream_log(sub.stream).sealed_ends() if len(layout.held_ids) > len(layout.active_ids) else {}
+        for seg in layout.held_ids:  # (a retired segment has nothing to hand out)
+            if seg in ends and by_sub[sub.pk][seg].floor >= ends[seg]:
+                continue  # a sealed segment the group has processed whole: nothing more to do there
             # keyed by the subscription: a stream dropped and added again starts afresh
             tracker = SegmentTracker(redis, sub.state_key, seg, delayed_state_key(sub.stream.storage_key))
             out.append(Slot(sub, sub.stream, seg, by_sub[sub.pk][seg], tracker))

@@ -315,13 +315,14 @@ def _not_mine(ctx: _Context, counts: list) -> set[tuple[int, str]]:
 
 
 def heard_from(consumers: dict, now: float) -> dict[str, float]:
-    """Each consumer's last read or acknowledgement from the group's consumers hash (a read
-    waiting now counts as heard now)."""
+    """Each consumer's last read from the group's consumers hash (a read waiting now counts as
+    heard now). Acknowledgements do not count: an ack need not name its consumer, and one that
+    does not would make `default` a consumer that never reads, holding segments nobody reads."""
     heard: dict[str, float] = {}
     for entry, value in consumers.items():
         kind, _, name = (entry.decode() if isinstance(entry, bytes) else entry).partition(":")
         text = value.decode() if isinstance(value, bytes) else value
-        if kind in ("r", "a"):
+        if kind == "r":
             at = float(text)
         elif kind == "w":
             at = now if float(text.split()[-1]) > now else float(text.split()[0])
