@@ -189,6 +189,7 @@ class StreamLog:
         self.config = config
         self._paths = {s: root / s for s in self.segment_ids}
         self._sealed = [s for s in self.segment_ids if layout.is_sealed(s)]
+        self._ends: dict[str, int] | None = None
         self.held_ids = layout.held_ids  # those with files (not retired)
         self._retired = {
             s.id: RetiredSegment(self._paths[s.id], s.retired[0], s.retired[1])
@@ -293,11 +294,14 @@ class StreamLog:
         """The end of every segment the layout says is sealed. A scale seals its segments in the
         store right after its epoch commits; one it had not reached yet (the process stopped in
         between) is sealed here: readers need its end before they pass to a successor."""
+        if self._ends is not None:
+            return self._ends
         out = {}
         for s in self._sealed:
             seg = self.segment(s)
             end = seg.sealed_end()
             out[s] = seg.seal() if end is None else end
+        self._ends = out  # a sealed segment's end never changes: known once for this layout
         return out
 
     def create(self) -> None:

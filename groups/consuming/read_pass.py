@@ -260,6 +260,8 @@ def _successors_waiting(slots: list[Slot], counts: list, acknowledged: bool = Fa
     successor waits until the group has handed out every event of each of its predecessors (up to
     the sealed end; `acknowledged`, an ordered group: until they are all acknowledged, its floor
     at the end), so one routing key's events go out in order across a scale."""
+    if not any(slot.stream.layout.is_sealed(slot.segment) for slot in slots):
+        return set()  # no predecessor still to read: every sealed segment is processed whole
     read_to: dict[int, dict[str, int]] = {}
     streams = {}
     for slot, (nxt, *_) in zip(slots, counts, strict=True):
