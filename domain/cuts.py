@@ -69,14 +69,19 @@ class Order(Enum):
 
 
 def compare(a: Cut, b: Cut) -> Order:
-    """How cut `a` stands to cut `b` (both over the same segments)."""
+    """How cut `a` stands to cut `b`. A segment a cut does not name stands at 0 in it: the cut
+    was taken before the segment was made (a scale), when it held nothing."""
     ahead = behind = False
     for seg, offset in a.items():
-        other = b[seg]
+        other = b.get(seg, 0)
         if offset > other:
             ahead = True
         elif offset < other:
             behind = True
+    if len(b) != len(a) or b.keys() != a.keys():
+        for seg, other in b.items():
+            if seg not in a and other > 0:
+                behind = True
     if behind:
         return Order.OVERLAPS if ahead else Order.BEFORE
     return Order.EQUAL_OR_AFTER
@@ -86,25 +91,32 @@ def is_at_or_after(a: Cut, b: Cut) -> bool:
     """`compare(a, b) is EQUAL_OR_AFTER`, without classifying the rest: a cycle asks it ~25 times
     a stream (dropping retention-set records after a truncation)."""
     for seg, offset in a.items():
-        if offset < b[seg]:
+        if offset < b.get(seg, 0):
             return False
+    if len(b) != len(a) or b.keys() != a.keys():
+        return all(other <= 0 for seg, other in b.items() if seg not in a)
     return True
 
 
 def lower_bound(cuts: Iterable[Cut]) -> dict[str, int]:
-    """Per segment, the smallest offset: the subscriber lower bound of these cuts."""
+    """Per segment, the smallest offset: the subscriber lower bound of these cuts (a segment a
+    cut does not name is at 0 in it)."""
+    cuts = list(cuts)
     bound: dict[str, int] = {}
     for cut in cuts:
         for seg, offset in cut.items():
             if seg not in bound or offset < bound[seg]:
                 bound[seg] = offset
+    for seg in bound:
+        if any(seg not in cut for cut in cuts):
+            bound[seg] = 0
     return bound
 
 
 def moves_head(target: Cut, head: Cut) -> bool:
     """A truncation at `target` happens only when it is strictly ahead of the head on some
     segment and behind it on none; anything else is a silent no-op."""
-    return compare(target, head) is Order.EQUAL_OR_AFTER and any(target[s] > head[s] for s in target)
+    return compare(target, head) is Order.EQUAL_OR_AFTER and any(target[s] > head.get(s, 0) for s in target)
 
 
 def checkpoint_expired(cuts: Mapping[str, Cut], heads: Mapping[str, Cut]) -> bool:

@@ -30,6 +30,7 @@ from groups.acknowledgement import (
 )
 from groups.consuming import current_floors, forget_trackers, group_changed, tracker_names
 from groups.models import ReaderGroup, ReadPosition, Subscription
+from streams.db import delete_pairs
 from streams.logs import stream_log
 from streams.models import Scope, Stream, new_storage_key
 from streams.signals import holds_released, segments_retired, stream_deleted, stream_scaled
@@ -295,14 +296,15 @@ def take_new_segments(sender, stream: Stream, **kwargs) -> None:
 
 
 @receiver(segments_retired)
-def forget_retired_segments(sender, stream: Stream, segments: list[str], **kwargs) -> None:
-    """Sealed segments retention passed whole (`streams.scaling.retire_passed_segments`, inside its
-    transaction): every group's positions on them go now, their trackers once it commits, and reads
-    take their groups anew."""
-    subs = list(Subscription.objects.filter(stream=stream).values_list("pk", "state_key"))
-    ReadPosition.objects.filter(subscription_id__in=[pk for pk, _ in subs], segment_id__in=segments).delete()
-    trackers = [(key, list(segments)) for _, key in subs]
-    transaction.on_commit(lambda: forget_trackers(trackers))
+def forget_retired_segments(sender, retired: dict[int, list[str]], **kwargs) -> None:
+    """Sealed segments retention passed whole (`streams.scaling.retire_passed_many`, inside its
+    transaction), by stream id: every group's positions on them go now, their trackers once it
+    commits, and reads take their groups anew. A few statements for any number of streams."""
+    subs = list(Subscription.objects.filter(stream_id__in=list(retired)).values_list("pk", "stream_id", "state_key"))
+    delete_pairs(ReadPosition, "subscription", "segment_id", [(pk, seg) for pk, sid, _ in subs for seg in retired[sid]])
+    trackers = [(key, list(retired[stream_id])) for _, stream_id, key in subs]
+    if trackers:
+        transaction.on_commit(lambda: forget_trackers(trackers))
     group_changed()
 
 

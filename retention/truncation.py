@@ -25,7 +25,7 @@ from store.store import StreamLog, truncate_many
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
 from streams.models import Segment, Stream
-from streams.scaling import retire_passed_segments
+from streams.scaling import retire_passed_many
 
 # (the stream, its log, its record, the cumulative size at each offset of the cut where known)
 Planned = tuple[Stream, StreamLog, TruncationRecord, dict[str, int] | None]
@@ -108,9 +108,8 @@ def _apply(planned: list[Planned], own: bool) -> None:
         _complete(planned, results)
         if own:
             _trim_retention_sets(planned)
-    for stream, _, _, _ in planned:  # a sealed segment passed whole retires (a stream that never scaled: nothing)
-        if stream.scaled_segments:
-            retire_passed_segments(stream)
+    # a sealed segment passed whole retires (a stream that never scaled: nothing)
+    retire_passed_many([stream for stream, _, _, _ in planned if stream.scaled_segments])
 
 
 def _complete(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:

@@ -49,6 +49,32 @@ def update_rows(model, fields: list[str], rows: list[tuple]) -> None:
             cur.execute(sql, [x for row in chunk for x in row])
 
 
+def delete_pairs(model, key: str, segment: str, pairs: list[tuple[int, str]]) -> None:
+    """Delete the rows of `model` whose (`key` id, `segment` text) columns are one of `pairs`
+    (rows with no dependents): one statement with two array parameters on PostgreSQL, chunks of
+    a VALUES list elsewhere. An OR of thousands of conditions took seconds to plan."""
+    if not pairs:
+        return
+    q = connection.ops.quote_name
+    table = q(model._meta.db_table)
+    a, b = q(model._meta.get_field(key).column), q(model._meta.get_field(segment).column)
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            keys, segments = zip(*pairs)
+            cur.execute(
+                f"DELETE FROM {table} t USING unnest(%s::bigint[], %s::text[]) AS v(k, s) "
+                f"WHERE t.{a} = v.k AND t.{b} = v.s",
+                [list(keys), list(segments)],
+            )
+            return
+        for start in range(0, len(pairs), CHUNK):
+            chunk = pairs[start : start + CHUNK]
+            values = ", ".join(["(%s, %s)"] * len(chunk))
+            cur.execute(
+                f"DELETE FROM {table} WHERE ({a}, {b}) IN (VALUES {values})", [x for pair in chunk for x in pair]
+            )
+
+
 def delete_rows(model, pks: list[int]) -> None:
     """Delete rows of a model with no dependents by primary key: one array parameter on
     PostgreSQL (converting tens of thousands of IN parameters costs more than the delete)."""

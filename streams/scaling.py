@@ -16,10 +16,12 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
 from domain.errors import FieldError
+from streams.db import delete_pairs, update_rows
 from streams.logs import stream_log
 from streams.models import Scaling, Segment, Stream
 from streams.notices import send_notice
@@ -89,41 +91,59 @@ RETIRED_FILES_KEPT_S = 600  # a retired segment's last files stay this long (`St
 
 
 def retire_passed_segments(stream: Stream, now: float | None = None) -> list[str]:
-    """After a truncation: the sealed segments whose every event now lies before the head are
-    retired (`Layout.retire`): the layout keeps each at its end, so cuts and sizes stay whole,
-    while its rows and the groups' state on it go (`segments_retired`); the last of its files
-    (the seal, the head, an empty chunk) go `RETIRED_FILES_KEPT_S` later, by a later call.
-    Returns the segments retired now. A stream that never scaled costs nothing."""
-    layout = stream.layout
+    """`retire_passed_many` of one stream: the segments retired now."""
+    return retire_passed_many([stream], now).get(stream.pk, [])
+
+
+def retire_passed_many(streams: list[Stream], now: float | None = None) -> dict[int, list[str]]:
+    """After truncations: the sealed segments whose every event now lies before the head retire
+    (`Layout.retire`): the layout keeps each at its end, so cuts and sizes stay whole, while its
+    rows and the groups' state on it go (`segments_retired`); the last of its files (the seal,
+    the head, an empty chunk) go `RETIRED_FILES_KEPT_S` later, by a later call. Many streams at
+    once (a cycle's batch): a few statements whatever their number. Returns the segments retired
+    now, by stream id. A stream that never scaled costs nothing."""
     now = time.time() if now is None else now
-    sealed = [s for s in layout.held_ids if layout.is_sealed(s)]
-    stale = [
-        s.id
-        for s in layout.segments.values()
-        if s.retired and now - s.retired[2] >= RETIRED_FILES_KEPT_S and (stream_log(stream).root / s.id).exists()
-    ]
-    if stale:
-        stream_log(stream).retire(stale)
-    if not sealed:
-        return []
-    log = stream_log(stream)
-    ends = {}
-    for sid in sealed:
-        end = log.segment(sid).sealed_end()
-        head = log.segment(sid).read_head()
-        if end is not None and head.offset >= end:
-            ends[sid] = (end, head.cum_size, int(now))
-    if not ends:
-        return []
+    found: dict[int, dict[str, tuple[int, int, int]]] = {}
+    for stream in streams:
+        layout = stream.layout
+        if len(layout.held_ids) == len(layout.active_ids) == len(layout.ids):
+            continue  # never scaled
+        log = stream_log(stream)
+        stale = [
+            s.id
+            for s in layout.segments.values()
+            if s.retired and now - s.retired[2] >= RETIRED_FILES_KEPT_S and (log.root / s.id).exists()
+        ]
+        if stale:
+            log.retire(stale)
+        ends = {}
+        for sid, end in log.sealed_ends().items():
+            if layout[sid].retired is None:
+                head = log.segment(sid).read_head()
+                if head.offset >= end:
+                    ends[sid] = (end, head.cum_size, int(now))
+        if ends:
+            found[stream.pk] = ends
+    if not found:
+        return {}
+    retired: dict[int, list[str]] = {}
     with transaction.atomic():
-        row = Stream.objects.select_for_update().get(pk=stream.pk)
-        current = row.layout
-        ends = {sid: end for sid, end in ends.items() if sid in current.held_ids}
-        if not ends:
-            return []
-        row.scaled_segments = current.retire(ends).rows()
-        row.save(update_fields=["scaled_segments"])
-        Segment.objects.filter(stream=row, segment_id__in=list(ends)).delete()
-        segments_retired.send(sender=Stream, stream=row, segments=list(ends))
-    stream.scaled_segments = row.scaled_segments
-    return list(ends)
+        rows = list(Stream.objects.select_for_update().filter(pk__in=list(found)).order_by("pk"))
+        for row in rows:
+            current = row.layout
+            ends = {sid: end for sid, end in found[row.pk].items() if sid in current.held_ids}
+            if ends:
+                row.scaled_segments = current.retire(ends).rows()
+                retired[row.pk] = list(ends)
+        changed = [row for row in rows if row.pk in retired]
+        update_rows(
+            Stream, ["scaled_segments"], [(row.pk, orjson.dumps(row.scaled_segments).decode()) for row in changed]
+        )
+        delete_pairs(Segment, "stream", "segment_id", [(pk, sid) for pk, sids in retired.items() for sid in sids])
+        if retired:
+            segments_retired.send(sender=Stream, retired=retired)
+    by_pk = {row.pk: row for row in changed}
+    for stream in streams:
+        if stream.pk in by_pk:
+            stream.scaled_segments = by_pk[stream.pk].scaled_segments
+    return retired

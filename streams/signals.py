@@ -15,9 +15,9 @@ Django starts (its AppConfig.ready):
 - `stream_scaled(stream=Stream)`: inside the transaction of a scale (`streams.scaling`), once the
   new epoch is written. Reads waiting in any process take their groups as they are now when
   next woken, with the new segments (`groups.reader_groups.take_new_segments`).
-- `segments_retired(stream=Stream, segments=[ids])`: inside the transaction that retires sealed
-  segments retention passed whole (`streams.scaling.retire_passed_segments`). The reader groups'
-  app drops its positions and trackers on them (`groups.reader_groups.forget_retired_segments`).
+- `segments_retired(retired={stream id: [segment ids]})`: inside the transaction that retires
+  sealed segments retention passed whole (`streams.scaling.retire_passed_many`). The reader
+  groups' app drops its positions and trackers on them (`groups.reader_groups.forget_retired_segments`).
 """
 
 from django.dispatch import Signal
