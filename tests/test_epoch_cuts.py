@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain import cuts
 from domain.cuts import Order
 from domain.epoch_cuts import (
     END,
@@ -322,13 +323,11 @@ def test_comparison_is_a_partial_order_over_readers_cuts(seed, scales):
 def test_a_cut_taken_before_a_scale_stands_at_the_start_of_the_segments_made_after_it():
     """Inside CBR cuts name every segment held; one recorded before a scale (a retention-set
     record, an acknowledgement cut) does not name the new segments: it stands at 0 in them."""
-    from domain.cuts import compare, is_at_or_after, lower_bound, moves_head
-
     before = {"0": 5, "1": 7}  # taken in epoch 0
     after = {"0": 5, "1": 7, "2": 3, "3": 0}  # epoch 1: "2" and "3" replaced "0"
-    assert compare(after, before) is Order.EQUAL_OR_AFTER
-    assert compare(before, after) is Order.BEFORE
-    assert compare(before, {"0": 5, "1": 7, "2": 0, "3": 0}) is Order.EQUAL_OR_AFTER
-    assert is_at_or_after(after, before) and not is_at_or_after(before, after)
-    assert lower_bound([before, after]) == {"0": 5, "1": 7, "2": 0, "3": 0}
-    assert moves_head(after, before) and not moves_head(before, after)
+    assert cuts.compare(after, before) is Order.EQUAL_OR_AFTER
+    assert cuts.compare(before, after) is Order.BEFORE
+    assert cuts.compare(before, {"0": 5, "1": 7, "2": 0, "3": 0}) is Order.EQUAL_OR_AFTER
+    assert cuts.is_at_or_after(after, before) and not cuts.is_at_or_after(before, after)
+    assert cuts.lower_bound([before, after]) == {"0": 5, "1": 7, "2": 0, "3": 0}
+    assert cuts.moves_head(after, before) and not cuts.moves_head(before, after)
