@@ -34,8 +34,8 @@ WHY = {
     401: "No or bad credentials",
     403: "Signed in, but not allowed",
     404: "Unknown stream, reader group or other object named in the path or the body",
-    409: "A conflict: duplicate name, stale `generation`, lease lost, not compacted, already running, "
-    "a retention cycle working on the stream",
+    409: "A conflict: duplicate name, stale `generation` or `epoch`, lease lost, not compacted, already "
+    "running, a retention cycle working on the stream",
     413: "A request body over `CBR_MAX_REQUEST_BYTES` (`body_too_large`, refused before it is read), "
     "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
     414: "The URL (path and query string) is over `CBR_MAX_URL_BYTES` (8000 bytes by default): "
@@ -51,6 +51,7 @@ EXTRA = {
     "streams_create": {409},
     "streams_events_create": {413},
     "streams_truncate_create": {409},
+    "streams_scale_create": {409},  # a stale `epoch`
     "streams_compacted_retrieve": {409},
     "streams_compactions_list": {409},
     "streams_compactions_create": {409},

@@ -65,7 +65,8 @@ SCALING_POLICY_SCHEMA = {
         "type": {"type": "string", "enum": list(SCALING_KINDS)},
         "target_rate": {
             "type": "number",
-            "exclusiveMinimum": 0,
+            "minimum": 0,
+            "exclusiveMinimum": True,  # (OpenAPI 3.0: a flag on `minimum`)
             "maximum": 1e9,
             "description": "per segment: events/s (by_event_rate) or KiB/s (by_byte_rate)",
         },

@@ -169,6 +169,17 @@ class Layout:
         return Scaled(Layout([*self.segments.values(), *created]), created)
 
 
+def check_scale_shape(seal: object, new_ranges: object) -> None:
+    """A scale's fields as sent, before the layout is looked at: `seal` a list of distinct ids,
+    `new_ranges` pairs within [0, 1] sharing no key (a request wrong in these is a 400 naming
+    the field whatever the stream's epoch)."""
+    if not isinstance(seal, list | tuple) or not seal or not all(isinstance(s, str) for s in seal):
+        raise FieldError("seal", "must be a non-empty list of segment ids")
+    if len(set(seal)) != len(seal):
+        raise FieldError("seal", "names a segment twice")
+    _check_ranges(new_ranges)
+
+
 def _number(segment_id: str) -> int:
     return int(segment_id) if segment_id.isdigit() else -1
 

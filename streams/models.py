@@ -214,7 +214,7 @@ class Scaling(models.Model):
     sealed = models.JSONField(default=list)  # [segment id, …]
     created = models.JSONField(default=list)  # [{"id", "key_range": [lo, hi]}, …]
     trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.MANUAL)
-    rule = models.CharField(max_length=200, blank=True, default="")
+    rule = models.TextField(blank=True, default="")  # a split into many parts has as many reasons
     rates = models.JSONField(default=dict, blank=True)  # segment id → {"2m", "5m", "10m", "20m"}
     by = models.CharField(max_length=150, blank=True, default="")
 

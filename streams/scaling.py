@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from domain.errors import FieldError
+from domain.segment_layout import check_scale_shape
 from streams.db import delete_pairs, update_rows
 from streams.logs import stream_log
 from streams.models import Scaling, Segment, Stream
@@ -53,6 +54,7 @@ def do_scale(
     """Seal the active segments `seal` and make successors over `new_ranges`: the next epoch.
     `epoch`, when given, is the epoch the caller last saw (409 `epoch_mismatch` if the stream
     has moved on). Refusals name `seal` or `new_ranges` and change nothing."""
+    check_scale_shape(seal, new_ranges)
     with transaction.atomic():
         row = Stream.objects.select_for_update().select_related("scope").get(pk=stream.pk)
         if epoch is not None and epoch != row.epoch:

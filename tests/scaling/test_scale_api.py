@@ -204,3 +204,13 @@ def test_metrics_show_each_streams_active_segments_and_the_scales_made(api, clie
     assert 'cbr_stream_segments{stream="shop/orders"} 4' in text
     assert 'cbr_scalings_total{trigger="manual"} 3' in text and 'cbr_scalings_total{trigger="auto"} 0' in text
     assert 'cbr_stream_published_events_total{stream="shop/orders"} 20' in text
+
+
+def test_a_malformed_scale_is_a_400_whatever_the_epoch_it_names(api):
+    create(api)
+    refused = scale(api, seal=[-1, True], new_ranges={"a": 1}, epoch=7)
+    assert refused.status_code == 400 and refused.json()["field"] == "seal"
+    refused = scale(api, seal=["0"], new_ranges=[[0, 2]], epoch=7)
+    assert refused.status_code == 400 and refused.json()["field"] == "new_ranges"
+    stale = scale(api, seal=["0"], new_ranges=[[0, 0.5]], epoch=7)
+    assert stale.status_code == 409 and stale.json()["code"] == "epoch_mismatch"
