@@ -173,11 +173,15 @@ def check_scale_shape(seal: object, new_ranges: object) -> None:
     """A scale's fields as sent, before the layout is looked at: `seal` a list of distinct ids,
     `new_ranges` pairs within [0, 1] sharing no key (a request wrong in these is a 400 naming
     the field whatever the stream's epoch)."""
+    _check_seal_shape(seal)
+    _check_ranges(new_ranges)
+
+
+def _check_seal_shape(seal: object) -> None:
     if not isinstance(seal, list | tuple) or not seal or not all(isinstance(s, str) for s in seal):
         raise FieldError("seal", "must be a non-empty list of segment ids")
     if len(set(seal)) != len(seal):
         raise FieldError("seal", "names a segment twice")
-    _check_ranges(new_ranges)
 
 
 def _number(segment_id: str) -> int:
@@ -185,10 +189,8 @@ def _number(segment_id: str) -> int:
 
 
 def _check_seal(layout: Layout, seal: object) -> list[Segment]:
-    if not isinstance(seal, list | tuple) or not seal or not all(isinstance(s, str) for s in seal):
-        raise FieldError("seal", "must be a non-empty list of segment ids")
-    if len(set(seal)) != len(seal):
-        raise FieldError("seal", "names a segment twice")
+    _check_seal_shape(seal)
+    assert isinstance(seal, list | tuple)  # (checked just now: for the type checker)
     unknown = [s for s in seal if s not in layout]
     if unknown:
         raise FieldError("seal", f"no such segment: {', '.join(unknown)}")
