@@ -103,11 +103,15 @@ def read_events(stream: Stream, from_cut: dict[str, int], limit: int) -> tuple[l
 
 def refresh_segments(stream: Stream, state: StreamState | None = None) -> StreamState:
     """Copy the store's per-segment heads, tails and sizes into the Segment rows (in batches,
-    never per event: docs/storage.md)."""
+    never per event: docs/storage.md). A retired segment has no row (`streams.scaling`): the
+    store still reports it, at its end, but no row is made for it again."""
     state = state or stream_state(stream)
     now = timezone.now()
     rows = {row.segment_id: row for row in stream.segments.all()}
+    held = set(stream.layout.held_ids)
     for seg_id, info in state.segments.items():
+        if seg_id not in held:
+            continue
         row = rows.get(seg_id) or Segment(stream=stream, segment_id=seg_id)
         row.head_offset, row.tail_offset = info.head, info.tail
         row.head_size, row.tail_size = info.head_size, info.tail_size
