@@ -46,12 +46,11 @@ class Slot:
 
 def slots(group: ReaderGroup) -> list[Slot]:
     """The group's positions on every segment of its streams (rows made on first use). One query
-    when every position exists."""
-    positions = list(
-        ReadPosition.objects.filter(subscription__reader_group=group)
-        .select_related("subscription__stream__scope")
-        .order_by("subscription__stream__scope__name", "subscription__stream__name", "segment_id")
-    )
+    when every position exists (`group_and_slots`'s: each subscription and stream made once,
+    not once per segment)."""
+    positions = _load_positions(group.pk)
+    for p in positions:
+        p.subscription.reader_group = group  # the caller's group, not a copy of it
     return _slots_of(group, positions)
 
 
@@ -93,10 +92,10 @@ def _column(field: Field | ForeignObjectRel) -> str:
 
 
 @functools.cache
-def _positions_query(vendor: str) -> tuple[str, list[_Layout]]:
-    """The SQL of `group_and_slots` (made once: it is the same for every request), and for each
-    joined model the attribute names of the fields it loads, their column slice and value
-    converters."""
+def _positions_query(vendor: str, by_pk: bool) -> tuple[str, list[_Layout]]:
+    """The SQL of `group_and_slots` (made once: it is the same for every request), the group
+    found by its scope and name or (`by_pk`) by its id, and for each joined model the attribute
+    names of the fields it loads, their column slice and value converters."""
     q = connection.ops.quote_name
     columns: list[str] = []
     layout: list[_Layout] = []
@@ -118,18 +117,21 @@ def _positions_query(vendor: str) -> tuple[str, list[_Layout]]:
         joins.append(
             f"JOIN {q(model._meta.db_table)} {alias} ON {alias}.{q(_column(model._meta.pk))} = {parent}.{q(column)}"
         )
+    name = q("name")
+    where = f"g.{q(_column(ReaderGroup._meta.pk))} = %s" if by_pk else f"gs.{name} = %s AND g.{name} = %s"
     sql = (
         f"SELECT {', '.join(columns)} FROM {q(ReadPosition._meta.db_table)} p {' '.join(joins)} "
-        f"WHERE gs.{q('name')} = %s AND g.{q('name')} = %s ORDER BY sc.{q('name')}, st.{q('name')}, p.{q('segment_id')}"
+        f"WHERE {where} ORDER BY sc.{name}, st.{name}, p.{q('segment_id')}"
     )
     return sql, layout
 
 
-def _load_positions(scope: str, name: str) -> list[ReadPosition]:
-    """The group's positions with their subscription, stream (and its scope) and the group (and
-    its scope) attached, as `select_related` would give them, from one prepared query."""
-    sql, layout = _positions_query(connection.vendor)
-    rows = cast(list, run_prepared(sql, [scope, name], fetch=True))
+def _load_positions(*group: str | int) -> list[ReadPosition]:
+    """The positions of the group (its scope and name, or its id) with their subscription,
+    stream (and its scope) and the group (and its scope) attached, as `select_related` would
+    give them, from one prepared query."""
+    sql, layout = _positions_query(connection.vendor, len(group) == 1)
+    rows = cast(list, run_prepared(sql, list(group), fetch=True))
     made: dict[tuple[type[Model], object], Model] = {}  # (model, pk) -> instance: one object per row of each table
     out: list[ReadPosition] = []
     for row in rows:

@@ -25,14 +25,20 @@ def group(api):
     factories.create_group_over_api(api, retention_type="NONE")
 
 
-def prepared_positions_queries(marker: str = 'FROM "streams_readposition" p') -> list[tuple[str, int]]:
-    """This connection's prepared statements that read the positions (or hold `marker`):
-    (statement, times run)."""
+# the positions query of reads and acks, which find their group by scope and name (the group's
+# creation, which has the group, finds it by id: the same query otherwise)
+BY_NAME = 'FROM "streams_readposition" p'
+
+
+def prepared_positions_queries(marker: str = BY_NAME) -> list[tuple[str, int]]:
+    """This connection's prepared statements that read the positions by the group's name (or
+    hold `marker`): (statement, times run)."""
     if connection.vendor != "postgresql":
         return []
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
-        return [(sql, runs) for sql, runs in cursor.fetchall() if marker in sql]
+        found = [(sql, runs) for sql, runs in cursor.fetchall() if marker in sql]
+    return [(sql, runs) for sql, runs in found if marker != BY_NAME or 'WHERE gs."name"' in sql]
 
 
 def read(api, ack=None) -> list[str]:
@@ -80,6 +86,7 @@ def test_reads_and_acks_run_one_prepared_positions_query(api, group):
         connection.force_debug_cursor = False
     assert as_rows(got) == as_rows(plain) and sum(p.floor for p in got) == 9  # 9 acked, in order per segment
     assert [p.subscription.reader_group.retention_type for p in got] == ["NONE", "NONE"]
+    assert as_rows(_load_positions(got[0].subscription.reader_group.pk)) == as_rows(got)  # by id: the same
 
 
 def test_with_prepared_statements_off_nothing_is_prepared(api, group, settings):
