@@ -21,13 +21,14 @@ from api.fields import (
 )
 from api.retention_serializers import PolicyField, RetentionPolicySerializer
 from domain.autoscale import KINDS as SCALING_KINDS
-from domain.autoscale import MAX_SCALE_FACTOR, check_scaling_policy
+from domain.autoscale import MAX_SCALE_FACTOR
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
 from streams.models import (
     OnMaxLimit,
     Stream,
 )
+from streams.services import check_scaling_policy
 
 # a stream's compaction settings: its cleanup policy has words of its own on each request
 
@@ -79,8 +80,8 @@ SCALING_POLICY_SCHEMA = {
 
 
 class ScalingPolicySerializer(RefusesUnknownFields, serializers.Serializer):
-    """For the schema: a scaling policy's body (`PUT …/scaling-policy/`); the view checks it with
-    `domain.autoscale.check_scaling_policy`."""
+    """For the schema: a scaling policy's body (`PUT …/scaling-policy/`); the view hands it as sent
+    to `streams.services.do_set_scaling_policy`, which checks it."""
 
     what = "a scaling policy"
 
@@ -95,7 +96,7 @@ class ScalingPolicySerializer(RefusesUnknownFields, serializers.Serializer):
 @extend_schema_field(SCALING_POLICY_SCHEMA)
 class ScalingPolicyField(serializers.JSONField):
     """`{type: "fixed"|"by_event_rate"|"by_byte_rate", target_rate?, scale_factor?=2,
-    min_segments?=1}`, checked by `domain.autoscale.check_scaling_policy` (refusals name the field
+    min_segments?=1}`, checked by `streams.services.check_scaling_policy` (refusals name the field
     inside it, e.g. `scaling_policy.target_rate`)."""
 
     def __init__(self, **kwargs):
@@ -107,7 +108,7 @@ class ScalingPolicyField(serializers.JSONField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        return check_scaling_policy(data, settings.CBR_MAX_SEGMENTS)
+        return check_scaling_policy(data)
 
 
 class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):

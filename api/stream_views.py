@@ -34,7 +34,6 @@ from api.retention_serializers import (
 from api.stream_serializers import (
     ScaledSerializer,
     ScaleSerializer,
-    ScalingPolicyField,
     ScalingPolicySerializer,
     ScalingSerializer,
     StreamCreateSerializer,
@@ -575,8 +574,7 @@ class ScalingPolicyView(APIView):
         `by_event_rate` or `by_byte_rate` with a `target_rate` per segment. Evaluated every minute;
         a `min_segments` above the active count splits at the next evaluation."""
         stream = get_stream(scope, name)
-        policy = ScalingPolicyField().to_internal_value(request.data)
-        services.do_set_scaling_policy(stream, policy)
+        services.do_set_scaling_policy(stream, request.data)
         return Response(StreamSerializer(stream, context=stream_answer([stream])).data)
 
 

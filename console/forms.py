@@ -1,6 +1,7 @@
-"""Console forms of a stream's retention policy and a scope's defaults. Their fields are made from
-the domain's tables (`console.declared`); validation is the domain's: the policy form calls
-parse_policy and shows its error beside the field it names."""
+"""Console forms of a stream's retention policy, its scale and scaling policy, and a scope's
+defaults. Their fields are made from the domain's tables (`console.declared`); validation is the
+domain's: the policy form calls parse_policy, the scaling policy form's body is checked by the
+service that saves it, and each shows the domain's error beside the field it names."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 from django import forms
 
 from console.declared import blank_is_default, declared_form, declared_form_field, limit_units_agree
+from console.segments import KIND_WORDS
+from domain.autoscale import KINDS, policy_of
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.errors import FieldError
 from domain.policy_spec import POLICY_FIELDS, parse_policy
@@ -138,3 +141,44 @@ class ScaleForm(forms.Form):
         if right is None:
             raise FieldError("segment", f"segment {s.id} holds the last keys: it has no neighbour to its right")
         return [s.id, right.id], [[s.lo, right.hi]]
+
+
+class ScalingPolicyForm(forms.Form):
+    """The Segments panel's scaling policy form (operators). It only turns typed text into the body
+    `PUT …/scaling-policy/` takes (`body`); `streams.services.do_set_scaling_policy` checks and
+    saves it, and `show` puts its refusal beside the field it names. A blank number is the
+    policy's default (`domain.autoscale.check_scaling_policy`)."""
+
+    type = forms.ChoiceField(label="Scales", choices=[(kind, KIND_WORDS[kind]) for kind in KINDS])
+    target_rate = forms.FloatField(label="Target rate", required=False)
+    scale_factor = forms.IntegerField(label="Scale factor", required=False)
+    min_segments = forms.IntegerField(label="Min segments", required=False)
+
+    def body(self) -> dict:
+        data = self.cleaned_data
+        body = {"type": data["type"]}
+        # the rate box keeps a rate policy's rate while `fixed` is chosen (a switch back finds
+        # it): a fixed policy ignores it here, where the API refuses one sent with `fixed`
+        if data["type"] != "fixed" and data.get("target_rate") is not None:
+            body["target_rate"] = data["target_rate"]
+        for name in ("scale_factor", "min_segments"):
+            if data.get(name) is not None:
+                body[name] = data[name]
+        return body
+
+    def show(self, exc: FieldError) -> None:
+        """A refusal of the domain beside the field it names (`scaling_policy.target_rate` →
+        `target_rate`)."""
+        name = exc.field.removeprefix("scaling_policy.")
+        self.add_error(name if name in self.fields else None, exc.message)
+
+    @classmethod
+    def initial_for(cls, stored: dict) -> dict:
+        """The form as the stream's stored `scaling_policy` fills it (empty: fixed, 1 segment)."""
+        policy = policy_of(stored)
+        return {
+            "type": policy.kind,
+            "target_rate": format(policy.target_rate, ".15g") if policy.target_rate else None,  # 1500, not 1500.0
+            "scale_factor": policy.scale_factor,
+            "min_segments": policy.min_segments,
+        }

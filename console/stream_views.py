@@ -1,5 +1,6 @@
 """The console's stream pages (htmx): the list, a stream's page and the panels it polls or swaps
-(retention policy, delayed delivery, compaction), and its Run retention now and Compact now.
+(retention policy, segments and their scaling policy, delayed delivery, compaction), and its Run
+retention now and Compact now.
 Thin: read through querysets, projections and services, write through services, and decide
 once, at the end, whether to send a page or a fragment. Creating, changing and deleting a stream
 are manage_views'; its events are browse_views'. It must never write a row or a file itself."""
@@ -21,9 +22,9 @@ from compaction.models import CompactionRun
 from compaction.runs import CompactionBusy
 from compaction.tasks import queue_run
 from console import charts
-from console.forms import PolicyForm, ScaleForm
+from console.forms import PolicyForm, ScaleForm, ScalingPolicyForm
 from console.htmx import htmx_partial
-from console.segments import HEIGHT, WIDTH, epoch_ticks, key_space_boxes
+from console.segments import HEIGHT, WIDTH, epoch_ticks, key_space_boxes, scaling_rows, scaling_summary
 from domain.compaction import max_may_outrun_compaction
 from domain.errors import FieldError
 from groups import sampling
@@ -35,7 +36,7 @@ from retention.explain import explain
 from retention.models import RetentionCycle
 from retention.projections import subscriber_states
 from retention.tasks import queue_stream_cycle
-from streams import logs
+from streams import logs, services
 from streams import scaling as scaling_services
 from streams.delaying.projection import delayed_state
 from streams.found import found_or_404
@@ -91,9 +92,11 @@ def _policy_context(request, stream, form=None, editing=False) -> dict:
     }
 
 
-def _segments_context(request, stream, form=None, notice: str = "", warn: bool = False) -> dict:
-    """The Segments panel: the key space over epochs, the segments held, the scale form and the
-    scaling history."""
+def _segments_context(
+    request, stream, form=None, notice: str = "", warn: bool = False, policy_form=None, policy_notice: str = ""
+) -> dict:
+    """The Segments panel: the key space over epochs, the segments held, the scale form, the
+    scaling policy (in words, and its form) and the scaling history."""
     layout = stream.layout
     rows = {row.segment_id: row for row in stream.segments.all()}
     return {
@@ -108,6 +111,11 @@ def _segments_context(request, stream, form=None, notice: str = "", warn: bool =
         "can_scale": can(request, Action.MANAGE_STREAMS),
         "scale_notice": notice,
         "scale_notice_warns": warn,
+        "scaling_summary": scaling_summary(stream.scaling_policy),
+        "scaling_rows": scaling_rows(stream.scaling_policy),
+        "scaling_policy_form": policy_form
+        or ScalingPolicyForm(initial=ScalingPolicyForm.initial_for(stream.scaling_policy)),
+        "scaling_policy_notice": policy_notice,
     }
 
 
@@ -331,3 +339,29 @@ def segments_panel(request, scope, name):
     if htmx_partial(request):
         return render(request, "console/streams/detail.html#segments-panel", context)
     return redirect("console:stream", scope=scope, name=name)
+
+
+@console_access({"POST": Action.MANAGE_STREAMS}, STREAM)
+def scaling_policy(request, scope, name):
+    """The Segments panel's scaling policy form (operators): saved by the service the API's
+    `PUT …/scaling-policy/` calls, whose refusal goes beside the field it names and changes
+    nothing. Answers with the panel."""
+    stream = _stream(scope, name)
+    form = ScalingPolicyForm(request.POST)
+    saved = False
+    if form.is_valid():
+        try:
+            services.do_set_scaling_policy(stream, form.body())
+            saved = True
+        except FieldError as exc:
+            form.show(exc)
+    if saved:
+        notice = "Scaling policy saved: the next auto-scaling evaluation (every minute) applies it."
+        context = _segments_context(request, _stream(scope, name), policy_notice=notice)
+    else:
+        context = _segments_context(request, stream, policy_form=form)
+    if htmx_partial(request):
+        return render(request, "console/streams/detail.html#segments-panel", context)
+    if saved:
+        return redirect("console:stream", scope=scope, name=name)
+    return render(request, "console/streams/detail.html", {**_detail_context(request, stream), **context})

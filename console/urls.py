@@ -31,6 +31,7 @@ urlpatterns = [
     path("streams/<name:scope>/<name:name>/purge/", manage_views.purge_stream, name="stream-purge"),
     path("streams/<name:scope>/<name:name>/delayed/", stream_views.delayed_panel, name="delayed"),
     path("streams/<name:scope>/<name:name>/segments/", stream_views.segments_panel, name="segments"),
+    path("streams/<name:scope>/<name:name>/scaling-policy/", stream_views.scaling_policy, name="scaling-policy"),
     path("streams/<name:scope>/<name:name>/compaction/", stream_views.compaction_panel, name="compaction"),
     path("streams/<name:scope>/<name:name>/compaction/run/", stream_views.compact_now, name="compact-now"),
     path("streams/<name:scope>/<name:name>/retention/run/", stream_views.run_retention_now, name="run-retention"),

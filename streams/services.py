@@ -5,8 +5,10 @@ a stream with its retention policy is made by `retention.services.do_create_stre
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from domain import autoscale
 from domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
 from domain.events import EventIn
 from store.segment import NO_SPACE_ERRNOS, StorageFull
@@ -75,9 +77,19 @@ def _make_segments(stream: Stream) -> None:
         raise
 
 
-def do_set_scaling_policy(stream: Stream, policy: dict) -> Stream:
-    """A checked `scaling_policy` (`domain.autoscale.check_scaling_policy`); the next auto-scaling
-    evaluation acts on it (a raised `min_segments` at once, whatever the rates)."""
+def check_scaling_policy(value: object) -> dict:
+    """A `scaling_policy` as sent, checked by `domain.autoscale.check_scaling_policy` against this
+    deployment's CBR_MAX_SEGMENTS, with its defaults; a refusal names the field inside it
+    (`scaling_policy.target_rate`)."""
+    return autoscale.check_scaling_policy(value, settings.CBR_MAX_SEGMENTS)
+
+
+def do_set_scaling_policy(stream: Stream, value: object) -> Stream:
+    """Replace how the stream scales by itself with `value` as sent (`PUT …/scaling-policy/`, the
+    console's policy form): checked first (`check_scaling_policy`), so a refusal changes nothing.
+    The next auto-scaling evaluation acts on it (a raised `min_segments` at once, whatever the
+    rates)."""
+    policy = check_scaling_policy(value)
     stream.scaling_policy = {} if policy.get("type") == "fixed" and policy.get("min_segments", 1) == 1 else policy
     stream.save(update_fields=["scaling_policy", "updated_at"])
     return stream

@@ -99,6 +99,7 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("console:delayed", "GET"): PEOPLE,
     ("console:segments", "GET"): PEOPLE,
     ("console:segments", "POST"): OPERATORS,
+    ("console:scaling-policy", "POST"): OPERATORS,
     ("console:compaction", "GET"): PEOPLE,
     ("console:compact-now", "POST"): OPERATORS,
     ("console:run-retention", "POST"): OPERATORS,

@@ -353,3 +353,29 @@ def test_an_operator_scales_a_stream_from_its_page_and_sees_the_key_space(
     rows = panel.locator("table").first.inner_text()
     assert "sealed" in rows and "← 3, 4" in rows
     shot(page, "stream-segments", (1280, 390))
+    # a refused scaling policy says why beside its field; a good one is saved, in place
+    form = panel.locator("#scaling-policy form")
+    form.locator("select[name=type]").select_option("by_event_rate")
+    form.locator("input[name=target_rate]").fill("0")
+    form.locator("input[name=min_segments]").fill("4")
+    url_before = page.url
+    form.locator("button:text('Save scaling policy')").click()
+    page.wait_for_selector("#id_target_rate_errors")
+    assert (
+        "Target rate: must be a number of events/s per segment" in panel.locator("#id_target_rate_errors").inner_text()
+    )
+    assert Stream.objects.get(pk=stream.pk).scaling_policy == {}
+    shot(page, "stream-scaling-policy-refused", (1280, 390))
+    form.locator("input[name=target_rate]").fill("1500")
+    form.locator("button:text('Save scaling policy')").click()
+    page.wait_for_selector("text=Scaling policy saved")
+    assert page.url == url_before  # swapped in place, no page load
+    words = panel.locator("#scaling-policy dl").inner_text()
+    assert "1,500 events/s per segment" in words and "Cool-down" in words
+    assert Stream.objects.get(pk=stream.pk).scaling_policy == {
+        "type": "by_event_rate",
+        "target_rate": 1500.0,
+        "scale_factor": 2,
+        "min_segments": 4,
+    }
+    shot(page, "stream-scaling-policy", (1280, 800, 390))
