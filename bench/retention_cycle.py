@@ -345,6 +345,7 @@ _PHASES = (
     ("retention.cycle.gathering", "read_sets"),
     ("retention.cycle.applying", "write_sets"),
     ("retention.cycle.gathering", "ends_many"),
+    ("retention.truncation", "retire_passed_many"),  # scaled streams: sealed segments passed whole
 )
 _NESTED = {"read_sets", "ends_many"}  # parts of prepare_batch's time, not besides it
 _saved: list = []

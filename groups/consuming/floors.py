@@ -126,12 +126,12 @@ def _positions_query(vendor: str, by_pk: bool) -> tuple[str, list[_Layout]]:
     return sql, layout
 
 
-def _load_positions(*group: str | int) -> list[ReadPosition]:
-    """The positions of the group (its scope and name, or its id) with their subscription,
-    stream (and its scope) and the group (and its scope) attached, as `select_related` would
-    give them, from one prepared query."""
-    sql, layout = _positions_query(connection.vendor, len(group) == 1)
-    rows = cast(list, run_prepared(sql, list(group), fetch=True))
+def _load_positions(*found_by: str | int) -> list[ReadPosition]:
+    """The positions of a group (found by its scope and name, or by its id) with their
+    subscription, stream (and its scope) and the group (and its scope) attached, as
+    `select_related` would give them, from one prepared query."""
+    sql, layout = _positions_query(connection.vendor, len(found_by) == 1)
+    rows = cast(list, run_prepared(sql, list(found_by), fetch=True))
     made: dict[tuple[type[Model], object], Model] = {}  # (model, pk) -> instance: one object per row of each table
     out: list[ReadPosition] = []
     for row in rows:
