@@ -382,7 +382,7 @@ def _untime_phases() -> None:
         setattr(module, name, original)
 
 
-def run(n: int, engine: str) -> dict:
+def run(n: int, engine: str, at: datetime = NOW) -> dict:
     from django.db import connection
 
     from retention.cycle.running import run_cycle_summary
@@ -397,12 +397,12 @@ def run(n: int, engine: str) -> dict:
         if done // 10_000 > len(marks):  # seconds at every 10k streams: linear or not
             marks.append(round(time.perf_counter() - t0, 1))
 
-    summary = run_cycle_summary(now=NOW, engine=engine, trigger="command", progress=progress)
+    summary = run_cycle_summary(now=at, engine=engine, trigger="command", progress=progress)
     elapsed = time.perf_counter() - t0
     cpu = {k: v - cpu0[k] for k, v in _cpu().items()}
     _untime_phases()
     assert summary.streams == n, summary.streams
-    assert TruncationRecord.objects.filter(completed=True).count() == summary.truncations
+    assert TruncationRecord.objects.filter(completed=True, created_at=at).count() == summary.truncations
     return {
         "seconds": elapsed,
         "phases": dict(phases),
@@ -478,6 +478,12 @@ def main() -> None:
     global EVENT_BYTES, SCALED_SHARE
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=1,
+        help="cycles timed one after the other, 30 minutes apart (a fleet's steady state)",
+    )
     parser.add_argument("--engines", default="local,spark")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cbr_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
@@ -572,40 +578,42 @@ def main() -> None:
                 get_spark()
             if engine.startswith("cluster:"):  # a standalone cluster whose worker has N cores
                 _on_cluster(int(engine.partition(":")[2]))
-            r = run(n, "spark" if engine.startswith("cluster:") else engine)
-            _off_cluster()
-            results[(n, engine)] = r["seconds"]
-            top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
-            print(
-                f"N={n:>9,}  engine {engine:<5}  cycle {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
-                f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
-            )
-            print(
-                f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s (driver {r['cpu']['driver']:.1f} s,"
-                f" Spark's executors {r['cpu']['executors']:.1f} s), PostgreSQL {r['cpu']['postgres']:.1f} s"
-                f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores)"
-            )
-            if r["cpu"]["cycle"]:
+            for c in range(args.cycles):  # --cycles: the next ones 30 minutes apart, as beat runs them
+                at = NOW + timedelta(minutes=30 * c)
+                r = run(n, "spark" if engine.startswith("cluster:") else engine, at)
+                results.setdefault((n, engine), r["seconds"])  # the first cycle compares sizes
+                top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
                 print(
-                    f"    the driver's share of the cycle's CPU {100 * r['cpu']['driver'] / r['cpu']['cycle']:.1f} %;"
-                    f" PostgreSQL {1e4 * r['cpu']['postgres'] / n:.1f} s of CPU per 10k streams"
+                    f"N={n:>9,}  engine {engine:<5}  cycle {c + 1} {r['seconds']:7.1f} s  {n / r['seconds']:8,.0f} streams/s"
+                    f"  truncated {r['truncated']:,}  (fleet built in {built:.0f} s; rules: {top})"
                 )
-            print(
-                f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
-                f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB"
-            )
-            if r["marks"]:
-                print(f"    seconds at each 10k streams applied: {r['marks']}")
-            other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)
-            if r["phases"]:  # timed in this process (the steps of worker processes are not seen)
                 print(
-                    "    where the time went: "
-                    + ", ".join(
-                        f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "")
-                        for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
+                    f"    CPU: the cycle's processes {r['cpu']['cycle']:.1f} s (driver {r['cpu']['driver']:.1f} s,"
+                    f" Spark's executors {r['cpu']['executors']:.1f} s), PostgreSQL {r['cpu']['postgres']:.1f} s"
+                    f" (of {r['seconds']:.1f} s wall, {os.cpu_count()} cores)"
+                )
+                if r["cpu"]["cycle"]:
+                    print(
+                        f"    the driver's share of the cycle's CPU {100 * r['cpu']['driver'] / r['cpu']['cycle']:.1f} %;"
+                        f" PostgreSQL {1e4 * r['cpu']['postgres'] / n:.1f} s of CPU per 10k streams"
                     )
-                    + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s"
+                print(
+                    f"    peak RSS since the bench started (run one engine per invocation to see each alone):"
+                    f" the cycle's process {r['rss']['cycle']:,.0f} MB, largest finished child process (a cycle's worker, or a fleet builder) {r['rss']['largest child']:,.0f} MB"
                 )
+                if r["marks"]:
+                    print(f"    seconds at each 10k streams applied: {r['marks']}")
+                other = r["seconds"] - sum(v for k, v in r["phases"].items() if k not in _NESTED)
+                if r["phases"]:  # timed in this process (the steps of worker processes are not seen)
+                    print(
+                        "    where the time went: "
+                        + ", ".join(
+                            f"{k} {v:.1f} s" + (" (in prepare_batch)" if k in _NESTED else "")
+                            for k, v in sorted(r["phases"].items(), key=lambda kv: -kv[1])
+                        )
+                        + f", the rest (queries of apply, records, flags, outcomes) {other:.1f} s"
+                    )
+            _off_cluster()
     sizes = sorted({n for n, _ in results})
     for engine in args.engines.split(","):
         for a, b in zip(sizes, sizes[1:]):

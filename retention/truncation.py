@@ -108,8 +108,11 @@ def _apply(planned: list[Planned], own: bool) -> None:
         _complete(planned, results)
         if own:
             _trim_retention_sets(planned)
-    # a sealed segment passed whole retires (a stream that never scaled: nothing)
-    retire_passed_many([stream for stream, _, _, _ in planned if stream.scaled_segments])
+    # a sealed segment passed whole retires (a stream that never scaled: nothing), known passed
+    # by the heads just written
+    scaled = [(stream, result) for (stream, _, _, _), result in zip(planned, results) if stream.scaled_segments]
+    heads = {stream.pk: {s: r.head_after for s, r in result.items()} for stream, result in scaled}
+    retire_passed_many([stream for stream, _ in scaled], heads=heads)
 
 
 def _complete(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:
@@ -146,11 +149,13 @@ def _trim_retention_sets(planned: list[Planned]) -> None:
 
 def _update_segment_rows(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:
     """The Segment rows follow the heads moved (the beat's stats refresh does the rest): one
-    UPDATE by (stream, segment), the counts lowered in SQL, no read first."""
+    UPDATE by (stream, segment), the counts lowered in SQL, no read first. A segment whose head
+    stayed and lost no chunk keeps its row as it is (a scaled stream's sealed segments, mostly)."""
     rows = [
         (stream.pk, seg, res.head_after.offset, res.head_after.cum_size, res.chunks_deleted, res.bytes_deleted)
         for (stream, _, _, _), result in zip(planned, results)
         for seg, res in result.items()
+        if res.head_after != res.head_before or res.chunks_deleted
     ]
     if not rows:
         return

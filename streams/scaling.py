@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from domain.errors import FieldError
 from domain.segment_layout import check_scale_shape
+from store.ends import Head
 from streams.db import delete_pairs, update_rows
 from streams.logs import stream_log
 from streams.models import Scaling, Segment, Stream
@@ -97,14 +98,19 @@ def retire_passed_segments(stream: Stream, now: float | None = None) -> list[str
     return retire_passed_many([stream], now).get(stream.pk, [])
 
 
-def retire_passed_many(streams: list[Stream], now: float | None = None) -> dict[int, list[str]]:
+def retire_passed_many(
+    streams: list[Stream], now: float | None = None, heads: dict[int, dict[str, Head]] | None = None
+) -> dict[int, list[str]]:
     """After truncations: the sealed segments whose every event now lies before the head retire
     (`Layout.retire`): the layout keeps each at its end, so cuts and sizes stay whole, while its
     rows and the groups' state on it go (`segments_retired`); the last of its files (the seal,
     the head, an empty chunk) go `RETIRED_FILES_KEPT_S` later, by a later call. Many streams at
-    once (a cycle's batch): a few statements whatever their number. Returns the segments retired
-    now, by stream id. A stream that never scaled costs nothing."""
+    once (a cycle's batch): a few statements whatever their number. `heads`: the heads the
+    caller's truncations just wrote, by stream id and segment (read from the store where not
+    given). Returns the segments retired now, by stream id. A stream that never scaled costs
+    nothing."""
     now = time.time() if now is None else now
+    heads = heads or {}
     found: dict[int, dict[str, tuple[int, int, int]]] = {}
     for stream in streams:
         layout = stream.layout
@@ -119,9 +125,10 @@ def retire_passed_many(streams: list[Stream], now: float | None = None) -> dict[
         if stale:
             log.retire(stale)
         ends = {}
+        written = heads.get(stream.pk, {})
         for sid, end in log.sealed_ends().items():
             if layout[sid].retired is None:
-                head = log.segment(sid).read_head()
+                head = written.get(sid) or log.segment(sid).read_head()
                 if head.offset >= end:
                     ends[sid] = (end, head.cum_size, int(now))
         if ends:
