@@ -43,6 +43,11 @@ from store.segment.truncation import TruncateResult, move_heads
 StreamCut = dict[str, int]
 
 _SEGMENTS: OrderedDict[Path, Segment] = OrderedDict()
+# The ends of sealed segments this process has read, by directory: an end never changes, and a
+# stream's directory is never used by another stream (`Stream.storage_key`), so a cycle or a read
+# of a scaled stream reads each seal once per process, not once per layout loaded.
+_SEALED_ENDS: dict[Path, int] = {}
+MAX_KNOWN_ENDS = 500_000  # then forgotten at once and read again as needed
 _SEGMENTS_LOCK = threading.Lock()
 
 
@@ -298,9 +303,15 @@ class StreamLog:
             return self._ends
         out = {}
         for s in self._sealed:
-            seg = self.segment(s)
-            end = seg.sealed_end()
-            out[s] = seg.seal() if end is None else end
+            end = _SEALED_ENDS.get(self._paths[s])
+            if end is None:
+                seg = self.segment(s)
+                found = seg.sealed_end()
+                end = seg.seal() if found is None else found
+                if len(_SEALED_ENDS) >= MAX_KNOWN_ENDS:
+                    _SEALED_ENDS.clear()
+                _SEALED_ENDS[self._paths[s]] = end
+            out[s] = end
         self._ends = out  # a sealed segment's end never changes: known once for this layout
         return out
 
