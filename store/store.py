@@ -33,6 +33,7 @@ from domain.events import EventIn
 from domain.segment_layout import Layout
 from store.ends import Head, Tail, read_stream_ends
 from store.framing import Record
+from store.segment.append import read_sealed_end
 from store.segment.config import StoreConfig
 from store.segment.errors import SegmentSealed
 from store.segment.log import Segment
@@ -303,11 +304,14 @@ class StreamLog:
             return self._ends
         out = {}
         for s in self._sealed:
-            end = _SEALED_ENDS.get(self._paths[s])
+            path = self._paths[s]
+            end = _SEALED_ENDS.get(path)
             if end is None:
-                seg = self.segment(s)
-                found = seg.sealed_end()
-                end = seg.seal() if found is None else found
+                retired = self._retired.get(s)
+                # read from the seal's file itself: no segment object made for a sealed segment
+                end = retired.end if retired else read_sealed_end(path)
+                if end is None:
+                    end = self.segment(s).seal()
                 if len(_SEALED_ENDS) >= MAX_KNOWN_ENDS:
                     _SEALED_ENDS.clear()
                 _SEALED_ENDS[self._paths[s]] = end

@@ -25,6 +25,7 @@ from store import boot, framing
 from store.ends import Tail
 from store.files import pwrite_all, read_small, write_atomically
 from store.segment.clock import epoch_ms
+from store.segment.directory import SEALED_FILE
 from store.segment.errors import NO_SPACE_ERRNOS, SegmentSealed, StorageFull
 from store.segment.recovery import SegmentRecovery
 
@@ -61,6 +62,16 @@ _SEALED = struct.Struct("<4sqq")  # magic, the end's offset, its cumulative size
 _SEALED_MAGIC = b"SEAL"
 
 
+def read_sealed_end(segment_dir: str | os.PathLike) -> int | None:
+    """The end a scale's seal wrote in a segment's directory, or None while it is not sealed."""
+    data = read_small(os.path.join(segment_dir, SEALED_FILE), _SEALED.size)
+    if data is not None and len(data) == _SEALED.size:
+        magic, offset, _ = _SEALED.unpack(data)
+        if magic == _SEALED_MAGIC:
+            return offset
+    return None
+
+
 class SegmentAppends(SegmentRecovery):
     """Appends and rolls: the only writer of records into a chunk."""
 
@@ -69,11 +80,7 @@ class SegmentAppends(SegmentRecovery):
     def sealed_end(self) -> int | None:
         """The offset after this segment's last event once a scale has sealed it, else None."""
         if self._sealed_end is None:
-            data = read_small(self._sealed_path, _SEALED.size)
-            if data is not None and len(data) == _SEALED.size:
-                magic, offset, _ = _SEALED.unpack(data)
-                if magic == _SEALED_MAGIC:
-                    self._sealed_end = offset
+            self._sealed_end = read_sealed_end(self.path)
         return self._sealed_end
 
     def seal(self) -> int:

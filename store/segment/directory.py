@@ -30,6 +30,8 @@ from store.ends import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, HEAD_MAGIC, TAIL, He
 from store.files import fsync_dir, pwrite_all, read_small
 from store.segment.config import StoreConfig
 
+SEALED_FILE = "sealed"
+
 
 def chunk_name(base: int, suffix: str) -> str:
     return f"{base:020d}.{suffix}"
@@ -43,7 +45,7 @@ class SegmentDirectory:
         self.config = config
         self._head_path = os.path.join(path, "head")
         self._tail_path = os.path.join(path, "tail")
-        self._sealed_path = os.path.join(path, "sealed")
+        self._sealed_path = os.path.join(path, SEALED_FILE)
         slot = ends_slot(self.path.name)
         self._ends_path = None if slot is None else os.path.join(self.path.parent, ENDS_FILE)
         self._tail_at = 0 if slot is None else slot * ENDS_SLOT
