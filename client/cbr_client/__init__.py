@@ -432,6 +432,12 @@ class Client:
         lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
         return self.scale(stream, list(segments), [[lo, hi]], detail["epoch"])
 
+    def set_scaling_policy(self, stream: str, type: str, **settings) -> dict:
+        """How the stream scales by itself (operators): `type` "fixed", "by_event_rate" or
+        "by_byte_rate", with `target_rate` (events/s, or KiB/s, per segment), `scale_factor` and
+        `min_segments`; returns the stream, its `scaling_policy` as stored."""
+        return self._object("PUT", f"streams/{stream}/scaling-policy/", {"type": type, **settings})
+
     def scalings(self, stream: str) -> Iterator[dict]:
         """The stream's scales, newest first: `{epoch, at, sealed, created, trigger, rule,
         rates, by}` each."""

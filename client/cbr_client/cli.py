@@ -372,6 +372,19 @@ def streams_scale(client: Client, args) -> int:
     return 0
 
 
+def streams_scaling_policy(client: Client, args) -> None:
+    """Show a stream's scaling policy, or set it when `--type` is given."""
+    if args.type is None:
+        policy = client.stream(args.stream).get("scaling_policy") or {"type": "fixed"}
+    else:
+        given = {"target_rate": args.target_rate, "scale_factor": args.scale_factor, "min_segments": args.min_segments}
+        settings = {k: v for k, v in given.items() if v is not None}
+        policy = client.set_scaling_policy(args.stream, args.type, **settings).get("scaling_policy") or {
+            "type": "fixed"
+        }
+    _out(args, policy)
+
+
 def streams_scalings(client: Client, args) -> None:
     scalings = list(client.scalings(args.stream))
     rows = [
@@ -892,6 +905,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seal", nargs="+", metavar="SEGMENT", help="seal these, with --ranges: any scale")
     p.add_argument("--ranges", help='with --seal: the new key ranges as JSON, e.g. "[[0, 0.25], [0.25, 0.5]]"')
     p.add_argument("--epoch", type=int, help="with --seal: the epoch last seen (refused if it moved on)")
+    p = command(
+        sub, "scaling-policy", streams_scaling_policy, "show how a stream scales by itself, or set it with --type"
+    )
+    p.add_argument("stream", help="scope/name")
+    p.add_argument("--type", choices=["fixed", "by_event_rate", "by_byte_rate"], help="set the policy")
+    p.add_argument("--target-rate", type=float, help="per segment: events/s (by_event_rate) or KiB/s (by_byte_rate)")
+    p.add_argument("--scale-factor", type=int, help="a hot segment splits into at most this many (default 2)")
+    p.add_argument("--min-segments", type=int, help="never fewer active segments (default 1)")
     p = command(sub, "scalings", streams_scalings, "a stream's scaling history, newest first")
     p.add_argument("stream", help="scope/name")
     p = command(sub, "compact", streams_compact, "compact a compacted stream now")

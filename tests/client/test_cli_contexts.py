@@ -16,6 +16,7 @@ import pytest
 from cbr_client import Client, cli
 from domain.events import EventIn
 from streams import logs, services
+from streams.models import Stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,6 +179,23 @@ def test_cbr_streams_scale_segments_and_scalings(config, live_server, admin_user
     )
     assert status == 1 and "epoch" in err
     assert cbr(*server, "streams", "scale", "shop/orders")[0] == 2
+
+    # the scaling policy: shown, set, refused naming the field (nothing changed)
+    status, out, _ = cbr(*server, "streams", "scaling-policy", "shop/orders")
+    assert status == 0 and out.splitlines()[0].split() == ["type", "fixed"]
+    status, out, _ = cbr(
+        *server, "streams", "scaling-policy", "shop/orders", "--type", "by_event_rate", "--target-rate", "250",
+        "--min-segments", "3",
+    )  # fmt: skip
+    assert status == 0 and "by_event_rate" in out and "250" in out
+    assert Stream.objects.get(name="orders").scaling_policy == {
+        "type": "by_event_rate", "target_rate": 250.0, "scale_factor": 2, "min_segments": 3,
+    }  # fmt: skip
+    status, _, err = cbr(*server, "streams", "scaling-policy", "shop/orders", "--type", "by_byte_rate")
+    assert status == 1 and "target_rate" in err
+    assert Stream.objects.get(name="orders").scaling_policy["type"] == "by_event_rate"
+    answer = Client(live_server.url, token=token).set_scaling_policy("shop/orders", "fixed")
+    assert answer["scaling_policy"]["type"] == "fixed" and Stream.objects.get(name="orders").scaling_policy == {}
 
 
 def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_server, admin_user, data_dir):
