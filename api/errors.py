@@ -14,6 +14,7 @@ import redis
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found, server_error
+from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -47,6 +48,7 @@ STATUS_OF_CODE = {
     "not_manual": 409,
     "not_persisted": 409,
     "retention_in_progress": 409,
+    "no_tier": 409,
     "event_too_large": 413,
     "stream_full": 507,
     "insufficient_storage": 507,
@@ -146,7 +148,7 @@ def _service_lost(exc) -> tuple[str, str] | None:
         return "database_unavailable", "the database"
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return "redis_unavailable", "Redis (reader-group state)"
-    if isinstance(exc, QueueDown):  # the job's row is kept, failed: the lists show it
+    if isinstance(exc, (QueueDown, KombuOperationalError)):  # a job's row is kept, failed: the lists show it
         return "broker_unavailable", "the task queue (Redis, Celery's broker)"
     return None
 

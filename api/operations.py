@@ -113,6 +113,13 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Operators. Rolls every segment's active chunk, so that retention and compaction can act on its events "
         "without waiting for `CBR_CHUNK_BYTES` or `CBR_CHUNK_SECONDS`.",
     ),
+    "streams_offload_create": (
+        "Streams",
+        "Copy what a stream has sealed to long-term storage now",
+        "Operators. Queues the copy of every sealed chunk (and columnar copy) not in long-term storage yet, "
+        "whatever its age, and answers how many files and bytes that is (202). Each copy is verified by reading "
+        "it back. 409 `no_tier` when the deployment has no long-term storage (`CBR_TIER_URL`).",
+    ),
     "streams_scale_create": (
         "Streams",
         "Scale a stream: split or merge segments",

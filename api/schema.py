@@ -52,6 +52,7 @@ EXTRA = {
     "streams_events_create": {413},
     "streams_truncate_create": {409},
     "streams_scale_create": {409},  # a stale `epoch`
+    "streams_offload_create": {409},  # no long-term storage
     "streams_compacted_retrieve": {409},
     "streams_compactions_list": {409},
     "streams_compactions_create": {409},

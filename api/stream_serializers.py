@@ -24,6 +24,7 @@ from domain.autoscale import KINDS as SCALING_KINDS
 from domain.autoscale import MAX_SCALE_FACTOR
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
+from streams import tiering
 from streams.models import (
     OnMaxLimit,
     Stream,
@@ -226,6 +227,13 @@ class ScalingSerializer(serializers.Serializer):
     by = serializers.CharField(help_text="who asked for it (manual)")
 
 
+class StorageSerializer(serializers.Serializer):
+    local_bytes = serializers.IntegerField()
+    tier_bytes = serializers.IntegerField()
+    chunks_local = serializers.IntegerField()
+    chunks_tier = serializers.IntegerField()
+
+
 class StreamSerializer(serializers.ModelSerializer):
     """A stream with its live state; the view passes `state` (from the store) in the context."""
 
@@ -245,6 +253,10 @@ class StreamSerializer(serializers.ModelSerializer):
     segments = serializers.SerializerMethodField(
         help_text="its segments: each one's id, the part of the key space [0, 1) its routing keys hash to, the "
         "epoch that made it, whether it is sealed, and the segments it replaced"
+    )
+    storage = serializers.SerializerMethodField(
+        help_text="where its data lives: on this host's disk (chunk files, columnar copies and indexes included) "
+        "and in long-term storage (CBR_TIER_URL; a chunk is in both until its local copy goes)"
     )
 
     class Meta:
@@ -267,6 +279,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "size_bytes",
             "event_count",
             "physical_bytes",
+            "storage",
             "retention_policy",
             "inherited_from_scope",
             "created_at",
@@ -281,6 +294,20 @@ class StreamSerializer(serializers.ModelSerializer):
 
     def get_scaling_policy(self, stream) -> dict:
         return stream.scaling_policy or {"type": "fixed", "scale_factor": 2, "min_segments": 1}
+
+    @extend_schema_field(StorageSerializer)
+    def get_storage(self, stream) -> dict:
+        usage = self.context.get("tier_usage")
+        tier_bytes, tier_chunks = (usage if usage is not None else tiering.tier_usage([stream.pk])).get(
+            stream.pk, (0, 0)
+        )
+        segments = self._state(stream).segments.values()
+        return {
+            "local_bytes": sum(i.physical_bytes for i in segments),
+            "tier_bytes": tier_bytes,
+            "chunks_local": sum(i.chunk_count for i in segments),
+            "chunks_tier": tier_chunks,
+        }
 
     @extend_schema_field(SegmentSerializer(many=True))
     def get_segments(self, stream) -> list[dict]:

@@ -53,8 +53,9 @@ from domain.times import parse_time
 from groups.consuming import dead_letters
 from retention import services as retention_services
 from retention import set_store
-from streams import deletion, logs, services
+from streams import deletion, logs, services, tiering
 from streams import scaling as scaling_services
+from streams import tasks as stream_tasks
 from streams.browsing import between as browse_between
 from streams.browsing import browse
 from streams.found import found_or_404
@@ -77,7 +78,10 @@ def get_stream(scope: str, name: str) -> Stream:
 
 
 def stream_answer(streams: list[Stream]) -> dict:
-    return {"states": {s.pk: logs.stream_state(s) for s in streams}}
+    return {
+        "states": {s.pk: logs.stream_state(s) for s in streams},
+        "tier_usage": tiering.tier_usage([s.pk for s in streams]),
+    }
 
 
 def checked_cut(stream: Stream, value: object, field: str, *, complete: bool, tail: dict[str, int]) -> dict[str, int]:
@@ -535,6 +539,33 @@ class SealView(APIView):
             raise FieldError(unknown[0], "is not a field of a seal (it takes none)")
         sealed = logs.seal_active_chunks(stream)
         return Response({"sealed": [{"segment": seg, "chunk": base} for seg, base in sealed]})
+
+
+class OffloadSerializer(serializers.Serializer):
+    files = serializers.IntegerField(help_text="sealed files not in long-term storage yet, queued to go there")
+    bytes = serializers.IntegerField()
+
+
+class OffloadView(APIView):
+    access = {"POST": Action.RUN_JOBS}
+    access_target = TargetKind.STREAM
+
+    @extend_schema(request=None, responses={202: OffloadSerializer})
+    def post(self, request, scope, name):
+        """Copy what the stream has sealed to long-term storage now, whatever its age (operators
+        and admins): the worker does it; the answer says how many files and bytes it will copy.
+        409 `no_tier` when the deployment has none (`CBR_TIER_URL`)."""
+        stream = get_stream(scope, name)
+        if request.data and not isinstance(request.data, dict):
+            raise FieldError("body", "must be a JSON object")
+        unknown = sorted(set(request.data or {}))
+        if unknown:
+            raise FieldError(unknown[0], "is not a field of an offload (it takes none)")
+        pending = tiering.pending(stream)
+        if pending is None:
+            raise FieldError("stream", "this deployment has no long-term storage (CBR_TIER_URL is not set)", "no_tier")
+        stream_tasks.offload_stream.delay(stream.pk)
+        return Response({"files": len(pending), "bytes": sum(f.size for f in pending)}, status=202)
 
 
 class ScaleView(APIView):

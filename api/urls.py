@@ -27,6 +27,7 @@ urlpatterns = [
     path(S + "republish/", views.RepublishView.as_view(), name="api-republish"),
     path(S + "truncations/", views.TruncationListView.as_view(), name="api-truncations"),
     path(S + "seal/", views.SealView.as_view(), name="api-seal"),
+    path(S + "offload/", views.OffloadView.as_view(), name="api-offload"),
     path(S + "scale/", views.ScaleView.as_view(), name="api-scale"),
     path(S + "scalings/", views.ScalingListView.as_view(), name="api-scalings"),
     path(S + "scaling-policy/", views.ScalingPolicyView.as_view(), name="api-scaling-policy"),

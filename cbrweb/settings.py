@@ -14,6 +14,7 @@ from django.core.management.utils import get_random_secret_key
 
 from cbrweb.env import env_bool, env_choice, env_int, env_list, env_path, env_str
 from cbrweb.url_limit import LONGEST_URL_BYTES, REQUEST_LINE_BYTES
+from store.tier.urls import parse_tier_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("CBR_VAR_DIR", BASE_DIR / "var")
@@ -152,6 +153,11 @@ CBR_DATA_DIR = env_path("CBR_DATA_DIR", VAR_DIR / "data")
 CBR_FSYNC = env_choice("CBR_FSYNC", "batch", ("batch", "always", "never"))
 CBR_CHUNK_BYTES = env_int("CBR_CHUNK_BYTES", 16 * 1024 * 1024, minimum=1024)
 CBR_CHUNK_SECONDS = env_int("CBR_CHUNK_SECONDS", 3600, minimum=1)
+# long-term storage (docs/design/long-term-storage.md): unset, everything stays on CBR_DATA_DIR;
+# file:///path or s3://bucket/prefix (credentials from the standard AWS_* variables)
+CBR_TIER_URL = env_str("CBR_TIER_URL", "")
+parse_tier_url(CBR_TIER_URL)  # a URL of another form stops the process here, naming the setting
+CBR_TIER_AFTER_S = env_int("CBR_TIER_AFTER_S", 0, minimum=0)  # a sealed chunk is copied this long after sealing
 CBR_MAX_EVENT_BYTES = env_int("CBR_MAX_EVENT_BYTES", 1024 * 1024, minimum=1)
 CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
 # The largest request body the web server takes (cbrweb/body_limit.py), as Kafka's
@@ -315,6 +321,10 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
     },
     "autoscale": {  # its rules read rates over whole minutes (docs/design/stream-scaling.md)
         "task": "streams.tasks.autoscale",
+        "schedule": 60.0,
+    },
+    "offload": {  # sealed files to long-term storage (nothing without CBR_TIER_URL)
+        "task": "streams.tasks.offload",
         "schedule": 60.0,
     },
 }

@@ -22,6 +22,7 @@ from retention.models import TruncationRecord
 from retention.set_store import as_records, read_sets, write_sets
 from store.segment import TruncateResult
 from store.store import StreamLog, truncate_many
+from streams import tiering
 from streams.db import insert_rows, update_rows
 from streams.logs import stream_log
 from streams.models import Segment, Stream
@@ -113,6 +114,8 @@ def _apply(planned: list[Planned], own: bool) -> None:
     scaled = [(stream, result) for (stream, _, _, _), result in zip(planned, results) if stream.scaled_segments]
     heads = {stream.pk: {s: r.head_after for s, r in result.items()} for stream, result in scaled}
     retire_passed_many([stream for stream, _ in scaled], heads=heads)
+    # the tier's copies of what the heads passed (nothing without a tier)
+    tiering.delete_passed([stream for stream, _, _, _ in planned])
 
 
 def _complete(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:

@@ -11,6 +11,7 @@ from streams.delaying.buckets import forget_index
 from streams.logs import stream_log
 from streams.models import Stream
 from streams.signals import stream_deleted
+from streams.tiering import forget_stream
 
 
 def do_delete_stream(stream: Stream) -> None:
@@ -25,5 +26,6 @@ def do_delete_stream(stream: Stream) -> None:
         # (the groups' trackers), in that order
         transaction.on_commit(log.delete)
         transaction.on_commit(forget)
+        forget_stream(stream)  # its objects in long-term storage, once this commits
         stream_deleted.send(sender=Stream, stream=stream, at=timezone.now())
         stream.delete()

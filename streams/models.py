@@ -200,6 +200,30 @@ class Segment(models.Model):
         return self.tail_offset - self.head_offset
 
 
+class TierObject(models.Model):
+    """A sealed file of a stream's segment copied to long-term storage (`streams.tiering`): the
+    chunk holding offsets [base, end), or its columnar copy, with the size and CRC-32C written.
+    The object's key follows from these (`store.tier.offload.tier_key`)."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="tier_objects")
+    segment_id = models.CharField(max_length=64)
+    base = models.BigIntegerField()
+    end = models.BigIntegerField()
+    kind = models.CharField(max_length=8)  # "chunk" | "parquet"
+    size = models.BigIntegerField()
+    crc32c = models.CharField(max_length=8)
+    offloaded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["stream_id", "segment_id", "base", "kind"]
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "segment_id", "base", "kind"], name="tier_object_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:{self.segment_id}:{self.base}.{self.kind}"
+
+
 class Scaling(models.Model):
     """One scale of a stream (`streams.scaling`): the epoch it made, the segments it sealed and
     those it made, and why (an operator's request, or the auto-scaling rule with the rates)."""

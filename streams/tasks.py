@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.dispatch import receiver
 
-from streams import autoscaling, logs
+from streams import autoscaling, logs, tiering
 from streams.delaying import maintenance
 from streams.models import Stream
 from streams.signals import delayed_bucket_sealed
@@ -34,6 +34,21 @@ def refresh_segment_stats() -> int:
 def autoscale() -> int:
     """Every stream's scaling policy evaluated (`streams.autoscaling`): how many scales it made."""
     return len(autoscaling.autoscale())
+
+
+@shared_task
+def offload() -> int:
+    """Sealed files due for long-term storage copied there (`streams.tiering.offload_due`): how
+    many objects were written."""
+    return tiering.offload_due().objects
+
+
+@shared_task
+def offload_stream(stream_id: int) -> int:
+    """One stream's sealed files copied to long-term storage now, whatever their age (`POST
+    …/offload/`): how many objects were written."""
+    stream = Stream.objects.filter(pk=stream_id).first()
+    return 0 if stream is None else tiering.do_offload(stream, all_sealed=True).objects
 
 
 @shared_task

@@ -72,6 +72,7 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-checkpoint", "DELETE"): OPERATORS | {"group_key"},
     ("api-seek", "POST"): OPERATORS,
     ("api-seal", "POST"): OPERATORS,
+    ("api-offload", "POST"): OPERATORS,
     ("api-scale", "POST"): OPERATORS,
     ("api-scalings", "GET"): PEOPLE,
     ("api-scaling-policy", "PUT"): OPERATORS,

@@ -9,8 +9,9 @@ import boto3
 import pytest
 from tier_servers import S3Server, free_port
 
-from store.tier import TierConflict, TierCorrupt, TierMissing, TierUnavailable, checksum, open_tier
+from store.tier.base import TierConflict, TierCorrupt, TierMissing, TierUnavailable, checksum
 from store.tier.files import TEMPORARY, FileTier
+from store.tier.opening import open_tier
 from store.tier.s3 import S3Tier
 
 

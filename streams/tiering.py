@@ -1,0 +1,168 @@
+"""Long-term storage for streams (docs/design/long-term-storage.md): sealed files copied to the
+tier `CBR_TIER_URL` names and recorded (`TierObject`), and the objects deleted with what retention
+or a stream's deletion deletes. Without a tier every function here does nothing.
+
+What is here today: the copies (by beat, and `POST …/offload/`), their record, and their deletion.
+Reads still go to the local files, which stay; deleting local copies and reading through the tier
+come next (issue 42)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+
+from store.tier.base import Tier, TierError
+from store.tier.offload import SealedFile, copy_to_tier, sealed_files, tier_key
+from store.tier.opening import open_tier
+from streams.logs import stream_log
+from streams.models import Stream, TierObject
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _tier(url: str) -> Tier | None:
+    return open_tier(url)
+
+
+def tier() -> Tier | None:
+    """The deployment's tier, or None (everything stays on CBR_DATA_DIR)."""
+    return _tier(settings.CBR_TIER_URL)
+
+
+@dataclass(frozen=True)
+class Offloaded:
+    objects: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Pending:
+    file: SealedFile
+    size: int
+
+
+def pending(stream: Stream) -> list[Pending] | None:
+    """The stream's sealed files not in the tier yet, whatever their age; None without a tier."""
+    if tier() is None:
+        return None
+    known = set(TierObject.objects.filter(stream=stream).values_list("segment_id", "base", "kind"))
+    out = []
+    for f in sealed_files(stream_log(stream)):
+        if (f.segment, f.base, f.kind) not in known:
+            with contextlib.suppress(FileNotFoundError):
+                out.append(Pending(f, f.path.stat().st_size))
+    return out
+
+
+def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = False) -> Offloaded:
+    """Copy the stream's sealed files that are not in the tier yet and were sealed at least
+    `CBR_TIER_AFTER_S` ago (`all_sealed`: whatever their age, `POST …/offload/`), each verified
+    by reading it back, and record them. Safe to run again after a crash at any point (a copy
+    whose row did not commit is written again as the same bytes: a no-op) and beside another run
+    (rows are made once; the tier refuses other bytes under a key)."""
+    target = tier()
+    files = pending(stream)
+    if target is None or files is None:
+        return Offloaded()
+    now = time.time() if now is None else now
+    due = [p.file for p in files if all_sealed or now - p.file.sealed_at >= settings.CBR_TIER_AFTER_S]
+    rows = []
+    for f in due:
+        stored = copy_to_tier(target, stream.storage_key, f)
+        if stored is not None:
+            rows.append(
+                TierObject(
+                    stream=stream,
+                    segment_id=f.segment,
+                    base=f.base,
+                    end=f.end,
+                    kind=f.kind,
+                    size=stored.size,
+                    crc32c=stored.crc32c,
+                )
+            )
+    TierObject.objects.bulk_create(rows, ignore_conflicts=True)
+    return Offloaded(len(rows), sum(r.size for r in rows))
+
+
+def offload_due(now: float | None = None) -> Offloaded:
+    """`do_offload` of every stream (beat, every minute); a stream the tier refuses is left for
+    the next round, the others go on."""
+    if tier() is None:
+        return Offloaded()
+    objects = size = 0
+    for stream in Stream.objects.all().iterator():
+        try:
+            done = do_offload(stream, now)
+        except TierError as e:
+            log.warning("offload of %s: %s", stream.full_name, e)
+            continue
+        objects, size = objects + done.objects, size + done.bytes
+    return Offloaded(objects, size)
+
+
+def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
+    """Bytes and chunks of each stream in the tier (its chunks; their columnar copies count in
+    the bytes): one query for any number of streams, none without a tier."""
+    if tier() is None or not stream_ids:
+        return {}
+    rows = (
+        TierObject.objects.filter(stream_id__in=stream_ids)
+        .values("stream_id")
+        .annotate(size=Sum("size"), chunks=Count("pk", filter=Q(kind="chunk")))
+    )
+    return {r["stream_id"]: (r["size"], r["chunks"]) for r in rows}
+
+
+def delete_passed(streams: list[Stream]) -> int:
+    """After truncations: the tier's copies of what now lies wholly before each segment's head
+    (or in a segment retired whole) go, objects first, then their rows. From the first deletion
+    the tier refuses, the rest keep their rows, so the next cycle tries again: a cycle never
+    waits on a tier that is down once per object. How many objects went."""
+    target = tier()
+    if target is None or not streams:
+        return 0
+    by_pk = {s.pk: s for s in streams}
+    rows = list(TierObject.objects.filter(stream_id__in=list(by_pk)))
+    if not rows:
+        return 0
+    heads = {pk: {sid: head.offset for sid, (head, _) in stream_log(s).ends().items()} for pk, s in by_pk.items()}
+    gone = []
+    for row in rows:
+        stream = by_pk[row.stream_id]
+        head = heads[row.stream_id].get(row.segment_id)  # a retired segment's: its end
+        if head is None or row.end <= head:
+            try:
+                target.delete(tier_key(stream.storage_key, row.segment_id, row.base, row.kind))
+            except TierError as e:  # a tier that does not answer is not asked once per object
+                log.warning("tier deletions left for the next cycle (%s): %s", row, e)
+                break
+            gone.append(row.pk)
+    TierObject.objects.filter(pk__in=gone).delete()
+    return len(gone)
+
+
+def forget_stream(stream: Stream) -> None:
+    """Inside a stream's deletion: once it commits, every object under the stream's key goes (its
+    rows go with the stream). Objects the tier refuses to delete then are left for a sweep."""
+    target = tier()
+    if target is None:
+        return
+    prefix = f"{stream.storage_key}/"
+
+    def delete_all() -> None:
+        try:
+            for key in list(target.keys(prefix)):
+                target.delete(key)
+        except TierError as e:
+            log.warning("tier deletion of stream %s's objects, left for a sweep: %s", stream.full_name, e)
+
+    transaction.on_commit(delete_all)

@@ -1,0 +1,162 @@
+"""Sealed files copied to long-term storage (streams.tiering): on a file tier and on a real
+S3-compatible server the tests start; each copy verified and recorded, copied once, after
+CBR_TIER_AFTER_S; `POST …/offload/`; the stream's detail; the copies deleted with what retention
+truncates and with the stream; a tier that does not answer leaves its deletions for later."""
+
+import time
+
+import factories
+import pytest
+from tier_servers import S3Server, free_port
+
+from domain.events import EventIn
+from store.tier.offload import sealed_files, tier_key
+from streams import services, tasks, tiering
+from streams.logs import stream_log
+from streams.models import Stream, TierObject
+
+pytestmark = pytest.mark.django_db
+
+S = "/api/v1/streams/shop/orders/"
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(settings):
+    settings.CBR_CHUNK_BYTES = 1024  # a few events a chunk: many sealed chunks from little data
+    tiering._tier.cache_clear()
+    yield
+    tiering._tier.cache_clear()
+
+
+@pytest.fixture(params=["file", "s3"])
+def tier(request, settings, tmp_path, monkeypatch):
+    """The deployment's tier, as CBR_TIER_URL (and for S3 the standard AWS variables) set it."""
+    if request.param == "file":
+        settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
+    else:
+        server = request.getfixturevalue("s3_server")
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+        settings.CBR_TIER_URL = f"s3://{server.new_bucket()}/cbr"
+    return tiering.tier()
+
+
+def make_stream_with_sealed_chunks(events: int = 40) -> Stream:
+    stream = factories.make_stream(segment_count=2)
+    for seg in ("0", "1"):
+        key = factories.routing_key_for(stream, seg)
+        for i in range(events // 2):
+            services.do_publish(stream, [EventIn(f"{seg}:{i}:".encode() + b"x" * 200, routing_key=key)])
+    return stream
+
+
+def local_files(stream):
+    return sealed_files(stream_log(stream))
+
+
+def test_sealed_files_are_copied_once_verified_and_recorded(tier, api):
+    stream = make_stream_with_sealed_chunks()
+    files = local_files(stream)
+    assert len([f for f in files if f.kind == "chunk"]) >= 6  # both segments rolled several chunks
+
+    done = tiering.do_offload(stream)
+    rows = list(TierObject.objects.filter(stream=stream))
+    assert done.objects == len(rows) == len(files)
+    for f in files:  # the same bytes, under the key the row names, with the checksum it records
+        row = next(r for r in rows if (r.segment_id, r.base, r.kind) == (f.segment, f.base, f.kind))
+        assert tier.get(tier_key(stream.storage_key, f.segment, f.base, f.kind), row.crc32c) == f.path.read_bytes()
+        assert row.end == f.end and row.size == f.path.stat().st_size
+    assert tiering.do_offload(stream).objects == 0  # nothing twice
+
+    storage = api.get(S).json()["storage"]
+    chunks = [r for r in rows if r.kind == "chunk"]
+    assert storage["tier_bytes"] == sum(r.size for r in rows) and storage["chunks_tier"] == len(chunks)
+    assert storage["chunks_local"] == len(chunks) + 2  # the copies stay, beside each segment's active chunk
+    assert storage["local_bytes"] >= sum(r.size for r in chunks)
+
+
+def test_a_chunk_waits_CBR_TIER_AFTER_S_after_it_was_sealed(tier, settings):
+    settings.CBR_TIER_AFTER_S = 3600
+    stream = make_stream_with_sealed_chunks()
+    assert tiering.do_offload(stream).objects == 0
+    assert tiering.do_offload(stream, now=time.time() + 3601).objects == len(local_files(stream))
+
+
+def test_post_offload_queues_the_copy_of_everything_sealed(tier, api, user_api, settings):
+    settings.CBR_TIER_AFTER_S = 3600  # young: only the request sends them now
+    stream = make_stream_with_sealed_chunks()
+    files = local_files(stream)
+    assert user_api.post(S + "offload/").status_code == 403
+    refused = api.post(S + "offload/", {"now": True}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "now"
+
+    answer = api.post(S + "offload/")
+    assert answer.status_code == 202
+    assert answer.json() == {"files": len(files), "bytes": sum(f.path.stat().st_size for f in files)}
+    assert tasks.offload_stream(stream.pk) == len(files)  # what the worker runs
+    assert api.post(S + "offload/").json() == {"files": 0, "bytes": 0}
+
+
+def test_without_a_tier_nothing_is_copied_and_offload_is_refused(api, settings):
+    settings.CBR_TIER_URL = ""
+    stream = make_stream_with_sealed_chunks()
+    assert tiering.do_offload(stream).objects == 0 and not TierObject.objects.exists()
+    answer = api.post(S + "offload/")
+    assert answer.status_code == 409 and answer.json()["code"] == "no_tier"
+    assert api.get(S).json()["storage"]["tier_bytes"] == 0
+
+
+def test_a_truncation_deletes_the_copies_of_the_chunks_it_passed(tier, api):
+    stream = make_stream_with_sealed_chunks()
+    tiering.do_offload(stream)
+    before = {(r.segment_id, r.base, r.kind) for r in TierObject.objects.filter(stream=stream)}
+    head = {"0": 12, "1": 8}
+    assert api.post(S + "truncate/", {"stream_cut": head}, format="json").status_code == 200
+
+    kept = list(TierObject.objects.filter(stream=stream))
+    assert kept and all(r.end > head[r.segment_id] for r in kept)  # every copy left still holds events
+    gone = before - {(r.segment_id, r.base, r.kind) for r in kept}
+    assert {segment for segment, _, _ in gone} == {"0", "1"}  # chunks wholly before the head, in both
+    for segment, base, kind in gone:
+        assert tier.size(tier_key(stream.storage_key, segment, base, kind)) is None
+    for r in kept:
+        assert tier.size(tier_key(stream.storage_key, r.segment_id, r.base, r.kind)) == r.size
+
+
+def test_an_unreachable_tier_leaves_its_deletions_for_the_next_cycle(s3_server, settings, monkeypatch, api):
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    settings.CBR_TIER_URL = f"s3://{s3_server.new_bucket()}/cbr"
+    stream = make_stream_with_sealed_chunks()
+    tiering.do_offload(stream)
+    before = TierObject.objects.filter(stream=stream).count()
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing answers there
+    tiering._tier.cache_clear()
+    assert api.post(S + "truncate/", {"stream_cut": {"0": 12, "1": 3}}, format="json").status_code == 200
+    assert TierObject.objects.filter(stream=stream).count() == before  # nothing forgotten
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.url)  # back
+    tiering._tier.cache_clear()
+    assert tiering.delete_passed([Stream.objects.get(pk=stream.pk)]) > 0  # the next cycle's pass
+    assert TierObject.objects.filter(stream=stream).count() < before
+
+
+def test_deleting_a_stream_deletes_its_objects(tier, api, django_capture_on_commit_callbacks):
+    stream = make_stream_with_sealed_chunks()
+    other = factories.make_stream("other", segment_count=1)
+    for _ in range(12):
+        services.do_publish(other, [EventIn(b"y" * 300)])
+    tiering.do_offload(stream)
+    tiering.do_offload(other)
+    assert list(tier.keys(f"{stream.storage_key}/"))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.delete(S).status_code == 204
+    assert list(tier.keys(f"{stream.storage_key}/")) == [] and list(tier.keys(f"{other.storage_key}/"))
