@@ -404,6 +404,11 @@ class Client:
         """Seal the stream's active chunks now (operators): `[{segment, chunk}]` sealed."""
         return self._object("POST", f"streams/{stream}/seal/", {})["sealed"]
 
+    def offload(self, stream: str) -> dict:
+        """Copy what the stream has sealed to long-term storage now (operators): `{files, bytes}`
+        queued for the worker (a `CBRError` 409 `no_tier` when the deployment has none)."""
+        return self._object("POST", f"streams/{stream}/offload/", {})
+
     def segments(self, stream: str) -> list[dict]:
         """The stream's segments, active or still holding data, oldest epoch first: `{id,
         key_range: [lo, hi], epoch, sealed, predecessors}` each."""

@@ -385,6 +385,11 @@ def streams_scaling_policy(client: Client, args) -> None:
     _out(args, policy)
 
 
+def streams_offload(client: Client, args) -> None:
+    queued = client.offload(args.stream)
+    _out(args, queued, f"queued {queued['files']} sealed file(s), {queued['bytes']:,} bytes, for long-term storage")
+
+
 def streams_scalings(client: Client, args) -> None:
     scalings = list(client.scalings(args.stream))
     rows = [
@@ -894,6 +899,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("stream", help="scope/name")
     policy_flags(p)
     p = command(sub, "seal", streams_seal, "seal the active chunks now (operators)")
+    p.add_argument("stream", help="scope/name")
+    p = command(sub, "offload", streams_offload, "copy what a stream has sealed to long-term storage now (operators)")
     p.add_argument("stream", help="scope/name")
     p = command(sub, "segments", streams_segments, "a stream's segments: key ranges, epochs, sealed or active")
     p.add_argument("stream", help="scope/name")

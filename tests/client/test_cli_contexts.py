@@ -15,7 +15,7 @@ import pytest
 
 from cbr_client import Client, cli
 from domain.events import EventIn
-from streams import logs, services
+from streams import logs, services, tiering
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -196,6 +196,28 @@ def test_cbr_streams_scale_segments_and_scalings(config, live_server, admin_user
     assert Stream.objects.get(name="orders").scaling_policy["type"] == "by_event_rate"
     answer = Client(live_server.url, token=token).set_scaling_policy("shop/orders", "fixed")
     assert answer["scaling_policy"]["type"] == "fixed" and Stream.objects.get(name="orders").scaling_policy == {}
+
+
+def test_cbr_streams_offload(config, live_server, admin_user, data_dir, settings, tmp_path):
+    """What is sealed, queued for long-term storage from the command line; refused naming the
+    setting where there is none."""
+    token = factories.token_for(admin_user)
+    server = ("--server", live_server.url, "--token", token)
+    settings.CBR_CHUNK_BYTES = 1024
+    stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
+    for i in range(12):
+        services.do_publish(stream, [EventIn(f"{i}".encode() * 300)])
+    tiering._tier.cache_clear()
+    status, _, err = cbr(*server, "streams", "offload", "shop/orders")
+    assert status == 1 and "CBR_TIER_URL" in err
+    settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
+    tiering._tier.cache_clear()
+    try:
+        status, out, _ = cbr(*server, "streams", "offload", "shop/orders")
+        files = len(tiering.pending(stream))
+        assert status == 0 and files >= 3 and out.startswith(f"queued {files} sealed file(s), ")
+    finally:
+        tiering._tier.cache_clear()
 
 
 def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_server, admin_user, data_dir):
