@@ -12,12 +12,14 @@ import contextlib
 import functools
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
+from store import locks
 from store.tier.base import Tier, TierError
 from store.tier.offload import SealedFile, copy_to_tier, sealed_files, tier_key
 from store.tier.opening import open_tier
@@ -25,6 +27,7 @@ from streams.logs import stream_log
 from streams.models import Stream, TierObject
 
 log = logging.getLogger(__name__)
+OFFLOAD_LOCK_S = 300
 
 
 @functools.cache
@@ -68,8 +71,22 @@ def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = F
     by reading it back, and record them. Safe to run again after a crash at any point (a copy
     whose row did not commit is written again as the same bytes: a no-op) and beside another run
     (rows are made once; the tier refuses other bytes under a key)."""
-    target = tier()
-    files = pending(stream)
+    if tier() is None:
+        return Offloaded()
+    with offload_lock(stream) as got:
+        if not got:  # another process is copying this stream's files: never one file twice at once
+            return Offloaded()
+        return _offload(stream, now, all_sealed)
+
+
+def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
+    """One process at a time copies a stream's files (a lease: freed at once by a holder killed
+    on this machine, by one elsewhere within `OFFLOAD_LOCK_S`)."""
+    return locks.lease(f"cbr:tier:{stream.storage_key}:lock", OFFLOAD_LOCK_S)
+
+
+def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
+    target, files = tier(), pending(stream)
     if target is None or files is None:
         return Offloaded()
     now = time.time() if now is None else now

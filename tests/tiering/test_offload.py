@@ -89,6 +89,13 @@ def test_a_chunk_waits_CBR_TIER_AFTER_S_after_it_was_sealed(tier, settings):
     assert tiering.do_offload(stream, now=time.time() + 3601).objects == len(local_files(stream))
 
 
+def test_one_process_at_a_time_copies_a_streams_files(tier):
+    stream = make_stream_with_sealed_chunks()
+    with tiering.offload_lock(stream) as got:  # another process's run, under way
+        assert got and tiering.do_offload(stream).objects == 0 and not TierObject.objects.exists()
+    assert tiering.do_offload(stream).objects == len(local_files(stream))
+
+
 def test_post_offload_queues_the_copy_of_everything_sealed(tier, api, user_api, settings):
     settings.CBR_TIER_AFTER_S = 3600  # young: only the request sends them now
     stream = make_stream_with_sealed_chunks()
