@@ -28,6 +28,8 @@ class Observed:
     workers: list[WorkerBeat] = field(default_factory=list)
     beat_at: float | None = None
     free_bytes: int | None = None  # None: the data directory could not be measured
+    tier: str | None = None  # long-term storage's kind ("file", "s3"); None: none configured
+    tier_error: str | None = None  # None: it answered
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,10 @@ def _age(now: float, at: float | None) -> float | None:
 
 
 def assess(seen: Observed, limits: Limits) -> dict:
-    """The readiness answer: `ready`, `down` (what is not working, in a fixed order), and one
-    entry per part: `database`, `redis`, `workers`, `beat`, `data_dir_free_bytes` (with
-    `data_dir` saying whether that is enough)."""
+    """The readiness answer: `ready`, `down` (what is not working, in a fixed order), `degraded`
+    (what is not working but does not stop the service: long-term storage), and one entry per
+    part: `database`, `redis`, `workers`, `beat`, `data_dir_free_bytes` (with `data_dir` saying
+    whether that is enough), `tier` (`ok` null when none is configured)."""
     redis_up = seen.redis_error is None
     answer: dict = {
         "database": {"ok": seen.database_error is None, "error": seen.database_error},
@@ -72,5 +75,13 @@ def assess(seen: Observed, limits: Limits) -> dict:
         "ok": seen.free_bytes is not None and seen.free_bytes >= limits.min_free_bytes,
         "min_free_bytes": limits.min_free_bytes,
     }
+    # long-term storage: reads of local data and publishes go on without it, so it does not make
+    # the service unready; offloads wait, and `degraded` says why
+    answer["tier"] = {
+        "ok": None if seen.tier is None else seen.tier_error is None,
+        "kind": seen.tier,
+        "error": seen.tier_error,
+    }
     down = [part for part in ("database", "redis", "workers", "beat", "data_dir") if answer[part]["ok"] is False]
-    return {"ready": not down and redis_up, "down": down, **answer}
+    degraded = ["tier"] if answer["tier"]["ok"] is False else []
+    return {"ready": not down and redis_up, "down": down, "degraded": degraded, **answer}

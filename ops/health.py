@@ -22,6 +22,8 @@ from django.db import connection
 
 from domain.health import Limits, Observed, WorkerBeat, assess
 from store.redis_connection import as_text, get_redis
+from store.tier.base import TierError
+from store.tier.opening import tier_for
 
 WORKER_KEY = "cbr:health:worker:"
 BEAT_KEY = "cbr:health:beat"
@@ -116,9 +118,22 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
+def _tier_error() -> tuple[str | None, str | None]:
+    """Long-term storage's kind (None: none configured) and, if it does not answer, why."""
+    target = tier_for(settings.CBR_TIER_URL)
+    if target is None:
+        return None, None
+    try:
+        target.check()
+        return target.kind, None
+    except TierError as exc:
+        return target.kind, _error(exc)
+
+
 def observe() -> Observed:
     database_error = _database_error()
     free = _free_bytes(Path(settings.CBR_DATA_DIR))
+    tier, tier_error = _tier_error()
     try:
         r = get_redis()
         now = _redis_now(r)
@@ -126,7 +141,7 @@ def observe() -> Observed:
         values = r.mget(keys) if keys else []
         beat = r.get(BEAT_KEY)
     except redis.RedisError as exc:
-        return Observed(time.time(), database_error, _error(exc), free_bytes=free)
+        return Observed(time.time(), database_error, _error(exc), free_bytes=free, tier=tier, tier_error=tier_error)
     workers = []
     for key, value in zip(keys, values, strict=True):
         if value is None:  # expired between the scan and the read
@@ -134,7 +149,7 @@ def observe() -> Observed:
         body = json.loads(value)
         workers.append(WorkerBeat(as_text(key)[len(WORKER_KEY) :], float(body["at"]), tuple(body["queues"])))
     beat_at = float(as_text(beat)) if beat is not None else None
-    return Observed(now, database_error, None, workers, beat_at, free)
+    return Observed(now, database_error, None, workers, beat_at, free, tier, tier_error)
 
 
 def limits() -> Limits:

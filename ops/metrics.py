@@ -27,7 +27,7 @@ from ops.health import readiness
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
 from store.redis_connection import get_redis
-from streams import wait_stats
+from streams import tiering, wait_stats
 from streams.delaying.projection import LATENCY_LES, delayed_states
 from streams.logs import StreamState, stream_state
 from streams.models import Scaling, Stream
@@ -72,6 +72,8 @@ def _health_metrics() -> Iterator[Family]:
     up = Family("cbr_component_up", "1 while a part CBR needs works (/readyz's parts), 0 when not")
     for part in ("database", "redis", "workers", "beat", "data_dir"):
         up.add(label_set(component=part), 1 if answer[part]["ok"] else 0)
+    if answer["tier"]["ok"] is not None:  # long-term storage, where one is configured
+        up.add(label_set(component="tier"), 1 if answer["tier"]["ok"] else 0)
     yield up
 
 
@@ -97,11 +99,15 @@ def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> It
     reclaimed.add("", TruncationRecord.objects.reclaimed_bytes())
     truncations = Family("cbr_truncations", "Truncations performed", "counter")
     truncations.add("", TruncationRecord.objects.count())
+    tier = Family("cbr_tier_bytes", "Bytes of a stream's sealed files copied to long-term storage (CBR_TIER_URL)")
+    names = {s.pk: s.full_name for s in streams}
+    for stream_id, (size, _) in tiering.tier_usage(list(names)).items():
+        tier.add(label_set(stream=names[stream_id]), size)
     scalings = Family("cbr_scalings", "Scales made (split, merge or both), by what asked for them", "counter")
     made = dict(Scaling.objects.values_list("trigger").annotate(n=Count("pk")))
     for trigger in Scaling.Trigger.values:
         scalings.add(label_set(trigger=trigger), made.get(trigger, 0))
-    yield from (held, events, disk, published, appended, full, segments, reclaimed, truncations, scalings)
+    yield from (held, events, disk, published, appended, full, segments, tier, reclaimed, truncations, scalings)
 
 
 def _consumption_metrics(ends: Ends, labels: _Labels) -> Iterator[Family]:

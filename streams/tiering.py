@@ -9,7 +9,6 @@ come next (issue 42)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from contextlib import AbstractContextManager
@@ -22,7 +21,7 @@ from django.db.models import Count, Q, Sum
 from store import locks
 from store.tier.base import Tier, TierError
 from store.tier.offload import SealedFile, copy_to_tier, sealed_files, tier_key
-from store.tier.opening import open_tier
+from store.tier.opening import tier_for
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
 
@@ -30,14 +29,9 @@ log = logging.getLogger(__name__)
 OFFLOAD_LOCK_S = 300
 
 
-@functools.cache
-def _tier(url: str) -> Tier | None:
-    return open_tier(url)
-
-
 def tier() -> Tier | None:
     """The deployment's tier, or None (everything stays on CBR_DATA_DIR)."""
-    return _tier(settings.CBR_TIER_URL)
+    return tier_for(settings.CBR_TIER_URL)
 
 
 @dataclass(frozen=True)

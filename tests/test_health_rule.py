@@ -41,3 +41,14 @@ def test_database_down_and_a_full_disk_are_named():
     assert answer["database"] == {"ok": False, "error": "psycopg.OperationalError"}
     unmeasured = assess(Observed(1000.0, None, None, [BOTH], 999.0, None), LIMITS)
     assert unmeasured["down"] == ["data_dir"]
+
+
+def test_long_term_storage_that_does_not_answer_degrades_but_does_not_unready():
+    working = dict(now=1000.0, database_error=None, redis_error=None, workers=[BOTH], beat_at=995.0, free_bytes=1000)
+    none = assess(Observed(**working), LIMITS)
+    assert none["tier"] == {"ok": None, "kind": None, "error": None} and none["degraded"] == []
+    up = assess(Observed(**working, tier="s3"), LIMITS)
+    assert up["tier"]["ok"] is True and up["degraded"] == [] and up["ready"]
+    down = assess(Observed(**working, tier="s3", tier_error="store.TierUnavailable"), LIMITS)
+    assert down["tier"] == {"ok": False, "kind": "s3", "error": "store.TierUnavailable"}
+    assert down["degraded"] == ["tier"] and down["down"] == [] and down["ready"]

@@ -57,6 +57,11 @@ class Tier(abc.ABC):
     """Objects by key (`/`-separated, no leading `/`), written once, read whole or by range."""
 
     url: str
+    kind: str  # "file" | "s3"
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """TierUnavailable unless the tier answers now; quick (readiness asks it)."""
 
     @abc.abstractmethod
     def _create(self, key: str, data: bytes, crc: str) -> bool:

@@ -18,9 +18,19 @@ TEMPORARY = ".part-"  # a temporary's name starts so; never a key
 
 
 class FileTier(Tier):
+    kind = "file"
+
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         self.url = f"file://{self.root}"
+
+    def check(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TierUnavailable(f"{self.url}: {e}") from e
+        if not os.access(self.root, os.W_OK):
+            raise TierUnavailable(f"{self.url}: not writable")
 
     def _path(self, key: str) -> Path:
         return self.root / key

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from store.tier.base import Tier
 from store.tier.files import FileTier
 from store.tier.s3 import S3Tier
@@ -16,3 +18,9 @@ def open_tier(url: str | None) -> Tier | None:
     if parsed.kind == "file":
         return FileTier(parsed.where)
     return S3Tier(parsed.where, parsed.prefix)
+
+
+@functools.cache
+def tier_for(url: str) -> Tier | None:
+    """`open_tier(url)`, made once per process (a tier holds a client and its connections)."""
+    return open_tier(url)

@@ -18,14 +18,25 @@ from store.tier.base import Tier, TierMissing, TierUnavailable
 # a tier that does not answer is retried by the caller's next round, not held in a request
 _CONFIG = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"})
 _MISSING = {"404", "NoSuchKey", "NotFound"}
+# readiness's question: one try, answered within seconds
+_QUICK = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 1})
 
 
 class S3Tier(Tier):
+    kind = "s3"
+
     def __init__(self, bucket: str, prefix: str = "", client=None):
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = f"s3://{bucket}/{prefix}".rstrip("/")
         self.client = client or boto3.client("s3", config=_CONFIG)
+        self._quick = client or boto3.client("s3", config=_QUICK)
+
+    def check(self) -> None:
+        try:
+            self._quick.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as e:
+            raise self._fail("reach", "its bucket", e) from e
 
     def _key(self, key: str) -> str:
         return self.prefix + key

@@ -15,6 +15,7 @@ import pytest
 
 from cbr_client import Client, cli
 from domain.events import EventIn
+from store.tier.opening import tier_for
 from streams import logs, services, tiering
 from streams.models import Stream
 
@@ -207,17 +208,17 @@ def test_cbr_streams_offload(config, live_server, admin_user, data_dir, settings
     stream = services.do_create_stream(scope="shop", name="orders", segment_count=1)
     for i in range(12):
         services.do_publish(stream, [EventIn(f"{i}".encode() * 300)])
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
     status, _, err = cbr(*server, "streams", "offload", "shop/orders")
     assert status == 1 and "CBR_TIER_URL" in err
     settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
     try:
         status, out, _ = cbr(*server, "streams", "offload", "shop/orders")
         files = len(tiering.pending(stream))
         assert status == 0 and files >= 3 and out.startswith(f"queued {files} sealed file(s), ")
     finally:
-        tiering._tier.cache_clear()
+        tier_for.cache_clear()
 
 
 def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_server, admin_user, data_dir):

@@ -11,6 +11,7 @@ from tier_servers import S3Server, free_port
 
 from domain.events import EventIn
 from store.tier.offload import sealed_files, tier_key
+from store.tier.opening import tier_for
 from streams import services, tasks, tiering
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
@@ -30,9 +31,9 @@ def s3_server(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def small_chunks(settings):
     settings.CBR_CHUNK_BYTES = 1024  # a few events a chunk: many sealed chunks from little data
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
     yield
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -146,12 +147,12 @@ def test_an_unreachable_tier_leaves_its_deletions_for_the_next_cycle(s3_server, 
     before = TierObject.objects.filter(stream=stream).count()
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing answers there
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
     assert api.post(S + "truncate/", {"stream_cut": {"0": 12, "1": 3}}, format="json").status_code == 200
     assert TierObject.objects.filter(stream=stream).count() == before  # nothing forgotten
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.url)  # back
-    tiering._tier.cache_clear()
+    tier_for.cache_clear()
     assert tiering.delete_passed([Stream.objects.get(pk=stream.pk)]) > 0  # the next cycle's pass
     assert TierObject.objects.filter(stream=stream).count() < before
 
@@ -167,3 +168,24 @@ def test_deleting_a_stream_deletes_its_objects(tier, api, django_capture_on_comm
     with django_capture_on_commit_callbacks(execute=True):
         assert api.delete(S).status_code == 204
     assert list(tier.keys(f"{stream.storage_key}/")) == [] and list(tier.keys(f"{other.storage_key}/"))
+
+
+def test_readiness_and_metrics_say_whether_the_tier_answers(s3_server, settings, monkeypatch, client):
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    settings.CBR_TIER_URL = f"s3://{s3_server.new_bucket()}/cbr"
+    stream = make_stream_with_sealed_chunks()
+    tiering.do_offload(stream)
+    stored = sum(r.size for r in TierObject.objects.filter(stream=stream))
+    ready = client.get("/readyz").json()
+    assert ready["tier"] == {"ok": True, "kind": "s3", "error": None} and ready["degraded"] == []
+    metrics = client.get("/metrics").content.decode()
+    assert 'cbr_component_up{component="tier"} 1.0' in metrics
+    assert f'cbr_tier_bytes{{stream="shop/orders"}} {float(stored)}' in metrics
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing answers there
+    tier_for.cache_clear()
+    ready = client.get("/readyz").json()
+    assert ready["tier"]["ok"] is False and ready["tier"]["error"] and ready["degraded"] == ["tier"]
+    assert "tier" not in ready["down"]
+    assert 'cbr_component_up{component="tier"} 0.0' in client.get("/metrics").content.decode()
