@@ -327,6 +327,10 @@ CELERY_BEAT_SCHEDULE: dict[str, _BeatEntry] = {
         "task": "streams.tasks.offload",
         "schedule": 60.0,
     },
+    "tier-sweep": {  # objects no row names that nothing needs (it lists the whole tier)
+        "task": "streams.tasks.tier_sweep",
+        "schedule": 3600.0,
+    },
 }
 # A tick not started by the time of the next one is dropped (the next does its work): a worker
 # that was busy catches up with one run of each, not with a backlog of them.

@@ -44,6 +44,13 @@ def offload() -> int:
 
 
 @shared_task
+def tier_sweep() -> int:
+    """Objects in long-term storage that no row names and nothing needs, deleted
+    (`streams.tiering.sweep`): how many."""
+    return tiering.sweep()
+
+
+@shared_task
 def offload_stream(stream_id: int) -> int:
     """One stream's sealed files copied to long-term storage now, whatever their age (`POST
     …/offload/`): how many objects were written."""

@@ -20,7 +20,7 @@ from django.db.models import Count, Q, Sum
 
 from store import locks
 from store.tier.base import Tier, TierError
-from store.tier.offload import SealedFile, copy_to_tier, sealed_files, tier_key
+from store.tier.offload import KINDS, SealedFile, copy_to_tier, sealed_files, tier_key
 from store.tier.opening import tier_for
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
@@ -161,6 +161,54 @@ def delete_passed(streams: list[Stream]) -> int:
     return len(gone)
 
 
+def sweep() -> int:
+    """Objects no row names that nothing needs (beat's `tier-sweep`, hourly): those of streams
+    that no longer exist (a deletion the tier refused), and those of chunks retention has
+    passed (an upload whose row never committed, then a truncation: the chunk is gone here and
+    began before the head). An object of a chunk still here is left: the next offload writes
+    the same bytes and records it. How many objects went; a tier that does not answer stops the
+    sweep until the next one."""
+    target = tier()
+    if target is None:
+        return 0
+    streams = {s.storage_key: s for s in Stream.objects.all()}
+    known = {
+        tier_key(key, seg, base, kind)
+        for key, seg, base, kind in TierObject.objects.values_list("stream__storage_key", "segment_id", "base", "kind")
+    }
+    heads: dict[str, dict[str, int]] = {}
+    gone = 0
+    try:
+        for key in target.list_keys():
+            if key in known:
+                continue
+            stream = streams.get(key.split("/", 1)[0])
+            if stream is not None and not _passed(stream, key, heads):
+                continue
+            target.delete(key)
+            gone += 1
+    except TierError as e:
+        log.warning("tier sweep stopped, the next one goes on: %s", e)
+    return gone
+
+
+def _passed(stream: Stream, key: str, heads: dict[str, dict[str, int]]) -> bool:
+    """Whether an object of `stream` that no row names holds only what retention has passed."""
+    parts = key.split("/")
+    name = parts[-1].partition(".")
+    if len(parts) != 3 or not name[0].isdigit() or name[2] not in KINDS:
+        return False  # not a file the store names: not the sweep's to judge
+    segment, base = parts[1], int(name[0])
+    if segment not in stream.layout.held_ids:
+        return segment in stream.layout.ids  # a retired segment's (an unknown one's: left alone)
+    if stream.storage_key not in heads:
+        heads[stream.storage_key] = {s: h.offset for s, (h, _) in stream_log(stream).ends().items()}
+    log_ = stream_log(stream)
+    # the chunk holding the head is never deleted here: a chunk gone that began before the head
+    # lay wholly before it
+    return base < heads[stream.storage_key][segment] and not log_.segment(segment).chunk_path(base).exists()
+
+
 def forget_stream(stream: Stream) -> None:
     """Inside a stream's deletion: once it commits, every object under the stream's key goes (its
     rows go with the stream). Objects the tier refuses to delete then are left for a sweep."""
@@ -171,7 +219,7 @@ def forget_stream(stream: Stream) -> None:
 
     def delete_all() -> None:
         try:
-            for key in list(target.keys(prefix)):
+            for key in list(target.list_keys(prefix)):
                 target.delete(key)
         except TierError as e:
             log.warning("tier deletion of stream %s's objects, left for a sweep: %s", stream.full_name, e)

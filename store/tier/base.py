@@ -80,7 +80,7 @@ class Tier(abc.ABC):
         """Delete the object; one that is not there is no error."""
 
     @abc.abstractmethod
-    def keys(self, prefix: str = "") -> Iterator[str]:
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
         """Every key that starts with `prefix` (sweeps: objects no row knows)."""
 
     def put(self, key: str, data: bytes) -> Stored:

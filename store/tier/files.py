@@ -84,7 +84,7 @@ class FileTier(Tier):
             if e.errno != errno.ENOENT:
                 raise TierUnavailable(f"{self.url}: cannot delete {key}: {e}") from e
 
-    def keys(self, prefix: str = "") -> Iterator[str]:
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
         if not self.root.is_dir():
             return
         for dirpath, _, files in os.walk(self.root):

@@ -93,7 +93,7 @@ class S3Tier(Tier):
         except (ClientError, BotoCoreError) as e:
             raise self._fail("delete", key, e) from e
 
-    def keys(self, prefix: str = "") -> Iterator[str]:
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(prefix))
             for page in pages:

@@ -89,10 +89,10 @@ def test_a_missing_object_deletion_and_listing(tier):
     assert tier.size("nowhere/x") is None
     for key in ("s1/0/a", "s1/0/b", "s1/1/a", "s2/0/a"):
         tier.put(key, key.encode())
-    assert sorted(tier.keys("s1/")) == ["s1/0/a", "s1/0/b", "s1/1/a"]
+    assert sorted(tier.list_keys("s1/")) == ["s1/0/a", "s1/0/b", "s1/1/a"]
     tier.delete("s1/0/a")
     tier.delete("s1/0/a")  # gone already: no error
-    assert sorted(tier.keys()) == ["s1/0/b", "s1/1/a", "s2/0/a"]
+    assert sorted(tier.list_keys()) == ["s1/0/b", "s1/1/a", "s2/0/a"]
     with pytest.raises(TierMissing):
         tier.get("s1/0/a")
 
@@ -108,7 +108,7 @@ def test_a_file_tier_never_shows_a_half_written_object(tmp_path):
     # what a crash mid-write leaves: a temporary beside where the object would be
     (tmp_path / "tier" / "s1").mkdir(parents=True)
     (tmp_path / "tier" / "s1" / f"{TEMPORARY}0123").write_bytes(b"half an obj")
-    assert list(tier.keys()) == [] and tier.size("s1/x") is None
+    assert list(tier.list_keys()) == [] and tier.size("s1/x") is None
     stored = tier.put("s1/x", b"the whole object")  # and the upload, done again, lands
     assert tier.get("s1/x", stored.crc32c) == b"the whole object"
     assert sorted(p.name for p in (tmp_path / "tier" / "s1").iterdir()) == [f"{TEMPORARY}0123", "x"]
@@ -129,7 +129,7 @@ def test_an_unreachable_s3_tier_is_unavailable_not_missing(s3_server):
         lambda: tier.put("k", b"x"),
         lambda: tier.get("k"),
         lambda: tier.size("k"),
-        lambda: list(tier.keys()),
+        lambda: list(tier.list_keys()),
     ):
         with pytest.raises(TierUnavailable, match="s3://nobucket"):
             attempt()

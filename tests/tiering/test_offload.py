@@ -164,10 +164,10 @@ def test_deleting_a_stream_deletes_its_objects(tier, api, django_capture_on_comm
         services.do_publish(other, [EventIn(b"y" * 300)])
     tiering.do_offload(stream)
     tiering.do_offload(other)
-    assert list(tier.keys(f"{stream.storage_key}/"))
+    assert list(tier.list_keys(f"{stream.storage_key}/"))
     with django_capture_on_commit_callbacks(execute=True):
         assert api.delete(S).status_code == 204
-    assert list(tier.keys(f"{stream.storage_key}/")) == [] and list(tier.keys(f"{other.storage_key}/"))
+    assert list(tier.list_keys(f"{stream.storage_key}/")) == [] and list(tier.list_keys(f"{other.storage_key}/"))
 
 
 def test_readiness_and_metrics_say_whether_the_tier_answers(s3_server, settings, monkeypatch, client):
@@ -189,3 +189,24 @@ def test_readiness_and_metrics_say_whether_the_tier_answers(s3_server, settings,
     assert ready["tier"]["ok"] is False and ready["tier"]["error"] and ready["degraded"] == ["tier"]
     assert "tier" not in ready["down"]
     assert 'cbr_component_up{component="tier"} 0.0' in client.get("/metrics").content.decode()
+
+
+def test_the_sweep_deletes_objects_nothing_needs_and_keeps_the_rest(tier, api):
+    stream = make_stream_with_sealed_chunks()
+    files = local_files(stream)
+    # uploads whose rows never committed: every sealed file of the stream, and a deleted stream's
+    for f in files:
+        tier.put(tier_key(stream.storage_key, f.segment, f.base, f.kind), f.path.read_bytes())
+    tier.put("0123456789abcdef0123456789abcdef/0/00000000000000000000.chunk", b"of a stream gone")
+    tier.put(f"{stream.storage_key}/notes.txt", b"not a file the store names")
+    assert api.post(S + "truncate/", {"stream_cut": {"0": 12, "1": 8}}, format="json").status_code == 200
+    passed = [f for f in files if not f.path.exists()]
+    assert passed  # chunks wholly before the head went here
+
+    assert tiering.sweep() == len(passed) + 1
+    left = set(tier.list_keys())
+    assert left == {tier_key(stream.storage_key, f.segment, f.base, f.kind) for f in files if f.path.exists()} | {
+        f"{stream.storage_key}/notes.txt"
+    }
+    assert tiering.do_offload(stream).objects == len(left) - 1  # the ones still held: recorded now
+    assert tiering.sweep() == 0
