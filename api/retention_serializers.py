@@ -124,6 +124,8 @@ class TruncationRecordSerializer(serializers.ModelSerializer):
             "triggered_by",
             "chunks_deleted",
             "bytes_deleted",
+            "tier_objects_deleted",
+            "tier_bytes_deleted",
         ]
 
 

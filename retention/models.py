@@ -115,6 +115,9 @@ class TruncationRecord(models.Model):
     triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     chunks_deleted = models.PositiveIntegerField(default=0)
     bytes_deleted = models.BigIntegerField(default=0)
+    # copies in long-term storage deleted with it (streams.tiering.delete_passed)
+    tier_objects_deleted = models.PositiveIntegerField(default=0)
+    tier_bytes_deleted = models.BigIntegerField(default=0)
     # Written before the store is touched, set once the head moved and the chunks are gone: a
     # record left incomplete by a crash is finished by the next cycle.
     completed = models.BooleanField(default=True)

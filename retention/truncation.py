@@ -114,8 +114,12 @@ def _apply(planned: list[Planned], own: bool) -> None:
     scaled = [(stream, result) for (stream, _, _, _), result in zip(planned, results) if stream.scaled_segments]
     heads = {stream.pk: {s: r.head_after for s, r in result.items()} for stream, result in scaled}
     retire_passed_many([stream for stream, _ in scaled], heads=heads)
-    # the tier's copies of what the heads passed (nothing without a tier)
-    tiering.delete_passed([stream for stream, _, _, _ in planned])
+    # the tier's copies of what the heads passed (nothing without a tier), counted in the records
+    deleted = tiering.delete_passed([stream for stream, _, _, _ in planned])
+    counted = [(record.pk, *deleted[stream.pk]) for stream, _, record, _ in planned if stream.pk in deleted]
+    for stream, _, record, _ in planned:
+        record.tier_objects_deleted, record.tier_bytes_deleted = deleted.get(stream.pk, (0, 0))
+    update_rows(TruncationRecord, ["tier_objects_deleted", "tier_bytes_deleted"], counted)
 
 
 def _complete(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:

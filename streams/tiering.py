@@ -133,20 +133,20 @@ def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
     return {r["stream_id"]: (r["size"], r["chunks"]) for r in rows}
 
 
-def delete_passed(streams: list[Stream]) -> int:
+def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
     """After truncations: the tier's copies of what now lies wholly before each segment's head
     (or in a segment retired whole) go, objects first, then their rows. From the first deletion
     the tier refuses, the rest keep their rows, so the next cycle tries again: a cycle never
-    waits on a tier that is down once per object. How many objects went."""
+    waits on a tier that is down once per object. The objects and bytes that went, by stream id."""
     target = tier()
     if target is None or not streams:
-        return 0
+        return {}
     by_pk = {s.pk: s for s in streams}
     rows = list(TierObject.objects.filter(stream_id__in=list(by_pk)))
     if not rows:
-        return 0
+        return {}
     heads = {pk: {sid: head.offset for sid, (head, _) in stream_log(s).ends().items()} for pk, s in by_pk.items()}
-    gone = []
+    gone: list[TierObject] = []
     for row in rows:
         stream = by_pk[row.stream_id]
         head = heads[row.stream_id].get(row.segment_id)  # a retired segment's: its end
@@ -156,9 +156,13 @@ def delete_passed(streams: list[Stream]) -> int:
             except TierError as e:  # a tier that does not answer is not asked once per object
                 log.warning("tier deletions left for the next cycle (%s): %s", row, e)
                 break
-            gone.append(row.pk)
-    TierObject.objects.filter(pk__in=gone).delete()
-    return len(gone)
+            gone.append(row)
+    TierObject.objects.filter(pk__in=[r.pk for r in gone]).delete()
+    out: dict[int, tuple[int, int]] = {}
+    for row in gone:
+        count, size = out.get(row.stream_id, (0, 0))
+        out[row.stream_id] = (count + 1, size + row.size)
+    return out
 
 
 def sweep() -> int:

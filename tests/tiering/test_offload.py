@@ -124,13 +124,17 @@ def test_without_a_tier_nothing_is_copied_and_offload_is_refused(api, settings):
 def test_a_truncation_deletes_the_copies_of_the_chunks_it_passed(tier, api):
     stream = make_stream_with_sealed_chunks()
     tiering.do_offload(stream)
-    before = {(r.segment_id, r.base, r.kind) for r in TierObject.objects.filter(stream=stream)}
+    sizes = {(r.segment_id, r.base, r.kind): r.size for r in TierObject.objects.filter(stream=stream)}
+    before = set(sizes)
     head = {"0": 12, "1": 8}
     assert api.post(S + "truncate/", {"stream_cut": head}, format="json").status_code == 200
 
     kept = list(TierObject.objects.filter(stream=stream))
     assert kept and all(r.end > head[r.segment_id] for r in kept)  # every copy left still holds events
     gone = before - {(r.segment_id, r.base, r.kind) for r in kept}
+    record = api.get(S + "truncations/").json()["results"][0]  # the truncation says what went there
+    assert record["tier_objects_deleted"] == len(gone)
+    assert record["tier_bytes_deleted"] == sum(sizes[k] for k in gone)
     assert {segment for segment, _, _ in gone} == {"0", "1"}  # chunks wholly before the head, in both
     for segment, base, kind in gone:
         assert tier.size(tier_key(stream.storage_key, segment, base, kind)) is None
@@ -153,7 +157,7 @@ def test_an_unreachable_tier_leaves_its_deletions_for_the_next_cycle(s3_server, 
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.url)  # back
     tier_for.cache_clear()
-    assert tiering.delete_passed([Stream.objects.get(pk=stream.pk)]) > 0  # the next cycle's pass
+    assert tiering.delete_passed([Stream.objects.get(pk=stream.pk)])[stream.pk][0] > 0  # the next cycle's pass
     assert TierObject.objects.filter(stream=stream).count() < before
 
 
