@@ -36,7 +36,7 @@ from retention.explain import explain
 from retention.models import RetentionCycle
 from retention.projections import subscriber_states
 from retention.tasks import queue_stream_cycle
-from streams import logs, services
+from streams import logs, services, tiering
 from streams import scaling as scaling_services
 from streams.delaying.projection import delayed_state
 from streams.found import found_or_404
@@ -136,6 +136,8 @@ def _detail_context(request, stream, **policy_kwargs) -> dict:
         "sample_interval": settings.CBR_SAMPLE_INTERVAL,
         "last_cycle": RetentionCycle.objects.filter(stream=stream).first(),
         "why": explain(stream),
+        # long-term storage, where one is configured: (bytes, chunks) copied there
+        "tier": tiering.tier_usage([stream.pk]).get(stream.pk, (0, 0)) if tiering.tier() is not None else None,
         **_delayed_context(stream),
         **_compaction_context(request, stream),
     }

@@ -7,6 +7,7 @@ import time
 
 import factories
 import pytest
+from django.urls import reverse
 from tier_servers import S3Server, free_port
 
 from domain.events import EventIn
@@ -214,3 +215,14 @@ def test_the_sweep_deletes_objects_nothing_needs_and_keeps_the_rest(tier, api):
     }
     assert tiering.do_offload(stream).objects == len(left) - 1  # the ones still held: recorded now
     assert tiering.sweep() == 0
+
+
+def test_the_stream_page_says_what_is_in_long_term_storage(tier, admin_client, settings):
+    stream = make_stream_with_sealed_chunks()
+    tiering.do_offload(stream)
+    chunks = TierObject.objects.filter(stream=stream, kind="chunk").count()
+    url = reverse("console:stream", kwargs={"scope": "shop", "name": "orders"})
+    page = admin_client.get(url).content.decode()
+    assert "long-term storage: " in page and f"in {chunks} chunks" in page
+    settings.CBR_TIER_URL = ""  # a deployment without one: nothing said
+    assert "long-term storage" not in admin_client.get(url).content.decode()
