@@ -522,6 +522,15 @@ class SealedSerializer(serializers.Serializer):
     sealed = SealedChunkSerializer(many=True)
 
 
+def refuse_fields(request, what: str) -> None:
+    """A request that takes no body: none, `{}`, or a 400 naming the first field sent."""
+    if request.data and not isinstance(request.data, dict):
+        raise FieldError("body", "must be a JSON object")
+    unknown = sorted(set(request.data or {}))
+    if unknown:
+        raise FieldError(unknown[0], f"is not a field of {what} (it takes none)")
+
+
 class SealView(APIView):
     access = {"POST": Action.RUN_JOBS}
     access_target = TargetKind.STREAM
@@ -532,11 +541,7 @@ class SealView(APIView):
         age, so that a compaction run can fold in everything published so far. Segments whose
         active chunk is empty are left as they are."""
         stream = get_stream(scope, name)
-        if request.data and not isinstance(request.data, dict):
-            raise FieldError("body", "must be a JSON object")
-        unknown = sorted(set(request.data or {}))
-        if unknown:
-            raise FieldError(unknown[0], "is not a field of a seal (it takes none)")
+        refuse_fields(request, "a seal")
         sealed = logs.seal_active_chunks(stream)
         return Response({"sealed": [{"segment": seg, "chunk": base} for seg, base in sealed]})
 
@@ -556,11 +561,7 @@ class OffloadView(APIView):
         and admins): the worker does it; the answer says how many files and bytes it will copy.
         409 `no_tier` when the deployment has none (`CBR_TIER_URL`)."""
         stream = get_stream(scope, name)
-        if request.data and not isinstance(request.data, dict):
-            raise FieldError("body", "must be a JSON object")
-        unknown = sorted(set(request.data or {}))
-        if unknown:
-            raise FieldError(unknown[0], "is not a field of an offload (it takes none)")
+        refuse_fields(request, "an offload")
         pending = tiering.pending(stream)
         if pending is None:
             raise FieldError("stream", "this deployment has no long-term storage (CBR_TIER_URL is not set)", "no_tier")

@@ -24,6 +24,7 @@ from groups import reader_groups
 from groups.models import ReaderGroup, Subscription
 from retention import services as retention_services
 from store.redis_connection import get_redis
+from store.store import key_space_position
 from streams import services, waking
 from streams.logs import stream_log
 from streams.models import Stream
@@ -159,6 +160,30 @@ def publish_over_api(api, events: list[dict], *, stream: str = "shop/orders") ->
     answer = api.post(f"/api/v1/streams/{stream}/events/", {"events": events}, format="json")
     assert answer.status_code == 201, answer.content
     return answer.json()
+
+
+def key_in(lo: float, hi: float) -> str:
+    """A routing key whose place on the key space is in [lo, hi)."""
+    return next(k for k in (f"k{i}" for i in range(100_000)) if lo <= key_space_position(k.encode()) < hi)
+
+
+def put_in_range(api, lo: float, hi: float, count: int, *, stream: str = "shop/orders") -> None:
+    """`count` one-byte events over the API, with a routing key of [lo, hi)."""
+    publish_over_api(api, [{"routing_key": key_in(lo, hi), "payload": "x"}] * count, stream=stream)
+
+
+def scale_over_api(api, seal: list[str], new_ranges: list[list[float]], *, stream: str = "shop/orders") -> dict:
+    """POST …/scale/, which must answer 200; returns the answer."""
+    answer = api.post(f"/api/v1/streams/{stream}/scale/", {"seal": seal, "new_ranges": new_ranges}, format="json")
+    assert answer.status_code == 200, answer.json()
+    return answer.json()
+
+
+def release_over_api(api, group: str, cut: dict, *, scope: str = "shop", stream: str = "shop/orders"):
+    """POST a MANUAL group's truncation cut; returns the answer (the caller checks it)."""
+    return api.post(
+        f"/api/v1/reader-groups/{scope}/{group}/truncation-cut/", {"stream": stream, "stream_cut": cut}, format="json"
+    )
 
 
 def listening():

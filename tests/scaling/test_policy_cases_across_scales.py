@@ -10,7 +10,6 @@ import factories
 import pytest
 from django.core.management import call_command
 
-from store.store import key_space_position
 from streams.models import Stream
 
 pytestmark = pytest.mark.django_db
@@ -24,26 +23,8 @@ def retention_interval(settings):
     settings.CBR_RETENTION_INTERVAL = 5  # every cycle below records the tail
 
 
-def key_in(lo: float, hi: float) -> str:
-    return next(k for k in (f"k{i}" for i in range(100_000)) if lo <= key_space_position(k.encode()) < hi)
-
-
-def put(api, lo, hi, count):
-    """`count` one-byte events with a key of [lo, hi)."""
-    factories.publish_over_api(api, [{"routing_key": key_in(lo, hi), "payload": "x"}] * count)
-
-
-def scale(api, seal, new_ranges):
-    answer = api.post(S + "scale/", {"seal": seal, "new_ranges": new_ranges}, format="json")
-    assert answer.status_code == 200, answer.json()
-
-
 def release(api, group, cut):
-    answer = api.post(
-        f"/api/v1/reader-groups/shop/{group}/truncation-cut/",
-        {"stream": "shop/orders", "stream_cut": cut},
-        format="json",
-    )
+    answer = factories.release_over_api(api, group, cut)
     assert answer.status_code == 200, answer.json()
 
 
@@ -64,8 +45,8 @@ def test_the_size_example_with_a_merge_between_its_steps(api):
     with the two segments merged into one after step 2: steps 3 to 5 compare records of the first
     epoch with cuts in the second, and the sealed segments retire once the head passes them."""
     make(api, 2, {"limit_type": "size", "min": 2, "max": 10, "consumption_based": True}, ("A", "B"))
-    put(api, 0, 0.5, 2)
-    put(api, 0.5, 1, 2)
+    factories.put_in_range(api, 0, 0.5, 2)
+    factories.put_in_range(api, 0.5, 1, 2)
     release(api, "A", {"0": 2, "1": 1})
     release(api, "B", {"0": 1, "1": 2})
     assert cycle(1) == "shop/orders: truncated at {'0': 1, '1': 1} (cbr:case-i:slb), reclaimed 2 bytes"
@@ -73,8 +54,8 @@ def test_the_size_example_with_a_merge_between_its_steps(api):
     release(api, "B", {"0": 2, "1": 2})
     assert cycle(20) == ""
 
-    scale(api, ["0", "1"], [[0, 1]])  # 2 [0, 1)
-    put(api, 0, 1, 16)  # 20 bytes in all, as in the example
+    factories.scale_over_api(api, ["0", "1"], [[0, 1]])  # 2 [0, 1)
+    factories.put_in_range(api, 0, 1, 16)  # 20 bytes in all, as in the example
     for group in "AB":
         release(api, group, {"2": 15})  # 0 and 1 read to their end: 19 bytes read
     # kept 1 < min; limit_min is the first epoch's record {0:2, 1:2}, before the SLB
@@ -83,10 +64,10 @@ def test_the_size_example_with_a_merge_between_its_steps(api):
     assert layout.held_ids == ["2"]  # the first epoch is passed whole: retired
     assert api.get(S).json()["head_cut"] == {"2": 0}
 
-    put(api, 0, 1, 20)  # 40 bytes: the SLB keeps 21 >= max; limit_max is the record of step 3
+    factories.put_in_range(api, 0, 1, 20)  # 40 bytes: the SLB keeps 21 >= max; limit_max is the record of step 3
     assert "truncated at {'0': 2, '1': 2, '2': 16} (cbr:case-iii:limit_max)" in cycle(40)
 
-    put(api, 0, 1, 20)  # 60 bytes; A and B have read 40: the SLB keeps 20, as much as limit_max
+    factories.put_in_range(api, 0, 1, 20)  # 60 bytes; A and B have read 40: the SLB keeps 20, as much as limit_max
     for group in "AB":
         release(api, group, {"2": 36})
     assert "truncated at {'0': 2, '1': 2, '2': 36} (cbr:case-iii:slb)" in cycle(50)
@@ -99,19 +80,19 @@ def time_history(api):
     r50 {0:5}; r120 {0:5, 1:7, 2:7}; r180 {…, 2:18, 3:6, 4:6}; r195 {…, 2:19, 3:7, 4:7}. The
     policy gets its max (80 s) only then: with it, these cycles would already truncate."""
     make(api, 1, {"limit_type": "time", "min": 10, "consumption_based": True}, ("A",))
-    put(api, 0, 1, 5)
+    factories.put_in_range(api, 0, 1, 5)
     assert cycle(50) == ""
-    scale(api, ["0"], [[0, 0.5], [0.5, 1]])  # 1, 2
-    put(api, 0, 0.5, 7)
-    put(api, 0.5, 1, 7)
+    factories.scale_over_api(api, ["0"], [[0, 0.5], [0.5, 1]])  # 1, 2
+    factories.put_in_range(api, 0, 0.5, 7)
+    factories.put_in_range(api, 0.5, 1, 7)
     assert cycle(120) == ""
-    scale(api, ["1"], [[0, 0.25], [0.25, 0.5]])  # 3, 4
-    put(api, 0, 0.25, 6)
-    put(api, 0.25, 0.5, 6)
-    put(api, 0.5, 1, 11)
+    factories.scale_over_api(api, ["1"], [[0, 0.25], [0.25, 0.5]])  # 3, 4
+    factories.put_in_range(api, 0, 0.25, 6)
+    factories.put_in_range(api, 0.25, 0.5, 6)
+    factories.put_in_range(api, 0.5, 1, 11)
     assert cycle(180) == ""
     for lo, hi in [(0, 0.25), (0.25, 0.5), (0.5, 1)]:
-        put(api, lo, hi, 1)
+        factories.put_in_range(api, lo, hi, 1)
     assert cycle(195) == ""
     assert api.get(S).json()["tail_cut"] == {"2": 19, "3": 7, "4": 7}
     policy = {"limit_type": "time", "min": 10, "max": 80, "consumption_based": True}

@@ -9,36 +9,12 @@ import factories
 import pytest
 from django.core.management import call_command
 
-from store.store import key_space_position
 from streams.models import Segment, Stream
 
 pytestmark = pytest.mark.django_db
 
 S = "/api/v1/streams/shop/orders/"
 T0 = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
-
-
-def key_in(lo: float, hi: float) -> str:
-    """A routing key whose place on the key space is in [lo, hi)."""
-    return next(k for k in (f"k{i}" for i in range(100_000)) if lo <= key_space_position(k.encode()) < hi)
-
-
-def put(api, lo, hi, count):
-    """`count` one-byte events with a key of [lo, hi)."""
-    factories.publish_over_api(api, [{"routing_key": key_in(lo, hi), "payload": "x"}] * count)
-
-
-def scale(api, seal, new_ranges):
-    answer = api.post(S + "scale/", {"seal": seal, "new_ranges": new_ranges}, format="json")
-    assert answer.status_code == 200, answer.json()
-
-
-def release(api, group, cut):
-    return api.post(
-        f"/api/v1/reader-groups/shop/{group}/truncation-cut/",
-        {"stream": "shop/orders", "stream_cut": cut},
-        format="json",
-    )
 
 
 def cycle(at=T0):
@@ -56,23 +32,23 @@ def make(api, segment_count, policy, groups=("A", "B")):
 def test_case_1_two_subscribers_across_three_epochs(api):
     make(api, 3, {"limit_type": "size", "min": 0, "max": 1000, "consumption_based": True})
     third, sixth = 1 / 3, 1 / 6
-    put(api, 0, third, 1)
-    put(api, third, 2 * third, 1)
-    put(api, 2 * third, 1, 2)
-    scale(api, ["0"], [[0, sixth], [sixth, third]])  # 3, 4
-    put(api, 0, sixth, 1)
-    put(api, sixth, third, 1)
-    scale(api, ["1", "2", "4"], [[sixth, 1]])  # 5
-    put(api, sixth, 1, 2)
-    scale(api, ["3", "5"], [[0, 1]])  # 6
-    put(api, 0, 1, 2)
+    factories.put_in_range(api, 0, third, 1)
+    factories.put_in_range(api, third, 2 * third, 1)
+    factories.put_in_range(api, 2 * third, 1, 2)
+    factories.scale_over_api(api, ["0"], [[0, sixth], [sixth, third]])  # 3, 4
+    factories.put_in_range(api, 0, sixth, 1)
+    factories.put_in_range(api, sixth, third, 1)
+    factories.scale_over_api(api, ["1", "2", "4"], [[sixth, 1]])  # 5
+    factories.put_in_range(api, sixth, 1, 2)
+    factories.scale_over_api(api, ["3", "5"], [[0, 1]])  # 6
+    factories.put_in_range(api, 0, 1, 2)
     detail = api.get(S).json()
     assert detail["tail_cut"] == {"6": 2} and detail["epoch"] == 3
     ranges = {s["id"]: (s["key_range"], s["sealed"]) for s in detail["segments"]}
     assert ranges["5"] == ([sixth, 1], True) and ranges["6"] == ([0, 1], False)
 
-    assert release(api, "A", {"0": 1, "5": 0}).status_code == 200
-    assert release(api, "B", {"0": 1, "2": 1, "5": 0}).status_code == 200
+    assert factories.release_over_api(api, "A", {"0": 1, "5": 0}).status_code == 200
+    assert factories.release_over_api(api, "B", {"0": 1, "2": 1, "5": 0}).status_code == 200
     # the bound {0:1, 2:1, 5:0}, as a cut of every segment: what A and B have read of 0, 1 and 2
     assert cycle() == (
         "shop/orders: truncated at {'0': 1, '1': 1, '2': 1, '3': 0, '4': 0, '5': 0, '6': 0} (cbr:case-i:slb),"
@@ -99,12 +75,12 @@ def split_and_merge_to_ten(api):
         (["2", "6"], [[0, 0.3], [0.3, 0.6], [0.6, 1]]),
         (["7", "8", "9"], [[0, 1]]),
     ]
-    put(api, 0, 0.5, 1)
-    put(api, 0.5, 1, 1)
+    factories.put_in_range(api, 0, 0.5, 1)
+    factories.put_in_range(api, 0.5, 1, 1)
     for seal, new_ranges in make_ranges:
-        scale(api, seal, new_ranges)
+        factories.scale_over_api(api, seal, new_ranges)
         for lo, hi in new_ranges:
-            put(api, lo, hi, 2 if new_ranges == [[0, 1]] else 1)
+            factories.put_in_range(api, lo, hi, 2 if new_ranges == [[0, 1]] else 1)
     assert api.get(S).json()["tail_cut"] == {"10": 2}
 
 
@@ -120,13 +96,13 @@ def test_case_2_a_cut_with_a_hole_is_refused_and_the_bound_is_in_the_first_epoch
     make(api, 2, policy)
     split_and_merge_to_ten(api)
 
-    refused = release(api, "A", {"0": 1, "3": 1})
+    refused = factories.release_over_api(api, "A", {"0": 1, "3": 1})
     assert refused.status_code == 400 and refused.json()["field"] == "stream_cut"
     assert "nothing holds [0.5, 0.6)" in refused.json()["message"]
     group = api.get("/api/v1/reader-groups/shop/A/").json()
     assert group["streams"][0]["acknowledgement_cut"] == {"0": 0, "1": 0}  # where it was: nothing of it kept
-    assert release(api, "A", {"0": 1, "2": 0, "8": 0, "9": 1}).status_code == 200
-    assert release(api, "B", {"1": 1, "2": 0}).status_code == 200
+    assert factories.release_over_api(api, "A", {"0": 1, "2": 0, "8": 0, "9": 1}).status_code == 200
+    assert factories.release_over_api(api, "B", {"1": 1, "2": 0}).status_code == 200
     said = cycle()
     assert "truncated at {'0': 1, '1': 1, '2': 0, '3': 0, " in said and "'10': 0} (cbr:case-i:slb)" in said
     # the bound {0:1, 1:1}: both read to their end, shown as their successors not started yet
