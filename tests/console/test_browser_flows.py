@@ -20,9 +20,11 @@ from cbrweb.celery import app
 from domain.events import EventIn
 from groups.models import ReaderGroup
 from groups.sampling import take_samples
+from retention import services as retention_services
 from retention.models import TruncationRecord
-from streams import logs, services
-from streams.models import Stream
+from store.tier.opening import tier_for
+from streams import logs, services, tiering
+from streams.models import Stream, TierObject
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -379,3 +381,28 @@ def test_an_operator_scales_a_stream_from_its_page_and_sees_the_key_space(
         "min_segments": 4,
     }
     shot(page, "stream-scaling-policy", (1280, 800, 390))
+
+
+def test_a_stream_page_says_what_is_in_long_term_storage_and_what_a_truncation_deleted_there(
+    live_server, admin_user, browser_page, data_dir, settings, tmp_path
+):
+    settings.CBR_CHUNK_BYTES = 1024
+    settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
+    tier_for.cache_clear()
+    try:
+        stream = services.do_create_stream(scope="shop", name="kept", segment_count=1)
+        for n in range(20):
+            services.do_publish(stream, [EventIn(f"order {n} ".encode() * 30)])
+        tiering.do_offload(stream)
+        retention_services.do_truncate(stream, {"0": 10}, rule="manual", trigger="api")
+        page = browser_page
+        sign_in(page, live_server.url, "ada")
+        page.goto(f"{live_server.url}/streams/shop/kept/")
+        card = page.locator(".card", has_text="On disk").inner_text()
+        left = TierObject.objects.filter(stream=stream, kind="chunk").count()
+        assert "long-term storage: " in card and f"in {left} chunk" in card
+        history = page.locator("#history").locator("xpath=..").inner_text()
+        assert "long-term: " in history
+        shot(page, "stream-long-term-storage")
+    finally:
+        tier_for.cache_clear()
