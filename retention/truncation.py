@@ -156,13 +156,13 @@ def _trim_retention_sets(planned: list[Planned]) -> None:
 
 def _update_segment_rows(planned: list[Planned], results: list[dict[str, TruncateResult]]) -> None:
     """The Segment rows follow the heads moved (the beat's stats refresh does the rest): one
-    UPDATE by (stream, segment), the counts lowered in SQL, no read first. A segment whose head
-    stayed and lost no chunk keeps its row as it is (a scaled stream's sealed segments, mostly)."""
+    UPDATE by (stream, segment), the counts lowered in SQL, no read first. Every segment of the
+    cut, moved or not: a truncation finished after a crash (an executor killed after the store
+    moved its heads) finds the heads already moved, and its rows still behind them."""
     rows = [
         (stream.pk, seg, res.head_after.offset, res.head_after.cum_size, res.chunks_deleted, res.bytes_deleted)
         for (stream, _, _, _), result in zip(planned, results)
         for seg, res in result.items()
-        if res.head_after != res.head_before or res.chunks_deleted
     ]
     if not rows:
         return
