@@ -24,6 +24,23 @@ def pwrite_all(fd: int, data: bytes, pos: int) -> None:
         pos += written
 
 
+def pread_full(fd: int, size: int, at: int) -> bytes:
+    """`size` bytes of the file from `at`, fewer only where it ends (as a buffered file's read):
+    pread may return less than asked for."""
+    data = os.pread(fd, size, at)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, at + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
 def read_small(path: str, size: int, at: int | None = None) -> bytes | None:
     """A small file's bytes (None if it does not exist), without a buffered file object. Read
     whole (`at` None), one byte more than `size`: a longer file is not a valid record; read at a

@@ -9,12 +9,14 @@ from store.segment.config import StoreConfig
 from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment, SegmentSealed, StorageFull
 from store.segment.log import Segment
 from store.segment.reads import SegmentInfo
+from store.segment.release import LocalCopyDiffers
 from store.segment.truncation import TruncateResult, move_heads
 
 __all__ = [
     "NO_SPACE_ERRNOS",
     "AppendResult",
     "CorruptSegment",
+    "LocalCopyDiffers",
     "Segment",
     "SegmentInfo",
     "SegmentSealed",

@@ -4,6 +4,9 @@ base every part of `Segment` builds on (log.py). A segment directory holds
     <base>.chunk     framed records (see framing.py); the newest is the active chunk
     <base>.idx       sparse index of that chunk: (offset, file position) pairs, a hint only
     <base>.parquet   columnar copy of a sealed chunk, for Spark
+    <base>.tiered    stands for a sealed chunk whose local copy was released to long-term
+                     storage (store/tier/reading.py: where it lives, its size and checksum);
+                     its sparse index stays
     lock             flock target that serialises writers across processes
     sealed           the segment's end, once a scale has sealed it (append.py)
 
@@ -29,8 +32,10 @@ from store import framing
 from store.ends import ENDS_FILE, ENDS_SLOT, HEAD, HEAD_AT, HEAD_MAGIC, TAIL, Head, Tail, ends_slot, pack_head
 from store.files import fsync_dir, pwrite_all, read_small
 from store.segment.config import StoreConfig
+from store.tier.reading import TieredStub
 
 SEALED_FILE = "sealed"
+TIERED = "tiered"
 
 
 def chunk_name(base: int, suffix: str) -> str:
@@ -84,11 +89,30 @@ class SegmentDirectory:
         return fd
 
     def chunk_bases(self) -> list[int]:
+        """Every chunk's base, local or released to the tier (a `.tiered` stub)."""
         try:
             names = os.listdir(self.path)
         except FileNotFoundError:
             return []
-        return sorted(int(n[:-6]) for n in names if n.endswith(".chunk") and n[:-6].isdigit())
+        bases = {int(n[:-6]) for n in names if n.endswith(".chunk") and n[:-6].isdigit()}
+        bases.update(int(n[:-7]) for n in names if n.endswith(".tiered") and n[:-7].isdigit())
+        return sorted(bases)
+
+    def tiered_stub(self, base: int) -> TieredStub | None:
+        """The stub of a chunk released to the tier, or None (the chunk is local, or gone)."""
+        data = read_small(str(self.chunk_path(base, TIERED)), 64 * 1024)
+        return None if data is None else TieredStub.unpack(data)
+
+    def _chunk_cum_size(self, base: int) -> int:
+        """The cumulative size in the chunk's header: from its file, or from its stub."""
+        try:
+            with open(self.chunk_path(base), "rb") as f:
+                return framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1]
+        except FileNotFoundError:
+            stub = self.tiered_stub(base)
+            if stub is None:
+                raise
+            return stub.cum_size
 
     def chunk_path(self, base: int, suffix: str = "chunk") -> Path:
         return self.path / chunk_name(base, suffix)
@@ -152,8 +176,7 @@ class SegmentDirectory:
         bases = self.chunk_bases()
         if not bases:
             return Head(0, 0)
-        with open(self.chunk_path(bases[0]), "rb") as f:
-            return Head(bases[0], framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1])
+        return Head(bases[0], self._chunk_cum_size(bases[0]))
 
     def _write_head(self, head: Head, durable: bool = True) -> None:
         """In place, like the tail: one small write, CRC-checked by readers (a rename per head
@@ -168,7 +191,7 @@ class SegmentDirectory:
         fd = self._chunk_fds.pop(base, None)
         if fd is not None:
             os.close(fd)
-        for suffix in ("chunk", "idx", "parquet"):
+        for suffix in ("chunk", "idx", "parquet", TIERED):
             try:
                 os.unlink(self.chunk_path(base, suffix))
             except FileNotFoundError:

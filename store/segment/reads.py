@@ -21,6 +21,8 @@ from store.framing import Frame, Record
 from store.segment.clock import epoch_ms
 from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment
 from store.segment.recovery import SegmentRecovery
+from store.tier.opening import tier_for
+from store.tier.reading import DEFAULT_CACHE_DIR, ChunkBytes, cache_for, open_tiered
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +183,13 @@ class SegmentReads(SegmentRecovery):
         positions: array,
         frames: bool = False,
     ) -> list:
-        try:  # a descriptor and pread, not a buffered file object: a read's every segment opens one
-            fd = os.open(self.chunk_path(base), os.O_RDONLY)
-        except FileNotFoundError:
+        chunk = self._open_chunk(base, pos, whole=max_events > 1)
+        if chunk is None:
             return []
         out: list = []
         decode = framing.read_frames if frames else framing.read_records
         try:
-            end = limit if limit is not None else os.fstat(fd).st_size
+            end = limit if limit is not None else chunk.size
             block = 4096 if max_events == 1 else 1024 * 1024  # size_till wants one record
             j = bisect.bisect_left(offsets, start + max_events)
             if max_events > 1 and j < len(offsets):
@@ -197,7 +198,7 @@ class SegmentReads(SegmentRecovery):
                 # four segments); the loop below reads on if it falls short
                 block = min(block, max(4096, positions[j] - pos))
             while pos < end and len(out) < max_events:
-                data = _pread_full(fd, min(block, end - pos), pos)
+                data = chunk.pread(min(block, end - pos), pos)
                 got, consumed = decode(data, start, max_events - len(out))
                 out += got
                 if consumed == 0:
@@ -207,8 +208,28 @@ class SegmentReads(SegmentRecovery):
                     raise CorruptSegment(f"{self.chunk_path(base)}: bad record at {pos}")
                 pos += consumed
         finally:
-            os.close(fd)
+            chunk.close()
         return out
+
+    def _open_chunk(self, base: int, pos: int, whole: bool) -> ChunkBytes | None:
+        """The chunk's bytes for a read from file position `pos`: its file (a descriptor and
+        pread, not a buffered file object: a read's every segment opens one), or, for a chunk
+        released to the tier, what `open_tiered` gives (`whole`: the read wants more than one
+        record). None when the chunk is gone (a truncation deleted it under the read)."""
+        try:
+            return ChunkBytes(fd=os.open(self.chunk_path(base), os.O_RDONLY))
+        except FileNotFoundError:
+            pass
+        stub = self.tiered_stub(base)
+        if stub is None:
+            return None
+        config = self.config
+        if not config.tier_url:
+            raise CorruptSegment(f"{self.chunk_path(base)} lives in the tier {stub.key}, and no tier is configured")
+        tier = tier_for(config.tier_url)
+        assert tier is not None
+        cache = cache_for(config.tier_cache_dir or DEFAULT_CACHE_DIR, config.tier_cache_bytes)
+        return open_tiered(tier, cache, stub, pos, whole)
 
     def size_till(self, offset: int) -> int:
         """Cumulative payload bytes of the segment before `offset` (docs/design/retention.md)."""
@@ -222,8 +243,7 @@ class SegmentReads(SegmentRecovery):
             return head.cum_size
         bases = self.chunk_bases()
         if bases and offset == bases[0]:
-            with open(self.chunk_path(bases[0]), "rb") as f:
-                return framing.decode_chunk_header(f.read(framing.CHUNK_HEADER_SIZE))[1]
+            return self._chunk_cum_size(bases[0])
         recs = self._read_chunk_at(offset)
         if recs is None:
             raise ValueError(f"offset {offset} lies in a deleted chunk")
@@ -264,20 +284,3 @@ class SegmentReads(SegmentRecovery):
     def sealed_chunks(self) -> list[int]:
         tail = self.committed_tail()
         return [b for b in self.chunk_bases() if b != tail.active_base]
-
-
-def _pread_full(fd: int, size: int, at: int) -> bytes:
-    """`size` bytes of the file from `at`, fewer only where it ends (as a buffered file's read):
-    pread may return less than asked for."""
-    data = os.pread(fd, size, at)
-    if len(data) == size or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < size:
-        more = os.pread(fd, size - got, at + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from store.ends import ENDS_SLOT, HEAD, HEAD_AT, TAIL, Head, Tail, ends_slot, heads_lock, pack_head, unpack_head
 from store.files import fsync_dir, pwrite_all
+from store.segment.directory import TIERED
 from store.segment.reads import SegmentReads
 
 
@@ -99,7 +100,10 @@ class SegmentTruncation(SegmentReads):
             try:
                 freed += os.stat(self.chunk_path(base)).st_size
             except FileNotFoundError:
-                continue
+                if not os.path.exists(self.chunk_path(base, TIERED)):
+                    continue  # deleted already (by another process)
+                # released to the tier: its stub and index go here, its objects with the rows
+                # that name them (streams.tiering.delete_passed)
             self._delete_chunk_files(base)
             deleted += 1
         if deleted:

@@ -63,6 +63,8 @@ class FileTier(Tier):
                     return f.read()
                 return os.pread(f.fileno(), length, start)
         except FileNotFoundError as e:
+            if not self.root.is_dir():  # the tier's file system is not mounted: nothing can be said missing
+                raise TierUnavailable(f"{self.url}: the tier's directory is not there") from e
             raise TierMissing(f"{self.url}: no object {key}") from e
         except OSError as e:
             raise TierUnavailable(f"{self.url}: cannot read {key}: {e}") from e
