@@ -21,6 +21,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from api.rendering import ORJSONRenderer
 from domain.errors import FieldError, insufficient_storage
+from store.tier.base import TierError
 from streams.jobs import QueueDown
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ def _service_lost(exc) -> tuple[str, str] | None:
         return "redis_unavailable", "Redis (reader-group state)"
     if isinstance(exc, (QueueDown, KombuOperationalError)):  # a job's row is kept, failed: the lists show it
         return "broker_unavailable", "the task queue (Redis, Celery's broker)"
+    if isinstance(exc, TierError):  # a released chunk the tier cannot give back now (/readyz says why)
+        return "tier_unavailable", "long-term storage (a chunk this read needs lives there)"
     return None
 
 

@@ -305,7 +305,7 @@ class StreamSerializer(serializers.ModelSerializer):
         return {
             "local_bytes": sum(i.physical_bytes for i in segments),
             "tier_bytes": tier_bytes,
-            "chunks_local": sum(i.chunk_count for i in segments),
+            "chunks_local": sum(i.local_chunks for i in segments),
             "chunks_tier": tier_chunks,
         }
 

@@ -158,6 +158,10 @@ CBR_CHUNK_SECONDS = env_int("CBR_CHUNK_SECONDS", 3600, minimum=1)
 CBR_TIER_URL = env_str("CBR_TIER_URL", "")
 parse_tier_url(CBR_TIER_URL)  # a URL of another form stops the process here, naming the setting
 CBR_TIER_AFTER_S = env_int("CBR_TIER_AFTER_S", 0, minimum=0)  # a sealed chunk is copied this long after sealing
+# a copied chunk's local file is released this long after its verified upload (reads fetch it back)
+CBR_TIER_LOCAL_KEEP_S = env_int("CBR_TIER_LOCAL_KEEP_S", 14_400, minimum=0)
+# the local cache of chunks read back from the tier, under CBR_DATA_DIR/tier-cache
+CBR_TIER_CACHE_BYTES = env_int("CBR_TIER_CACHE_BYTES", 1024 * 1024 * 1024, minimum=0)
 CBR_MAX_EVENT_BYTES = env_int("CBR_MAX_EVENT_BYTES", 1024 * 1024, minimum=1)
 CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
 # The largest request body the web server takes (cbrweb/body_limit.py), as Kafka's

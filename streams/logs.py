@@ -20,8 +20,17 @@ from streams.models import Segment, Stream
 
 
 @functools.cache
-def _store(data_dir: str, chunk_bytes: int, chunk_seconds: int, fsync: str) -> SegmentStore:
-    config = StoreConfig(chunk_bytes=chunk_bytes, chunk_seconds=chunk_seconds, fsync=fsync)
+def _store(
+    data_dir: str, chunk_bytes: int, chunk_seconds: int, fsync: str, tier_url: str, tier_cache_bytes: int
+) -> SegmentStore:
+    config = StoreConfig(
+        chunk_bytes=chunk_bytes,
+        chunk_seconds=chunk_seconds,
+        fsync=fsync,
+        tier_url=tier_url,
+        tier_cache_dir=str(Path(data_dir) / "tier-cache"),
+        tier_cache_bytes=tier_cache_bytes,
+    )
     return SegmentStore(Path(data_dir) / "streams", config)
 
 
@@ -31,6 +40,8 @@ def segment_store() -> SegmentStore:
         settings.CBR_CHUNK_BYTES,
         settings.CBR_CHUNK_SECONDS,
         settings.CBR_FSYNC,
+        settings.CBR_TIER_URL,
+        settings.CBR_TIER_CACHE_BYTES,
     )
 
 

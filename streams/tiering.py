@@ -2,9 +2,9 @@
 tier `CBR_TIER_URL` names and recorded (`TierObject`), and the objects deleted with what retention
 or a stream's deletion deletes. Without a tier every function here does nothing.
 
-What is here today: the copies (by beat, and `POST …/offload/`), their record, and their deletion.
-Reads still go to the local files, which stay; deleting local copies and reading through the tier
-come next (issue 42)."""
+Copies are made by beat and `POST …/offload/`; `CBR_TIER_LOCAL_KEEP_S` after a chunk's verified
+upload its local copy is released (the store reads it back from the tier: store/segment/release.py,
+store/tier/reading.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,18 @@ import logging
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from store import locks
+from store.segment import LocalCopyDiffers
 from store.tier.base import Tier, TierError
 from store.tier.offload import KINDS, SealedFile, copy_to_tier, sealed_files, tier_key
 from store.tier.opening import tier_for
+from store.tier.reading import TieredStub
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
 
@@ -38,6 +41,8 @@ def tier() -> Tier | None:
 class Offloaded:
     objects: int = 0
     bytes: int = 0
+    released: int = 0  # chunks whose local copy was released
+    freed: int = 0  # local bytes that freed
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,9 @@ def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = F
     with offload_lock(stream) as got:
         if not got:  # another process is copying this stream's files: never one file twice at once
             return Offloaded()
-        return _offload(stream, now, all_sealed)
+        copied = _offload(stream, now, all_sealed)
+        released, freed = release_due(stream, now)
+        return Offloaded(copied.objects, copied.bytes, released, freed)
 
 
 def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
@@ -104,20 +111,64 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
     return Offloaded(len(rows), sum(r.size for r in rows))
 
 
+def release_due(stream: Stream, now: float | None = None) -> tuple[int, int]:
+    """Release the local copy of each chunk of the stream whose verified upload is at least
+    `CBR_TIER_LOCAL_KEEP_S` old (its columnar copy with it, when that was uploaded too): the store
+    keeps a stub and reads the chunk back from the tier. A local file that is not what the tier
+    holds is kept and logged. The chunks released and the local bytes that freed."""
+    now = time.time() if now is None else now
+    cutoff = datetime.fromtimestamp(now - settings.CBR_TIER_LOCAL_KEEP_S, tz=UTC)
+    rows = TierObject.objects.filter(stream=stream, offloaded_at__lte=cutoff)
+    by_chunk: dict[tuple[str, int], dict[str, TierObject]] = {}
+    for row in rows:
+        by_chunk.setdefault((row.segment_id, row.base), {})[row.kind] = row
+    log_ = stream_log(stream)
+    released = freed = 0
+    for (segment_id, base), kinds in sorted(by_chunk.items()):
+        chunk = kinds.get("chunk")
+        if chunk is None or segment_id not in log_.layout.held_ids:
+            continue
+        segment = log_.segment(segment_id)
+        if not segment.chunk_path(base).exists():
+            continue  # released already, or truncated away
+        parquet = kinds.get("parquet")
+        stub = TieredStub(
+            key=tier_key(stream.storage_key, segment_id, base, "chunk"),
+            size=chunk.size,
+            crc32c=chunk.crc32c,
+            cum_size=segment.chunk_cum_size(base),
+            parquet_key=None if parquet is None else tier_key(stream.storage_key, segment_id, base, "parquet"),
+            parquet_size=None if parquet is None else parquet.size,
+            parquet_crc32c=None if parquet is None else parquet.crc32c,
+        )
+        try:
+            done = segment.release_to_tier(base, stub)
+        except (LocalCopyDiffers, FileNotFoundError) as e:
+            log.warning("local copy of %s kept: %s", chunk, e)
+            continue
+        released, freed = released + (done > 0), freed + done
+    return released, freed
+
+
 def offload_due(now: float | None = None) -> Offloaded:
     """`do_offload` of every stream (beat, every minute); a stream the tier refuses is left for
     the next round, the others go on."""
     if tier() is None:
         return Offloaded()
-    objects = size = 0
+    total = Offloaded()
     for stream in Stream.objects.all().iterator():
         try:
             done = do_offload(stream, now)
         except TierError as e:
             log.warning("offload of %s: %s", stream.full_name, e)
             continue
-        objects, size = objects + done.objects, size + done.bytes
-    return Offloaded(objects, size)
+        total = Offloaded(
+            total.objects + done.objects,
+            total.bytes + done.bytes,
+            total.released + done.released,
+            total.freed + done.freed,
+        )
+    return total
 
 
 def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
@@ -210,7 +261,9 @@ def _passed(stream: Stream, key: str, heads: dict[str, dict[str, int]]) -> bool:
     log_ = stream_log(stream)
     # the chunk holding the head is never deleted here: a chunk gone that began before the head
     # lay wholly before it
-    return base < heads[stream.storage_key][segment] and not log_.segment(segment).chunk_path(base).exists()
+    seg = log_.segment(segment)
+    held = seg.chunk_path(base).exists() or seg.tiered_stub(base) is not None
+    return base < heads[stream.storage_key][segment] and not held
 
 
 def forget_stream(stream: Stream) -> None:

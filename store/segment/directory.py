@@ -103,7 +103,7 @@ class SegmentDirectory:
         data = read_small(str(self.chunk_path(base, TIERED)), 64 * 1024)
         return None if data is None else TieredStub.unpack(data)
 
-    def _chunk_cum_size(self, base: int) -> int:
+    def chunk_cum_size(self, base: int) -> int:
         """The cumulative size in the chunk's header: from its file, or from its stub."""
         try:
             with open(self.chunk_path(base), "rb") as f:
@@ -176,7 +176,7 @@ class SegmentDirectory:
         bases = self.chunk_bases()
         if not bases:
             return Head(0, 0)
-        return Head(bases[0], self._chunk_cum_size(bases[0]))
+        return Head(bases[0], self.chunk_cum_size(bases[0]))
 
     def _write_head(self, head: Head, durable: bool = True) -> None:
         """In place, like the tail: one small write, CRC-checked by readers (a rename per head

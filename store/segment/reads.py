@@ -21,6 +21,7 @@ from store.framing import Frame, Record
 from store.segment.clock import epoch_ms
 from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment
 from store.segment.recovery import SegmentRecovery
+from store.tier.base import TierMissing
 from store.tier.opening import tier_for
 from store.tier.reading import DEFAULT_CACHE_DIR, ChunkBytes, cache_for, open_tiered
 
@@ -34,6 +35,7 @@ class SegmentInfo:
     chunk_count: int
     physical_bytes: int  # bytes of chunk files on disk (framing included)
     first_chunk_base: int
+    local_chunks: int = 0  # chunks on disk (the others were released to the tier)
 
 
 class SegmentReads(SegmentRecovery):
@@ -69,10 +71,11 @@ class SegmentReads(SegmentRecovery):
         tail = self.committed_tail()
         head = self.read_head()
         bases = self.chunk_bases()
-        physical = 0
+        physical = local = 0
         for base in bases:
             try:
                 physical += os.stat(self.chunk_path(base)).st_size
+                local += 1
             except FileNotFoundError:
                 pass
         return SegmentInfo(
@@ -82,6 +85,7 @@ class SegmentReads(SegmentRecovery):
             tail_size=tail.cum_size,
             chunk_count=len(bases),
             physical_bytes=physical,
+            local_chunks=local,
             first_chunk_base=bases[0] if bases else head.offset,
         )
 
@@ -183,6 +187,24 @@ class SegmentReads(SegmentRecovery):
         positions: array,
         frames: bool = False,
     ) -> list:
+        try:
+            return self._read_chunk_bytes(base, start, max_events, limit, pos, offsets, positions, frames)
+        except TierMissing:
+            if self.tiered_stub(base) is None:
+                return []  # a truncation deleted the released chunk (its stub, then its object) under us
+            raise
+
+    def _read_chunk_bytes(
+        self,
+        base: int,
+        start: int,
+        max_events: int,
+        limit: int | None,
+        pos: int,
+        offsets: array,
+        positions: array,
+        frames: bool,
+    ) -> list:
         chunk = self._open_chunk(base, pos, whole=max_events > 1)
         if chunk is None:
             return []
@@ -243,7 +265,7 @@ class SegmentReads(SegmentRecovery):
             return head.cum_size
         bases = self.chunk_bases()
         if bases and offset == bases[0]:
-            return self._chunk_cum_size(bases[0])
+            return self.chunk_cum_size(bases[0])
         recs = self._read_chunk_at(offset)
         if recs is None:
             raise ValueError(f"offset {offset} lies in a deleted chunk")

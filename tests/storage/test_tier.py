@@ -84,6 +84,7 @@ def test_a_corrupted_object_is_detected_by_its_checksum(tier):
 
 
 def test_a_missing_object_deletion_and_listing(tier):
+    tier.check()  # a file tier's directory made (a file tier whose directory is not there is unavailable)
     with pytest.raises(TierMissing):
         tier.get("nowhere/x")
     assert tier.size("nowhere/x") is None

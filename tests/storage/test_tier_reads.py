@@ -60,7 +60,7 @@ def release_all(seg: Segment, tier_url: str) -> list[int]:
     for base in seg.sealed_chunks():
         data = seg.chunk_path(base).read_bytes()
         stored = tier.put(tier_key("s", "0", base, "chunk"), data)
-        cum_size = seg._chunk_cum_size(base)
+        cum_size = seg.chunk_cum_size(base)
         freed = seg.release_to_tier(base, TieredStub(stored.key, stored.size, stored.crc32c, cum_size))
         assert freed == len(data)
         released.append(base)
@@ -134,7 +134,7 @@ def test_a_local_copy_that_differs_from_the_tiers_is_kept(tmp_path, tier_url):
     data = seg.chunk_path(base).read_bytes()
     stored = tier_for(tier_url).put(tier_key("s", "0", base, "chunk"), data)
     with pytest.raises(LocalCopyDiffers):
-        seg.release_to_tier(base, TieredStub(stored.key, stored.size, "00000000", seg._chunk_cum_size(base)))
+        seg.release_to_tier(base, TieredStub(stored.key, stored.size, "00000000", seg.chunk_cum_size(base)))
     assert seg.chunk_path(base).read_bytes() == data and not seg.chunk_path(base, TIERED).exists()
     active = seg.committed_tail().active_base  # the active chunk is never released
     assert seg.release_to_tier(active, TieredStub("k", 1, "00000000", 0)) == 0

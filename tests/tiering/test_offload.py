@@ -8,7 +8,7 @@ import time
 import factories
 import pytest
 from django.urls import reverse
-from tier_servers import S3Server, free_port
+from tier_servers import free_port
 
 from domain.events import EventIn
 from store.tier.offload import sealed_files, tier_key
@@ -20,34 +20,6 @@ from streams.models import Stream, TierObject
 pytestmark = pytest.mark.django_db
 
 S = "/api/v1/streams/shop/orders/"
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    server.stop()
-
-
-@pytest.fixture(autouse=True)
-def small_chunks(settings):
-    settings.CBR_CHUNK_BYTES = 1024  # a few events a chunk: many sealed chunks from little data
-    tier_for.cache_clear()
-    yield
-    tier_for.cache_clear()
-
-
-@pytest.fixture(params=["file", "s3"])
-def tier(request, settings, tmp_path, monkeypatch):
-    """The deployment's tier, as CBR_TIER_URL (and for S3 the standard AWS variables) set it."""
-    if request.param == "file":
-        settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
-    else:
-        server = request.getfixturevalue("s3_server")
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        settings.CBR_TIER_URL = f"s3://{server.new_bucket()}/cbr"
-    return tiering.tier()
 
 
 def make_stream_with_sealed_chunks(events: int = 40) -> Stream:
