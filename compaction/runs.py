@@ -46,6 +46,12 @@ def view_dir(stream: Stream) -> Path:
     return Path(settings.CBR_DATA_DIR) / "compacted" / stream.storage_key
 
 
+def staging_dir(stream: Stream) -> Path:
+    """Where a run's executors put the columnar copies of chunks they read from long-term
+    storage (store.parquet); emptied when the run ends."""
+    return Path(settings.CBR_DATA_DIR) / "tier-staging" / stream.storage_key
+
+
 def _lock_key(stream: Stream) -> str:
     return f"cbr:compaction:{{{stream.storage_key}}}:lock"
 
@@ -121,13 +127,18 @@ def sealed_after(stream: Stream, horizon: dict[str, int]) -> list[SealedChunk]:
     return chunks
 
 
-def chunk_copies(chunks: list[SealedChunk]) -> list[CopyFacts]:
+def chunk_copies(stream: Stream, chunks: list[SealedChunk]) -> list[CopyFacts]:
     """The chunks' Parquet copies, the missing ones made, and what each holds: one Spark job, a
     task per chunk (`store.parquet.copy_facts`), so a run's copies are made by every executor
     core at once and the driver only sums their counts."""
     if not chunks:
         return []
-    tasks = [ChunkCopy(chunk=str(c.path), segment=c.segment) for c in chunks]
+    tasks = [
+        ChunkCopy(
+            chunk=str(c.path), segment=c.segment, tier_url=settings.CBR_TIER_URL, staging=str(staging_dir(stream))
+        )
+        for c in chunks
+    ]
     return load_executors().run_in_executors("store.parquet:copy_facts", tasks)
 
 
@@ -138,7 +149,7 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
     logs = stream_log(stream)
     missed = missed_ranges(horizon, {s: logs.segment(s).chunk_bases() for s in stream.segment_ids})
     chunks = sealed_after(stream, horizon)
-    facts = chunk_copies(chunks)
+    facts = chunk_copies(stream, chunks)
     paths, counts, young = [], InputCounts(), set()
     new = {**horizon, **{s: to for s, (_, to) in missed.items()}}  # past what is gone
     for chunk, fact in zip(chunks, facts, strict=True):
@@ -240,6 +251,8 @@ def execute(run: CompactionRun, now: datetime | None = None, seal: bool = False)
             run.state, run.error, run.finished_at = CompactionRun.State.FAILED, str(exc)[:2000], timezone.now()
             run.save(update_fields=["state", "error", "finished_at"])
             raise
+        finally:
+            shutil.rmtree(staging_dir(stream), ignore_errors=True)
 
 
 def _phase(run: CompactionRun, phase: str, **fields) -> None:

@@ -7,6 +7,11 @@ spread over every executor core; nothing else reads them.
 The copy is written to a temporary name, fsynced and renamed, so a reader sees either no copy or a
 whole one; a crash in between leaves only a temporary file that the next attempt replaces. The
 chunk file stays the source of truth: the copy can always be made again from it.
+
+A chunk released to long-term storage (its `.tiered` stub in place of the file) is read from the
+tier by the executor that takes its task: its offloaded copy, or the chunk itself made into one,
+checked against the CRC-32C recorded at upload and staged under the task's `staging` directory
+for the run's job to read (the caller deletes what it staged when the run ends).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from store import framing
+from store.tier.opening import tier_for
+from store.tier.reading import TieredStub
 
 SCHEMA = pa.schema(
     [
@@ -39,7 +46,10 @@ SCHEMA = pa.schema(
 
 
 def chunk_to_table(chunk_path: Path, segment_id: str) -> pa.Table:
-    data = Path(chunk_path).read_bytes()
+    return chunk_bytes_to_table(Path(chunk_path).read_bytes(), segment_id)
+
+
+def chunk_bytes_to_table(data: bytes, segment_id: str) -> pa.Table:
     framing.decode_chunk_header(data)
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
     for _, rec in framing.iter_records(data, framing.CHUNK_HEADER_SIZE):
@@ -60,17 +70,23 @@ def write_parquet_copy(chunk_path: Path, segment_id: str) -> Path:
     """Write `<base>.parquet` beside a sealed chunk; returns its path."""
     chunk_path = Path(chunk_path)
     target = chunk_path.with_suffix(".parquet")
-    tmp = chunk_path.with_name(f".{target.name}.{os.getpid()}.tmp")
-    pq.write_table(chunk_to_table(chunk_path, segment_id), tmp, compression="zstd")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    _write_table(chunk_to_table(chunk_path, segment_id), target)
     return target
 
 
-class ChunkCopy(TypedDict):
-    chunk: str  # the sealed chunk's path
-    segment: str  # its segment's id
+def _write_table(table: pa.Table, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+class ChunkCopy(TypedDict, total=False):
+    chunk: str  # the sealed chunk's path  (required)
+    segment: str  # its segment's id  (required)
+    tier_url: str  # the tier a released chunk is read from
+    staging: str  # where a released chunk's copy is put for the job to read
 
 
 class CopyFacts(TypedDict):
@@ -91,7 +107,9 @@ def copy_facts(task: ChunkCopy) -> CopyFacts:
     chunk = Path(task["chunk"])
     copy = chunk.with_suffix(".parquet")
     made = not copy.exists()
-    if made:
+    if made and not chunk.exists() and chunk.with_suffix(".tiered").exists():
+        copy, made = _staged_copy(task, chunk)
+    elif made:
         write_parquet_copy(chunk, task["segment"])
     parquet = pq.ParquetFile(copy)
     meta = parquet.metadata
@@ -110,3 +128,24 @@ def copy_facts(task: ChunkCopy) -> CopyFacts:
         newest = ms if newest is None else max(newest, ms)
     size = pc.sum(parquet.read(columns=["payload_size"]).column(0)).as_py() or 0
     return CopyFacts(copy=str(copy), made=made, events=meta.num_rows, keyless=keyless, bytes=size, newest_ms=newest)
+
+
+def _staged_copy(task: ChunkCopy, chunk: Path) -> tuple[Path, bool]:
+    """The columnar copy of a chunk released to the tier, staged for the run: its offloaded
+    copy, or one made from the chunk's bytes; each checked against its recorded CRC-32C."""
+    stub = TieredStub.unpack(chunk.with_suffix(".tiered").read_bytes())
+    tier = tier_for(task.get("tier_url", ""))
+    if tier is None:
+        raise FileNotFoundError(f"{chunk} lives in the tier ({stub.key}) and the task names none")
+    target = Path(task["staging"]) / f"{stub.key}.parquet"
+    if target.exists():
+        return target, False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if stub.parquet_key is not None:
+        data = tier.get(stub.parquet_key, stub.parquet_crc32c)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        return target, False
+    _write_table(chunk_bytes_to_table(tier.get(stub.key, stub.crc32c), task["segment"]), target)
+    return target, True

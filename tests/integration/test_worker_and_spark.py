@@ -31,7 +31,7 @@ def test_executors_make_the_sealed_chunks_copies_and_spark_reads_every_event(set
     assert not log.parquet_paths()
 
     # when the copies job runs over the sealed chunks (a task per chunk, in the executors)
-    facts = chunk_copies(sealed_after(stream, {}))
+    facts = chunk_copies(stream, sealed_after(stream, {}))
 
     # then every sealed chunk has its copy, counted right, and Spark sees exactly the sealed events
     sealed = {s: log.segment(s).sealed_chunks() for s in stream.segment_ids}
@@ -47,7 +47,7 @@ def test_executors_make_the_sealed_chunks_copies_and_spark_reads_every_event(set
     assert sum(f["events"] for f in facts) == len(rows)
 
     # and a second job makes nothing again and counts the same
-    again = chunk_copies(sealed_after(stream, {}))
+    again = chunk_copies(stream, sealed_after(stream, {}))
     assert again == [{**f, "made": False} for f in facts]
 
 

@@ -1,0 +1,61 @@
+"""A compaction run over chunks whose local copies were released to long-term storage: its
+Spark tasks read each chunk's copy from the tier (the offloaded columnar copy, or the chunk made
+into one), checked against its recorded checksum, stage it for the job, and the staging goes
+when the run ends; the view is the one the local chunks would have given. On a file tier."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import factories
+import pytest
+
+from compaction.models import CompactionRun
+from compaction.runs import execute, staging_dir
+from store.segment.directory import TIERED
+from streams import tiering
+from streams.logs import stream_log
+from streams.models import TierObject
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def tier(settings, tmp_path):
+    """A file tier: the test run's shared Spark session started its Python workers before any
+    S3 server's credentials were in the environment (a deployment gives its executors the AWS_*
+    variables: docs/cluster.md); the S3 reads themselves are tested in test_read_through.py."""
+    settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
+    return tiering.tier()
+
+S = "/api/v1/streams/shop/profiles/"
+
+
+def test_a_compaction_reads_released_chunks_from_the_tier(tier, api, spark, settings):
+    stream = factories.create_stream_over_api(api, "profiles", cleanup_policy="compact", delete_retention_s=100)
+    latest = {}
+    for i in range(60):  # ~20 chunks of 1 KiB; each key written several times
+        key, value = f"k{i % 7}", f"v{i:03d}-" + "x" * 180
+        factories.publish_over_api(api, [{"key": key, "payload": value}], stream="shop/profiles")
+        latest[key] = value
+    done = tiering.do_offload(stream, now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 1, all_sealed=True)
+    segment = stream_log(stream).segment("0")
+    released = [b for b in segment.chunk_bases() if segment.chunk_path(b, TIERED).exists()]
+    assert done.released == len(released) >= 10
+    assert not any(segment.chunk_path(b).exists() or segment.chunk_path(b, "parquet").exists() for b in released)
+
+    run = execute(
+        CompactionRun.objects.create(stream=stream, trigger="command"), now=datetime.now(UTC) + timedelta(seconds=1)
+    )
+    assert run.state == "succeeded" and run.chunks == len(released)  # the active chunk stays on the live log
+    assert not staging_dir(stream).exists()
+    view = api.get(S + "compacted/", {"limit": 100}).json()
+    active_keys = {
+        e["key"]
+        for e in api.get(S + "events/", {"limit": 100}).json()["events"]
+        if e["offset"] >= segment.committed_tail().active_base
+    }
+    for event in view["events"]:  # every key's latest value among the compacted (sealed) events
+        if event["key"] not in active_keys:
+            assert event["payload"] == latest[event["key"]]
+    assert {e["key"] for e in view["events"]} | active_keys == set(latest)
+    assert TierObject.objects.filter(stream=stream, kind="chunk").count() == len(released)
