@@ -291,6 +291,30 @@ def _waiting_metrics() -> Iterator[Family | Metric]:
         wait_stats.LATENCY_BUCKETS,
         counters,
     )
+    yield from _tier_counters(counters)
+
+
+def _tier_counters(counters: dict[str, float]) -> Iterator[Family | Metric]:
+    """Long-term storage as every process counted it (`streams.tiering`, `store.tier.reading`,
+    carried by `streams.wait_stats`): reads of released chunks, copies and their time, errors."""
+    hits = Family("cbr_tier_cache_hits", "Reads of released chunks served by the local cache", "counter")
+    hits.add("", int(counters.get("tier:hit", 0)))
+    fetches = Family("cbr_tier_fetches", "Reads of released chunks that asked the tier, whole or by range", "counter")
+    fetches.add(label_set(how="whole"), int(counters.get("tier:miss", 0)))
+    fetches.add(label_set(how="ranged"), int(counters.get("tier:ranged", 0)))
+    errors = Family("cbr_tier_errors", "Tier operations refused or not answered, by operation", "counter")
+    for op in ("put", "get", "delete", "sweep"):
+        errors.add(label_set(op=op), int(counters.get(f"tier:error:{op}", 0)))
+    yield hits
+    yield fetches
+    yield errors
+    yield _histogram(
+        "cbr_tier_offload_seconds",
+        "Time to copy one sealed file to the tier and read it back",
+        "tier:offload",
+        wait_stats.OFFLOAD_BUCKETS,
+        counters,
+    )
 
 
 # what wakes a waiting read (`streams.waking`): a publish, a group's own notice, a due time, what

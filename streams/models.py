@@ -203,7 +203,7 @@ class Segment(models.Model):
 class TierObject(models.Model):
     """A sealed file of a stream's segment copied to long-term storage (`streams.tiering`): the
     chunk holding offsets [base, end), or its columnar copy, with the size and CRC-32C written.
-    The object's key follows from these (`store.tier.offload.tier_key`)."""
+    The object's key follows from these (`store.offload.tier_key`)."""
 
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="tier_objects")
     segment_id = models.CharField(max_length=64)

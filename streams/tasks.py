@@ -40,14 +40,20 @@ def autoscale() -> int:
 def offload() -> int:
     """Sealed files due for long-term storage copied there (`streams.tiering.offload_due`): how
     many objects were written."""
-    return tiering.offload_due().objects
+    try:
+        return tiering.offload_due().objects
+    finally:
+        tiering.publish_counts()
 
 
 @shared_task
 def tier_sweep() -> int:
     """Objects in long-term storage that no row names and nothing needs, deleted
     (`streams.tiering.sweep`): how many."""
-    return tiering.sweep()
+    try:
+        return tiering.sweep()
+    finally:
+        tiering.publish_counts()
 
 
 @shared_task
@@ -55,7 +61,10 @@ def offload_stream(stream_id: int) -> int:
     """One stream's sealed files copied to long-term storage now, whatever their age (`POST
     …/offload/`): how many objects were written."""
     stream = Stream.objects.filter(pk=stream_id).first()
-    return 0 if stream is None else tiering.do_offload(stream, all_sealed=True).objects
+    try:
+        return 0 if stream is None else tiering.do_offload(stream, all_sealed=True).objects
+    finally:
+        tiering.publish_counts()
 
 
 @shared_task

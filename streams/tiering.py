@@ -15,16 +15,19 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from store import locks
+from store.offload import KINDS, SealedFile, copy_to_tier, sealed_files, tier_key
+from store.redis_connection import get_redis
 from store.segment import LocalCopyDiffers
 from store.tier.base import Tier, TierError
-from store.tier.offload import KINDS, SealedFile, copy_to_tier, sealed_files, tier_key
 from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
+from streams import wait_stats
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
 
@@ -94,7 +97,13 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
     due = [p.file for p in files if all_sealed or now - p.file.sealed_at >= settings.CBR_TIER_AFTER_S]
     rows = []
     for f in due:
-        stored = copy_to_tier(target, stream.storage_key, f)
+        began = time.monotonic()
+        try:
+            stored = copy_to_tier(target, stream.storage_key, f)
+        except TierError:
+            wait_stats.counts.add("tier:error:put")
+            raise
+        wait_stats.counts.observe("tier:offload", wait_stats.OFFLOAD_BUCKETS, time.monotonic() - began)
         if stored is not None:
             rows.append(
                 TierObject(
@@ -171,6 +180,16 @@ def offload_due(now: float | None = None) -> Offloaded:
     return total
 
 
+def publish_counts() -> None:
+    """Add what this process counted of the tier (copies, their time, errors, reads of released
+    chunks) into the figures `/metrics` shows; a worker calls it after its tier work (a web
+    process's listener does it every second). Redis not answering keeps them for the next call."""
+    try:
+        wait_stats.flush(get_redis(), None)
+    except redis.RedisError as e:
+        log.warning("tier counts kept for later: %s", e)
+
+
 def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
     """Bytes and chunks of each stream in the tier (its chunks; their columnar copies count in
     the bytes): one query for any number of streams, none without a tier."""
@@ -206,6 +225,8 @@ def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
                 target.delete(tier_key(stream.storage_key, row.segment_id, row.base, row.kind))
             except TierError as e:  # a tier that does not answer is not asked once per object
                 log.warning("tier deletions left for the next cycle (%s): %s", row, e)
+                wait_stats.counts.add("tier:error:delete")
+                publish_counts()
                 break
             gone.append(row)
     TierObject.objects.filter(pk__in=[r.pk for r in gone]).delete()
@@ -244,6 +265,7 @@ def sweep() -> int:
             gone += 1
     except TierError as e:
         log.warning("tier sweep stopped, the next one goes on: %s", e)
+        wait_stats.counts.add("tier:error:sweep")
     return gone
 
 
@@ -280,5 +302,6 @@ def forget_stream(stream: Stream) -> None:
                 target.delete(key)
         except TierError as e:
             log.warning("tier deletion of stream %s's objects, left for a sweep: %s", stream.full_name, e)
+            wait_stats.counts.add("tier:error:delete")
 
     transaction.on_commit(delete_all)

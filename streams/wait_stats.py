@@ -16,6 +16,9 @@ import time
 from bisect import bisect_left
 from collections import defaultdict
 
+from store.tier import reading
+
+OFFLOAD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)  # seconds, one object's copy
 WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)  # seconds
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 COUNTERS_KEY = "cbr:metrics:reads"  # hash: field -> total (every process's)
@@ -91,9 +94,13 @@ def published_ms_of(item) -> int:
     return _PUBLISHED_MS.unpack_from(item.data, item.start + _BODY)[0]
 
 
-def flush(redis, waiting_now: int) -> None:
+def flush(redis, waiting_now: int | None) -> None:
     """Add this process's counts into Redis and say how many reads wait in it (the listener
-    calls it every second)."""
+    calls it every second; a process with no waiting reads, a worker, passes None). The reads of
+    chunks released to long-term storage are counted by the store (`store.tier.reading`) and
+    carried here."""
+    for outcome, n in reading.take_counts().items():
+        counts.add(f"tier:{outcome}", n)
     pending = counts.take()
     keyed, expiry = counts.take_keyed()
     pipe = redis.pipeline(transaction=False)
@@ -104,7 +111,8 @@ def flush(redis, waiting_now: int) -> None:
     for key, seconds in expiry.items():
         if seconds:
             pipe.expire(key, seconds)
-    pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
+    if waiting_now is not None:
+        pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
     pipe.hgetall(WAITING_KEY)
     try:
         *_, processes = pipe.execute()

@@ -20,6 +20,9 @@ class StoreConfig:
     tier_url: str = ""  # long-term storage (store/tier/); empty: none, every chunk is local
     tier_cache_dir: str = ""
     tier_cache_bytes: int = 1024 * 1024 * 1024
+    # a released chunk smaller than this is always fetched whole (a ranged read costs a request
+    # as a whole one does); a larger one by range for a read of one record or from its second half
+    tier_ranged_min_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.fsync not in FSYNC_MODES:

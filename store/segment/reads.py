@@ -251,7 +251,7 @@ class SegmentReads(SegmentRecovery):
         tier = tier_for(config.tier_url)
         assert tier is not None
         cache = cache_for(config.tier_cache_dir or DEFAULT_CACHE_DIR, config.tier_cache_bytes)
-        return open_tiered(tier, cache, stub, pos, whole)
+        return open_tiered(tier, cache, stub, pos, whole, config.tier_ranged_min_bytes)
 
     def size_till(self, offset: int) -> int:
         """Cumulative payload bytes of the segment before `offset` (docs/design/retention.md)."""

@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from store.files import pread_full
-from store.tier.base import Tier
+from store.tier.base import Tier, TierError
 
-# what a process's reads of tiered chunks did, by outcome ("hit", "miss", "ranged"): the caller
-# that publishes metrics takes them (`take_counts`)
+# what a process's reads of tiered chunks did, by outcome ("hit": the cached copy, "miss": the
+# whole object fetched, "ranged": one ranged read, "error:get": the tier refused or did not
+# answer): the caller that publishes metrics takes them (`take_counts`)
 _COUNTS: Counter[str] = Counter()
 _COUNTS_LOCK = threading.Lock()
 # where a store whose configuration names no cache directory keeps tiered chunks (the service
@@ -164,7 +165,11 @@ class ChunkBytes:
         if n <= 0:
             return b""
         count("ranged")
-        return tier.get(key, start=at, length=n)
+        try:
+            return tier.get(key, start=at, length=n)
+        except TierError:
+            count("error:get")
+            raise
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -172,10 +177,13 @@ class ChunkBytes:
             self._fd = -1
 
 
-def open_tiered(tier: Tier, cache: TierCache, stub: TieredStub, at: int, whole: bool) -> ChunkBytes:
+def open_tiered(
+    tier: Tier, cache: TierCache, stub: TieredStub, at: int, whole: bool, ranged_min_bytes: int = 0
+) -> ChunkBytes:
     """The bytes of a tiered chunk for a read from file position `at`: the cached copy when there
-    is one; else, for a read that wants much of it (`whole`, from its first half), the whole
-    object fetched, checked and cached; else ranged reads."""
+    is one; else, for a read that wants much of it (`whole`, from its first half) or a chunk
+    smaller than `ranged_min_bytes`, the whole object fetched, checked and cached; else ranged
+    reads."""
     path = cache.cached(stub.key)
     if path is not None:
         try:
@@ -185,7 +193,11 @@ def open_tiered(tier: Tier, cache: TierCache, stub: TieredStub, at: int, whole: 
         else:
             count("hit")
             return ChunkBytes(fd=fd)
-    if whole and at <= stub.size // 2:
+    if (whole and at <= stub.size // 2) or stub.size < ranged_min_bytes:
         count("miss")
-        return ChunkBytes(data=cache.fetch(tier, stub.key, stub.crc32c))
+        try:
+            return ChunkBytes(data=cache.fetch(tier, stub.key, stub.crc32c))
+        except TierError:
+            count("error:get")
+            raise
     return ChunkBytes(ranged=(tier, stub.key, stub.size))

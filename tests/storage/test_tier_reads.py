@@ -4,15 +4,17 @@ S3-compatible server the tests start: every record, from any offset, as records 
 sizes and times; a read near a chunk's end fetches only a range; whole fetches land in a bounded
 cache; a truncation deletes stubs; a local copy that differs from the tier's is kept."""
 
+from dataclasses import replace
+
 import pytest
 from tier_servers import S3Server
 
 from domain.events import EventIn
+from store.offload import tier_key
 from store.segment import LocalCopyDiffers, Segment, StoreConfig
 from store.segment.directory import TIERED
 from store.tier import reading
 from store.tier.base import TierUnavailable
-from store.tier.offload import tier_key
 from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
 
@@ -46,6 +48,7 @@ def make_segment(tmp_path, tier_url, cache_bytes=64 * 1024 * 1024) -> Segment:
         tier_url=tier_url,
         tier_cache_dir=str(tmp_path / "cache"),
         tier_cache_bytes=cache_bytes,
+        tier_ranged_min_bytes=0,  # ranged reads even of these small chunks
     )
     seg = Segment(tmp_path / "s" / "0", config)
     for i in range(EVENTS):
@@ -87,6 +90,16 @@ def test_a_released_segment_reads_exactly_as_a_local_one(tmp_path, tier_url):
         assert seg.read(start, 7) == before[start : start + 7]
     assert [seg.size_till(o) for o in (0, 1, 57, 200, 399, 400)] == sizes
     assert [seg.offset_at_time(ms) for ms in (0, 1_000_500, 1_002_000, 1_003_995, 9_999_999)] == times
+
+
+def test_a_small_chunk_is_always_fetched_whole(tmp_path, tier_url):
+    seg = make_segment(tmp_path, tier_url)
+    expected = seg.read(0, EVENTS)
+    second = release_all(seg, tier_url)[1]
+    small = Segment(seg.path, replace(seg.config, tier_ranged_min_bytes=1024 * 1024))
+    reading.take_counts()
+    assert small.read(second - 1, 1) == [expected[second - 1]]
+    assert reading.take_counts() == {"miss": 1}
 
 
 def test_a_read_near_a_chunks_end_fetches_a_range_and_a_read_from_its_start_caches_it(tmp_path, tier_url):

@@ -27,6 +27,7 @@ def tier(settings, tmp_path):
     settings.CBR_TIER_URL = f"file://{tmp_path}/tier"
     return tiering.tier()
 
+
 S = "/api/v1/streams/shop/profiles/"
 
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from tier_servers import free_port
 
 from domain.events import EventIn
-from store.tier.offload import sealed_files, tier_key
+from store.offload import sealed_files, tier_key
 from store.tier.opening import tier_for
 from streams import services, tasks, tiering
 from streams.logs import stream_log

@@ -4,6 +4,7 @@ reads and acks, the event browser's filtered search, the delayed index's replay;
 deletes them in both places; a tier that stops answering fails only the reads that need it,
 with a 503 naming it. On a file tier and on a real S3-compatible server."""
 
+import shutil
 import time
 import urllib.parse
 from io import StringIO
@@ -16,9 +17,10 @@ from tier_servers import free_port
 
 from domain.event_filters import EventFilter
 from domain.events import EventIn
+from store.redis_connection import get_redis
 from store.segment.directory import TIERED
 from store.tier.opening import tier_for
-from streams import browsing, services, tiering
+from streams import browsing, services, tiering, wait_stats
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
 
@@ -160,3 +162,31 @@ def test_a_tier_that_stops_answering_fails_only_the_reads_that_need_it(s3_server
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.url)  # back
     tier_for.cache_clear()
     assert read_all(api)[: len(before)] == before
+
+
+def metric(client, line_start: str) -> float:
+    text = client.get("/metrics").content.decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+def test_metrics_count_reads_of_released_chunks_copies_and_errors(tier, api, client, settings):
+    stream = make_stream()
+    names = (
+        "cbr_tier_cache_hits_total",
+        'cbr_tier_fetches_total{how="whole"}',
+        'cbr_tier_fetches_total{how="ranged"}',
+        "cbr_tier_offload_seconds_count",
+    )
+    wait_stats.flush(get_redis(), None)  # what earlier tests counted in this process
+    before = {name: metric(client, name) for name in names}
+    done = offload_and_release(stream, settings)
+    released = released_bases(stream)
+    read_all(api)  # each released chunk fetched whole once, then read from the cache
+    shutil.rmtree(settings.CBR_DATA_DIR / "tier-cache")
+    stream_log(stream).segment("0").read(released["0"][2] - 1, 1)  # one record of a small chunk: fetched whole
+    wait_stats.flush(get_redis(), None)  # what a web process's listener does every second
+    grew = {name: metric(client, name) - before[name] for name in names}
+    assert grew['cbr_tier_fetches_total{how="whole"}'] == sum(len(b) for b in released.values()) + 1
+    assert grew["cbr_tier_cache_hits_total"] > 0
+    assert grew['cbr_tier_fetches_total{how="ranged"}'] == 0  # 1 KiB chunks: never by range (tests/storage)
+    assert grew["cbr_tier_offload_seconds_count"] == done.objects
