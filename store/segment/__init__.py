@@ -10,6 +10,7 @@ from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment, SegmentSealed,
 from store.segment.log import Segment
 from store.segment.reads import SegmentInfo
 from store.segment.release import LocalCopyDiffers
+from store.segment.restore import SegmentNotLost
 from store.segment.truncation import TruncateResult, move_heads
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "LocalCopyDiffers",
     "Segment",
     "SegmentInfo",
+    "SegmentNotLost",
     "SegmentSealed",
     "StorageFull",
     "StoreConfig",

@@ -94,9 +94,12 @@ class SegmentAppends(SegmentRecovery):
             tail = self._recovered_tail()
             if tail.committed_pos > framing.CHUNK_HEADER_SIZE:
                 tail = self._create_chunk(tail.next_offset, tail.cum_size)
-            write_atomically(Path(self._sealed_path), _SEALED.pack(_SEALED_MAGIC, tail.next_offset, tail.cum_size))
-            self._sealed_end = tail.next_offset
+            self._write_seal(tail.next_offset, tail.cum_size)
             return tail.next_offset
+
+    def _write_seal(self, end: int, cum_size: int) -> None:
+        write_atomically(Path(self._sealed_path), _SEALED.pack(_SEALED_MAGIC, end, cum_size))
+        self._sealed_end = end
 
     def append(self, events: list[EventIn], now_ms: int | None = None, on_commit=None) -> AppendResult:
         """Append a batch; returns once it is committed (and durable unless fsync is `never`).

@@ -9,6 +9,7 @@ stating the rules it keeps:
     reads.py        reads of records, sizes and times
     truncation.py   head moves and chunk deletions
     release.py      a sealed chunk's local copy given up for its copy in the tier
+    restore.py      a lost segment made again from its chunks in the tier
 
 The tail and head records themselves, and the stream's `ends` file that keeps them, are in
 store/ends.py. This module only joins the parts: it must never hold behaviour of its own.
@@ -17,10 +18,10 @@ No Django, no database.
 
 from __future__ import annotations
 
-from store.segment.append import SegmentAppends
 from store.segment.release import SegmentRelease
+from store.segment.restore import SegmentRestore
 from store.segment.truncation import SegmentTruncation
 
 
-class Segment(SegmentAppends, SegmentTruncation, SegmentRelease):
+class Segment(SegmentRestore, SegmentTruncation, SegmentRelease):
     """A segment log. One object per process and directory (see `open_segment`)."""
