@@ -15,7 +15,10 @@ from streams.models import Stream
 
 
 class Command(BaseCommand):
-    help = "Rebuild lost segments from long-term storage and print what was lost."
+    help = (
+        "Rebuild lost segments from long-term storage and print what was lost. "
+        "Stop the web server and the workers first."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--stream", action="append", help="only this stream (scope/name); repeatable")
