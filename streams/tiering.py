@@ -206,9 +206,10 @@ def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
 
 def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
     """After truncations: the tier's copies of what now lies wholly before each segment's head
-    (or in a segment retired whole) go, objects first, then their rows. From the first deletion
-    the tier refuses, the rest keep their rows, so the next cycle tries again: a cycle never
-    waits on a tier that is down once per object. The objects and bytes that went, by stream id."""
+    (or in a segment retired whole) go, objects first (in batches: a thousand a request on S3),
+    then their rows. Objects the tier refuses keep their rows, and a tier that does not answer
+    keeps them all, so the next cycle tries again: a cycle never waits on a tier that is down
+    once per object. The objects and bytes that went, by stream id."""
     target = tier()
     if target is None or not streams:
         return {}
@@ -217,19 +218,21 @@ def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
     if not rows:
         return {}
     heads = {pk: {sid: head.offset for sid, (head, _) in stream_log(s).ends().items()} for pk, s in by_pk.items()}
-    gone: list[TierObject] = []
+    passed: dict[str, TierObject] = {}
     for row in rows:
-        stream = by_pk[row.stream_id]
         head = heads[row.stream_id].get(row.segment_id)  # a retired segment's: its end
         if head is None or row.end <= head:
-            try:
-                target.delete(tier_key(stream.storage_key, row.segment_id, row.base, row.kind))
-            except TierError as e:  # a tier that does not answer is not asked once per object
-                log.warning("tier deletions left for the next cycle (%s): %s", row, e)
-                wait_stats.counts.add("tier:error:delete")
-                publish_counts()
-                break
-            gone.append(row)
+            passed[tier_key(by_pk[row.stream_id].storage_key, row.segment_id, row.base, row.kind)] = row
+    try:
+        refused = set(target.delete_many(list(passed)))  # a thousand objects a request on S3
+    except TierError as e:  # a tier that does not answer: every row kept for the next cycle
+        log.warning("tier deletions left for the next cycle (%d objects): %s", len(passed), e)
+        wait_stats.counts.add("tier:error:delete")
+        publish_counts()
+        refused = set(passed)
+    if refused:
+        log.warning("the tier refused to delete %d objects, left for the next cycle", len(refused))
+    gone = [row for key, row in passed.items() if key not in refused]
     TierObject.objects.filter(pk__in=[r.pk for r in gone]).delete()
     out: dict[int, tuple[int, int]] = {}
     for row in gone:

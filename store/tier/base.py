@@ -79,6 +79,13 @@ class Tier(abc.ABC):
     def delete(self, key: str) -> None:
         """Delete the object; one that is not there is no error."""
 
+    def delete_many(self, keys: list[str]) -> list[str]:
+        """Delete the objects (those not there are no error); the keys the tier refused to
+        delete. TierUnavailable when it does not answer (some may be deleted by then)."""
+        for key in keys:
+            self.delete(key)
+        return []
+
     @abc.abstractmethod
     def list_keys(self, prefix: str = "") -> Iterator[str]:
         """Every key that starts with `prefix` (sweeps: objects no row knows)."""

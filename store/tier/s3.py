@@ -18,6 +18,7 @@ from store.tier.base import Tier, TierMissing, TierUnavailable
 # a tier that does not answer is retried by the caller's next round, not held in a request
 _CONFIG = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"})
 _MISSING = {"404", "NoSuchKey", "NotFound"}
+DELETE_BATCH = 1000  # the most keys one DeleteObjects takes
 # readiness's question: one try, answered within seconds
 _QUICK = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 1})
 
@@ -92,6 +93,19 @@ class S3Tier(Tier):
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))  # (none there: no error)
         except (ClientError, BotoCoreError) as e:
             raise self._fail("delete", key, e) from e
+
+    def delete_many(self, keys: list[str]) -> list[str]:
+        """One request per thousand keys (S3's DeleteObjects)."""
+        failed: list[str] = []
+        for at in range(0, len(keys), DELETE_BATCH):
+            batch = keys[at : at + DELETE_BATCH]
+            objects = [{"Key": self._key(k)} for k in batch]
+            try:
+                answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
+            except (ClientError, BotoCoreError) as e:
+                raise self._fail("delete", f"{len(batch)} objects", e) from e
+            failed += [e["Key"][len(self.prefix) :] for e in answer.get("Errors", ())]
+        return failed
 
     def list_keys(self, prefix: str = "") -> Iterator[str]:
         try:

@@ -98,6 +98,14 @@ def test_a_missing_object_deletion_and_listing(tier):
         tier.get("s1/0/a")
 
 
+def test_many_objects_are_deleted_at_once(tier):
+    keys = [f"s/0/{i:020d}.chunk" for i in range(1203)] if tier.kind == "s3" else ["s/0/a", "s/0/b", "s/0/c"]
+    for key in keys:
+        tier.put(key, key.encode())
+    assert tier.delete_many(keys[:-1] + ["s/0/never-there"]) == []  # more than one S3 request's worth
+    assert list(tier.list_keys("s/")) == [keys[-1]]
+
+
 @pytest.mark.parametrize("key", ["", "/abs", "a//b", "a/../b", "./a"])
 def test_a_bad_key_is_refused(tier, key):
     with pytest.raises(ValueError, match="bad tier key"):
