@@ -224,6 +224,26 @@ class TierObject(models.Model):
         return f"{self.stream_id}:{self.segment_id}:{self.base}.{self.kind}"
 
 
+class TierFile(models.Model):
+    """A stream's file beside its log copied to long-term storage (`streams.tiering`): a delayed-
+    index snapshot or a file of a compacted view's generation, by its path under CBR_DATA_DIR
+    (`delayed/<storage key>/…`, `compacted/<storage key>/…`), which is also its key in the tier
+    after the stream's storage key. Such files are written once under their name."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="tier_files")
+    path = models.CharField(max_length=255)
+    size = models.BigIntegerField()
+    crc32c = models.CharField(max_length=8)
+    offloaded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["stream_id", "path"]
+        constraints = [models.UniqueConstraint(fields=["stream", "path"], name="tier_file_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:{self.path}"
+
+
 class Scaling(models.Model):
     """One scale of a stream (`streams.scaling`): the epoch it made, the segments it sealed and
     those it made, and why (an operator's request, or the auto-scaling rule with the rates)."""

@@ -2,18 +2,21 @@
 tier `CBR_TIER_URL` names and recorded (`TierObject`), and the objects deleted with what retention
 or a stream's deletion deletes. Without a tier every function here does nothing.
 
-Copies are made by beat and `POST …/offload/`; `CBR_TIER_LOCAL_KEEP_S` after a chunk's verified
-upload its local copy is released (the store reads it back from the tier: store/segment/release.py,
-store/tier/reading.py)."""
+Copies are made by beat and `POST …/offload/`, of sealed chunks and of the files beside the log
+(delayed-index snapshots, the compacted view: `TierFile`); `CBR_TIER_LOCAL_KEEP_S` after a
+chunk's verified upload its local copy is released (the store reads it back from the tier:
+store/segment/release.py, store/tier/reading.py); `restore` rebuilds a lost data directory."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import redis
 from django.conf import settings
@@ -22,6 +25,7 @@ from django.db.models import Count, Q, Sum
 
 from store import framing, locks
 from store.ends import Head
+from store.files import write_atomically
 from store.offload import KINDS, SealedFile, copy_to_tier, sealed_files, tier_key
 from store.redis_connection import get_redis
 from store.segment import LocalCopyDiffers
@@ -30,7 +34,7 @@ from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
 from streams import wait_stats
 from streams.logs import stream_log
-from streams.models import Stream, TierObject
+from streams.models import Stream, TierFile, TierObject
 
 log = logging.getLogger(__name__)
 OFFLOAD_LOCK_S = 300
@@ -80,8 +84,9 @@ def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = F
         if not got:  # another process is copying this stream's files: never one file twice at once
             return Offloaded()
         copied = _offload(stream, now, all_sealed)
+        files, size = mirror_beside(stream)
         released, freed = release_due(stream, now)
-        return Offloaded(copied.objects, copied.bytes, released, freed)
+        return Offloaded(copied.objects + files, copied.bytes + size, released, freed)
 
 
 def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
@@ -119,6 +124,86 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
             )
     TierObject.objects.bulk_create(rows, ignore_conflicts=True)
     return Offloaded(len(rows), sum(r.size for r in rows))
+
+
+# the directories under CBR_DATA_DIR that hold a stream's files beside its log (`TierFile`): the
+# delayed index's snapshots (streams.delaying.buckets) and the compacted view's generations
+# (compaction.runs), each file written once under its name
+BESIDE = ("delayed", "compacted")
+
+
+def beside_files(stream: Stream) -> dict[str, Path]:
+    """The stream's files beside its log, by their path under CBR_DATA_DIR (temporaries, whose
+    names start with a dot, left out)."""
+    root = Path(settings.CBR_DATA_DIR)
+    out = {}
+    for top in BESIDE:
+        for dirpath, dirnames, names in os.walk(root / top / stream.storage_key):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in names:
+                if not name.startswith("."):
+                    path = Path(dirpath) / name
+                    out[str(path.relative_to(root))] = path
+    return out
+
+
+def beside_key(stream: Stream, path: str) -> str:
+    """A file's key in the tier: the stream's storage key first (its objects share one prefix),
+    then the kind of file and the rest of its path (`<storage key>/delayed/<name>.parquet`)."""
+    top, _, rest = path.partition("/")
+    return f"{stream.storage_key}/{top}/{rest.partition('/')[2]}"
+
+
+def mirror_beside(stream: Stream) -> tuple[int, int]:
+    """Copy the stream's files beside its log that the tier does not hold yet (each verified, as a
+    chunk is), and delete the copies of those that went here (a bucket merged, a generation
+    replaced), unless the whole directory went (a lost disk: the copies are what a restore brings
+    back). Local copies stay: they are what reads and recovery use. Files copied and bytes."""
+    target = tier()
+    if target is None:
+        return 0, 0
+    root = Path(settings.CBR_DATA_DIR)
+    local = beside_files(stream)
+    rows = {r.path: r for r in TierFile.objects.filter(stream=stream)}
+    made = []
+    for path, file in local.items():
+        if path in rows:
+            continue
+        try:
+            data = file.read_bytes()
+        except FileNotFoundError:
+            continue  # replaced meanwhile
+        stored = target.put(beside_key(stream, path), data)
+        target.get(stored.key, stored.crc32c)
+        made.append(TierFile(stream=stream, path=path, size=stored.size, crc32c=stored.crc32c))
+    TierFile.objects.bulk_create(made, ignore_conflicts=True)
+    gone = {
+        beside_key(stream, path): row
+        for path, row in rows.items()
+        if path not in local and (root / path.split("/", 2)[0] / stream.storage_key).is_dir()
+    }
+    if gone:
+        refused = set(target.delete_many(list(gone)))
+        TierFile.objects.filter(pk__in=[r.pk for k, r in gone.items() if k not in refused]).delete()
+    return len(made), sum(f.size for f in made)
+
+
+def restore_beside(stream: Stream) -> int:
+    """Bring back the stream's files beside its log that are not here (a lost disk), each checked
+    against its recorded checksum; how many."""
+    target = tier()
+    if target is None:
+        return 0
+    root = Path(settings.CBR_DATA_DIR)
+    brought = 0
+    for row in TierFile.objects.filter(stream=stream):
+        path = root / row.path
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, target.get(beside_key(stream, row.path), row.crc32c))
+        brought += 1
+    return brought
 
 
 def release_due(stream: Stream, now: float | None = None) -> tuple[int, int]:
@@ -192,8 +277,9 @@ def publish_counts() -> None:
 
 
 def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
-    """Bytes and chunks of each stream in the tier (its chunks; their columnar copies count in
-    the bytes): one query for any number of streams, none without a tier."""
+    """Bytes and chunks of each stream in the tier (its chunks; their columnar copies and its files
+    beside the log count in the bytes): two queries for any number of streams, none without a
+    tier."""
     if tier() is None or not stream_ids:
         return {}
     rows = (
@@ -201,7 +287,11 @@ def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
         .values("stream_id")
         .annotate(size=Sum("size"), chunks=Count("pk", filter=Q(kind="chunk")))
     )
-    return {r["stream_id"]: (r["size"], r["chunks"]) for r in rows}
+    out = {r["stream_id"]: (r["size"], r["chunks"]) for r in rows}
+    for r in TierFile.objects.filter(stream_id__in=stream_ids).values("stream_id").annotate(size=Sum("size")):
+        size, chunks = out.get(r["stream_id"], (0, 0))
+        out[r["stream_id"]] = (size + r["size"], chunks)
+    return out
 
 
 def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
@@ -256,6 +346,7 @@ def sweep() -> int:
         tier_key(key, seg, base, kind)
         for key, seg, base, kind in TierObject.objects.values_list("stream__storage_key", "segment_id", "base", "kind")
     }
+    known.update(beside_key(stream, path) for stream, path in _files_by_stream(streams))
     heads: dict[str, dict[str, int]] = {}
     gone = 0
     try:
@@ -273,9 +364,19 @@ def sweep() -> int:
     return gone
 
 
+def _files_by_stream(streams: dict[str, Stream]) -> list[tuple[Stream, str]]:
+    by_pk = {s.pk: s for s in streams.values()}
+    return [(by_pk[pk], path) for pk, path in TierFile.objects.values_list("stream_id", "path") if pk in by_pk]
+
+
 def _passed(stream: Stream, key: str, heads: dict[str, dict[str, int]]) -> bool:
-    """Whether an object of `stream` that no row names holds only what retention has passed."""
+    """Whether an object of `stream` that no row names holds only what retention has passed, or
+    is a copy of a file beside the log that is gone here (a bucket merged, a generation replaced,
+    and the deletion of its copy refused then)."""
     parts = key.split("/")
+    if len(parts) >= 3 and parts[1] in BESIDE:
+        where = Path(settings.CBR_DATA_DIR) / parts[1] / stream.storage_key
+        return where.is_dir() and not (where / "/".join(parts[2:])).exists()
     name = parts[-1].partition(".")
     if len(parts) != 3 or not name[0].isdigit() or name[2] not in KINDS:
         return False  # not a file the store names: not the sweep's to judge
@@ -333,12 +434,20 @@ class SegmentRestored:
     skipped: str = ""  # why the segment was left as it was
 
 
-def restore(stream: Stream, known: dict[str, Known]) -> list[SegmentRestored]:
+@dataclass(frozen=True)
+class Restored:
+    segments: list[SegmentRestored]
+    files: int  # files beside the log brought back (delayed-index snapshots, the compacted view)
+
+
+def restore(stream: Stream, known: dict[str, Known]) -> Restored:
     """Rebuild the stream's segments whose directory was lost, from their chunks in the tier
     (`TierObject` rows) and what the database knows (`known`): every offloaded chunk back (as a
     stub read through the tier), the head where the last truncation left it, and appends going on
-    at or past the highest offset anyone may have seen. What no tier holds is reported lost: the
-    chunks that were never sealed or never copied. A segment that still has chunks is left."""
+    at or past the highest offset anyone may have seen; and its files beside the log that are
+    missing (`TierFile`: the delayed index's snapshots, the compacted view). What no tier holds is
+    reported lost: the chunks that were never sealed or never copied. A segment that still has
+    chunks is left."""
     target = tier()
     if target is None:
         raise TierError("no tier is configured (CBR_TIER_URL)")
@@ -346,6 +455,7 @@ def restore(stream: Stream, known: dict[str, Known]) -> list[SegmentRestored]:
     rows: dict[str, list[TierObject]] = {}
     for row in TierObject.objects.filter(stream=stream).order_by("segment_id", "base"):
         rows.setdefault(row.segment_id, []).append(row)
+    files = restore_beside(stream)
     out = []
     for segment_id in log_.held_ids:
         segment = log_.segment(segment_id)
@@ -355,7 +465,7 @@ def restore(stream: Stream, known: dict[str, Known]) -> list[SegmentRestored]:
         out.append(
             _restore_segment(target, stream, segment_id, rows.get(segment_id, []), known.get(segment_id, Known()))
         )
-    return out
+    return Restored(out, files)
 
 
 def _restore_segment(

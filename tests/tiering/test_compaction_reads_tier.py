@@ -3,18 +3,22 @@ Spark tasks read each chunk's copy from the tier (the offloaded columnar copy, o
 into one), checked against its recorded checksum, stage it for the job, and the staging goes
 when the run ends; the view is the one the local chunks would have given. On a file tier."""
 
+import shutil
 import time
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import factories
 import pytest
+from django.core.management import call_command
 
 from compaction.models import CompactionRun
-from compaction.runs import execute, staging_dir
+from compaction.runs import execute, staging_dir, view_dir
+from store import store as store_module
 from store.segment.directory import TIERED
-from streams import tiering
+from streams import logs, tiering
 from streams.logs import stream_log
-from streams.models import TierObject
+from streams.models import TierFile, TierObject
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -60,3 +64,28 @@ def test_a_compaction_reads_released_chunks_from_the_tier(tier, api, spark, sett
             assert event["payload"] == latest[event["key"]]
     assert {e["key"] for e in view["events"]} | active_keys == set(latest)
     assert TierObject.objects.filter(stream=stream, kind="chunk").count() == len(released)
+
+
+def test_a_compacted_view_is_copied_and_a_restore_brings_it_back(tier, api, spark, settings):
+    stream = factories.create_stream_over_api(api, "profiles", cleanup_policy="compact", delete_retention_s=100)
+    for i in range(40):
+        factories.publish_over_api(
+            api, [{"key": f"k{i % 5}", "payload": f"v{i:03d}-" + "x" * 180}], stream="shop/profiles"
+        )
+    run = execute(
+        CompactionRun.objects.create(stream=stream, trigger="command"), now=datetime.now(UTC) + timedelta(seconds=1)
+    )
+    assert run.state == "succeeded"
+    view = api.get(S + "compacted/", {"limit": 100}).json()
+    assert view["events"]
+    tiering.do_offload(stream, all_sealed=True)
+    copied = set(TierFile.objects.filter(stream=stream).values_list("path", flat=True))
+    assert any(p.startswith(f"compacted/{stream.storage_key}/gen-1/") and p.endswith(".parquet") for p in copied)
+
+    shutil.rmtree(stream_log(stream).root)  # the host's disk is gone
+    shutil.rmtree(view_dir(stream))
+    store_module._SEGMENTS.clear()
+    store_module._SEALED_ENDS.clear()
+    logs._stream_log.cache_clear()
+    call_command("restore_from_tier", stdout=StringIO())
+    assert api.get(S + "compacted/", {"limit": 100}).json() == view

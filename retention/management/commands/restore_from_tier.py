@@ -39,7 +39,9 @@ class Command(BaseCommand):
                 report = tiering.restore(s, known_of(s))
             except TierError as e:
                 raise CommandError(f"{s.full_name}: the tier could not give it back ({e}); run it again") from e
-            for seg in report:
+            if report.files:
+                self.stdout.write(f"{s.full_name}: {report.files} files beside the log brought back")
+            for seg in report.segments:
                 if seg.skipped:
                     self.stdout.write(f"{s.full_name} segment {seg.segment}: left, {seg.skipped}")
                     continue
