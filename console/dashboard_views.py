@@ -11,6 +11,7 @@ from access.rules import Action
 from ops.health import readiness
 from retention.models import RetentionCycle, TruncationRecord
 from retention.projections import consumption_states
+from streams import tiering
 from streams.models import Stream
 
 VIEW = {"GET": Action.VIEW}
@@ -36,5 +37,6 @@ def dashboard(request):
         "recent": recent,
         "largest": streams.order_by("-held_bytes").select_related("scope")[:5],
         "health": readiness(),
+        "offload": tiering.offload_state(),
     }
     return render(request, "console/dashboard/dashboard.html", context)

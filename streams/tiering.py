@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,6 +51,8 @@ class Offloaded:
     bytes: int = 0
     released: int = 0  # chunks whose local copy was released
     freed: int = 0  # local bytes that freed
+    oldest_waiting: float | None = None  # when the oldest sealed file not copied yet was sealed
+    waiting_bytes: int = 0  # and the bytes of those files
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = F
         copied = _offload(stream, now, all_sealed)
         files, size = mirror_beside(stream)
         released, freed = release_due(stream, now)
-        return Offloaded(copied.objects + files, copied.bytes + size, released, freed)
+        return replace(
+            copied, objects=copied.objects + files, bytes=copied.bytes + size, released=released, freed=freed
+        )
 
 
 def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
@@ -101,6 +105,7 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
         return Offloaded()
     now = time.time() if now is None else now
     due = [p.file for p in files if all_sealed or now - p.file.sealed_at >= settings.CBR_TIER_AFTER_S]
+    waiting = [p for p in files if p.file not in due]
     rows = []
     for f in due:
         began = time.monotonic()
@@ -123,7 +128,12 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
                 )
             )
     TierObject.objects.bulk_create(rows, ignore_conflicts=True)
-    return Offloaded(len(rows), sum(r.size for r in rows))
+    return Offloaded(
+        len(rows),
+        sum(r.size for r in rows),
+        oldest_waiting=min((p.file.sealed_at for p in waiting), default=None),
+        waiting_bytes=sum(p.size for p in waiting),
+    )
 
 
 # the directories under CBR_DATA_DIR that hold a stream's files beside its log (`TierFile`): the
@@ -246,24 +256,127 @@ def release_due(stream: Stream, now: float | None = None) -> tuple[int, int]:
 
 
 def offload_due(now: float | None = None) -> Offloaded:
-    """`do_offload` of every stream (beat, every minute); a stream the tier refuses is left for
-    the next round, the others go on."""
+    """`do_offload` of every stream that may have something to do (beat, every minute); a stream
+    the tier refuses is left for the next round, the others go on. A stream whose segments rolled
+    no chunk and whose files beside the log did not change since its last round here, with
+    nothing coming due, is passed over at the cost of a read of its ends (`_Unchanged`): a round
+    over 100k quiet streams reads no database row per stream. What is waiting for its copy is
+    kept in Redis for the dashboard and `/metrics` (`offload_state`)."""
     if tier() is None:
         return Offloaded()
+    now = time.time() if now is None else now
     total = Offloaded()
+    waiting: dict[str, str] = {}
     for stream in Stream.objects.all().iterator():
+        signature = _signature(stream)
+        if _UNCHANGED.holds(stream.pk, signature, now):
+            continue
         try:
             done = do_offload(stream, now)
         except TierError as e:
             log.warning("offload of %s: %s", stream.full_name, e)
             continue
+        if done.oldest_waiting is not None:
+            waiting[str(stream.pk)] = f"{done.oldest_waiting} {done.waiting_bytes}"
+        _UNCHANGED.note(stream.pk, signature, _wake_at(stream, done, now))
         total = Offloaded(
             total.objects + done.objects,
             total.bytes + done.bytes,
             total.released + done.released,
             total.freed + done.freed,
         )
+    _record_waiting(waiting, now)
     return total
+
+
+class _Unchanged:
+    """Per process: each stream's signature (its segments' active chunks, its directories beside
+    the log) at its last round, and when something of it comes due (a copy after
+    `CBR_TIER_AFTER_S`, a release after `CBR_TIER_LOCAL_KEEP_S`)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[tuple, float]] = {}
+
+    def holds(self, pk: int, signature: tuple, now: float) -> bool:
+        last = self.seen.get(pk)
+        return last is not None and last[0] == signature and now < last[1]
+
+    def note(self, pk: int, signature: tuple, wake_at: float) -> None:
+        self.seen[pk] = (signature, wake_at)
+
+
+_UNCHANGED = _Unchanged()
+
+
+def _signature(stream: Stream) -> tuple:
+    """What changes when a stream has something new to copy: a segment's active chunk (a chunk was
+    sealed), a retirement (the layout), a directory beside the log (a file made or deleted)."""
+    ends = stream_log(stream).ends()
+    root = Path(settings.CBR_DATA_DIR)
+    dirs = []
+    for top in BESIDE:
+        try:
+            dirs.append(os.stat(root / top / stream.storage_key).st_mtime_ns)
+        except FileNotFoundError:
+            dirs.append(0)
+    active = tuple(sorted((s, t.active_base) for s, (_, t) in ends.items()))
+    return stream.storage_key, active, tuple(dirs), tuple(stream.layout.held_ids)
+
+
+def _wake_at(stream: Stream, done: Offloaded, now: float) -> float:
+    """When the stream next has something to do even if nothing changes: its oldest file waiting
+    for `CBR_TIER_AFTER_S`, or its oldest copy whose local file is still here reaching
+    `CBR_TIER_LOCAL_KEEP_S`."""
+    at = float("inf") if done.oldest_waiting is None else done.oldest_waiting + settings.CBR_TIER_AFTER_S
+    log_ = stream_log(stream)
+    for row in TierObject.objects.filter(stream=stream, kind="chunk").order_by("offloaded_at"):
+        if row.segment_id in log_.layout.held_ids and log_.segment(row.segment_id).chunk_path(row.base).exists():
+            return min(at, row.offloaded_at.timestamp() + settings.CBR_TIER_LOCAL_KEEP_S)
+    return at
+
+
+WAITING_KEY = "cbr:tier:waiting"  # hash: stream id -> "<oldest sealed_at> <bytes>" of files not copied yet
+
+
+def _record_waiting(waiting: dict[str, str], now: float) -> None:
+    try:
+        client = get_redis()
+        pipe = client.pipeline()
+        pipe.delete(WAITING_KEY)
+        if waiting:
+            pipe.hset(WAITING_KEY, mapping=waiting)
+        pipe.set(f"{WAITING_KEY}:at", str(now))
+        pipe.execute()
+    except redis.RedisError as e:
+        log.warning("offload's backlog not recorded: %s", e)
+
+
+@dataclass(frozen=True)
+class OffloadState:
+    lag_s: float | None  # how long the oldest sealed file not copied yet has waited; None: none waits
+    waiting_bytes: int
+    streams_waiting: int
+    round_at: float | None  # when the last round ended (None: no round yet)
+
+
+def offload_state(now: float | None = None) -> OffloadState | None:
+    """What waits for its copy to the tier as the last round left it (None without a tier)."""
+    if tier() is None:
+        return None
+    now = time.time() if now is None else now
+    client = get_redis()
+    pipe = client.pipeline()
+    pipe.hgetall(WAITING_KEY)
+    pipe.get(f"{WAITING_KEY}:at")
+    entries, at = pipe.execute()
+    oldest, size = None, 0
+    for value in entries.values():
+        sealed_at, _, waiting = value.decode().partition(" ")
+        oldest = float(sealed_at) if oldest is None else min(oldest, float(sealed_at))
+        size += int(waiting)
+    return OffloadState(
+        None if oldest is None else max(0.0, now - oldest), size, len(entries), None if at is None else float(at)
+    )
 
 
 def publish_counts() -> None:

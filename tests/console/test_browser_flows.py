@@ -404,5 +404,14 @@ def test_a_stream_page_says_what_is_in_long_term_storage_and_what_a_truncation_d
         history = page.locator("#history").locator("xpath=..").inner_text()
         assert "long-term: " in history
         shot(page, "stream-long-term-storage")
+
+        settings.CBR_TIER_AFTER_S = 3600  # what a new chunk sealed now waits for
+        for n in range(10):
+            services.do_publish(stream, [EventIn(f"later {n} ".encode() * 30)])
+        tiering.offload_due()
+        page.goto(f"{live_server.url}/")
+        row = page.locator("#health tr", has_text="Long-term storage").inner_text()
+        assert "answers (file tier)" in row and "offload lag" in row and "of 1 stream waiting to be copied" in row
+        shot(page, "dashboard-long-term-storage")
     finally:
         tier_for.cache_clear()

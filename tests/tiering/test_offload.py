@@ -4,6 +4,7 @@ CBR_TIER_AFTER_S; `POST …/offload/`; the stream's detail; the copies deleted w
 truncates and with the stream; a tier that does not answer leaves its deletions for later."""
 
 import time
+from unittest import mock
 
 import factories
 import pytest
@@ -198,3 +199,29 @@ def test_the_stream_page_says_what_is_in_long_term_storage(tier, admin_client, s
     assert "long-term storage: " in page and f"in {chunks} chunks" in page
     settings.CBR_TIER_URL = ""  # a deployment without one: nothing said
     assert "long-term storage" not in admin_client.get(url).content.decode()
+
+
+def test_beat_passes_over_streams_with_nothing_new_and_keeps_the_backlog(tier, settings, client):
+    settings.CBR_TIER_AFTER_S = 3600
+    settings.CBR_TIER_LOCAL_KEEP_S = 7200
+    stream = make_stream_with_sealed_chunks()
+    now = time.time()
+    assert tiering.offload_due(now).objects == 0  # sealed just now: they wait CBR_TIER_AFTER_S
+    state = tiering.offload_state(now + 5)
+    waiting = sum(f.path.stat().st_size for f in local_files(stream))
+    assert state.streams_waiting == 1 and state.waiting_bytes == waiting and 5 <= state.lag_s < 60
+    metrics = client.get("/metrics").content.decode()
+    assert f"cbr_tier_offload_waiting_bytes {float(waiting)}" in metrics
+
+    copied = tiering.offload_due(now + 3601)
+    assert copied.objects == len(local_files(stream)) and copied.released == 0
+    assert tiering.offload_state(now + 3601).lag_s is None
+    with mock.patch.object(tiering, "do_offload", side_effect=AssertionError("nothing changed")):
+        tiering.offload_due(now + 3700)  # no chunk sealed, nothing due: passed over
+    chunks = len([f for f in local_files(stream) if f.kind == "chunk"])
+    assert tiering.offload_due(now + 7300).released == chunks  # CBR_TIER_LOCAL_KEEP_S came: looked at again
+    for seg in ("0", "1"):  # a new chunk sealed: the stream is looked at again
+        key = factories.routing_key_for(stream, seg)
+        for _ in range(8):
+            services.do_publish(stream, [EventIn(b"later" + b"y" * 200, routing_key=key)])
+    assert tiering.offload_due(now + 7400).objects > 0
