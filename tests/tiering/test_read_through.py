@@ -17,6 +17,7 @@ from tier_servers import free_port
 
 from domain.event_filters import EventFilter
 from domain.events import EventIn
+from store.offload import tier_key
 from store.redis_connection import get_redis
 from store.segment.directory import TIERED
 from store.tier.opening import tier_for
@@ -190,3 +191,24 @@ def test_metrics_count_reads_of_released_chunks_copies_and_errors(tier, api, cli
     assert grew["cbr_tier_cache_hits_total"] > 0
     assert grew['cbr_tier_fetches_total{how="ranged"}'] == 0  # 1 KiB chunks: never by range (tests/storage)
     assert grew["cbr_tier_offload_seconds_count"] == done.objects
+
+
+def test_a_corrupted_object_is_refused_not_read_and_not_cached(tier, api, settings):
+    stream = make_stream()
+    before = read_all(api)
+    offload_and_release(stream, settings)
+    first = released_bases(stream)["0"][0]
+    key = tier_key(stream.storage_key, "0", first, "chunk")
+    data = bytearray(tier.get(key))
+    data[len(data) // 2] ^= 0xFF  # a bit gone bad in the store, behind CBR's back
+    if tier.kind == "file":
+        (tier.root / key).write_bytes(bytes(data))
+    else:
+        tier.client.put_object(Bucket=tier.bucket, Key=tier.prefix + key, Body=bytes(data))
+
+    answer = api.get(f"{S}events/?limit=10")
+    assert answer.status_code == 503 and answer.json()["code"] == "tier_unavailable"
+    assert "checksum" in answer.json()["message"]
+    assert not list((settings.CBR_DATA_DIR / "tier-cache").rglob("*.chunk"))
+    after_it = {"0": released_bases(stream)["0"][1], "1": 0}  # what does not need that chunk reads on
+    assert read_all(api, after_it) == [e for e in before if e["offset"] >= after_it[e["segment"]]]
