@@ -38,6 +38,7 @@ SEGMENTS = ("0", "1", "2", "3")
 EVENTS = 96  # per segment
 EVENT_BYTES = 100  # --event-bytes; the size policies' bounds scale with it, so the decisions do not change
 RECORDS = 48
+BATCH = EVENTS  # events a segment's append takes while building (--chunk-bytes: fewer, so chunks roll)
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
@@ -189,7 +190,8 @@ def _build_batches(n: int, scope, groups, starts: range) -> None:
             rng = random.Random(stream.name)
             log = stream_log(stream)
             for seg in SEGMENTS:
-                log.segment(seg).append(payload)
+                for at in range(0, EVENTS, BATCH):  # a batch at a time: a chunk rolls only between appends
+                    log.segment(seg).append(payload[at : at + BATCH])
                 segments.append(
                     Segment(stream=stream, segment_id=seg, tail_offset=EVENTS, tail_size=EVENTS * EVENT_BYTES)
                 )
@@ -474,8 +476,34 @@ def _off_cluster() -> None:
         _CLUSTER = None
 
 
+def offload_everything(n: int) -> None:
+    """Copy every sealed chunk of the fleet to the tier and release the local copies (beat's
+    offload round, CBR_TIER_LOCAL_KEEP_S 0), timed; then time the rounds that find nothing to do:
+    with the worker's memory of each stream (as beat's next minute) and without (a worker just
+    started)."""
+    from streams import tiering
+
+    t0 = time.perf_counter()
+    done = tiering.offload_due()
+    took = time.perf_counter() - t0
+    print(
+        f"offload: {done.objects:,} files ({done.bytes / 2**20:,.1f} MiB) copied and {done.released:,} chunks released"
+        f" in {took:.1f} s ({done.objects / took:,.0f} files/s, {done.bytes / 2**20 / took:.1f} MiB/s)"
+    )
+    for memory in ("remembered", "forgotten"):
+        if memory == "forgotten":
+            tiering._UNCHANGED.seen.clear()
+        t0 = time.perf_counter()
+        again = tiering.offload_due()
+        took = time.perf_counter() - t0
+        print(
+            f"offload round with nothing to do, each stream {memory}: {took:.2f} s for {n:,} streams"
+            f" ({1e6 * took / n:,.0f} µs a stream; {again.objects} copied)"
+        )
+
+
 def main() -> None:
-    global EVENT_BYTES, SCALED_SHARE
+    global EVENT_BYTES, SCALED_SHARE, BATCH
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument(
@@ -532,7 +560,26 @@ def main() -> None:
         help="the part of the fleet whose streams scaled through three epochs (split, merge, split; "
         "issue 41's benchmark: 0.5 against 0)",
     )
+    parser.add_argument(
+        "--chunk-bytes",
+        type=int,
+        default=0,
+        help="CBR_CHUNK_BYTES while building (small: each segment's events in several sealed chunks)",
+    )
+    parser.add_argument(
+        "--tier",
+        choices=["", "file"],
+        default="",
+        help="issue 42's benchmark: after building, every sealed chunk is copied to a file tier (under the "
+        "data directory) and its local copy released, so the cycle's truncations delete tiered chunks",
+    )
     args = parser.parse_args()
+    if args.chunk_bytes:
+        os.environ["CBR_CHUNK_BYTES"] = str(args.chunk_bytes)
+        BATCH = max(1, args.chunk_bytes // (2 * EVENT_BYTES))
+    if args.tier:
+        os.environ["CBR_TIER_URL"] = f"file://{Path(args.data_dir) / 'tier'}"
+        os.environ["CBR_TIER_LOCAL_KEEP_S"] = "0"
     EVENT_BYTES = args.event_bytes
     SCALED_SHARE = args.scaled_share
     os.environ.setdefault("SPARK_MASTER", args.master)
@@ -551,6 +598,7 @@ def main() -> None:
     for n in [int(x) for x in args.sizes.split(",")]:
         marker = data_dir.with_name(data_dir.name + "-snapshot") / "fleet-size"
         fleet = f"{n}" if not SCALED_SHARE else f"{n} scaled {SCALED_SHARE}"
+        fleet += f" chunks {args.chunk_bytes} tier {args.tier or 'none'}"
         if args.reuse and marker.exists() and marker.read_text() == fleet:
             built = 0.0
             if not args.in_place:
@@ -562,6 +610,8 @@ def main() -> None:
             t0 = time.perf_counter()
             build_fleet(n, args.build_processes)
             built = time.perf_counter() - t0
+            if args.tier:
+                offload_everything(n)
             snapshot(args.database_url, data_dir, light=args.light_snapshot)
             marker.write_text(fleet)
         if args.build_only:

@@ -87,7 +87,8 @@ def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = F
             return Offloaded()
         copied = _offload(stream, now, all_sealed)
         files, size = mirror_beside(stream)
-        released, freed = release_due(stream, now)
+        # the copies just made count from now (a round's clock was read before them)
+        released, freed = release_due(stream, None if now is None else max(now, time.time()))
         return replace(
             copied, objects=copied.objects + files, bytes=copied.bytes + size, released=released, freed=freed
         )
