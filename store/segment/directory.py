@@ -60,6 +60,7 @@ class SegmentDirectory:
         self._lock_fd = -1
         self._chunk_fds: dict[int, int] = {}
         self._index_cache: dict[int, tuple[array, array, int]] = {}
+        self._stubs: dict[int, TieredStub] = {}  # a stub never changes while its chunk is listed
 
     def _ensure_process(self) -> None:
         """Open the lock file for this process; after a fork the inherited descriptors are
@@ -102,6 +103,11 @@ class SegmentDirectory:
         """The stub of a chunk released to the tier, or None (the chunk is local, or gone)."""
         data = read_small(str(self.chunk_path(base, TIERED)), 64 * 1024)
         return None if data is None else TieredStub.unpack(data)
+
+    def known_stub(self, base: int) -> TieredStub | None:
+        """The stub this process has read for a chunk (a stub never changes; callers reach a
+        chunk only through a fresh listing, so one a truncation deleted is never asked for)."""
+        return self._stubs.get(base)
 
     def chunk_cum_size(self, base: int) -> int:
         """The cumulative size in the chunk's header: from its file, or from its stub."""
@@ -188,6 +194,7 @@ class SegmentDirectory:
 
     def _delete_chunk_files(self, base: int) -> None:
         self._index_cache.pop(base, None)
+        self._stubs.pop(base, None)
         fd = self._chunk_fds.pop(base, None)
         if fd is not None:
             os.close(fd)

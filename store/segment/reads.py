@@ -238,13 +238,18 @@ class SegmentReads(SegmentRecovery):
         pread, not a buffered file object: a read's every segment opens one), or, for a chunk
         released to the tier, what `open_tiered` gives (`whole`: the read wants more than one
         record). None when the chunk is gone (a truncation deleted it under the read)."""
-        try:
-            return ChunkBytes(fd=os.open(self.chunk_path(base), os.O_RDONLY))
-        except FileNotFoundError:
-            pass
-        stub = self.tiered_stub(base)
+        stub = self.known_stub(base)
         if stub is None:
-            return None
+            try:
+                return ChunkBytes(fd=os.open(self.chunk_path(base), os.O_RDONLY))
+            except FileNotFoundError:
+                pass
+            stub = self.tiered_stub(base)
+            if stub is None:
+                return None
+            if len(self._stubs) > 4096:  # a bound, not an eviction policy: read again as needed
+                self._stubs.clear()
+            self._stubs[base] = stub
         config = self.config
         if not config.tier_url:
             raise CorruptSegment(f"{self.chunk_path(base)} lives in the tier {stub.key}, and no tier is configured")

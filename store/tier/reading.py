@@ -77,16 +77,23 @@ class TierCache:
     def __init__(self, root: Path, max_bytes: int):
         self.root = Path(root)
         self.max_bytes = max_bytes
+        self._touched: dict[str, float] = {}  # key -> when this process last marked it read
 
     def _path(self, key: str) -> Path:
         return self.root / key
 
     def cached(self, key: str) -> Path | None:
         path = self._path(key)
+        now = time.monotonic()
+        if now - self._touched.get(key, -1.0) < 1.0 and path.exists():
+            return path  # read within the last second: its time is fresh enough for eviction
         try:
             os.utime(path)  # read now: the last to be evicted
         except FileNotFoundError:
             return None
+        if len(self._touched) > 65536:
+            self._touched.clear()
+        self._touched[key] = now
         return path
 
     def fetch(self, tier: Tier, key: str, crc: str) -> bytes:
