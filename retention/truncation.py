@@ -115,7 +115,10 @@ def _apply(planned: list[Planned], own: bool) -> None:
     heads = {stream.pk: {s: r.head_after for s, r in result.items()} for stream, result in scaled}
     retire_passed_many([stream for stream, _ in scaled], heads=heads)
     # the tier's copies of what the heads passed (nothing without a tier), counted in the records
-    deleted = tiering.delete_passed([stream for stream, _, _, _ in planned])
+    written = {
+        stream.pk: {s: r.head_after.offset for s, r in result.items()} for (stream, *_), result in zip(planned, results)
+    }
+    deleted = tiering.delete_passed([stream for stream, _, _, _ in planned], heads=written)
     counted = [(record.pk, *deleted[stream.pk]) for stream, _, record, _ in planned if stream.pk in deleted]
     for stream, _, record, _ in planned:
         record.tier_objects_deleted, record.tier_bytes_deleted = deleted.get(stream.pk, (0, 0))

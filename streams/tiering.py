@@ -267,7 +267,7 @@ def offload_due(now: float | None = None) -> Offloaded:
         return Offloaded()
     now = time.time() if now is None else now
     total = Offloaded()
-    waiting: dict[str, str] = {}
+    waiting: dict[str | bytes, str | bytes] = {}
     for stream in Stream.objects.all().iterator():
         signature = _signature(stream)
         if _UNCHANGED.holds(stream.pk, signature, now):
@@ -339,7 +339,7 @@ def _wake_at(stream: Stream, done: Offloaded, now: float) -> float:
 WAITING_KEY = "cbr:tier:waiting"  # hash: stream id -> "<oldest sealed_at> <bytes>" of files not copied yet
 
 
-def _record_waiting(waiting: dict[str, str], now: float) -> None:
+def _record_waiting(waiting: dict[str | bytes, str | bytes], now: float) -> None:
     try:
         client = get_redis()
         pipe = client.pipeline()
@@ -408,12 +408,13 @@ def tier_usage(stream_ids: list[int]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
+def delete_passed(streams: list[Stream], heads: dict[int, dict[str, int]] | None = None) -> dict[int, tuple[int, int]]:
     """After truncations: the tier's copies of what now lies wholly before each segment's head
     (or in a segment retired whole) go, objects first (in batches: a thousand a request on S3),
     then their rows. Objects the tier refuses keep their rows, and a tier that does not answer
     keeps them all, so the next cycle tries again: a cycle never waits on a tier that is down
-    once per object. The objects and bytes that went, by stream id."""
+    once per object. `heads`: the heads a truncation just wrote, by stream id and segment (the
+    others are read). The objects and bytes that went, by stream id."""
     target = tier()
     if target is None or not streams:
         return {}
@@ -421,10 +422,22 @@ def delete_passed(streams: list[Stream]) -> dict[int, tuple[int, int]]:
     rows = list(TierObject.objects.filter(stream_id__in=list(by_pk)))
     if not rows:
         return {}
-    heads = {pk: {sid: head.offset for sid, (head, _) in stream_log(s).ends().items()} for pk, s in by_pk.items()}
+    known = heads or {}
+    read: dict[int, dict[str, int]] = {}
+
+    def head_of(row: TierObject) -> int | None:
+        """The segment's head: as the caller just wrote it, else read (None: retired, passed whole)."""
+        head = known.get(row.stream_id, {}).get(row.segment_id)
+        if head is not None:
+            return head
+        if row.stream_id not in read:
+            ends = stream_log(by_pk[row.stream_id]).ends()
+            read[row.stream_id] = {sid: h.offset for sid, (h, _) in ends.items()}
+        return read[row.stream_id].get(row.segment_id)
+
     passed: dict[str, TierObject] = {}
     for row in rows:
-        head = heads[row.stream_id].get(row.segment_id)  # a retired segment's: its end
+        head = head_of(row)
         if head is None or row.end <= head:
             passed[tier_key(by_pk[row.stream_id].storage_key, row.segment_id, row.base, row.kind)] = row
     try:

@@ -192,13 +192,16 @@ class SegmentDirectory:
     def _locked(self):
         return _SegmentLock(self)
 
-    def _delete_chunk_files(self, base: int) -> None:
+    def _delete_chunk_files(self, base: int, released: bool = False) -> None:
+        """Delete the chunk's files (`released`: the caller found its stub in place of the chunk)."""
         self._index_cache.pop(base, None)
-        self._stubs.pop(base, None)
+        stub = self._stubs.pop(base, None) or (True if released else None)
         fd = self._chunk_fds.pop(base, None)
         if fd is not None:
             os.close(fd)
-        for suffix in ("chunk", "idx", "parquet", TIERED):
+        # a released chunk has only its stub and index here: the others are not looked for
+        suffixes = ("chunk", "idx", "parquet", TIERED) if stub is None else (TIERED, "idx")
+        for suffix in suffixes:
             try:
                 os.unlink(self.chunk_path(base, suffix))
             except FileNotFoundError:

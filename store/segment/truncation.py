@@ -97,6 +97,7 @@ class SegmentTruncation(SegmentReads):
         for base, next_base in zip(bases, bases[1:]):
             if next_base > head or base == active_base:
                 break
+            released = False
             try:
                 freed += os.stat(self.chunk_path(base)).st_size
             except FileNotFoundError:
@@ -104,7 +105,8 @@ class SegmentTruncation(SegmentReads):
                     continue  # deleted already (by another process)
                 # released to the tier: its stub and index go here, its objects with the rows
                 # that name them (streams.tiering.delete_passed)
-            self._delete_chunk_files(base)
+                released = True
+            self._delete_chunk_files(base, released)
             deleted += 1
         if deleted:
             fsync_dir(self.path)
