@@ -267,7 +267,7 @@ def offload_due(now: float | None = None) -> Offloaded:
         return Offloaded()
     now = time.time() if now is None else now
     total = Offloaded()
-    waiting: dict[str | bytes, str | bytes] = {}
+    waiting: dict[str, str] = {}
     for stream in Stream.objects.all().iterator():
         signature = _signature(stream)
         if _UNCHANGED.holds(stream.pk, signature, now):
@@ -339,13 +339,13 @@ def _wake_at(stream: Stream, done: Offloaded, now: float) -> float:
 WAITING_KEY = "cbr:tier:waiting"  # hash: stream id -> "<oldest sealed_at> <bytes>" of files not copied yet
 
 
-def _record_waiting(waiting: dict[str | bytes, str | bytes], now: float) -> None:
+def _record_waiting(waiting: dict[str, str], now: float) -> None:
     try:
         client = get_redis()
         pipe = client.pipeline()
         pipe.delete(WAITING_KEY)
-        if waiting:
-            pipe.hset(WAITING_KEY, mapping=waiting)
+        for stream_id, entry in waiting.items():
+            pipe.hset(WAITING_KEY, stream_id, entry)
         pipe.set(f"{WAITING_KEY}:at", str(now))
         pipe.execute()
     except redis.RedisError as e:
