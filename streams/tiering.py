@@ -15,7 +15,6 @@ import os
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
@@ -61,11 +60,31 @@ class Pending:
     size: int
 
 
-def pending(stream: Stream) -> list[Pending] | None:
+@dataclass
+class Recorded:
+    """What the database records of a stream's copies, read once for a round's batch of streams
+    (`recorded_for`) or for one stream; copies made during the round are added to it."""
+
+    objects: list[TierObject]
+    files: list[TierFile]
+
+
+def recorded_for(streams: list[Stream]) -> dict[int, Recorded]:
+    """Two queries for any number of streams."""
+    out = {s.pk: Recorded([], []) for s in streams}
+    for row in TierObject.objects.filter(stream_id__in=list(out)):
+        out[row.stream_id].objects.append(row)
+    for file in TierFile.objects.filter(stream_id__in=list(out)):
+        out[file.stream_id].files.append(file)
+    return out
+
+
+def pending(stream: Stream, recorded: Recorded | None = None) -> list[Pending] | None:
     """The stream's sealed files not in the tier yet, whatever their age; None without a tier."""
     if tier() is None:
         return None
-    known = set(TierObject.objects.filter(stream=stream).values_list("segment_id", "base", "kind"))
+    recorded = recorded or recorded_for([stream])[stream.pk]
+    known = {(r.segment_id, r.base, r.kind) for r in recorded.objects}
     out = []
     for f in sealed_files(stream_log(stream)):
         if (f.segment, f.base, f.kind) not in known:
@@ -74,23 +93,43 @@ def pending(stream: Stream) -> list[Pending] | None:
     return out
 
 
-def do_offload(stream: Stream, now: float | None = None, *, all_sealed: bool = False) -> Offloaded:
+def do_offload(
+    stream: Stream, now: float | None = None, *, all_sealed: bool = False, recorded: Recorded | None = None
+) -> Offloaded:
     """Copy the stream's sealed files that are not in the tier yet and were sealed at least
     `CBR_TIER_AFTER_S` ago (`all_sealed`: whatever their age, `POST …/offload/`), each verified
-    by reading it back, and record them. Safe to run again after a crash at any point (a copy
-    whose row did not commit is written again as the same bytes: a no-op) and beside another run
-    (rows are made once; the tier refuses other bytes under a key)."""
+    by reading it back, and record them; mirror its files beside the log; release the local
+    copies whose time came. Safe to run again after a crash at any point (a copy whose row did
+    not commit is written again as the same bytes: a no-op) and beside another run (rows are
+    made once; the tier refuses other bytes under a key). The stream's lease is taken only when
+    there is something to do: a round over quiet streams costs no Redis round trip each."""
     if tier() is None:
         return Offloaded()
+    recorded = recorded or recorded_for([stream])[stream.pk]
+    now = time.time() if now is None else now
+    files = pending(stream, recorded) or []
+    due = [p.file for p in files if all_sealed or now - p.file.sealed_at >= settings.CBR_TIER_AFTER_S]
+    waiting = [p for p in files if p.file not in due]
+    idle = Offloaded(
+        oldest_waiting=min((p.file.sealed_at for p in waiting), default=None),
+        waiting_bytes=sum(p.size for p in waiting),
+    )
+    later = max(now, time.time())  # copies made in this round count from after them
+    if not due and not _beside_changes(stream, recorded) and not _releasable(stream, recorded, later):
+        return idle
     with offload_lock(stream) as got:
         if not got:  # another process is copying this stream's files: never one file twice at once
-            return Offloaded()
-        copied = _offload(stream, now, all_sealed)
-        files, size = mirror_beside(stream)
-        # the copies just made count from now (a round's clock was read before them)
-        released, freed = release_due(stream, None if now is None else max(now, time.time()))
+            return idle
+        made = _copy(stream, due)
+        recorded.objects.extend(made)
+        files_made, size = mirror_beside(stream, recorded)
+        released, freed = release_due(stream, max(later, time.time()), recorded)
         return replace(
-            copied, objects=copied.objects + files, bytes=copied.bytes + size, released=released, freed=freed
+            idle,
+            objects=len(made) + files_made,
+            bytes=sum(r.size for r in made) + size,
+            released=released,
+            freed=freed,
         )
 
 
@@ -100,13 +139,10 @@ def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
     return locks.lease(f"cbr:tier:{stream.storage_key}:lock", OFFLOAD_LOCK_S)
 
 
-def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
-    target, files = tier(), pending(stream)
-    if target is None or files is None:
-        return Offloaded()
-    now = time.time() if now is None else now
-    due = [p.file for p in files if all_sealed or now - p.file.sealed_at >= settings.CBR_TIER_AFTER_S]
-    waiting = [p for p in files if p.file not in due]
+def _copy(stream: Stream, due: list[SealedFile]) -> list[TierObject]:
+    """Each file copied, verified and recorded; the rows made."""
+    target = tier()
+    assert target is not None
     rows = []
     for f in due:
         began = time.monotonic()
@@ -129,12 +165,7 @@ def _offload(stream: Stream, now: float | None, all_sealed: bool) -> Offloaded:
                 )
             )
     TierObject.objects.bulk_create(rows, ignore_conflicts=True)
-    return Offloaded(
-        len(rows),
-        sum(r.size for r in rows),
-        oldest_waiting=min((p.file.sealed_at for p in waiting), default=None),
-        waiting_bytes=sum(p.size for p in waiting),
-    )
+    return rows
 
 
 # the directories under CBR_DATA_DIR that hold a stream's files beside its log (`TierFile`): the
@@ -165,7 +196,27 @@ def beside_key(stream: Stream, path: str) -> str:
     return f"{stream.storage_key}/{top}/{rest.partition('/')[2]}"
 
 
-def mirror_beside(stream: Stream) -> tuple[int, int]:
+def _beside_plan(stream: Stream, recorded: Recorded) -> tuple[dict[str, Path], dict[str, TierFile]]:
+    """The files beside the log to copy (by path), and the recorded copies whose file went here
+    while its directory stayed (by key)."""
+    root = Path(settings.CBR_DATA_DIR)
+    local = beside_files(stream)
+    rows = {r.path: r for r in recorded.files}
+    copy = {path: file for path, file in local.items() if path not in rows}
+    gone = {
+        beside_key(stream, path): row
+        for path, row in rows.items()
+        if path not in local and (root / path.split("/", 2)[0] / stream.storage_key).is_dir()
+    }
+    return copy, gone
+
+
+def _beside_changes(stream: Stream, recorded: Recorded) -> bool:
+    copy, gone = _beside_plan(stream, recorded)
+    return bool(copy or gone)
+
+
+def mirror_beside(stream: Stream, recorded: Recorded | None = None) -> tuple[int, int]:
     """Copy the stream's files beside its log that the tier does not hold yet (each verified, as a
     chunk is), and delete the copies of those that went here (a bucket merged, a generation
     replaced), unless the whole directory went (a lost disk: the copies are what a restore brings
@@ -173,13 +224,10 @@ def mirror_beside(stream: Stream) -> tuple[int, int]:
     target = tier()
     if target is None:
         return 0, 0
-    root = Path(settings.CBR_DATA_DIR)
-    local = beside_files(stream)
-    rows = {r.path: r for r in TierFile.objects.filter(stream=stream)}
+    recorded = recorded or recorded_for([stream])[stream.pk]
+    copy, gone = _beside_plan(stream, recorded)
     made = []
-    for path, file in local.items():
-        if path in rows:
-            continue
+    for path, file in copy.items():
         try:
             data = file.read_bytes()
         except FileNotFoundError:
@@ -188,14 +236,10 @@ def mirror_beside(stream: Stream) -> tuple[int, int]:
         target.get(stored.key, stored.crc32c)
         made.append(TierFile(stream=stream, path=path, size=stored.size, crc32c=stored.crc32c))
     TierFile.objects.bulk_create(made, ignore_conflicts=True)
-    gone = {
-        beside_key(stream, path): row
-        for path, row in rows.items()
-        if path not in local and (root / path.split("/", 2)[0] / stream.storage_key).is_dir()
-    }
     if gone:
         refused = set(target.delete_many(list(gone)))
         TierFile.objects.filter(pk__in=[r.pk for k, r in gone.items() if k not in refused]).delete()
+    recorded.files = [f for f in recorded.files if beside_key(stream, f.path) not in gone] + made
     return len(made), sum(f.size for f in made)
 
 
@@ -217,27 +261,43 @@ def restore_beside(stream: Stream) -> int:
     return brought
 
 
-def release_due(stream: Stream, now: float | None = None) -> tuple[int, int]:
+def _held_locally(stream: Stream, recorded: Recorded) -> list[TierObject]:
+    """The recorded chunk copies whose local file is still here, oldest copy first."""
+    log_ = stream_log(stream)
+    return sorted(
+        (
+            r
+            for r in recorded.objects
+            if r.kind == "chunk"
+            and r.segment_id in log_.layout.held_ids
+            and log_.segment(r.segment_id).chunk_path(r.base).exists()
+        ),
+        key=lambda r: r.offloaded_at,
+    )
+
+
+def _releasable(stream: Stream, recorded: Recorded, now: float) -> bool:
+    held = _held_locally(stream, recorded)
+    return bool(held) and held[0].offloaded_at.timestamp() + settings.CBR_TIER_LOCAL_KEEP_S <= now
+
+
+def release_due(stream: Stream, now: float | None = None, recorded: Recorded | None = None) -> tuple[int, int]:
     """Release the local copy of each chunk of the stream whose verified upload is at least
     `CBR_TIER_LOCAL_KEEP_S` old (its columnar copy with it, when that was uploaded too): the store
     keeps a stub and reads the chunk back from the tier. A local file that is not what the tier
     holds is kept and logged. The chunks released and the local bytes that freed."""
     now = time.time() if now is None else now
-    cutoff = datetime.fromtimestamp(now - settings.CBR_TIER_LOCAL_KEEP_S, tz=UTC)
-    rows = TierObject.objects.filter(stream=stream, offloaded_at__lte=cutoff)
-    by_chunk: dict[tuple[str, int], dict[str, TierObject]] = {}
-    for row in rows:
-        by_chunk.setdefault((row.segment_id, row.base), {})[row.kind] = row
+    recorded = recorded or recorded_for([stream])[stream.pk]
+    cutoff = now - settings.CBR_TIER_LOCAL_KEEP_S
+    parquets = {(r.segment_id, r.base): r for r in recorded.objects if r.kind == "parquet"}
     log_ = stream_log(stream)
     released = freed = 0
-    for (segment_id, base), kinds in sorted(by_chunk.items()):
-        chunk = kinds.get("chunk")
-        if chunk is None or segment_id not in log_.layout.held_ids:
-            continue
+    for chunk in _held_locally(stream, recorded):
+        if chunk.offloaded_at.timestamp() > cutoff:
+            break  # oldest first: the rest are younger
+        segment_id, base = chunk.segment_id, chunk.base
         segment = log_.segment(segment_id)
-        if not segment.chunk_path(base).exists():
-            continue  # released already, or truncated away
-        parquet = kinds.get("parquet")
+        parquet = parquets.get((segment_id, base))
         stub = TieredStub(
             key=tier_key(stream.storage_key, segment_id, base, "chunk"),
             size=chunk.size,
@@ -256,54 +316,87 @@ def release_due(stream: Stream, now: float | None = None) -> tuple[int, int]:
     return released, freed
 
 
+ROUND_BATCH = 500  # streams whose records a round reads at once
+
+
 def offload_due(now: float | None = None) -> Offloaded:
-    """`do_offload` of every stream that may have something to do (beat, every minute); a stream
-    the tier refuses is left for the next round, the others go on. A stream whose segments rolled
-    no chunk and whose files beside the log did not change since its last round here, with
-    nothing coming due, is passed over at the cost of a read of its ends (`_Unchanged`): a round
-    over 100k quiet streams reads no database row per stream. What is waiting for its copy is
-    kept in Redis for the dashboard and `/metrics` (`offload_state`)."""
+    """`do_offload` of every stream that may have something to do (beat, every minute), one round
+    at a time across the deployment (a round still running when the next minute comes makes that
+    one a no-op); a stream the tier refuses is left for the next round, the others go on. A
+    stream whose segments rolled no chunk and whose files beside the log did not change since its
+    last round here, with nothing coming due, is passed over at the cost of a read of its ends
+    (`_Unchanged`); the others' records are read for a batch of streams at once. What is waiting
+    for its copy is kept in Redis for the dashboard and `/metrics` (`offload_state`)."""
     if tier() is None:
         return Offloaded()
-    now = time.time() if now is None else now
+    with locks.lease(ROUND_LOCK, OFFLOAD_LOCK_S) as got:
+        if not got:
+            return Offloaded()
+        return _round(time.time() if now is None else now)
+
+
+ROUND_LOCK = "cbr:tier:round"
+
+
+def _round(now: float) -> Offloaded:
     total = Offloaded()
     waiting: dict[str, str] = {}
+    batch: list[tuple[Stream, tuple]] = []
+
+    def run(batch: list[tuple[Stream, tuple]]) -> None:
+        nonlocal total
+        recorded = recorded_for([stream for stream, _ in batch])
+        for stream, signature in batch:
+            try:
+                done = do_offload(stream, now, recorded=recorded[stream.pk])
+            except TierError as e:
+                log.warning("offload of %s: %s", stream.full_name, e)
+                continue
+            entry = None if done.oldest_waiting is None else f"{done.oldest_waiting} {done.waiting_bytes}"
+            if entry is not None:
+                waiting[str(stream.pk)] = entry
+            _UNCHANGED.note(stream.pk, signature, _wake_at(stream, done, recorded[stream.pk]), entry)
+            total = Offloaded(
+                total.objects + done.objects,
+                total.bytes + done.bytes,
+                total.released + done.released,
+                total.freed + done.freed,
+            )
+
     for stream in Stream.objects.all().iterator():
         signature = _signature(stream)
-        if _UNCHANGED.holds(stream.pk, signature, now):
+        unchanged, entry = _UNCHANGED.holds(stream.pk, signature, now)
+        if unchanged:
+            if entry is not None:
+                waiting[str(stream.pk)] = entry  # still waiting, as its last round found
             continue
-        try:
-            done = do_offload(stream, now)
-        except TierError as e:
-            log.warning("offload of %s: %s", stream.full_name, e)
-            continue
-        if done.oldest_waiting is not None:
-            waiting[str(stream.pk)] = f"{done.oldest_waiting} {done.waiting_bytes}"
-        _UNCHANGED.note(stream.pk, signature, _wake_at(stream, done, now))
-        total = Offloaded(
-            total.objects + done.objects,
-            total.bytes + done.bytes,
-            total.released + done.released,
-            total.freed + done.freed,
-        )
+        batch.append((stream, signature))
+        if len(batch) >= ROUND_BATCH:
+            run(batch)
+            batch = []
+    if batch:
+        run(batch)
     _record_waiting(waiting, now)
     return total
 
 
 class _Unchanged:
     """Per process: each stream's signature (its segments' active chunks, its directories beside
-    the log) at its last round, and when something of it comes due (a copy after
-    `CBR_TIER_AFTER_S`, a release after `CBR_TIER_LOCAL_KEEP_S`)."""
+    the log) at its last round, when something of it comes due (a copy after
+    `CBR_TIER_AFTER_S`, a release after `CBR_TIER_LOCAL_KEEP_S`), and what waited then."""
 
     def __init__(self) -> None:
-        self.seen: dict[int, tuple[tuple, float]] = {}
+        self.seen: dict[int, tuple[tuple, float, str | None]] = {}
 
-    def holds(self, pk: int, signature: tuple, now: float) -> bool:
+    def holds(self, pk: int, signature: tuple, now: float) -> tuple[bool, str | None]:
+        """Whether the stream may be passed over, and what waited for its copy at its last round."""
         last = self.seen.get(pk)
-        return last is not None and last[0] == signature and now < last[1]
+        if last is None or last[0] != signature or now >= last[1]:
+            return False, None
+        return True, last[2]
 
-    def note(self, pk: int, signature: tuple, wake_at: float) -> None:
-        self.seen[pk] = (signature, wake_at)
+    def note(self, pk: int, signature: tuple, wake_at: float, waiting: str | None) -> None:
+        self.seen[pk] = (signature, wake_at, waiting)
 
 
 _UNCHANGED = _Unchanged()
@@ -324,15 +417,14 @@ def _signature(stream: Stream) -> tuple:
     return stream.storage_key, active, tuple(dirs), tuple(stream.layout.held_ids)
 
 
-def _wake_at(stream: Stream, done: Offloaded, now: float) -> float:
+def _wake_at(stream: Stream, done: Offloaded, recorded: Recorded) -> float:
     """When the stream next has something to do even if nothing changes: its oldest file waiting
     for `CBR_TIER_AFTER_S`, or its oldest copy whose local file is still here reaching
     `CBR_TIER_LOCAL_KEEP_S`."""
     at = float("inf") if done.oldest_waiting is None else done.oldest_waiting + settings.CBR_TIER_AFTER_S
-    log_ = stream_log(stream)
-    for row in TierObject.objects.filter(stream=stream, kind="chunk").order_by("offloaded_at"):
-        if row.segment_id in log_.layout.held_ids and log_.segment(row.segment_id).chunk_path(row.base).exists():
-            return min(at, row.offloaded_at.timestamp() + settings.CBR_TIER_LOCAL_KEEP_S)
+    held = _held_locally(stream, recorded)
+    if held:
+        at = min(at, held[0].offloaded_at.timestamp() + settings.CBR_TIER_LOCAL_KEEP_S)
     return at
 
 

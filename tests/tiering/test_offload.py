@@ -12,6 +12,7 @@ from django.urls import reverse
 from tier_servers import free_port
 
 from domain.events import EventIn
+from store import locks
 from store.offload import sealed_files, tier_key
 from store.tier.opening import tier_for
 from streams import services, tasks, tiering
@@ -212,6 +213,11 @@ def test_beat_passes_over_streams_with_nothing_new_and_keeps_the_backlog(tier, s
     assert state.streams_waiting == 1 and state.waiting_bytes == waiting and 5 <= state.lag_s < 60
     metrics = client.get("/metrics").content.decode()
     assert f"cbr_tier_offload_waiting_bytes {float(waiting)}" in metrics
+    with mock.patch.object(tiering, "do_offload", side_effect=AssertionError("nothing changed")):
+        tiering.offload_due(now + 60)  # passed over: what waits is still told
+    assert tiering.offload_state(now + 60).waiting_bytes == waiting
+    with locks.lease(tiering.ROUND_LOCK, 60) as got:  # a round still running elsewhere
+        assert got and tiering.offload_due(now + 3601) == tiering.Offloaded()
 
     copied = tiering.offload_due(now + 3601)
     assert copied.objects == len(local_files(stream)) and copied.released == 0
