@@ -18,6 +18,7 @@ from store.tier.opening import tier_for
 from streams import services, tasks, tiering
 from streams.logs import stream_log
 from streams.models import Stream, TierObject
+from streams.tiering import offload as tier_offload
 
 pytestmark = pytest.mark.django_db
 
@@ -213,7 +214,7 @@ def test_beat_passes_over_streams_with_nothing_new_and_keeps_the_backlog(tier, s
     assert state.streams_waiting == 1 and state.waiting_bytes == waiting and 5 <= state.lag_s < 60
     metrics = client.get("/metrics").content.decode()
     assert f"cbr_tier_offload_waiting_bytes {float(waiting)}" in metrics
-    with mock.patch.object(tiering, "do_offload", side_effect=AssertionError("nothing changed")):
+    with mock.patch.object(tier_offload, "do_offload", side_effect=AssertionError("nothing changed")):
         tiering.offload_due(now + 60)  # passed over: what waits is still told
     assert tiering.offload_state(now + 60).waiting_bytes == waiting
     with locks.lease(tiering.ROUND_LOCK, 60) as got:  # a round still running elsewhere
@@ -222,7 +223,7 @@ def test_beat_passes_over_streams_with_nothing_new_and_keeps_the_backlog(tier, s
     copied = tiering.offload_due(now + 3601)
     assert copied.objects == len(local_files(stream)) and copied.released == 0
     assert tiering.offload_state(now + 3601).lag_s is None
-    with mock.patch.object(tiering, "do_offload", side_effect=AssertionError("nothing changed")):
+    with mock.patch.object(tier_offload, "do_offload", side_effect=AssertionError("nothing changed")):
         tiering.offload_due(now + 3700)  # no chunk sealed, nothing due: passed over
     chunks = len([f for f in local_files(stream) if f.kind == "chunk"])
     assert tiering.offload_due(now + 7300).released == chunks  # CBR_TIER_LOCAL_KEEP_S came: looked at again
