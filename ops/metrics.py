@@ -75,16 +75,16 @@ def _health_metrics() -> Iterator[Family]:
     if answer["tier"]["ok"] is not None:  # long-term storage, where one is configured
         up.add(label_set(component="tier"), 1 if answer["tier"]["ok"] else 0)
     yield up
-    state = tiering.offload_state()
+    state = tiering.offload_state()  # the families always; their samples with a tier only
+    lag = Family(
+        "cbr_tier_offload_lag_seconds", "How long the oldest sealed file not copied to the tier yet has waited"
+    )
+    waiting = Family("cbr_tier_offload_waiting_bytes", "Bytes of sealed files not copied to the tier yet")
     if state is not None:
-        lag = Family(
-            "cbr_tier_offload_lag_seconds", "How long the oldest sealed file not copied to the tier yet has waited"
-        )
         lag.add("", state.lag_s or 0.0)
-        waiting = Family("cbr_tier_offload_waiting_bytes", "Bytes of sealed files not copied to the tier yet")
         waiting.add("", state.waiting_bytes)
-        yield lag
-        yield waiting
+    yield lag
+    yield waiting
 
 
 def _stream_metrics(streams: list[Stream], states: dict[int, StreamState]) -> Iterator[Family]:
