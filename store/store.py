@@ -224,6 +224,13 @@ class StreamLog:
         Segments are appended in parallel threads, so their fsyncs overlap (fdatasync releases
         the GIL). A segment sealed since this layout was read takes nothing: `SealedSegments`.
         """
+        if self._sealed and self._ends is None:
+            # Every segment this layout says is sealed is sealed in the store before anything is
+            # appended by it: a scale seals its segments only after its epoch commits, and in
+            # between a process still routing by the older layout could append to a predecessor
+            # after this process appended to its successor, and readers (who read a predecessor
+            # to its end first) would give one key's events out of order. Once per layout.
+            self.sealed_ends()
         ids = self.active_ids
         n = len(ids)
         if n == 1:

@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 
 from domain.events import EventIn
-from store.store import StreamLog
+from store.store import SealedSegments, StreamLog
 from streams.logs import segment_store
 from streams.models import Stream
 
@@ -75,9 +75,10 @@ def test_competing_consumers_are_handed_each_keys_events_in_order_across_split_m
 
 
 def test_a_successor_waits_for_what_a_stale_writer_appended_to_its_predecessor(api):
-    """Here the old segment's last event is younger than its successor's first (a writer that
-    read the layout before the scale): the group still hands out the old segment to its end
-    first."""
+    """A writer that read the layout before the scale appends to the old segment after the epoch
+    committed (the scale stopped before its seal): the group hands out the old segment to its end
+    first. Once the new layout has appended to a successor, the old segment is sealed and the
+    stale writer is refused (it is routed again), so no stale event lands behind a newer one."""
     stream = factories.make_stream(segment_count=1)
     factories.create_group_over_api(api, retention_type="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")
     stale = segment_store().stream(stream.storage_key, 1)
@@ -87,8 +88,10 @@ def test_a_successor_waits_for_what_a_stale_writer_appended_to_its_predecessor(a
         scale(api, ["0"], [[0, 0.5], [0.5, 1]])
     finally:
         StreamLog.seal = real_seal
-    factories.publish_over_api(api, [{"routing_key": "a", "payload": "new"}])
     stale.append([EventIn(payload=f"old{i}".encode(), routing_key=b"a") for i in range(10)])
+    factories.publish_over_api(api, [{"routing_key": "a", "payload": "new"}])
+    with pytest.raises(SealedSegments):
+        stale.append([EventIn(payload=b"too late", routing_key=b"a")])
     handed = [d for _ in range(12) for d in read(api, 1)]
     assert [d["payload"] for d in handed] == [f"old{i}" for i in range(10)] + ["new"]
 

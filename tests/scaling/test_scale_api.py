@@ -8,7 +8,7 @@ import pytest
 
 from domain.events import EventIn
 from store.segment import SegmentSealed
-from store.store import StreamLog, key_space_position
+from store.store import SealedSegments, StreamLog, key_space_position
 from streams.logs import segment_store
 from streams.models import Scaling, Stream
 from streams.services import do_publish
@@ -168,28 +168,30 @@ def test_a_viewer_cannot_scale(user_api, api):
     assert user_api.get(S + "scalings/").status_code == 200
 
 
-def test_a_scale_stopped_before_its_seal_is_finished_by_the_first_reader(api, monkeypatch):
+def test_a_scale_stopped_before_its_seal_is_finished_by_the_first_writer_or_reader(api, monkeypatch):
     """The epoch commits before the store seals the old segments: a process stopped in between
-    leaves the new epoch whole, a writer that read the old layout may still append to the old
-    segment, and a reader seals it before it passes to a successor, so each key's events still
-    come in order (here the successor's event is older than the stale writer's)."""
+    leaves the new epoch whole, and the first append by the new layout seals the old segments
+    before it writes, so a writer that still routes by the old layout is refused from then on
+    and routed again: each key's events come in the order they were answered (a stale write
+    landing in the old segment after the successor's event would be read before it)."""
     create(api, segment_count=1)
     publish(api, ["a"])
     stale = segment_store().stream(Stream.objects.get(name="orders").storage_key, 1)
     with monkeypatch.context() as m:
         m.setattr(StreamLog, "seal", lambda self, ids: {})  # the scale stops after its commit
         assert scale(api, seal=["0"], new_ranges=[[0, 0.5], [0.5, 1]]).status_code == 200
-    publish(api, ["a"])  # to a successor
-    stale.append([EventIn(payload=b"late", routing_key=b"a")])  # to the old segment, after it
-    events, _ = read_all(api)
-    assert [e["payload"] for e in events] == ["a", "late", "a"]
-    with pytest.raises(SegmentSealed):  # the reader sealed it
+    publish(api, ["a"])  # to a successor: segment 0 is sealed first
+    with pytest.raises(SealedSegments):  # the stale writer, after it
+        stale.append([EventIn(payload=b"late", routing_key=b"a")])
+    with pytest.raises(SegmentSealed):
         stale.segment("0").append([EventIn(payload=b"later", routing_key=b"a")])
     # a publisher with the old layout is routed again by the new one
     old = Stream.objects.get(name="orders")
     old.scaled_segments, old.segment_count = [], 1
     (position,) = do_publish(old, [EventIn(payload=b"rerouted", routing_key=b"a")])
     assert position.segment in ("1", "2")
+    events, _ = read_all(api)
+    assert [e["payload"] for e in events] == ["a", "a", "rerouted"]
 
 
 def test_metrics_show_each_streams_active_segments_and_the_scales_made(api, client):
