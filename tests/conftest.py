@@ -11,6 +11,7 @@ import factories
 import pytest
 import redis as redis_lib
 from django.core.cache import cache
+from tier_servers import S3Server
 
 from access.token_cache import CREDENTIALS
 from cbrweb import embedded_redis
@@ -151,6 +152,15 @@ def operator_api(operator_user):
 def admin_client(client, admin_user):
     """The console's test client (pytest-django's `client`) signed in as the admin."""
     return factories.console_client(admin_user, client)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An S3-compatible server (moto's) for the long-term storage tests, started once per test
+    process when a test first asks for it; each test takes a bucket of its own."""
+    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

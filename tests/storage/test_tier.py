@@ -7,19 +7,12 @@ import threading
 
 import boto3
 import pytest
-from tier_servers import S3Server, free_port
+from tier_servers import free_port
 
 from store.tier.base import TierConflict, TierCorrupt, TierMissing, TierUnavailable, checksum
 from store.tier.files import TEMPORARY, FileTier
 from store.tier.opening import open_tier
 from store.tier.s3 import S3Tier
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["file", "s3"])

@@ -8,21 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-from tier_servers import S3Server
-
 from store.tier.files import TEMPORARY, FileTier
 from store.tier.s3 import S3Tier
 
 WRITER = Path(__file__).with_name("tier_writer.py")
 MIB = 256  # long enough to be killed mid-way on any machine
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    server.stop()
 
 
 def kill_mid_upload(args: list[str], env: dict, mid_way) -> None:

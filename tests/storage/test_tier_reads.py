@@ -7,7 +7,6 @@ cache; a truncation deletes stubs; a local copy that differs from the tier's is 
 from dataclasses import replace
 
 import pytest
-from tier_servers import S3Server
 
 from domain.events import EventIn
 from store.offload import tier_key
@@ -19,13 +18,6 @@ from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
 
 EVENTS = 400
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["file", "s3"])

@@ -2,17 +2,9 @@
 real S3-compatible server (moto's) started once per test process."""
 
 import pytest
-from tier_servers import S3Server
 
 from store.tier.opening import tier_for
 from streams import tiering
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)
