@@ -229,6 +229,11 @@ CBR_DLQ_RETENTION_S = env_int("CBR_DLQ_RETENTION_S", 7 * 86_400, minimum=0)
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 # `--engine auto` decides on Spark from this many streams up (the local engine is faster below)
 CBR_SPARK_MIN_STREAMS = env_int("CBR_SPARK_MIN_STREAMS", 10_000, minimum=1)
+# whether Spark's executors see this process's CBR_DATA_DIR (local[*], or a cluster on a shared file
+# system); false: they never open it: the driver reads the streams' ends and applies what the
+# retention executors plan, and compaction's executors read and write through the tier
+# (docs/cluster.md "Without a shared file system")
+CBR_SPARK_SHARED_STORE = env_bool("CBR_SPARK_SHARED_STORE", True)
 
 # --- Redis and Celery -----------------------------------------------------------------------
 EMBEDDED_REDIS_URL_FILE = VAR_DIR / "redis.url"  # written by `make run` while its embedded Redis runs

@@ -42,6 +42,20 @@ class Locks:
         redis_locks.release([_lock_key(s) for s in self.held], self.token)
         self.held = []
 
+    def hand_over(self, keep: set[int]) -> list[str]:
+        """Release the locks of every stream but those whose ids are in `keep`, and return the
+        keys of those kept: an executor that planned their truncations hands them to the driver,
+        which applies the plans under them and releases them (`release_handed`)."""
+        redis_locks.release([_lock_key(s) for s in self.held if s.pk not in keep], self.token)
+        kept = [_lock_key(s) for s in self.held if s.pk in keep]
+        self.held = []
+        return kept
+
+
+def release_handed(keys: list[str], token: str) -> None:
+    """Release locks an executor handed over (`Locks.hand_over`), where `token` still holds them."""
+    redis_locks.release(keys, token)
+
 
 @contextmanager
 def stream_lock(stream: Stream, wait_s: float):

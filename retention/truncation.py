@@ -43,6 +43,15 @@ def truncate(planned: list[Planned], *, own: bool = False) -> None:
     _apply(planned, own)
 
 
+def record(planned: list[Planned]) -> None:
+    """Record the truncations only (not completed): what an executor that does not see the store
+    plans, for the driver to apply with `finish_truncations` (or, should the driver die, the next
+    cycle over these streams)."""
+    if planned:
+        with transaction.atomic():
+            insert_rows(TruncationRecord, [record for _, _, record, _ in planned])
+
+
 def finish_truncations(records: list[TruncationRecord]) -> None:
     """Complete recorded truncations that a crash left half done (usually none): the store's half
     again (whatever of it was done), then the rest as for any truncation."""

@@ -7,8 +7,9 @@ an object: unpickling a function of an app would import the app's models before 
 up in the executor. Tasks and answers are plain data for the same reason on the way in.
 
 An executor's Python sets Django up once, from the `context` the driver sends with the job
-(`driver_context`): the settings module, the database, Redis, the segment store's directory and
-every `CBR_*` setting of the driver, so executors need no configuration of their own beyond what
+(`driver_context`): the settings module, the database, Redis, the segment store's directory (not
+without a shared store, `CBR_SPARK_SHARED_STORE`: then an executor never opens one) and every
+`CBR_*` setting of the driver, so executors need no configuration of their own beyond what
 reaches them (the services and the store). A task given as a dict also gets `attempt`: 0, or which retry of the Spark task this is.
 Between tasks, an executor closes its database
 connections: a cluster's hundreds of executor cores must not each keep one open (docs/cluster.md
@@ -52,18 +53,21 @@ def driver_context() -> dict:
     """What an executor needs to set Django up as this process has it: environment for
     `django.setup()`, and the settings to apply before each task (this process's, which tests
     and commands may have changed since start)."""
+    shared = settings.CBR_SPARK_SHARED_STORE  # else the executors' own CBR_DATA_DIR, never opened
     env = {
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "cbrweb.settings"),
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,
         "DATABASE_URL": database_url(settings.DATABASES["default"]),
         "REDIS_URL": settings.REDIS_URL,
-        "CBR_DATA_DIR": str(settings.CBR_DATA_DIR),
+        **({"CBR_DATA_DIR": str(settings.CBR_DATA_DIR)} if shared else {}),
         **{k: v for k, v in os.environ.items() if k.startswith("CBR_") and k not in ("CBR_DATA_DIR",)},
     }
     overrides = {
         name: getattr(settings, name)
         for name in dir(settings)
-        if name.startswith("CBR_") and isinstance(getattr(settings, name), (str, int, float, bool, Path, type(None)))
+        if name.startswith("CBR_")
+        and (shared or name != "CBR_DATA_DIR")
+        and isinstance(getattr(settings, name), (str, int, float, bool, Path, type(None)))
     }
     overrides["REDIS_URL"] = settings.REDIS_URL
     return {"env": env, "settings": overrides}

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import factories
 
+from groups.acknowledgement import set_acknowledgement_cut
 from retention import set_store
 from retention.models import TruncationRecord
 from streams import logs
@@ -20,9 +21,11 @@ POLICIES = [
 ]
 
 
-def fleet(scope: str, count: int = 9) -> list:
+def fleet(scope: str, count: int = 9, sized: bool = False) -> list:
     """`count` streams with varied policies, 2 segments, 11 events each and two subscribers at
-    varied cuts: a truncation by several different rules, and some streams left alone."""
+    varied cuts: a truncation by several different rules, and some streams left alone. `sized`:
+    every other stream's subscribers have their cuts' sizes recorded, as an acknowledgement
+    records them (`set_acknowledgement_cut`); the others' must be read from the store."""
     streams = []
     for i in range(count):
         stream = factories.make_stream(f"s{i}", scope=scope, segment_count=2, policy=POLICIES[i % len(POLICIES)])
@@ -30,7 +33,9 @@ def fleet(scope: str, count: int = 9) -> list:
             factories.publish(stream, 1, b"x" * 30, routing_key=f"k{k}".encode())
         tail = logs.stream_log(stream).tail_cut()
         for g, share in (("A", (i % 3) / 3), ("B", ((i + 1) % 4) / 4)):
-            factories.subscribe(stream, g, {s: int(o * share) for s, o in tail.items()})
+            sub = factories.subscribe(stream, g, {s: int(o * share) for s, o in tail.items()})
+            if sized and i % 2 == 0:
+                sub.save(update_fields=set_acknowledgement_cut(sub, sub.acknowledgement_cut))
         streams.append(stream)
     return streams
 

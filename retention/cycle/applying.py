@@ -17,19 +17,25 @@ from streams.models import Stream
 
 
 def apply_batch(
-    items: list[tuple[Prepared, Decision, list[dict]]], now: datetime, trigger: str, user=None, retry: bool = False
+    items: list[tuple[Prepared, Decision, list[dict]]],
+    now: datetime,
+    trigger: str,
+    user=None,
+    retry: bool = False,
+    record_only: bool = False,
 ) -> list[StreamOutcome]:
     """Truncate the streams whose decision moves their head (`retention.truncation`: recorded,
     truncated with one sync for the batch, completed, expired checkpoints dropped); store the
     retention sets (the tails recorded, the records behind the new heads dropped); mark streams
     full or not (`reject_publish`). `retry`: an earlier attempt of this bucket may have truncated
-    some of these streams in this cycle (see `_done_before`)."""
+    some of these streams in this cycle (see `_done_before`). `record_only`: the truncations are
+    recorded, not applied (an executor that does not see the store: the driver applies them)."""
     outcomes: dict[int, StreamOutcome] = {}
     planned: list[tuple[Prepared, TruncationRecord, dict[str, int]]] = []
     triggered_by = user if user is not None and user.is_authenticated else None
     decisions = {p.stream.pk: decision for p, decision, _ in items}
     for p, decision, subscribers in items:
-        target = _target(p, decision.cut)
+        target = target_of(p, decision.cut)
         if target is None:
             outcomes[p.stream.pk] = StreamOutcome(p.stream.full_name, decision.rule, None, decision.at_max, p.stream.pk)
             continue
@@ -51,7 +57,8 @@ def apply_batch(
         planned.append((p, record, sizes))
     if retry:
         outcomes.update(_done_before(items, outcomes, now, trigger))
-    truncation.truncate([(p.stream, p.log, record, sizes) for p, record, sizes in planned])
+    plans: list[truncation.Planned] = [(p.stream, p.log, record, sizes) for p, record, sizes in planned]
+    (truncation.record if record_only else truncation.truncate)(plans)
     for p, r, _ in planned:  # after truncating, which corrects a record's size to the store's
         done = Truncation(r.pk, r.after_cut, r.reclaimed_bytes)
         outcomes[p.stream.pk] = StreamOutcome(
@@ -82,7 +89,8 @@ def _done_before(items, outcomes: dict[int, StreamOutcome], now: datetime, trigg
     return found
 
 
-def _target(p: Prepared, cut) -> dict[str, int] | None:
+def target_of(p: Prepared, cut) -> dict[str, int] | None:
+    """Where a decision's cut moves the stream's head (within its head and tail), or None."""
     if cut is None or not moves_head(cut, p.head):
         return None
     return {s: min(max(p.head[s], int(cut.get(s, p.head[s]))), p.tail[s]) for s in p.head}

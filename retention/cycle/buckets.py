@@ -4,6 +4,11 @@ and the store, decide, apply (record, move the heads, delete the chunks behind t
 then make this host's head moves durable. The local engine runs the buckets one after another in
 this process; the Spark engine runs each as a Spark task in an executor. One implementation.
 
+Executors that do not see the data directory (`CBR_SPARK_SHARED_STORE=false`) run `plan_bucket`
+instead: the same lock, gather and decide, from the streams' ends the driver read and shipped with
+the bucket, the truncations recorded but not applied; the driver applies them (`apply_plan`, the
+one truncation path) and runs the few streams whose gathering needed the store itself.
+
 A bucket travels as plain data (`bucket_tasks`): an executor unpickles it before Django is set
 up there. Its `task` names it within its cycle, and the retention locks it takes carry that name:
 a retry of the bucket (Spark retries a task whose executor died) takes them over at once and
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import NotRequired, TypedDict
 
@@ -22,9 +28,12 @@ from django.contrib.auth import get_user_model
 
 from domain.retention import considered, decide
 from retention.cycle import gathering
-from retention.cycle.applying import apply_batch
-from retention.cycle.gathering import load_streams, prepared_batches
-from retention.cycle.outcomes import CycleSummary, StreamOutcome, skipped
+from retention.cycle.applying import apply_batch, target_of
+from retention.cycle.gathering import ShippedEnds, StoreNeeded, load_streams, prepared_batches
+from retention.cycle.outcomes import CycleSummary, StreamOutcome, Truncation, skipped
+from retention.locks import release_handed
+from retention.models import TruncationRecord
+from retention.truncation import finish_truncations, pending_truncations
 from streams.logs import segment_store
 
 BUCKET = 2_000  # streams a bucket holds at most (4 batches)
@@ -52,6 +61,16 @@ class Bucket(TypedDict):
     task: str  # the bucket's name in its cycle, carried by the locks it takes
     outcomes: bool  # send back every stream's outcome, or only the counts
     attempt: NotRequired[int]  # set by the Spark engine: 0, or which retry of the task this is
+    ends: NotRequired[dict[int, ShippedEnds]]  # for `plan_bucket`: the streams' ends, read by the driver
+
+
+class Plan(TypedDict):
+    """What `plan_bucket` sends back to the driver, plain data."""
+
+    outcomes: list[StreamOutcome]  # of the streams it decided or skipped; truncations as planned
+    records: list[int]  # truncations recorded and not applied (this attempt's, or an earlier one's)
+    deferred: list[int]  # streams whose gathering needed the store: the driver runs them
+    locks: list[tuple[str, list[str]]]  # (holder token, lock keys) kept for `records`
 
 
 def bucket_tasks(
@@ -83,13 +102,12 @@ def run_bucket(
     """A bucket's whole work; its counts, and its outcomes in the streams' order when asked.
     `batch_done(n)` after each batch, n the streams done so far. Streams deleted since the cycle
     listed them are not there."""
-    user = get_user_model().objects.filter(pk=bucket["user"]).first() if bucket["user"] else None
     outcomes = run_streams(
         load_streams(bucket["ids"]),
         bucket["now"],
         bucket["interval"],
         bucket["trigger"],
-        user,
+        _user(bucket),
         task=bucket["task"],
         batch=bucket["batch"],
         retry=bucket.get("attempt", 0) > 0,
@@ -102,6 +120,109 @@ def run_bucket(
         # durable here, on the host that made them (see `truncate_many`)
         segment_store().sync()
     return summary, (outcomes if bucket["outcomes"] else None)
+
+
+def _user(bucket: Bucket):
+    return get_user_model().objects.filter(pk=bucket["user"]).first() if bucket["user"] else None
+
+
+def plan_bucket(bucket: Bucket) -> Plan:
+    """A bucket's work in an executor that does not see the data directory: lock, gather from the
+    database and the ends shipped with the bucket, decide, record the truncations; the store is
+    neither read nor written. The locks of the streams with a recorded truncation are handed to
+    the driver, which applies them (`apply_plan`)."""
+    return plan_streams(
+        load_streams(bucket["ids"]),
+        bucket["now"],
+        bucket["interval"],
+        bucket["trigger"],
+        _user(bucket),
+        shipped=bucket.get("ends", {}),
+        task=bucket["task"],
+        batch=bucket["batch"],
+        retry=bucket.get("attempt", 0) > 0,
+    )
+
+
+def plan_streams(targets, now, interval, trigger, user, *, shipped, task=None, batch=None, retry=False) -> Plan:
+    """`run_streams` without the store (`plan_bucket`). A stream with a truncation recorded and
+    not applied (an earlier attempt of this bucket's, killed before the driver had its plan) is
+    not decided again: its record goes to the driver with the new ones."""
+    plan = Plan(outcomes=[], records=[], deferred=[], locks=[])
+    for streams, locks, prepared in prepared_batches(targets, now, interval, task, batch, shipped):
+        try:
+            plan["outcomes"] += skipped(streams, locks.held, "skipped:locked-by-another-cycle")
+            named = {s.pk: s for s in locks.held}
+            pending = {r.stream_id: r for r in pending_truncations(list(named))}
+            plan["outcomes"] += [
+                StreamOutcome(
+                    named[r.stream_id].full_name,
+                    r.rule,
+                    Truncation(r.pk, r.after_cut, r.reclaimed_bytes),
+                    stream_id=r.stream_id,
+                )
+                for r in pending.values()
+            ]
+            items = []
+            for p in prepared:
+                if p.stream.pk in pending:
+                    continue
+                decision = decide(p.inputs)
+                target = target_of(p, decision.cut)
+                try:
+                    if target is not None:
+                        p.segment_sizes(target)  # the record's sizes: known here, or the driver's
+                except StoreNeeded:
+                    continue
+                items.append((p, decision, considered(p.inputs, decision)))
+            outcomes = apply_batch(items, now, trigger, user, retry, record_only=True)
+            plan["outcomes"] += outcomes
+            truncated = {o.stream_id: o.truncation.record_id for o in outcomes if o.truncation is not None}
+            plan["records"] += [r.pk for r in pending.values()] + list(truncated.values())
+            decided = {p.stream.pk for p, _, _ in items}
+            plan["deferred"] += [pk for pk in named if pk not in pending and pk not in decided]
+            plan["locks"].append((locks.token, locks.hand_over(set(pending) | set(truncated))))
+        finally:
+            locks.release()  # what `hand_over` left: nothing, unless something above failed
+    return plan
+
+
+def apply_plan(bucket: Bucket, plan: Plan) -> tuple[CycleSummary, list[StreamOutcome] | None]:
+    """The driver's half of a planned bucket: the recorded truncations applied here
+    (`finish_truncations`: heads moved, chunks deleted, made durable, records completed with what
+    the store did), the handed locks released, the deferred streams run here as the local engine
+    runs them. The counts, and the outcomes in the streams' order when asked."""
+    records = list(
+        TruncationRecord.objects.filter(pk__in=plan["records"], completed=False).select_related("stream__scope")
+    )
+    try:
+        finish_truncations(records)
+    finally:
+        for token, keys in plan["locks"]:
+            release_handed(keys, token)
+    reclaimed = {r.pk: r.reclaimed_bytes for r in records}  # corrected to what the store did
+    outcomes = {}
+    for o in plan["outcomes"]:
+        if o.truncation is not None and o.truncation.record_id in reclaimed:
+            o = replace(o, truncation=o.truncation._replace(reclaimed_bytes=reclaimed[o.truncation.record_id]))
+        outcomes[o.stream_id] = o
+    if plan["deferred"]:
+        deferred = run_streams(
+            load_streams(plan["deferred"]),
+            bucket["now"],
+            bucket["interval"],
+            bucket["trigger"],
+            _user(bucket),
+            task=f"{bucket['task']}/driver",
+            batch=bucket["batch"],
+        )
+        outcomes.update((o.stream_id, o) for o in deferred)
+        if any(o.truncation is not None for o in deferred):
+            segment_store().sync()
+    ordered = [outcomes[pk] for pk in bucket["ids"] if pk in outcomes]
+    summary = CycleSummary()
+    summary.add(ordered)
+    return summary, (ordered if bucket["outcomes"] else None)
 
 
 def run_streams(

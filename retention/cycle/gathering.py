@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import orjson
 from django.db import connection
@@ -28,13 +29,34 @@ from streams.models import Stream
 
 BATCH = 500
 
+# A stream's ends as a driver read them for an executor that does not see the store, per segment:
+# (head offset, size till the head, tail offset, size till the tail)
+ShippedEnds = dict[str, tuple[int, int, int, int]]
+
+
+class StoreNeeded(Exception):
+    """Gathering from shipped ends (an executor that does not see the data directory) needed a
+    size only the store knows: a cut that is neither a head, a tail, nor recorded with its sizes.
+    The stream is left to the driver, which runs it as the local engine does."""
+
+
+class NoStore:
+    """The log of a stream gathered from shipped ends: every read of the store raises
+    `StoreNeeded` (it stands for `StreamLog` and `Segment` alike: only `size_till` is asked)."""
+
+    def segment(self, segment_id: str) -> NoStore:
+        return self
+
+    def size_till(self, offset: int) -> int:
+        raise StoreNeeded(offset)
+
 
 @dataclass
 class Prepared:
     """One stream's inputs, with what applying a decision needs besides."""
 
     stream: Stream
-    log: StreamLog
+    log: StreamLog  # or a `NoStore` standing for it
     inputs: Inputs
     head: dict[str, int]
     head_sizes: dict[str, int]
@@ -113,11 +135,21 @@ def load_streams(ids: list[int]) -> list[Stream]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-def prepare_batch(streams: list[Stream], now: datetime, interval: float, recover: bool = True) -> list[Prepared]:
+def prepare_batch(
+    streams: list[Stream],
+    now: datetime,
+    interval: float,
+    recover: bool = True,
+    shipped: dict[int, ShippedEnds] | None = None,
+) -> list[Prepared]:
     """Finish truncations a crash left half done, record each stream's tail in its retention set
     (when the newest record is older than the interval: stored when the batch is applied), and
     read everything `decide` needs: three queries for the batch, one small file read per stream.
-    `recover=False` reads only (`retention.explain`: what the next cycle would decide)."""
+    `recover=False` reads only (`retention.explain`: what the next cycle would decide).
+
+    `shipped`: the streams' ends as the driver read them, by stream id; the store is not read
+    (an executor that does not see the data directory): a stream without shipped ends, or whose
+    gathering needs the store (`StoreNeeded`), is left out."""
     pks = [s.pk for s in streams]
     if recover:
         finish_truncations(pending_truncations(pks))
@@ -146,22 +178,20 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float, recover
         subs[row[0]].append(row[1:])
     horizons = _view_horizons([s.pk for s in streams if s.is_compacted])
     prepared = []
-    logs = [stream_log(stream) for stream in streams]
-    for stream, log, ends in zip(streams, logs, ends_many(logs)):
-        head = {s: h.offset for s, (h, _) in ends.items()}
-        head_sizes = {s: h.cum_size for s, (h, _) in ends.items()}
-        tail = {s: t.next_offset for s, (_, t) in ends.items()}
-        tail_sizes = {s: t.cum_size for s, (_, t) in ends.items()}
+    for stream, log, (head, head_sizes, tail, tail_sizes) in _ends(streams, shipped):
         rset_rows = sets.get(stream.pk, [])
         stored_count = len(rset_rows)
         rset = as_records(rset_rows)
         grown = with_tail(rset, now.timestamp(), interval, tail, sum(tail_sizes.values()))
         if len(grown) > len(rset):
             rset_rows = [*rset_rows, stored(now, grown[-1].size, tail, tail_sizes)]
-        subscribers = tuple(_subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk])
-        compactor = None
-        if stream.is_compacted:
-            compactor = _compactor(horizons.get(stream.pk, {}), now, log, head, head_sizes, tail, tail_sizes)
+        try:
+            subscribers = tuple(_subscriber(row, log, head, head_sizes, tail, tail_sizes) for row in subs[stream.pk])
+            compactor = None
+            if stream.is_compacted:
+                compactor = _compactor(horizons.get(stream.pk, {}), now, log, head, head_sizes, tail, tail_sizes)
+        except StoreNeeded:
+            continue  # only from shipped ends: the driver runs this stream
         policy = stream.retention_policy.as_policy(stream.on_max_limit)
         prepared.append(
             Prepared(
@@ -177,6 +207,46 @@ def prepare_batch(streams: list[Stream], now: datetime, interval: float, recover
             )
         )
     return prepared
+
+
+Ends = tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]  # head, its sizes, tail, its sizes
+
+
+def _ends(streams: list[Stream], shipped: dict[int, ShippedEnds] | None) -> list[tuple[Stream, StreamLog, Ends]]:
+    """Each stream with its log and its ends: read from the store (the reads overlapped), or as
+    shipped (a stream without shipped ends is left out)."""
+    if shipped is None:
+        logs = [stream_log(stream) for stream in streams]
+        return [
+            (
+                stream,
+                log,
+                (
+                    {s: h.offset for s, (h, _) in ends.items()},
+                    {s: h.cum_size for s, (h, _) in ends.items()},
+                    {s: t.next_offset for s, (_, t) in ends.items()},
+                    {s: t.cum_size for s, (_, t) in ends.items()},
+                ),
+            )
+            for stream, log, ends in zip(streams, logs, ends_many(logs))
+        ]
+    found = []
+    for stream in streams:
+        ends = shipped.get(stream.pk)
+        if ends is not None:
+            head, head_sizes, tail, tail_sizes = ({s: e[i] for s, e in ends.items()} for i in range(4))
+            found.append((stream, cast(StreamLog, NoStore()), (head, head_sizes, tail, tail_sizes)))
+    return found
+
+
+def ship_ends(streams: list[Stream]) -> dict[int, ShippedEnds]:
+    """The streams' ends read from the store here, as an executor that does not see it takes them
+    (`prepare_batch`'s `shipped`)."""
+    logs = [stream_log(stream) for stream in streams]
+    return {
+        stream.pk: {s: (h.offset, h.cum_size, t.next_offset, t.cum_size) for s, (h, t) in ends.items()}
+        for stream, ends in zip(streams, ends_many(logs))
+    }
 
 
 def _epoch_seconds(field: str):
@@ -256,17 +326,29 @@ def batches(items: list, size: int | None = None) -> list[list]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
 
-def lock_and_prepare(batch: list[Stream], now: datetime, interval: float, task: str | None = None):
+def lock_and_prepare(
+    batch: list[Stream],
+    now: datetime,
+    interval: float,
+    task: str | None = None,
+    shipped: dict[int, ShippedEnds] | None = None,
+):
     locks = Locks.take(batch, task)
     try:
-        return batch, locks, prepare_batch(locks.held, now, interval)
+        # from shipped ends, a half-done truncation is the driver's to finish (`buckets.plan_streams`)
+        return batch, locks, prepare_batch(locks.held, now, interval, recover=shipped is None, shipped=shipped)
     except BaseException:
         locks.release()
         raise
 
 
 def prepared_batches(
-    targets: list[Stream], now: datetime, interval: float, task: str | None = None, size: int | None = None
+    targets: list[Stream],
+    now: datetime,
+    interval: float,
+    task: str | None = None,
+    size: int | None = None,
+    shipped: dict[int, ShippedEnds] | None = None,
 ):
     """Yields (batch, locks, prepared) for each batch; the caller releases the locks once it has
     applied the batch. `task` names the unit of work taking the locks (`store.locks.holder_token`).
@@ -279,7 +361,7 @@ def prepared_batches(
     generation is collected after each batch instead."""
     with no_automatic_gc():
         for batch in batches(targets, size):
-            yield lock_and_prepare(batch, now, interval, task)
+            yield lock_and_prepare(batch, now, interval, task, shipped)
             gc.collect(0)
 
 

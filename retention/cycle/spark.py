@@ -2,16 +2,26 @@
 work in an executor (`buckets.run_bucket`: lock, gather, decide, apply), so a cycle gets faster
 with every executor core. The driver only lists the buckets and sums what they send back. The
 project's code reaches the executors with the job (`spark_tasks.shipping`), and Django is set up
-there from the driver's settings (`spark_tasks.executors`)."""
+there from the driver's settings (`spark_tasks.executors`).
+
+Executors that do not see the data directory (`CBR_SPARK_SHARED_STORE=false`, a cluster without a
+shared file system) plan instead (`buckets.plan_bucket`): the driver reads the streams' ends from
+its store and ships them with the buckets, the executors lock, gather, decide and record, and the
+driver applies what they recorded (`buckets.apply_plan`). The buckets go in waves of a few per
+executor core, so the driver holds the ends of a wave's streams only, read just before it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection
 
-from retention.cycle.buckets import Bucket
+from retention.cycle.buckets import TASKS_PER_SLOT, Bucket, apply_plan
+from retention.cycle.gathering import load_streams, ship_ends
 from retention.cycle.local import Sink
+from retention.locks import Locks
+from retention.truncation import finish_truncations, pending_truncations
 from spark_tasks import load_executors
 
 
@@ -24,21 +34,58 @@ def slots() -> int:
 
 
 def run(buckets: list[Bucket], total: int, progress: Callable[[int, int], None] | None, sink: Sink) -> None:
-    """All buckets in one Spark job; `progress(done, total)` while it runs (streams of the buckets
-    done so far); the counts and outcomes to `sink` in the buckets' order once it ends."""
-    sizes = [len(b["ids"]) for b in buckets]
-
-    def buckets_done(n: int) -> None:
-        if progress:
-            progress(min(total, sum(sorted(sizes)[:n])), total)  # at least this many streams
-
-    answers = load_executors().run_in_executors(
-        "retention.cycle.buckets:run_bucket",
-        list(buckets),
-        progress=buckets_done,
-        parallel=connection.vendor != "sqlite",  # SQLite takes one writer at a time
-    )
+    """All buckets in one Spark job (or, without a shared store, a job per wave); `progress(done,
+    total)` while it runs (streams of the buckets done so far); the counts and outcomes to `sink`
+    in the buckets' order."""
+    if not settings.CBR_SPARK_SHARED_STORE:
+        _run_planned(buckets, total, progress, sink)
+        return
+    answers = _job("retention.cycle.buckets:run_bucket", buckets, 0, total, progress)
     for summary, outcomes in answers:
         sink(summary, outcomes)
     if progress:
         progress(total, total)
+
+
+def _job(function: str, buckets: list, before: int, total: int, progress) -> list:
+    """One Spark job over these buckets; `progress` counts `before` streams done already."""
+    sizes = sorted(len(b["ids"]) for b in buckets)
+
+    def buckets_done(n: int) -> None:
+        if progress:
+            progress(min(total, before + sum(sizes[:n])), total)  # at least this many streams
+
+    return load_executors().run_in_executors(
+        function,
+        list(buckets),
+        progress=buckets_done,
+        parallel=connection.vendor != "sqlite",  # SQLite takes one writer at a time
+    )
+
+
+def _run_planned(buckets: list[Bucket], total: int, progress, sink: Sink) -> None:
+    wave = slots() * TASKS_PER_SLOT
+    done = 0
+    for start in range(0, len(buckets), wave):
+        part = [_shipped(bucket) for bucket in buckets[start : start + wave]]
+        plans = _job("retention.cycle.buckets:plan_bucket", part, done, total, progress)
+        for bucket, plan in zip(part, plans):
+            sink(*apply_plan(bucket, plan))
+            done += len(bucket["ids"])
+            if progress:
+                progress(done, total)
+
+
+def _shipped(bucket: Bucket) -> Bucket:
+    """The bucket with its streams' ends read here; truncations a crash left half done finished
+    first, under the streams' locks as a cycle finishes them (their heads are the ones to ship)."""
+    streams = load_streams(bucket["ids"])
+    pending = pending_truncations([s.pk for s in streams])
+    if pending:
+        locks = Locks.take([r.stream for r in pending])
+        try:
+            held = {s.pk for s in locks.held}
+            finish_truncations([r for r in pending if r.stream_id in held])
+        finally:
+            locks.release()
+    return {**bucket, "ends": ship_ends(streams)}

@@ -61,10 +61,13 @@ print(run.state, run.generation)
 """
 
 
-def driver(cluster: Cluster, bucket: int = 2000, batch: int = 500, script: str = DRIVER, args=()) -> subprocess.Popen:
+def driver(
+    cluster: Cluster, bucket: int = 2000, batch: int = 500, script: str = DRIVER, args=(), env=None
+) -> subprocess.Popen:
     """A separate driver process on the cluster: by default the Spark engine's cycle over scope
-    "two", which prints the outcomes as JSON."""
+    "two", which prints the outcomes as JSON. `env`: more of the driver's environment."""
     env = {
+        **(env or {}),
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "cbrweb.settings_test",
         "DATABASE_URL": _database_url(connection.settings_dict),
@@ -121,6 +124,28 @@ def test_a_cycle_on_a_standalone_cluster_does_what_the_local_engine_does(cluster
     # the buckets ran in the cluster's executor, started in its work directory outside the repo
     logs = list(cluster.work.glob("app-*/*/stderr"))
     assert logs and ROOT not in cluster.work.parents
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_on_a_cluster_without_a_shared_store_never_opens_the_executors_data_dir(cluster, tmp_path):
+    """`CBR_SPARK_SHARED_STORE=false`: the executors' own data directory (another, empty one, as
+    on a host that does not share the driver's) stays empty; the driver reads the ends and
+    applies what the executors planned; the end is the local engine's."""
+    one, two = fleet("one", sized=True), fleet("two", sized=True)
+    expected = outcome_rows(run_cycle(now=T0, streams=one, trigger="command", engine="local"))
+    conf, theirs = tmp_path / "spark-conf", tmp_path / "executor-data"
+    conf.mkdir()
+    theirs.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"spark.executorEnv.CBR_DATA_DIR {theirs}\n")
+    run = driver(cluster, bucket=2, batch=1, env={"CBR_SPARK_SHARED_STORE": "false", "SPARK_CONF_DIR": str(conf)})
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr[-3000:]
+    assert rows(stdout) == [tuple(row) for row in expected]
+    assert any(cut is not None for _, _, cut in expected)
+    assert state(two) == state(one)
+    assert TruncationRecord.objects.filter(stream__in=two, completed=False).count() == 0
+    assert list(theirs.iterdir()) == []
 
 
 def _executors(cluster: Cluster) -> list[psutil.Process]:

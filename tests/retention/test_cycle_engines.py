@@ -12,6 +12,7 @@ from cycle_fleets import T0, fleet, outcome_rows, state
 from retention import truncation
 from retention.cycle import buckets, gathering
 from retention.cycle.buckets import bucket_tasks, run_bucket
+from retention.cycle.gathering import load_streams, ship_ends
 from retention.cycle.running import run_cycle
 from retention.locks import _lock_key
 from retention.models import TruncationRecord
@@ -27,9 +28,12 @@ def small(monkeypatch):
 
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)  # executors are other processes: they see what is committed
-def test_the_spark_engine_does_exactly_what_the_local_engine_does(small, spark, redis_url):
-    """Five buckets (one Spark job of five tasks) against the same fleet run in this process."""
-    one, two = fleet("one"), fleet("two")
+@pytest.mark.parametrize("shared_store", [True, False])
+def test_the_spark_engine_does_exactly_what_the_local_engine_does(small, spark, redis_url, settings, shared_store):
+    """Five buckets (one Spark job of five tasks) against the same fleet run in this process;
+    without a shared store, the executors plan from shipped ends and this process applies."""
+    settings.CBR_SPARK_SHARED_STORE = shared_store
+    one, two = fleet("one", sized=True), fleet("two", sized=True)
     for hours in (0, 1, 2):  # three cycles: records added, dropped, subscribers moved on
         at = T0 + timedelta(hours=hours)
         alone = run_cycle(now=at, streams=one, trigger="command", engine="local")
@@ -114,3 +118,84 @@ def test_buckets_are_small_enough_for_every_executor_core_but_never_under_a_batc
     assert [i for b in tasks for i in b["ids"]] == list(range(streams))  # every stream once, in order
     assert max(len(b["ids"]) for b in tasks) == min(size, streams)
     assert len({b["task"] for b in tasks}) == len(tasks)
+
+
+def _planned_cycle(streams, at, data_dir, settings):
+    """A cycle as the Spark engine runs it without a shared store, its buckets in this process:
+    the ends read here, each bucket planned with `CBR_DATA_DIR` pointing at an empty directory
+    (what an executor on another host has), then applied here."""
+    out = []
+    plans = []
+    for bucket in bucket_tasks([s.pk for s in streams], at, "command", None, outcomes=True):
+        shipped = {**bucket, "ends": ship_ends(load_streams(bucket["ids"]))}
+        real = settings.CBR_DATA_DIR
+        settings.CBR_DATA_DIR = data_dir
+        try:
+            plan = buckets.plan_bucket(shipped)
+        finally:
+            settings.CBR_DATA_DIR = real
+        plans.append(plan)
+        out += buckets.apply_plan(shipped, plan)[1]
+    return out, plans
+
+
+@pytest.mark.django_db
+def test_a_bucket_planned_without_the_store_ends_as_the_local_engine_ends_it(small, settings, tmp_path):
+    """Planned from shipped ends (the store not opened: the executor's data directory stays
+    empty) and applied by the driver: the same decisions, heads, Segment rows, retention sets and
+    history as the local engine, over three cycles. Streams whose subscribers' sizes are recorded
+    are planned; the others need the store and are run by the driver."""
+    one, two = fleet("one", sized=True), fleet("two", sized=True)
+    elsewhere = tmp_path / "executor-data"
+    elsewhere.mkdir()
+    planned = deferred = 0
+    for hours in (0, 1, 2):
+        at = T0 + timedelta(hours=hours)
+        alone = run_cycle(now=at, streams=one, trigger="command", engine="local")
+        got, plans = _planned_cycle(two, at, elsewhere, settings)
+        assert outcome_rows(got) == outcome_rows(alone)
+        assert state(two) == state(one)
+        planned += sum(len(p["records"]) for p in plans)
+        deferred += sum(len(p["deferred"]) for p in plans)
+    assert planned >= 2 and deferred >= 2  # both halves were exercised
+    assert list(elsewhere.iterdir()) == []  # the store was never opened there
+    assert TruncationRecord.objects.filter(completed=False).count() == 0
+
+
+@pytest.mark.django_db
+def test_a_planned_bucket_locks_its_truncated_streams_until_the_driver_applied_them(small, settings, redis_url):
+    """Between the executor's plan and the driver's apply, the planned streams stay locked (no
+    other cycle or manual truncation works on them); the others are free; the driver frees all."""
+    two = fleet("two", sized=True)
+    client = redis.Redis.from_url(redis_url)
+    seen = set()
+    for bucket in bucket_tasks([s.pk for s in two], T0, "command", None, outcomes=True):
+        shipped = {**bucket, "ends": ship_ends(load_streams(bucket["ids"]))}
+        plan = buckets.plan_bucket(shipped)
+        recorded = set(TruncationRecord.objects.filter(pk__in=plan["records"]).values_list("stream_id", flat=True))
+        assert TruncationRecord.objects.filter(pk__in=plan["records"], completed=True).count() == 0
+        for stream in (s for s in two if s.pk in bucket["ids"]):
+            assert (client.get(_lock_key(stream)) is not None) == (stream.pk in recorded)
+        buckets.apply_plan(shipped, plan)
+        seen |= recorded
+    assert len(seen) >= 2
+    assert not list(client.scan_iter("cbr:retention:*"))
+    assert TruncationRecord.objects.filter(pk__in=plan["records"], completed=False).count() == 0
+
+
+@pytest.mark.django_db
+def test_a_planned_bucket_whose_attempt_died_after_recording_hands_its_records_to_the_retry(small, settings):
+    """The first attempt recorded and died before the driver had its plan: the retry takes over
+    its locks, does not decide those streams again, and hands their records on; each stream is
+    truncated once, as the local engine does."""
+    one, two = fleet("one", count=4, sized=True), fleet("two", count=4, sized=True)
+    expected = outcome_rows(run_cycle(now=T0, streams=one))
+    got = []
+    for bucket in bucket_tasks([s.pk for s in two], T0, "beat", None, outcomes=True):
+        shipped = {**bucket, "ends": ship_ends(load_streams(bucket["ids"]))}
+        first = buckets.plan_bucket(shipped)  # its answer is lost with its executor
+        retry = buckets.plan_bucket({**shipped, "attempt": 1})
+        assert sorted(retry["records"]) == sorted(first["records"])
+        got += buckets.apply_plan(shipped, retry)[1]
+    assert outcome_rows(got) == expected
+    assert state(two) == state(one)
