@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,10 +29,13 @@ from django.utils import timezone
 
 from compaction.models import CompactedView, CompactionRun
 from domain.compaction import missed_ranges, view_due_to_drop
-from spark_tasks import load_compaction_job, load_executors, spark_session
+from spark_tasks import load_compaction_job, load_executors, load_tier_io, spark_session
 from store import locks as redis_locks
+from store.offload import tier_key
 from store.parquet import SCHEMA as PARQUET_SCHEMA
-from store.parquet import ChunkCopy, CopyFacts
+from store.parquet import ChunkCopy, CopyFacts, TierCopy
+from store.tier.base import TierError
+from streams import tiering
 from streams.logs import seal_active_chunks, stream_log
 from streams.models import Stream
 
@@ -90,7 +94,10 @@ class InputCounts:
 
 @dataclass(frozen=True)
 class Pending:
-    paths: list[Path]  # Parquet copies of the sealed chunks to compact, in order
+    # Parquet copies of the sealed chunks to compact, in order: their paths, or (executors that
+    # do not see the data directory) their keys in the tier with their CRC-32C
+    paths: list[str]
+    crcs: list[str | None]
     horizon: dict[str, int]  # per segment, the next offset after the last chunk taken
     counts: InputCounts  # what the run reads from them
     copies_made: int  # Parquet copies the run's job made (of these chunks and of younger ones)
@@ -130,9 +137,12 @@ def sealed_after(stream: Stream, horizon: dict[str, int]) -> list[SealedChunk]:
 def chunk_copies(stream: Stream, chunks: list[SealedChunk]) -> list[CopyFacts]:
     """The chunks' Parquet copies, the missing ones made, and what each holds: one Spark job, a
     task per chunk (`store.parquet.copy_facts`), so a run's copies are made by every executor
-    core at once and the driver only sums their counts."""
+    core at once and the driver only sums their counts. Executors that do not see the data
+    directory take the chunks from the tier (`tier_chunk_copies`)."""
     if not chunks:
         return []
+    if not settings.CBR_SPARK_SHARED_STORE:
+        return tier_chunk_copies(stream, chunks)
     tasks = [
         ChunkCopy(
             chunk=str(c.path), segment=c.segment, tier_url=settings.CBR_TIER_URL, staging=str(staging_dir(stream))
@@ -140,6 +150,36 @@ def chunk_copies(stream: Stream, chunks: list[SealedChunk]) -> list[CopyFacts]:
         for c in chunks
     ]
     return load_executors().run_in_executors("store.parquet:copy_facts", tasks)
+
+
+def tier_chunk_copies(stream: Stream, chunks: list[SealedChunk]) -> list[CopyFacts]:
+    """`chunk_copies` through the tier: the stream's sealed files copied there first (whatever
+    their age: `tiering.copied_for_executors`), then a task per chunk reads its copy from the
+    tier or makes one there from the chunk's object (`store.parquet.tier_copy_facts`); the copies
+    made are recorded as the stream's objects. Each fact's `copy` is a key in the tier."""
+    recorded = tiering.copied_for_executors(stream)
+    objects = {(r.segment_id, r.base, r.kind): r for r in recorded.objects}
+    tasks = []
+    for c in chunks:
+        chunk = objects.get((c.segment, c.base, "chunk"))
+        if chunk is None:  # truncated since the run listed it: the next run finds it passed
+            raise TierError(f"chunk {c.base} of segment {c.segment} of {stream.full_name} is not in the tier")
+        copy = objects.get((c.segment, c.base, "parquet"))
+        tasks.append(
+            TierCopy(
+                tier_url=settings.CBR_TIER_URL,
+                segment=c.segment,
+                chunk_key=tier_key(stream.storage_key, c.segment, c.base, "chunk"),
+                chunk_crc32c=chunk.crc32c,
+                parquet_key=tier_key(stream.storage_key, c.segment, c.base, "parquet"),
+                parquet_crc32c=copy.crc32c if copy is not None else None,
+            )
+        )
+    facts = load_executors().run_in_executors("store.parquet:tier_copy_facts", tasks)
+    tiering.record_copies(
+        stream, [(c.segment, c.base, c.next_base, f["size"], f["crc32c"]) for c, f in zip(chunks, facts) if f["made"]]
+    )
+    return facts
 
 
 def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pending:
@@ -150,7 +190,9 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
     missed = missed_ranges(horizon, {s: logs.segment(s).chunk_bases() for s in stream.segment_ids})
     chunks = sealed_after(stream, horizon)
     facts = chunk_copies(stream, chunks)
-    paths, counts, young = [], InputCounts(), set()
+    paths: list[str] = []
+    crcs: list[str | None] = []
+    counts, young = InputCounts(), set()
     new = {**horizon, **{s: to for s, (_, to) in missed.items()}}  # past what is gone
     for chunk, fact in zip(chunks, facts, strict=True):
         if chunk.segment in young:
@@ -159,10 +201,11 @@ def pending_chunks(stream: Stream, horizon: dict[str, int], now_ms: int) -> Pend
         if newest is not None and newest > now_ms - lag_ms:
             young.add(chunk.segment)
             continue
-        paths.append(Path(fact["copy"]))
+        paths.append(fact["copy"])
+        crcs.append(fact.get("crc32c"))
         new[chunk.segment] = chunk.next_base
         counts += InputCounts(fact["events"], fact["keyless"], fact["bytes"])
-    return Pending(paths, new, counts, sum(f["made"] for f in facts), missed)
+    return Pending(paths, crcs, new, counts, sum(f["made"] for f in facts), missed)
 
 
 def due_to_drop(stream: Stream, view: CompactedView, now: datetime) -> bool:
@@ -297,7 +340,11 @@ def _execute(run: CompactionRun, now: datetime, seal: bool) -> CompactionRun:
     name = f"gen-{generation}"
     tmp = directory / f".{name}.{os.getpid()}.tmp"
     _phase(run, f"writing generation {generation}")
-    stats = write_generation(pending.paths, directory / current.directory if current else None, now, config, tmp)
+    if settings.CBR_SPARK_SHARED_STORE:
+        previous = directory / current.directory if current else None
+        stats = write_generation([Path(p) for p in pending.paths], previous, now, config, tmp)
+    else:
+        stats = write_generation_through_tier(run, pending, current, now, config, tmp)
     _durable_rename(tmp, directory / name)
     written = {"rows": stats.rows, "keys": stats.rows, "tombstones": stats.tombstones, "bytes": stats.bytes}
     pause = settings.CBR_COMPACTION_PAUSE_BEFORE_SWITCH_S  # tests: a kill lands between write and switch
@@ -373,6 +420,60 @@ def write_generation(paths: list[Path], previous: Path | None, now: datetime, co
     return result.stats()
 
 
+def write_generation_through_tier(
+    run: CompactionRun, pending: Pending, current: CompactedView | None, now: datetime, config, target: Path
+):
+    """`write_generation` for executors that do not see the data directory
+    (`compact_through_tier`), with the stream's staging prefix in the tier emptied before and
+    after (a run that died left its parts there)."""
+    stream = run.stream
+    staging = f"{stream.storage_key}/compaction-staging/"
+    tiering.delete_prefix(staging)
+    previous = None
+    if current is not None:
+        recorded = tiering.copied_for_executors(stream)  # the current generation's files mirrored
+        prefix = f"compacted/{stream.storage_key}/{current.directory}/"
+        files = sorted((f.path, f.crc32c) for f in recorded.files if f.path.startswith(prefix))
+        previous = [(tiering.beside_key(stream, path), crc) for path, crc in files if path.endswith(".parquet")]
+    inputs = [(key, crc) for key, crc in zip(pending.paths, pending.crcs, strict=True) if crc is not None]
+    try:
+        _, stats = compact_through_tier(inputs, previous, now, config, f"{staging}{run.pk}", target)
+    finally:
+        tiering.delete_prefix(staging)
+    return stats
+
+
+def compact_through_tier(
+    inputs: list[tuple[str, str]], previous: list[tuple[str, str]] | None, now: datetime, config, staging: str, target
+):
+    """The Spark part of a run whose executors do not see the data directory: the chunks'
+    copies and the previous generation's files read from the tier (key and CRC-32C, each
+    checked), the new generation's parts written to the tier under `staging` by the executors,
+    then brought here into `target` (a generation is served from the data directory). The parts'
+    objects (key, CRC-32C) and what each step dropped; the caller deletes `staging`."""
+    compaction_job, tier_io = load_compaction_job(), load_tier_io()
+    spark = spark_session()
+    url = settings.CBR_TIER_URL
+    tier = tiering.tier()
+    if tier is None:
+        raise TierError("executors without the data directory read through long-term storage: set CBR_TIER_URL")
+    before = tier_io.view_frame(spark, url, previous) if previous is not None else None
+    if inputs:
+        events = tier_io.chunk_copies_frame(spark, url, inputs)
+    else:  # a run that only drops what aged (a quiet stream): the view over no new event
+        assert before is not None
+        events = compaction_job.no_new_events(before)
+    result = compaction_job.compact_with_stats(before, events, now, config)
+    view = compaction_job.in_key_order(result.view)
+    written = tier_io.write_objects(view, url, staging)
+    target.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(written):
+        (target / f"part-{i:05d}.parquet").write_bytes(tier.get(part["key"], part["crc32c"]))
+    if not written:
+        (target / "part-00000.parquet").write_bytes(tier_io.empty_parquet(view))
+    return [(part["key"], part["crc32c"]) for part in written], result.stats()
+
+
 WARM_UP_EVENTS = 300_000  # enough for the JIT to compile the hot loops, ~10 s of a worker's start
 
 
@@ -418,11 +519,33 @@ def warm_up(events: int = WARM_UP_EVENTS) -> list:
         with_retention = compaction_job.CompactionSettings(
             delete_retention_s=0, retention_s=3600, retention_bytes=100 * events
         )
+        if not settings.CBR_SPARK_SHARED_STORE:
+            return _warm_up_through_tier(copies, root, now, compact, with_retention)
         return [
             write_generation(copies[:1], None, now, compact, root / "gen-1"),
             write_generation(copies[1:2], root / "gen-1", now, compact, root / "gen-2"),
             write_generation(copies[2:], root / "gen-2", now, with_retention, root / "gen-3"),
         ]
+
+
+def _warm_up_through_tier(copies: list[Path], root: Path, now: datetime, compact, with_retention) -> list:
+    """`warm_up`'s three runs as executors that do not see the data directory make them: the
+    made-up copies put in the tier under a scratch prefix, deleted after."""
+    tier = tiering.tier()
+    if tier is None:
+        raise TierError("executors without the data directory read through long-term storage: set CBR_TIER_URL")
+    scratch = f"compaction-warm-up/{uuid.uuid4().hex}/"
+    try:
+        inputs = []
+        for copy in copies:
+            stored = tier.put(f"{scratch}{copy.name}", copy.read_bytes())
+            inputs.append((stored.key, stored.crc32c))
+        gen1, first = compact_through_tier(inputs[:1], None, now, compact, f"{scratch}gen-1", root / "gen-1")
+        gen2, second = compact_through_tier(inputs[1:2], gen1, now, compact, f"{scratch}gen-2", root / "gen-2")
+        _, third = compact_through_tier(inputs[2:], gen2, now, with_retention, f"{scratch}gen-3", root / "gen-3")
+        return [first, second, third]
+    finally:
+        tiering.delete_prefix(scratch)
 
 
 def _durable_rename(tmp: Path, target: Path) -> None:

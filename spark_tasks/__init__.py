@@ -23,6 +23,12 @@ def load_executors() -> ModuleType:
     return executors
 
 
+def load_tier_io() -> ModuleType:
+    from spark_tasks import tier_io
+
+    return tier_io
+
+
 def spark_session() -> Any:
     """The process's shared SparkSession (`session.get_spark`), started on first use."""
     from spark_tasks.session import get_spark

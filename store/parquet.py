@@ -12,20 +12,26 @@ A chunk released to long-term storage (its `.tiered` stub in place of the file) 
 tier by the executor that takes its task: its offloaded copy, or the chunk itself made into one,
 checked against the CRC-32C recorded at upload and staged under the task's `staging` directory
 for the run's job to read (the caller deletes what it staged when the run ends).
+
+Executors that do not see the data directory (`tier_copy_facts`) take a chunk from the tier
+alone: its offloaded copy, or a copy made from the chunk's object and written to the tier under
+the copy's own key (create-once), so that the run's job reads every input from the tier.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from store import framing
+from store.tier.base import TierConflict, checksum
 from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
 
@@ -89,13 +95,24 @@ class ChunkCopy(TypedDict, total=False):
     staging: str  # where a released chunk's copy is put for the job to read
 
 
+class TierCopy(TypedDict):
+    tier_url: str
+    segment: str
+    chunk_key: str  # the chunk's object and its CRC-32C as recorded at upload
+    chunk_crc32c: str
+    parquet_key: str  # its columnar copy's key (`store.offload.tier_key`)
+    parquet_crc32c: str | None  # recorded at upload; None: no copy there yet (this task makes it)
+
+
 class CopyFacts(TypedDict):
-    copy: str  # the Parquet copy's path
+    copy: str  # the Parquet copy's path (or, from `tier_copy_facts`, its key in the tier)
     made: bool  # whether this call made it
     events: int
     keyless: int  # events without a key
     bytes: int  # payload bytes
     newest_ms: int | None  # the latest publish time (None: statistics missing)
+    size: NotRequired[int]  # from `tier_copy_facts`: the copy's size and CRC-32C in the tier
+    crc32c: NotRequired[str]
 
 
 def copy_facts(task: ChunkCopy) -> CopyFacts:
@@ -111,7 +128,39 @@ def copy_facts(task: ChunkCopy) -> CopyFacts:
         copy, made = _staged_copy(task, chunk)
     elif made:
         write_parquet_copy(chunk, task["segment"])
-    parquet = pq.ParquetFile(copy)
+    return _facts(pq.ParquetFile(copy), str(copy), made)
+
+
+def tier_copy_facts(task: TierCopy) -> CopyFacts:
+    """`copy_facts` for an executor that does not see the data directory: the chunk's columnar
+    copy read from the tier (checked against its recorded CRC-32C), or made from the chunk's
+    object (checked too) and written to the tier under the copy's key. Any attempt may run it
+    again: the copy made from the same chunk is the same table, and a key written once keeps its
+    first bytes (`Tier.put` refuses other ones: then the first copy is the one taken)."""
+    tier = tier_for(task["tier_url"])
+    if tier is None:
+        raise ValueError("tier_copy_facts needs a tier_url")
+    recorded = task["parquet_crc32c"]
+    made = recorded is None
+    if recorded is None:
+        buffer = io.BytesIO()
+        table = chunk_bytes_to_table(tier.get(task["chunk_key"], task["chunk_crc32c"]), task["segment"])
+        pq.write_table(table, buffer, compression="zstd")
+        data = buffer.getvalue()
+        try:
+            crc = tier.put(task["parquet_key"], data).crc32c
+        except TierConflict:  # an earlier attempt's copy, written whole (create-once): that one
+            data = tier.get(task["parquet_key"])
+            crc = checksum(data)
+    else:
+        crc = recorded
+        data = tier.get(task["parquet_key"], crc)
+    facts = _facts(pq.ParquetFile(io.BytesIO(data)), task["parquet_key"], made)
+    return {**facts, "size": len(data), "crc32c": crc}
+
+
+def _facts(parquet: pq.ParquetFile, copy: str, made: bool) -> CopyFacts:
+    """What a copy holds, from its metadata and its `payload_size` column."""
     meta = parquet.metadata
     schema = meta.schema.to_arrow_schema()
     key, published = schema.get_field_index("key"), schema.get_field_index("published_at")
@@ -127,7 +176,7 @@ def copy_facts(task: ChunkCopy) -> CopyFacts:
         ms = int(value.timestamp() * 1000) if isinstance(value, datetime) else int(value)
         newest = ms if newest is None else max(newest, ms)
     size = pc.sum(parquet.read(columns=["payload_size"]).column(0)).as_py() or 0
-    return CopyFacts(copy=str(copy), made=made, events=meta.num_rows, keyless=keyless, bytes=size, newest_ms=newest)
+    return CopyFacts(copy=copy, made=made, events=meta.num_rows, keyless=keyless, bytes=size, newest_ms=newest)
 
 
 def _staged_copy(task: ChunkCopy, chunk: Path) -> tuple[Path, bool]:

@@ -68,7 +68,8 @@ def _run_planned(buckets: list[Bucket], total: int, progress, sink: Sink) -> Non
     done = 0
     for start in range(0, len(buckets), wave):
         part = [_shipped(bucket) for bucket in buckets[start : start + wave]]
-        plans = _job("retention.cycle.buckets:plan_bucket", part, done, total, progress)
+        # progress counts streams applied here: a wave's planning alone does none
+        plans = _job("retention.cycle.buckets:plan_bucket", part, done, total, None)
         for bucket, plan in zip(part, plans):
             sink(*apply_plan(bucket, plan))
             done += len(bucket["ids"])

@@ -5,17 +5,19 @@ the log (beside.py), deleting copies (deletion.py), and restoring a lost data di
 imports from the module that defines the name. Without a tier every function does nothing."""
 
 from streams.tiering.beside import BESIDE, beside_files, beside_key, mirror_beside, restore_beside
-from streams.tiering.deletion import delete_passed, forget_stream, sweep
+from streams.tiering.deletion import delete_passed, delete_prefix, forget_stream, sweep
 from streams.tiering.offload import (
     ROUND_LOCK,
     Offloaded,
     OffloadState,
     Pending,
+    copied_for_executors,
     do_offload,
     offload_due,
     offload_lock,
     offload_state,
     pending,
+    record_copies,
     release_due,
     tier_usage,
 )
@@ -33,11 +35,14 @@ __all__ = [
     "Restored",
     "SegmentRestored",
     "beside_files",
+    "copied_for_executors",
+    "delete_prefix",
     "beside_key",
     "delete_passed",
     "do_offload",
     "forget_stream",
     "mirror_beside",
+    "record_copies",
     "offload_due",
     "offload_lock",
     "offload_state",

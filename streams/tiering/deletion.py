@@ -132,6 +132,23 @@ def _passed(stream: Stream, key: str, heads: dict[str, dict[str, int]]) -> bool:
     return base < heads[stream.storage_key][segment] and not held
 
 
+def delete_prefix(prefix: str) -> int:
+    """Delete every object under `prefix` (a compaction's staging: its executors' parts, taken or
+    left by a run that died); how many. A tier that does not answer leaves them for the next
+    run over the same stream."""
+    target = tier()
+    if target is None:
+        return 0
+    try:
+        keys = list(target.list_keys(prefix))
+        refused = target.delete_many(keys)
+    except TierError as e:
+        log.warning("tier deletion under %s, left for the next run: %s", prefix, e)
+        wait_stats.counts.add("tier:error:delete")
+        return 0
+    return len(keys) - len(refused)
+
+
 def forget_stream(stream: Stream) -> None:
     """Inside a stream's deletion: once it commits, every object under the stream's key goes (its
     rows go with the stream). Objects the tier refuses to delete then are left for a sweep."""

@@ -103,6 +103,38 @@ def do_offload(
         )
 
 
+def copied_for_executors(stream: Stream) -> Recorded:
+    """Every sealed file of the stream copied to the tier now, whatever its age, and the files
+    beside its log mirrored: what executors that do not see the data directory read (a
+    compaction's, `CBR_SPARK_SHARED_STORE=false`). Waits out another process copying them
+    (`OFFLOAD_LOCK_S` at most); the stream's records, these copies included."""
+    if tier() is None:
+        raise TierError("executors without the data directory read through long-term storage: set CBR_TIER_URL")
+    deadline = time.monotonic() + OFFLOAD_LOCK_S
+    while True:
+        with offload_lock(stream) as got:
+            if got:
+                recorded = recorded_for([stream])[stream.pk]
+                recorded.objects.extend(_copy(stream, [p.file for p in pending(stream, recorded) or []]))
+                mirror_beside(stream, recorded)
+                return recorded
+        if time.monotonic() > deadline:
+            raise TierError(f"another process has been copying {stream.full_name}'s files for too long")
+        time.sleep(0.2)
+
+
+def record_copies(stream: Stream, copies: list[tuple[str, int, int, int, str]]) -> None:
+    """Record columnar copies an executor wrote to the tier itself (segment, base, end, size,
+    CRC-32C): from now on they are the stream's objects as any offloaded copy."""
+    TierObject.objects.bulk_create(
+        [
+            TierObject(stream=stream, segment_id=seg, base=base, end=end, kind="parquet", size=size, crc32c=crc)
+            for seg, base, end, size, crc in copies
+        ],
+        ignore_conflicts=True,
+    )
+
+
 def offload_lock(stream: Stream) -> AbstractContextManager[bool]:
     """One process at a time copies a stream's files (a lease: freed at once by a holder killed
     on this machine, by one elsewhere within `OFFLOAD_LOCK_S`)."""

@@ -27,6 +27,7 @@ from compaction.runs import execute
 from integration.conftest import _database_url
 from retention.cycle.running import run_cycle
 from retention.models import TruncationRecord
+from streams.models import TierObject
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -216,3 +217,44 @@ def test_a_compaction_on_a_standalone_cluster_makes_the_view_a_local_one_makes(c
         return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
 
     assert view("there") == view("here") and len(view("here")) == 4
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_on_a_cluster_without_a_shared_store_goes_through_an_s3_tier(
+    cluster, api, spark, tmp_path, s3_server
+):
+    """`CBR_SPARK_SHARED_STORE=false` with an S3 tier (moto's server): the executors, whose own
+    data directory is another, empty one, read the chunks and write the view through the tier;
+    the view and the counts are those of a run over the shared store, and the executors' data
+    directory stays empty."""
+    events = [("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("D", "4")]
+    streams = {}
+    for name in ("here", "there"):
+        streams[name] = factories.create_stream_over_api(api, name, cleanup_policy="compact", delete_retention_s=100)
+        factories.publish_over_api(api, [{"key": k, "payload": v or ""} for k, v in events], stream=f"shop/{name}")
+    at = datetime.now(UTC) + timedelta(seconds=10)
+    here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at, seal=True)
+    conf, theirs = tmp_path / "spark-conf", tmp_path / "executor-data"
+    conf.mkdir()
+    theirs.mkdir()
+    lines = [f"spark.executorEnv.CBR_DATA_DIR {theirs}"]
+    lines += [f"spark.executorEnv.{name} {value}" for name, value in s3_server.env.items()]
+    (conf / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    tier_url = f"s3://{s3_server.new_bucket()}/cbr"
+    env = {**s3_server.env, "CBR_SPARK_SHARED_STORE": "false", "CBR_TIER_URL": tier_url, "SPARK_CONF_DIR": str(conf)}
+    run = driver(cluster, script=COMPACTOR, args=(at.isoformat(), "there"), env=env)
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr[-3000:]
+    assert stdout.split()[-2:] == ["succeeded", "1"]
+    there = CompactionRun.objects.get(stream=streams["there"], state="succeeded")
+    counts = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
+    assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]
+
+    def view(name):
+        page = api.get(f"/api/v1/streams/shop/{name}/compacted/").json()
+        return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
+
+    assert view("there") == view("here") and len(view("here")) == 4
+    assert list(theirs.iterdir()) == []
+    assert TierObject.objects.filter(stream=streams["there"], kind="parquet").count() >= 1  # made in the tier

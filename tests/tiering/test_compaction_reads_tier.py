@@ -89,3 +89,42 @@ def test_a_compacted_view_is_copied_and_a_restore_brings_it_back(tier, api, spar
     logs._stream_log.cache_clear()
     call_command("restore_from_tier", stdout=StringIO())
     assert api.get(S + "compacted/", {"limit": 100}).json() == view
+
+
+def _view(api, name):
+    page = api.get(f"/api/v1/streams/shop/{name}/compacted/", {"limit": 100}).json()
+    return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
+
+
+def test_without_a_shared_store_a_compaction_reads_and_writes_through_the_tier(tier, api, spark, settings):
+    """`CBR_SPARK_SHARED_STORE=false`: the run copies the stream's sealed chunks to the tier, its
+    executors read the chunks' copies (made there when missing, then recorded) and the previous
+    generation from the tier and write the new one's parts there; the parts are brought into the
+    data directory and the staging goes. Two runs (the second over the first's generation, some
+    chunks released meanwhile) give the view and the counts a run over the shared store gives."""
+    streams = {
+        name: factories.create_stream_over_api(api, name, cleanup_policy="compact", delete_retention_s=100)
+        for name in ("here", "there")
+    }
+    counts = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
+    for round_ in range(2):
+        for i in range(40):
+            key, value = f"k{(i + round_) % 6}", ("" if i % 11 == 5 else f"r{round_}-v{i:03d}-" + "x" * 150)
+            for name in streams:
+                factories.publish_over_api(api, [{"key": key, "payload": value}], stream=f"shop/{name}")
+        at = datetime.now(UTC) + timedelta(seconds=1)
+        settings.CBR_SPARK_SHARED_STORE = True
+        here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at)
+        settings.CBR_SPARK_SHARED_STORE = False
+        if round_ == 1:  # some of the second round's chunks released: their copies only in the tier
+            tiering.do_offload(streams["there"], now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 1, all_sealed=True)
+        there = execute(CompactionRun.objects.create(stream=streams["there"], trigger="command"), now=at)
+        assert there.state == "succeeded" and there.chunks == here.chunks >= 5
+        assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]
+        assert _view(api, "there") == _view(api, "here") and _view(api, "here")
+    stream = streams["there"]
+    sealed = TierObject.objects.filter(stream=stream, kind="chunk").count()
+    assert TierObject.objects.filter(stream=stream, kind="parquet").count() == sealed  # copies made there, recorded
+    assert not list(tier.list_keys(f"{stream.storage_key}/compaction-staging/"))
+    parts = list((view_dir(stream) / "gen-2").iterdir())  # brought here: the view is served from here
+    assert parts and all(p.name.startswith("part-") and p.suffix == ".parquet" for p in parts)
