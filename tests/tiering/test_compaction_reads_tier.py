@@ -12,10 +12,11 @@ import factories
 import pytest
 from django.core.management import call_command
 
-from compaction.models import CompactionRun
-from compaction.runs import execute, staging_dir, view_dir
+from compaction.models import CompactedView, CompactionRun
+from compaction.runs import execute, staging_dir, view_dir, warm_up
 from store import store as store_module
 from store.segment.directory import TIERED
+from store.tier.base import TierError
 from streams import logs, tiering
 from streams.logs import stream_log
 from streams.models import TierFile, TierObject
@@ -128,3 +129,23 @@ def test_without_a_shared_store_a_compaction_reads_and_writes_through_the_tier(t
     assert not list(tier.list_keys(f"{stream.storage_key}/compaction-staging/"))
     parts = list((view_dir(stream) / "gen-2").iterdir())  # brought here: the view is served from here
     assert parts and all(p.name.startswith("part-") and p.suffix == ".parquet" for p in parts)
+
+
+def test_without_a_shared_store_the_warm_up_goes_through_the_tier_and_leaves_nothing_there(tier, spark, settings):
+    settings.CBR_SPARK_SHARED_STORE = False
+    stats = warm_up(events=70)
+    assert [(s.rows, s.marked) for s in stats] == [(7, 0), (7, 0), (7, 0)]  # as over the shared store
+    assert list(tier.list_keys()) == []
+
+
+def test_without_a_shared_store_or_a_tier_a_compaction_fails_at_once_naming_the_setting(api, settings):
+    settings.CBR_SPARK_SHARED_STORE = False
+    stream = factories.create_stream_over_api(api, "profiles", cleanup_policy="compact", delete_retention_s=100)
+    for i in range(20):
+        factories.publish_over_api(api, [{"key": f"k{i % 3}", "payload": "x" * 200}], stream="shop/profiles")
+    run = CompactionRun.objects.create(stream=stream, trigger="command")
+    with pytest.raises(TierError, match="CBR_TIER_URL"):
+        execute(run, now=datetime.now(UTC) + timedelta(seconds=1))
+    run.refresh_from_db()
+    assert run.state == "failed" and "CBR_TIER_URL" in run.error
+    assert not CompactedView.objects.filter(stream=stream).exists()
