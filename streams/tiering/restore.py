@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from domain.restoring import plan_restore
 from store import framing
 from store.ends import Head
 from store.offload import tier_key
@@ -84,9 +85,9 @@ def _restore_segment(
     segment = log_.segment(segment_id)
     chunks = [r for r in rows if r.kind == "chunk"]
     parquets = {r.base: r for r in rows if r.kind == "parquet"}
+    plan = plan_restore([(r.base, r.end) for r in chunks], known.head, known.tail)
     stubs: list[tuple[int, TieredStub]] = []
-    lost: list[tuple[int, int]] = []
-    end, cum_end = 0, 0
+    cum_end = 0
     for i, row in enumerate(chunks):
         key = tier_key(stream.storage_key, segment_id, row.base, "chunk")
         if i == len(chunks) - 1:  # the last one read whole: where its records end
@@ -97,8 +98,6 @@ def _restore_segment(
             header_base, cum = framing.decode_chunk_header(target.get(key, start=0, length=framing.CHUNK_HEADER_SIZE))
         if header_base != row.base:
             raise TierError(f"{key} holds the chunk of base {header_base}, not {row.base}")
-        if i and row.base > chunks[i - 1].end:
-            lost.append((chunks[i - 1].end, row.base))  # a sealed chunk never copied
         parquet = parquets.get(row.base)
         stubs.append(
             (
@@ -116,22 +115,14 @@ def _restore_segment(
                 ),
             )
         )
-        end = row.end
-    if not stubs:  # nothing was ever copied: every event the segment held is lost
-        tail = max(known.head, known.tail)
-        size = max(known.head_size, known.tail_size)
-        segment.restore_from_tier([], Head(tail, size), tail, size, stream.layout.is_sealed(segment_id))
-        return SegmentRestored(segment_id, 0, tail, tail, [(known.head, tail)] if tail > known.head else [])
-    first = stubs[0][0]
-    if first > known.head:  # the head's chunk was never copied (a truncation deletes copies only behind it)
-        lost.insert(0, (known.head, first))
-    tail = max(end, known.tail)
-    if tail > end:  # the active chunk, never sealed, and what was sealed but not copied since the last copy
-        lost.append((end, tail))
-        cum_end = max(cum_end, known.tail_size)
     sealed = stream.layout.is_sealed(segment_id)
-    segment.restore_from_tier(stubs, Head(first, stubs[0][1].cum_size), tail, cum_end, sealed)
-    head = max(known.head, first)
-    if head > first:
-        segment.move_head(head)
-    return SegmentRestored(segment_id, len(stubs), head, tail, lost)
+    if not stubs:
+        size = max(known.head_size, known.tail_size)
+        segment.restore_from_tier([], Head(plan.tail, size), plan.tail, size, sealed)
+        return SegmentRestored(segment_id, 0, plan.tail, plan.tail, plan.lost)
+    if plan.tail > chunks[-1].end:  # events past the last copy: their sizes as last known
+        cum_end = max(cum_end, known.tail_size)
+    segment.restore_from_tier(stubs, Head(plan.first, stubs[0][1].cum_size), plan.tail, cum_end, sealed)
+    if plan.head > plan.first:
+        segment.move_head(plan.head)
+    return SegmentRestored(segment_id, len(stubs), plan.head, plan.tail, plan.lost)
