@@ -7,7 +7,7 @@ groups with acknowledgement cuts, and a retention set of 48 records (one per pas
 One cycle is then timed as the beat task runs it (`retention.cycle.running.run_cycle`), for each engine
 asked for, each from the same freshly built fleet (restored from a snapshot for the second).
 
-Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark,cluster:1,cluster:2]
+Usage: python bench/retention_cycle.py [--sizes 10000,100000] [--engines local,spark,spark-planned,cluster:1,cluster:2]
 (`cluster:N`: the Spark engine on a standalone cluster of one worker with N cores, started for the
 run from the pyspark package; CPU is reported for the driver and the executors apart)
        [--database-url postgres://postgres@127.0.0.1:5432/cbr_bench] [--redis-url redis://127.0.0.1:6379/14]
@@ -623,7 +623,12 @@ def main() -> None:
                 restore(args.database_url, data_dir, quick=args.quick_restore)
                 os.sync()
                 analyze()
-            if engine == "spark":  # a worker keeps its session: start it outside the timing
+            from django.conf import settings
+
+            # spark-planned: the engine as on a cluster without a shared file system (the driver
+            # reads the ends and applies what the executors planned)
+            settings.CBR_SPARK_SHARED_STORE = engine != "spark-planned"
+            if engine in ("spark", "spark-planned"):  # a worker keeps its session: start it outside the timing
                 from spark_tasks.session import get_spark
 
                 get_spark()
@@ -631,7 +636,7 @@ def main() -> None:
                 _on_cluster(int(engine.partition(":")[2]))
             for c in range(args.cycles):  # --cycles: the next ones 30 minutes apart, as beat runs them
                 at = NOW + timedelta(minutes=30 * c)
-                r = run(n, "spark" if engine.startswith("cluster:") else engine, at)
+                r = run(n, "spark" if engine.startswith("cluster:") or engine == "spark-planned" else engine, at)
                 results.setdefault((n, engine), r["seconds"])  # the first cycle compares sizes
                 top = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:4])
                 print(

@@ -52,12 +52,20 @@ def record(planned: list[Planned]) -> None:
             insert_rows(TruncationRecord, [record for _, _, record, _ in planned])
 
 
-def finish_truncations(records: list[TruncationRecord]) -> None:
+def finish_truncations(
+    records: list[TruncationRecord], *, planned: bool = False, sizes: dict[int, dict[str, int]] | None = None
+) -> None:
     """Complete recorded truncations that a crash left half done (usually none): the store's half
-    again (whatever of it was done), then the rest as for any truncation."""
+    again (whatever of it was done), then the rest as for any truncation. `planned`: truncations
+    a cycle's executor recorded without the store (`retention.cycle.buckets.plan_bucket`), which
+    wrote the retention sets itself; finished as the cycle's batch would have been (the head
+    moves left for the caller to sync, `SegmentStore.sync`; chunks are deleted only behind heads
+    made durable first, either way). `sizes`: by record, the cumulative size at each offset of
+    its cut, where the planner knew them (the store is read for the others)."""
     if not records:
         return
-    _apply([(r.stream, stream_log(r.stream), r, None) for r in records], own=True)
+    sizes = sizes or {}
+    _apply([(r.stream, stream_log(r.stream), r, sizes.get(r.pk)) for r in records], own=not planned)
 
 
 def pending_truncations(pks: list[int]) -> list[TruncationRecord]:

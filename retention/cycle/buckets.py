@@ -68,7 +68,9 @@ class Plan(TypedDict):
     """What `plan_bucket` sends back to the driver, plain data."""
 
     outcomes: list[StreamOutcome]  # of the streams it decided or skipped; truncations as planned
-    records: list[int]  # truncations recorded and not applied (this attempt's, or an earlier one's)
+    records: list[int]  # truncations this attempt recorded, not applied (their retention sets written)
+    sizes: dict[int, dict[str, int]]  # by record: the cumulative size at each offset of its cut
+    unfinished: list[int]  # truncations found recorded and not completed (an earlier attempt's)
     deferred: list[int]  # streams whose gathering needed the store: the driver runs them
     locks: list[tuple[str, list[str]]]  # (holder token, lock keys) kept for `records`
 
@@ -148,7 +150,7 @@ def plan_streams(targets, now, interval, trigger, user, *, shipped, task=None, b
     """`run_streams` without the store (`plan_bucket`). A stream with a truncation recorded and
     not applied (an earlier attempt of this bucket's, killed before the driver had its plan) is
     not decided again: its record goes to the driver with the new ones."""
-    plan = Plan(outcomes=[], records=[], deferred=[], locks=[])
+    plan = Plan(outcomes=[], records=[], sizes={}, unfinished=[], deferred=[], locks=[])
     for streams, locks, prepared in prepared_batches(targets, now, interval, task, batch, shipped):
         try:
             plan["outcomes"] += skipped(streams, locks.held, "skipped:locked-by-another-cycle")
@@ -164,21 +166,24 @@ def plan_streams(targets, now, interval, trigger, user, *, shipped, task=None, b
                 for r in pending.values()
             ]
             items = []
+            sizes = {}
             for p in prepared:
                 if p.stream.pk in pending:
                     continue
                 decision = decide(p.inputs)
                 target = target_of(p, decision.cut)
                 try:
-                    if target is not None:
-                        p.segment_sizes(target)  # the record's sizes: known here, or the driver's
+                    if target is not None:  # the record's sizes: known here, or the driver's
+                        sizes[p.stream.pk] = p.segment_sizes(target)
                 except StoreNeeded:
                     continue
                 items.append((p, decision, considered(p.inputs, decision)))
             outcomes = apply_batch(items, now, trigger, user, retry, record_only=True)
             plan["outcomes"] += outcomes
             truncated = {o.stream_id: o.truncation.record_id for o in outcomes if o.truncation is not None}
-            plan["records"] += [r.pk for r in pending.values()] + list(truncated.values())
+            plan["records"] += list(truncated.values())
+            plan["sizes"].update((record, sizes[pk]) for pk, record in truncated.items() if pk in sizes)
+            plan["unfinished"] += [r.pk for r in pending.values()]
             decided = {p.stream.pk for p, _, _ in items}
             plan["deferred"] += [pk for pk in named if pk not in pending and pk not in decided]
             plan["locks"].append((locks.token, locks.hand_over(set(pending) | set(truncated))))
@@ -189,14 +194,18 @@ def plan_streams(targets, now, interval, trigger, user, *, shipped, task=None, b
 
 def apply_plan(bucket: Bucket, plan: Plan) -> tuple[CycleSummary, list[StreamOutcome] | None]:
     """The driver's half of a planned bucket: the recorded truncations applied here
-    (`finish_truncations`: heads moved, chunks deleted, made durable, records completed with what
-    the store did), the handed locks released, the deferred streams run here as the local engine
-    runs them. The counts, and the outcomes in the streams' order when asked."""
-    records = list(
-        TruncationRecord.objects.filter(pk__in=plan["records"], completed=False).select_related("stream__scope")
-    )
+    (`finish_truncations`: heads moved, chunks deleted, records completed with what the store
+    did; the head moves made durable by one sync), the handed locks released, the deferred
+    streams run here as the local engine runs them. The counts, and the outcomes in the streams'
+    order when asked."""
+    wanted = [*plan["records"], *plan["unfinished"]]
+    records = list(TruncationRecord.objects.filter(pk__in=wanted, completed=False).select_related("stream__scope"))
     try:
-        finish_truncations(records)
+        mine = set(plan["records"])
+        finish_truncations([r for r in records if r.pk in mine], planned=True, sizes=plan["sizes"])
+        finish_truncations([r for r in records if r.pk not in mine])  # as a crash's are finished
+        if records:
+            segment_store().sync()  # the planned ones' head moves, as `run_bucket` makes them durable
     finally:
         for token, keys in plan["locks"]:
             release_handed(keys, token)

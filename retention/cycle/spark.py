@@ -7,18 +7,21 @@ there from the driver's settings (`spark_tasks.executors`).
 Executors that do not see the data directory (`CBR_SPARK_SHARED_STORE=false`, a cluster without a
 shared file system) plan instead (`buckets.plan_bucket`): the driver reads the streams' ends from
 its store and ships them with the buckets, the executors lock, gather, decide and record, and the
-driver applies what they recorded (`buckets.apply_plan`). The buckets go in waves of a few per
-executor core, so the driver holds the ends of a wave's streams only, read just before it."""
+driver applies what they recorded (`buckets.apply_plan`). The buckets go in waves of one per
+executor core, the driver applying a wave while the executors plan the next; it holds the ends
+of two waves' streams at most, each read just before its wave is planned."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection
 
-from retention.cycle.buckets import TASKS_PER_SLOT, Bucket, apply_plan
-from retention.cycle.gathering import load_streams, ship_ends
+from retention.cycle.buckets import Bucket, apply_plan
+from retention.cycle.gathering import load_streams, no_automatic_gc, ship_ends
 from retention.cycle.local import Sink
 from retention.locks import Locks
 from retention.truncation import finish_truncations, pending_truncations
@@ -64,17 +67,31 @@ def _job(function: str, buckets: list, before: int, total: int, progress) -> lis
 
 
 def _run_planned(buckets: list[Bucket], total: int, progress, sink: Sink) -> None:
-    wave = slots() * TASKS_PER_SLOT
+    """The buckets in waves of one per executor core; while the executors plan a wave, this
+    process applies the one before (the two touch different streams), so the cycle takes about the
+    longer of the two, not their sum."""
+    wave = slots()
+    waves = [buckets[start : start + wave] for start in range(0, len(buckets), wave)]
     done = 0
-    for start in range(0, len(buckets), wave):
-        part = [_shipped(bucket) for bucket in buckets[start : start + wave]]
-        # progress counts streams applied here: a wave's planning alone does none
-        plans = _job("retention.cycle.buckets:plan_bucket", part, done, total, None)
-        for bucket, plan in zip(part, plans):
-            sink(*apply_plan(bucket, plan))
-            done += len(bucket["ids"])
-            if progress:
-                progress(done, total)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbr-retention-plan") as pool:
+
+        def plan(part: list[Bucket]) -> Future:
+            shipped = [_shipped(bucket) for bucket in part]
+            # progress counts streams applied here: a wave's planning alone does none
+            return pool.submit(lambda: (shipped, _job("retention.cycle.buckets:plan_bucket", shipped, 0, 0, None)))
+
+        planning = plan(waves[0]) if waves else None
+        for k in range(len(waves)):
+            assert planning is not None
+            part, plans = planning.result()
+            planning = plan(waves[k + 1]) if k + 1 < len(waves) else None
+            for bucket, answer in zip(part, plans):
+                with no_automatic_gc():  # as a bucket's batches are gathered (`prepared_batches`)
+                    sink(*apply_plan(bucket, answer))
+                gc.collect(0)
+                done += len(bucket["ids"])
+                if progress:
+                    progress(done, total)
 
 
 def _shipped(bucket: Bucket) -> Bucket:
