@@ -72,7 +72,7 @@ class Plan(TypedDict):
     sizes: dict[int, dict[str, int]]  # by record: the cumulative size at each offset of its cut
     unfinished: list[int]  # truncations found recorded and not completed (an earlier attempt's)
     deferred: list[int]  # streams whose gathering needed the store: the driver runs them
-    locks: list[tuple[str, list[str]]]  # (holder token, lock keys) kept for `records`
+    locks: list[tuple[str, list[str]]]  # (holder token, lock keys) kept for `records` and `unfinished`
 
 
 def bucket_tasks(
