@@ -118,7 +118,11 @@ def seal(stream: Stream, gen: int, index: DelayIndex | None = None) -> DelayedBu
             index.drop_gen(gen)  # every index of it came due while it waited
             return None
         segments = cut(stream, [Index(at, gen, seg, off) for seg, off, at in entries])
-        row = _register(stream, Bucket(gen, gen, segments), f"b{gen}-{time.time_ns()}", ranges)
+        try:
+            row = _register(stream, Bucket(gen, gen, segments), f"b{gen}-{time.time_ns()}", ranges)
+        except OSError as exc:  # the snapshot could not be written: the generation waits in Redis
+            record(stream, "create", False, started, f"chunk {gen}: {exc}")
+            raise
         record(stream, "create", True, started, f"chunk {gen}: {len(entries)} indexes, {len(segments)} segments")
     first = snapshots.read_segment(snapshot_dir(stream), row.name, 0)
     index.load(row.pk, 0, _entries(first), _edge(row.segments, 0), drop_gen=gen)
@@ -258,7 +262,11 @@ def remaining(row: DelayedBucket, loaded: int) -> int:
 def delete_bucket(stream: Stream, row: DelayedBucket, index: DelayIndex, why: str) -> None:
     started = time.monotonic()
     bucket_id = row.pk
-    snapshots.delete_snapshot(snapshot_dir(stream), row.name)  # the snapshot, then its registration
+    try:
+        snapshots.delete_snapshot(snapshot_dir(stream), row.name)  # the snapshot, then its registration
+    except OSError as exc:  # the bucket stays registered: the next sweep tries again
+        record(stream, "delete", False, started, f"bucket {row.first_chunk}-{row.last_chunk}: {exc}")
+        raise
     row.delete()
     index.forget_bucket(bucket_id)
     record(stream, "delete", True, started, f"bucket {row.first_chunk}-{row.last_chunk}: {why}")
@@ -285,7 +293,7 @@ def delete_orphans(stream: Stream, older_than_s: int = 600) -> int:
     """Snapshot files no registration names (a seal or merge that died before registering),
     once they are old enough not to be one in progress."""
     directory = snapshot_dir(stream)
-    if not directory.exists():
+    if not directory.is_dir():
         return 0
     names = set(DelayedBucket.objects.filter(stream=stream).values_list("name", flat=True))
     gone = 0

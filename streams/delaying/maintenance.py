@@ -5,6 +5,7 @@ groups, through the function their app registers: `release_due_with`)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Protocol
 
@@ -12,6 +13,8 @@ from django.db.models import Count
 
 from streams.delaying import buckets, indexing, stream_index
 from streams.models import DelayedBucket, DelayedIndex, Stream
+
+log = logging.getLogger(__name__)
 
 SWEEP_S = 60  # finished buckets are looked for when something was released, or this often
 
@@ -44,7 +47,7 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
     spares a query."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     index = stream_index.index_of(stream)
-    done = {"recovered": False, "sealed": 0, "deleted": 0, "merged": 0, "released": 0}
+    done = {"recovered": False, "sealed": 0, "deleted": 0, "merged": 0, "released": 0, "failed": 0}
     with buckets.maintenance_lock(stream) as got:
         if not got:
             return done
@@ -54,7 +57,12 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
             done["recovered"] = True
         indexing.reindex_unfinished(stream, now_ms)  # publishes that died before indexing
         for gen in index.sealing():
-            done["sealed"] += buckets.seal(stream, gen, index) is not None
+            try:
+                done["sealed"] += buckets.seal(stream, gen, index) is not None
+            except OSError:  # recorded as a failed create; the generation waits for the next round
+                log.exception("sealing chunk %s of %s's delayed index failed", gen, stream)
+                done["failed"] += 1
+                break
         loaded = index.loaded()
         if bucket_count is None or bucket_count != len(loaded) or done["sealed"] or done["recovered"]:
             for row in DelayedBucket.objects.filter(stream=stream).exclude(pk__in=list(loaded)):
@@ -62,9 +70,14 @@ def maintain(stream: Stream, now_ms: int | None = None, bucket_count: int | None
         released, swept = state.get("released", "0"), state.get("swept", "")
         last_sweep = float(state.get("swept_at", 0))
         if released != swept or now_ms - last_sweep > SWEEP_S * 1000 or done["recovered"]:
-            done["deleted"] = buckets.delete_finished(stream, index, now_ms)
-            buckets.delete_orphans(stream)
-            index.redis.hset(index.keys[0], mapping={"swept": released, "swept_at": now_ms})
+            try:
+                done["deleted"] = buckets.delete_finished(stream, index, now_ms)
+                buckets.delete_orphans(stream)
+            except OSError:  # recorded as a failed delete; swept again next round
+                log.exception("deleting %s's finished delayed buckets failed", stream)
+                done["failed"] += 1
+            else:
+                index.redis.hset(index.keys[0], mapping={"swept": released, "swept_at": now_ms})
         limit = stream_index.config_of(stream).max_num_buckets
         if limit is not None and (bucket_count is None or bucket_count + done["sealed"] > limit):
             for _ in range(8):

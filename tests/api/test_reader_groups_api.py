@@ -8,6 +8,7 @@ from domain.events import EventIn
 from groups.models import ReaderGroup, Subscription
 from retention.models import RetentionPolicy
 from streams import logs, services
+from streams.signals import holds_released
 
 pytestmark = pytest.mark.django_db
 
@@ -125,6 +126,35 @@ def test_a_bad_truncation_cut_gets_its_own_code_in_pravegas_order(api, stream, b
     assert response.status_code == status, response.content
     assert (response.json()["code"], response.json()["field"]) == (code, field)
     assert Subscription.objects.get(stream=stream).acknowledgement_cut == {"0": 2, "1": 1}
+
+
+def test_an_equal_truncation_cut_published_again_is_accepted_and_changes_nothing_but_liveness(api, stream):
+    """Republishing the cut already published (a subscriber's periodic report with nothing new
+    consumed): 200, the same cut and sizes, no hold released (no retention wake-up), and the
+    subscriber counts as active again (its acknowledgement time moves)."""
+    create(api)
+    body = {"stream": "shop/orders", "stream_cut": {"0": 3, "1": 2}}
+    assert api.post(CUT, body, format="json").status_code == 200
+    before = Subscription.objects.get(stream=stream)
+    Subscription.objects.update(acknowledged_at=timezone.now() - timedelta(seconds=30))
+    released = []
+
+    def heard(sender, streams, **kwargs):
+        released.append(streams)
+
+    holds_released.connect(heard)
+    try:
+        again = api.post(CUT, body, format="json")
+    finally:
+        holds_released.disconnect(heard)
+    assert again.status_code == 200 and again.json()["acknowledgement_cut"] == {"0": 3, "1": 2}
+    after = Subscription.objects.get(stream=stream)
+    assert (after.acknowledgement_cut, after.acknowledgement_sizes) == (
+        before.acknowledgement_cut,
+        before.acknowledgement_sizes,
+    )
+    assert released == []
+    assert after.acknowledged_at > timezone.now() - timedelta(seconds=5)
 
 
 def test_a_plain_reader_cannot_publish_a_truncation_cut(api, stream):

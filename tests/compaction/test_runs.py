@@ -310,3 +310,21 @@ def test_the_console_browses_the_compacted_view(api, admin_client, spark_ready):
         if len(r) == 5
     ]
     assert len(only_a) == 1 and only_a[0][4].startswith("2")
+
+
+def test_min_compaction_lag_holds_young_chunks_out_of_the_view_until_they_are_old_enough(api, spark_ready):
+    """A sealed chunk whose newest event is younger than `min_compaction_lag_s` stays on the live
+    log only (and so does every later chunk of its segment); a run once the lag has passed takes
+    it."""
+    stream = make(api, min_compaction_lag_s=3600)
+    publish(api, ("A", "1"), ("B", "1"))
+    seal_active_chunks(stream)
+    publish(api, ("A", "2"))
+    seal_active_chunks(stream)
+    t = datetime.now(UTC)
+    young = run(stream, t + timedelta(seconds=10), seal=False)
+    assert young.state == "skipped" and young.chunks == 0  # both chunks younger than the lag
+    assert as_dict(view(api)) == {}
+    old = run(stream, t + timedelta(seconds=3700), seal=False)
+    assert old.state == "succeeded" and old.chunks == 2
+    assert as_dict(view(api)) == {"A": "2", "B": "1"}

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from domain.policy_spec import parse_policy
-from groups.models import Checkpoint, ReaderGroup
+from groups.models import Checkpoint, ReaderGroup, Subscription
 from retention import services as retention_services
 from retention import set_store
 from retention.cycle import buckets, gathering, running
@@ -69,6 +69,25 @@ def test_the_worked_example_of_30_byte_events_through_the_command(stream):
     # the set keeps only what lies after the head
     assert [e.cut for e in set_store.entries(stream)] == [{"0": 16}]
     assert [e.recorded_at for e in set_store.entries(stream)] == [T0 + timedelta(hours=2)]
+
+
+@pytest.mark.django_db
+def test_a_none_group_behind_the_head_holds_nothing_back(stream):
+    """A reader group with `retention_type: NONE` is no subscriber (PDP-47): its acknowledgement
+    cut at the very start keeps nothing; the cycle truncates where the two subscribers are, and
+    again once the head has passed the group."""
+    publish(stream, 7)
+    audit = factories.make_group(stream, name="audit", retention_type="NONE")
+    behind = Subscription.objects.filter(reader_group=audit)
+    assert behind.update(acknowledgement_cut={"0": 0}, acknowledgement_sizes={"0": 0}) == 1
+    factories.subscribe(stream, "A", {"0": 3})
+    factories.subscribe(stream, "B", {"0": 4})
+    assert cycle(T0) == "shop/orders: truncated at {'0': 3} (cbr:case-i:slb), reclaimed 90 bytes"
+    assert {s["name"] for s in TruncationRecord.objects.get().subscribers} == {"shop/A", "shop/B"}
+    publish(stream, 4)
+    factories.subscribe(stream, "A", {"0": 9})
+    factories.subscribe(stream, "B", {"0": 10})
+    assert "truncated at {'0': 7} (cbr:case-ii:limit_min)" in cycle(T0 + timedelta(hours=1))
 
 
 @pytest.mark.django_db
