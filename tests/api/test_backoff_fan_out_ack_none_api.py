@@ -144,3 +144,27 @@ def test_a_sink_nack_names_one_of_the_groups_sinks(api, stream, body, status, fi
     (d,) = read(api, 1)
     answer = post(api, "nack", {"delivery_ids": [d["delivery_id"]], **body})
     assert answer.status_code == status and answer.json()["field"] == field
+
+
+def test_a_live_group_switched_from_none_to_explicit_leases_from_then_on_and_keeps_what_it_processed(
+    api, stream, clock
+):
+    """`ack_policy` none → explicit on a group that has read: what it handed out before stays
+    processed (never delivered again, its floor kept); what it hands out after is leased, comes
+    again when its lease expires, can be given back, and is processed only once acknowledged."""
+    create(api, ack_policy="none", ack_timeout_s=10)
+    assert [d["offset"] for d in read(api, 2)] == [0, 1]
+    changed = api.patch(G, {"ack_policy": "explicit"}, format="json")
+    assert changed.status_code == 200 and changed.json()["ack_policy"] == "explicit"
+    (leased,) = read(api, 1)
+    assert leased["offset"] == 2 and leased["lease_expires_at"] is not None
+    clock.now += 11  # not acknowledged: its lease expires and it comes again, never 0 or 1
+    (again,) = read(api, 1)
+    assert (again["offset"], again["delivery_count"]) == (2, 2)
+    assert api.get(G).json()["positions"][0]["floor"] == 2  # held at the unacknowledged event
+    assert post(api, "nack", {"delivery_ids": [again["delivery_id"]]}).json()["given_back"] == 1
+    (third,) = read(api, 1)
+    assert (third["offset"], third["delivery_count"]) == (2, 3)
+    assert post(api, "ack", {"delivery_ids": [third["delivery_id"]]}).json()["acked"] == 1
+    assert [d["offset"] for d in read(api)] == [3]
+    assert api.get(G).json()["positions"][0]["floor"] == 3
