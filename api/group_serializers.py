@@ -154,6 +154,14 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
         default=DEFAULTS["consumer_timeout_s"],
         help_text="ordered: a consumer silent this long gives up its segments (once its leases expire)",
     )
+    subscriber_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["subscriber_timeout_s"][0],
+        max_value=BOUNDS["subscriber_timeout_s"][1],
+        required=False,
+        allow_null=True,
+        help_text="a subscriber's own subscriber timeout: its acknowledgement cut older than this holds "
+        "nothing back; wins over its streams' policies (null: theirs)",
+    )
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -222,6 +230,7 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "ack_policy",
             "delivery",
             "consumer_timeout_s",
+            "subscriber_timeout_s",
             "last_checkpoint_at",
             "generation",
             "streams",
@@ -340,6 +349,12 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
     delivery = serializers.ChoiceField(choices=DeliveryMode.choices, required=False)
     consumer_timeout_s = StrictIntegerField(
         min_value=BOUNDS["consumer_timeout_s"][0], max_value=BOUNDS["consumer_timeout_s"][1], required=False
+    )
+    subscriber_timeout_s = StrictIntegerField(
+        min_value=BOUNDS["subscriber_timeout_s"][0],
+        max_value=BOUNDS["subscriber_timeout_s"][1],
+        required=False,
+        allow_null=True,
     )
 
     def validate_sinks(self, value):

@@ -14,6 +14,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "max_ack_pending": (1, 1_000_000),
     "checkpoint_interval_s": (1, 7 * 86400),
     "consumer_timeout_s": (1, 86400),
+    "subscriber_timeout_s": (0, 2_147_483_647),  # as a stream policy's (a PostgreSQL integer)
 }
 
 DEFAULTS: dict[str, int] = {"ack_timeout_s": 30, "max_deliveries": 5, "max_ack_pending": 1000, "consumer_timeout_s": 30}

@@ -47,6 +47,9 @@ class Subscriber:
     cut_sizes: Mapping[str, int] | None = field(default=None, hash=False)
     acknowledged_at: float | None = None  # epoch seconds of the last cut; None: never
     subscribed_at: float = 0.0
+    # the reader group's own `subscriber_timeout_s`, which wins over the stream policy's (PDP-47's
+    # open question 3); None: the policy's
+    timeout_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,20 +116,30 @@ def bounds(rset: RetentionSet, now: float, policy: Policy) -> Bounds:
     return Bounds(limit_min, limit_max or limit_min, max_bound, over_max)
 
 
+def timeout_of(subscriber: Subscriber, policy_timeout_s: int | None) -> int | None:
+    """The subscriber timeout that applies to a subscriber: its group's own when it has one, else
+    the stream policy's."""
+    return subscriber.timeout_s if subscriber.timeout_s is not None else policy_timeout_s
+
+
 def is_active(subscriber: Subscriber, now: float, timeout_s: int | None) -> bool:
-    """A subscriber is active while its cut is not older than `subscriber_timeout_s` (PDP-47's
-    'x'); a stale one stays a subscriber, holding nothing, until removed."""
+    """A subscriber is active while its cut is not older than its subscriber timeout (PDP-47's
+    'x': its group's own, else `timeout_s`, the policy's); a stale one stays a subscriber, holding
+    nothing, until removed."""
     if subscriber.cut is None:
         return False
     since = subscriber.acknowledged_at or subscriber.subscribed_at
+    timeout_s = timeout_of(subscriber, timeout_s)
     return timeout_s is None or now - since <= timeout_s
 
 
 def inactive_since(subscriber: Subscriber, timeout_s: int | None) -> float:
-    """When an inactive subscriber stopped being active: `subscriber_timeout_s` after its last
-    acknowledgement (PDP-47's x), or, for one that never had a cut, when it subscribed. PDP-47's
-    y (`fallback_after_s`) counts from the latest such moment among a stream's subscribers."""
+    """When an inactive subscriber stopped being active: its subscriber timeout (`timeout_of`)
+    after its last acknowledgement (PDP-47's x), or, for one that never had a cut, when it
+    subscribed. PDP-47's y (`fallback_after_s`) counts from the latest such moment among a
+    stream's subscribers."""
     since = subscriber.acknowledged_at or subscriber.subscribed_at
+    timeout_s = timeout_of(subscriber, timeout_s)
     if subscriber.cut is None or timeout_s is None:
         return since
     return since + timeout_s
@@ -300,6 +313,7 @@ def considered(inputs: Inputs, decision: Decision) -> list[dict]:
     weighed = (*inputs.subscribers, *((inputs.compactor,) if inputs.compactor is not None else ()))
     return [
         {"name": s.name, "cut": dict(s.cut), "acknowledged_at": s.acknowledged_at}
+        | ({"timeout_s": s.timeout_s} if s.timeout_s is not None else {})
         for s in weighed
         if s.name in decision.active and s.cut is not None  # weighed: active, so with a cut
     ]

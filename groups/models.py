@@ -69,6 +69,8 @@ class ReaderGroup(models.Model):
     delivery = models.CharField(max_length=8, choices=DeliveryMode.choices, default=DeliveryMode.SHARED)
     # an ordered group's consumers heard from within this long share its segments
     consumer_timeout_s = models.PositiveIntegerField(default=30)
+    # a subscriber group's own subscriber timeout: wins over its streams' policies (None: theirs)
+    subscriber_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):
@@ -147,11 +149,12 @@ class Subscription(models.Model):
             self.acknowledgement_cut,
             acknowledged_at=self.acknowledged_at.timestamp() if self.acknowledged_at else None,
             subscribed_at=self.created_at.timestamp(),
+            timeout_s=self.reader_group.subscriber_timeout_s,
         )
 
     def is_active(self, now: datetime) -> bool:
-        """Whether retention counts this subscriber as active at `now` (`domain.retention.is_active`,
-        with the stream's `subscriber_timeout_s`)."""
+        """Whether retention counts this subscriber as active at `now` (`domain.retention.is_active`:
+        its group's `subscriber_timeout_s`, else the stream's)."""
         policy = getattr(self.stream, "retention_policy", None)
         return is_active(self.as_subscriber(), now.timestamp(), policy.subscriber_timeout_s if policy else None)
 

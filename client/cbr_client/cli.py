@@ -622,6 +622,7 @@ def groups_create(client: Client, args) -> None:
         "checkpoint_interval_s",
         "delivery",
         "consumer_timeout_s",
+        "subscriber_timeout_s",
     ):
         if getattr(args, flag) is not None:
             config[flag] = getattr(args, flag)
@@ -1034,6 +1035,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="consumer_timeout_s",
         type=int,
         help="ordered: a consumer silent this long gives up its segments (once its leases expire)",
+    )
+    p.add_argument(
+        "--subscriber-timeout-s",
+        dest="subscriber_timeout_s",
+        type=_duration,
+        help="a subscriber's own subscriber timeout, seconds or 30m, 2h, 7d: its cut older than this "
+        "holds nothing back (wins over its streams' policies)",
     )
     p.add_argument(
         "--ack-policy", dest="ack_policy", choices=["explicit", "none"], help="none: at most once, no acknowledgements"

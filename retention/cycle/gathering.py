@@ -173,6 +173,7 @@ def prepare_batch(
             "sizes_text",
             "acked_s",
             "since_s",
+            "reader_group__subscriber_timeout_s",
         )
     ):
         subs[row[0]].append(row[1:])
@@ -263,7 +264,7 @@ def _seconds(value: datetime | float) -> float:
 
 
 def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
-    scope, name, ack, ack_sizes, acked_at, created_at = row
+    scope, name, ack, ack_sizes, acked_at, created_at, timeout_s = row
     cut = sizes = None
     ack = None if ack is None else orjson.loads(ack)
     ack_sizes = None if ack_sizes is None else orjson.loads(ack_sizes)
@@ -283,6 +284,7 @@ def _subscriber(row, log, head, head_sizes, tail, tail_sizes) -> Subscriber:
         cut_sizes=sizes,
         acknowledged_at=None if acked_at is None else _seconds(acked_at),
         subscribed_at=_seconds(created_at),
+        timeout_s=timeout_s,
     )
 
 

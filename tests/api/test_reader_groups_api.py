@@ -229,3 +229,26 @@ def test_the_list_gives_each_groups_lag_when_asked(api, stream):
     assert (row["name"], row["lag_events"], row["pending"]) == ("billing", 40, 15)
     refused = api.get(URL + "?lag=yes")
     assert refused.status_code == 400 and refused.json()["field"] == "lag"
+
+
+def test_a_group_sets_its_own_subscriber_timeout_and_it_decides_whether_it_is_active(api, stream):
+    RetentionPolicy.objects.create(stream=stream, limit_type="size", consumption_based=True, subscriber_timeout_s=86400)
+    created = create(api, subscriber_timeout_s=60)
+    assert created.status_code == 201 and created.json()["subscriber_timeout_s"] == 60
+    Subscription.objects.update(acknowledged_at=timezone.now() - timedelta(seconds=61))
+    assert api.get(URL + "shop/billing/").json()["streams"][0]["active"] is False  # its own 60 s, not the day
+    changed = api.patch(URL + "shop/billing/", {"subscriber_timeout_s": None}, format="json")
+    assert changed.status_code == 200 and changed.json()["subscriber_timeout_s"] is None
+    assert api.get(URL + "shop/billing/").json()["streams"][0]["active"] is True  # the policy's day again
+    assert create(api, name="plain").json()["subscriber_timeout_s"] is None  # unset: its streams' policies
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "60", True, 2**31])
+def test_a_bad_subscriber_timeout_is_refused_naming_the_field_and_changes_nothing(api, stream, value):
+    refused = create(api, subscriber_timeout_s=value)
+    assert refused.status_code == 400 and refused.json()["field"] == "subscriber_timeout_s"
+    assert not ReaderGroup.objects.exists()
+    create(api, subscriber_timeout_s=60)
+    patched = api.patch(URL + "shop/billing/", {"subscriber_timeout_s": value}, format="json")
+    assert patched.status_code == 400 and patched.json()["field"] == "subscriber_timeout_s"
+    assert ReaderGroup.objects.get().subscriber_timeout_s == 60

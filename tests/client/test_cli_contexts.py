@@ -239,6 +239,10 @@ def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_serve
         "ordered",
         "--consumer-timeout-s",
         "60",
+        "--subscriber-timeout-s",
+        "2h",
+        "--retention-type",
+        "MANUAL_RELEASE_AT_USER_STREAMCUT",
     )
     assert status == 0, err
     status, out, err = cbr(*server, "consume", "shop/billing", "--consumer", "w1", "--count", "6", "--wait-ms", "0")
@@ -246,4 +250,5 @@ def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_serve
     assert err.strip() == "cbr: w1 reads shop/orders:0, shop/orders:1"
     group = Client(live_server.url, token=token).reader_group("shop/billing")
     assert group.info()["delivery"] == "ordered" and group.info()["consumer_timeout_s"] == 60
+    assert group.info()["subscriber_timeout_s"] == 7200  # its own, over its streams' policies
     assert group.assignments() == {"w1": ["shop/orders:0", "shop/orders:1"]}

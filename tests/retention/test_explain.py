@@ -10,6 +10,7 @@ from django.utils import timezone
 from page_text import text
 
 from domain.policy_spec import parse_policy
+from groups.models import ReaderGroup
 from retention import services as retention_services
 from retention.cycle.running import run_cycle
 from retention.explain import explain
@@ -68,3 +69,30 @@ def test_no_policy_no_explanation(data_dir, admin_client):
     stream = factories.make_stream("plain")
     assert explain(stream) is None
     assert "Next retention cycle" not in text(admin_client.get("/streams/shop/plain/").content.decode())
+
+
+def test_a_groups_own_subscriber_timeout_wins_over_the_policys_and_the_page_says_so(stream, admin_client):
+    """PDP-47's open question 3: a reader group's `subscriber_timeout_s` wins over its stream's
+    policy, shorter or longer; the decision, the cycle's record and the stream page show it."""
+    stream.retention_policy.subscriber_timeout_s = 86400
+    stream.retention_policy.save()
+    t0 = timezone.now()
+    factories.subscribe(stream, "billing", {"0": 3}, acknowledged_at=t0)
+    ReaderGroup.objects.filter(name="billing").update(subscriber_timeout_s=60)
+    assert "shop/billing" in explain(stream, t0 + timedelta(seconds=30)).active
+    stale = explain(stream, t0 + timedelta(seconds=61))  # by its own 60 s; the policy's day would hold
+    assert stale.active == () and stale.decision.rule == "none:no-active-subscriber" and not stale.truncates
+    page = text(admin_client.get("/streams/shop/orders/").content.decode())
+    assert "shop/billing (active; its group's own subscriber timeout, 1 min)" in page, page
+
+    run_cycle(now=t0 + timedelta(seconds=30), streams=[stream], trigger="command", engine="local")
+    (weighed,) = TruncationRecord.objects.get().subscribers
+    assert (weighed["name"], weighed["timeout_s"]) == ("shop/billing", 60)
+
+    # longer than the policy's: the group stays active where the policy alone would make it stale
+    stream.retention_policy.subscriber_timeout_s = 10
+    stream.retention_policy.save()
+    ReaderGroup.objects.filter(name="billing").update(subscriber_timeout_s=3600)
+    assert "shop/billing" in explain(stream, t0 + timedelta(seconds=61)).active
+    ReaderGroup.objects.filter(name="billing").update(subscriber_timeout_s=None)  # the policy's again
+    assert explain(stream, t0 + timedelta(seconds=61)).active == ()

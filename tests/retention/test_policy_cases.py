@@ -1,8 +1,10 @@
 """Each case of the time policy with consumption, and where CBR goes beyond Pravega."""
 
+from dataclasses import replace
+
 import pytest
 
-from domain.retention import Inputs, Policy, Subscriber, decide
+from domain.retention import Inputs, Policy, Subscriber, decide, inactive_since, is_active, timeout_of
 from domain.retention_set import RetentionRecord
 
 NOW = 200.0
@@ -140,3 +142,18 @@ def test_size_case_iii_with_no_record_keeping_min_truncates_at_the_slb():
     policy = Policy("size", min=5, max=10, consumption_based=True)
     decision = decide_for(policy, {"0": 2, "1": 2}, rset=rset, now=10)
     assert (decision.cut, decision.rule) == ({"0": 2, "1": 2}, "cbr:case-iii:slb")
+
+
+def test_a_groups_own_subscriber_timeout_wins_over_the_policys_both_ways():
+    """PDP-47's open question 3, as plain rules: the subscriber's own timeout decides whether it is
+    active and when it went stale (the fallback's clock), whatever the policy says."""
+    acked = subscriber({"0": 12, "1": 12}, at=NOW - 50)  # its cut is 50 s old
+    assert timeout_of(acked, 100) == 100 and timeout_of(replace(acked, timeout_s=30), 100) == 30
+    assert is_active(acked, NOW, 100) and not is_active(replace(acked, timeout_s=30), NOW, 100)
+    assert not is_active(acked, NOW, 10) and is_active(replace(acked, timeout_s=60), NOW, 10)
+    assert is_active(replace(acked, timeout_s=60), NOW, None)  # no policy timeout: its own still counts
+    assert inactive_since(replace(acked, timeout_s=30), 100) == NOW - 20
+    policy = Policy("time", min=10, max=100, consumption_based=True, subscriber_timeout_s=100)
+    held = decide(Inputs(NOW, policy, RSET, (acked,)))
+    stale = decide(Inputs(NOW, policy, RSET, (replace(acked, timeout_s=30),)))
+    assert held.active == ("A",) and stale.active == () and held.rule != stale.rule
