@@ -168,6 +168,13 @@ class GroupForm(ShowsRefusals, forms.Form):
         label="checkpoint every (s)",
         help_text="AUTOMATIC groups: blank for the default",
     )
+    subscriber_timeout_s = forms.IntegerField(
+        required=False,
+        min_value=BOUNDS["subscriber_timeout_s"][0],
+        max_value=BOUNDS["subscriber_timeout_s"][1],
+        label="subscriber timeout (s)",
+        help_text="subscribers: stale once their cut is older (blank: each stream's policy)",
+    )
     max_ack_pending = forms.IntegerField(
         min_value=BOUNDS["max_ack_pending"][0],
         max_value=BOUNDS["max_ack_pending"][1],
@@ -187,6 +194,7 @@ class GroupForm(ShowsRefusals, forms.Form):
         "on_poison",
         "ack_policy",
         "checkpoint_interval_s",
+        "subscriber_timeout_s",
         "max_ack_pending",
         "read_compacted",
     )

@@ -415,3 +415,28 @@ def test_a_stream_page_says_what_is_in_long_term_storage_and_what_a_truncation_d
         shot(page, "dashboard-long-term-storage")
     finally:
         tier_for.cache_clear()
+
+
+def test_a_groups_own_subscriber_timeout_on_its_page_and_in_the_streams_reasoning(
+    live_server, admin_user, browser_page, data_dir
+):
+    policy = {"limit_type": "size", "min": 0, "consumption_based": True, "subscriber_timeout_s": 86400}
+    client = Client(live_server.url, username="ada", password="pw-ada-123")
+    client.create_stream("shop/orders", segment_count=1, retention_policy=policy)
+    client.publish("shop/orders", [f"order {n}" for n in range(20)])
+    client.create_reader_group(
+        "shop/billing", ["shop/orders"], retention_type="MANUAL_RELEASE_AT_USER_STREAMCUT", subscriber_timeout_s=7200
+    )
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/reader-groups/shop/billing/")
+    timeout = page.locator("dt:text('Subscriber timeout') + dd").inner_text()
+    assert timeout.startswith("2 h") and "wins over its streams' policies" in timeout, timeout
+    shot(page, "group-subscriber-timeout", (1280, 390))
+    page.goto(f"{live_server.url}/reader-groups/shop/billing/settings/")
+    assert page.input_value("#id_subscriber_timeout_s") == "7200"
+    shot(page, "group-settings-subscriber-timeout", (1280,))
+    page.goto(f"{live_server.url}/streams/shop/orders/")
+    reasoning = page.locator("section:has(h2:text('Next retention cycle'))").inner_text()
+    assert "shop/billing (active; its group's own subscriber timeout, 2 h)" in reasoning, reasoning
+    shot(page, "stream-next-cycle-group-timeout", (1280,))

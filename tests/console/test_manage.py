@@ -211,3 +211,17 @@ def test_policy_limits_may_be_written_with_their_units(operator, data_dir):
     timeout = new_stream(operator, name="late", subscriber_timeout_s="2GB")
     assert errors_beside(timeout.content.decode()) == ["'2GB' is not a duration (s, m, h, d, w)"]
     assert not Stream.objects.filter(name__in=["mixed", "typo", "late"]).exists()
+
+
+def test_a_subscribers_own_timeout_is_set_changed_and_cleared_from_the_console(operator, data_dir):
+    factories.make_stream("orders")
+    refused = operator.post("/reader-groups/new/", group_body(subscriber_timeout_s="-5"))
+    assert refused.status_code == 200 and errors_beside(refused.content.decode())
+    assert not ReaderGroup.objects.exists()
+    made = operator.post("/reader-groups/new/", group_body(subscriber_timeout_s="600"))
+    assert made.status_code == 302, errors_beside(made.content.decode())
+    assert ReaderGroup.objects.get().subscriber_timeout_s == 600
+    assert 'value="600"' in operator.get("/reader-groups/shop/billing/settings/").content.decode()
+    body = {k: v for k, v in group_body(subscriber_timeout_s="").items() if k not in ("scope", "name", "start")}
+    assert operator.post("/reader-groups/shop/billing/settings/", body).status_code == 302
+    assert ReaderGroup.objects.get().subscriber_timeout_s is None  # blank: each stream's policy again
