@@ -9,13 +9,15 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
 from domain.errors import FieldError
 from domain.fields import Choice, Field, Flag, Whole
 from domain.group_settings import MAX_SINKS, SINK_PATTERN, check_sinks
 from domain.names import NAME_PATTERN, check_name
+from domain.tags import MAX_TAGS, check_tags
 from domain.times import parse_time
 from groups.consuming.checkpoints import AUTO_PREFIX, CHECKPOINT_NAME_PATTERN
 
@@ -238,3 +240,29 @@ class StreamCutsField(serializers.JSONField):
 class TargetCutsField(serializers.JSONField):
     """For the schema: the cuts a seek or a truncation cut moves streams to, one stream at least
     (checked by the service that takes them)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string", "maxLength": 256},
+        "maxProperties": MAX_TAGS,
+        "description": "free-form labels lists filter by (`?tag=key:value`): keys 1 to 63 of a-z, 0-9, '_', "
+        f"'.' and '-', values text of at most 256 characters, at most {MAX_TAGS}",
+        "example": {"team": "payments", "env": "prod"},
+    }
+)
+class TagsField(serializers.JSONField):
+    """`{"key": "value", …}` (`domain.tags.check_tags`: a refusal names `tags` or `tags.<key>`)."""
+
+    def to_internal_value(self, data):
+        return check_tags(data)
+
+
+TAG_PARAMETER = OpenApiParameter(
+    "tag",
+    OpenApiTypes.STR,
+    many=True,
+    explode=True,
+    description="key:value (that value) or key (any value); repeated, all must match",
+)

@@ -26,6 +26,7 @@ from api.fields import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    TagsField,
     TargetCutsField,
     cuts_schema,
     valid_name,
@@ -162,6 +163,7 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
         help_text="a subscriber's own subscriber timeout: its acknowledgement cut older than this holds "
         "nothing back; wins over its streams' policies (null: theirs)",
     )
+    tags = TagsField(required=False)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -231,6 +233,7 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "delivery",
             "consumer_timeout_s",
             "subscriber_timeout_s",
+            "tags",
             "last_checkpoint_at",
             "generation",
             "streams",
@@ -356,6 +359,7 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
         required=False,
         allow_null=True,
     )
+    tags = TagsField(required=False, help_text="replaces the group's tags ({} removes them all)")
 
     def validate_sinks(self, value):
         return valid_sinks(value)

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from api.errors import error_response
+from api.fields import TAG_PARAMETER
 from api.group_serializers import (
     AckAnswerSerializer,
     AckRequestSerializer,
@@ -52,6 +53,7 @@ from groups.projections.consumers import assignments, consumer_figures
 from groups.projections.lag import group_state
 from groups.projections.overview import group_summaries
 from streams.found import found_or_404
+from streams.tags import tagged
 from streams.wire import READ_BATCH_MEDIA_TYPE, deliveries_json
 
 
@@ -78,7 +80,8 @@ class ReaderGroupListView(GenericAPIView):
                 OpenApiTypes.BOOL,
                 description="with `true`, each group also says `lag_events` (events from its floors to the tails) "
                 "and `pending` (deliveries handed out, not acknowledged): a Redis round trip and two queries a group",
-            )
+            ),
+            TAG_PARAMETER,
         ],
         responses=ReaderGroupListItemSerializer(many=True),
     )
@@ -86,7 +89,7 @@ class ReaderGroupListView(GenericAPIView):
         lag = request.query_params.get("lag", "false")
         if lag not in ("true", "false"):
             raise FieldError("lag", "must be true or false")
-        page = self.paginate_queryset(reader_group_queryset())
+        page = self.paginate_queryset(tagged(reader_group_queryset(), request.query_params.getlist("tag")))
         rows = ReaderGroupSerializer(page, many=True).data
         if lag == "true":
             for row, summary in zip(rows, group_summaries(page), strict=True):

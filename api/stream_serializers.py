@@ -15,6 +15,7 @@ from api.fields import (
     RefusesUnknownFields,
     StrictCharField,
     StrictIntegerField,
+    TagsField,
     declared_field,
     declared_serializer,
     valid_name,
@@ -127,6 +128,7 @@ class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
+    tags = TagsField(required=False)
     retention_policy = PolicyField(required=False, allow_null=True)
     scaling_policy = ScalingPolicyField(required=False)
 
@@ -150,6 +152,7 @@ class StreamUpdateSerializer(_CompactionSettings):
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
+    tags = TagsField(required=False, help_text="replaces the stream's tags ({} removes them all)")
 
     FIXED = {
         "scope": "a stream cannot move to another scope",
@@ -274,6 +277,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "max_delay_s",
             "delayed_index",
             "description",
+            "tags",
             "head_cut",
             "tail_cut",
             "size_bytes",

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from access.rules import Action, TargetKind
 from api.event_serializers import EventsReadSerializer, PublishedSerializer, PublishSerializer
+from api.fields import TAG_PARAMETER
 from api.middleware import FreedAnswers
 from api.pagination import query_int
 from api.parking import PARK, Parked, check_room_to_wait
@@ -61,6 +62,7 @@ from streams.browsing import browse
 from streams.found import found_or_404
 from streams.lookups import stream_for_publish
 from streams.models import Stream
+from streams.tags import tagged
 from streams.tailing import read_events_waiting
 from streams.waking import Wait
 from streams.wire import CSV_COLUMNS, csv_row, event_json
@@ -108,6 +110,7 @@ class StreamListView(GenericAPIView):
         parameters=[
             OpenApiParameter("scope", OpenApiTypes.STR, description="only streams of this scope"),
             OpenApiParameter("search", OpenApiTypes.STR, description="scope or name contains it (any case)"),
+            TAG_PARAMETER,
         ],
         responses=StreamSerializer(many=True),
     )
@@ -115,7 +118,7 @@ class StreamListView(GenericAPIView):
         qs = self.get_queryset()
         if scope := query_text(request, "scope"):
             qs = qs.filter(scope__name=scope)
-        qs = qs.search(query_text(request, "search").strip())
+        qs = tagged(qs.search(query_text(request, "search").strip()), request.query_params.getlist("tag"))
         page = self.paginate_queryset(qs)
         data = StreamSerializer(page, many=True, context=stream_answer(page)).data
         return self.get_paginated_response(data)
@@ -136,6 +139,7 @@ class StreamListView(GenericAPIView):
             delayed_index=dict(args.get("delayed_index") or {}),
             compaction={k: args[k] for k in COMPACTION_NUMBERS if k in args},
             description=args.get("description", ""),
+            tags=args.get("tags", {}),
             policy=args.get("retention_policy"),
             user=request.user,
             scaling_policy=args.get("scaling_policy"),

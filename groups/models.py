@@ -71,6 +71,8 @@ class ReaderGroup(models.Model):
     consumer_timeout_s = models.PositiveIntegerField(default=30)
     # a subscriber group's own subscriber timeout: wins over its streams' policies (None: theirs)
     subscriber_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    # free-form labels lists filter by (`domain.tags`); never metric labels
+    tags = models.JSONField(default=dict, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):

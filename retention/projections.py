@@ -72,6 +72,7 @@ _SUBSCRIBER_FIELDS = (
     "created_at",
     "reader_group__name",
     "reader_group__retention_type",
+    "reader_group__subscriber_timeout_s",
     "reader_group__scope__name",
 )
 

@@ -110,6 +110,8 @@ class Stream(models.Model):
     # subscriber still needs the data: publishing is refused (507) until a cycle clears it.
     full_since = models.DateTimeField(null=True, blank=True)
     description = models.CharField(max_length=500, blank=True, default="")
+    # free-form labels lists filter by (`domain.tags`); never metric labels
+    tags = models.JSONField(default=dict, blank=True)
     # the settings this stream takes from its scope's defaults (`ScopeDefaults`) rather than
     # setting them itself: "retention_policy", "cleanup_policy", the compaction settings
     inherited = models.JSONField(default=list, blank=True)

@@ -37,6 +37,7 @@ def do_create_stream(
     description: str = "",
     inherited: list[str] | None = None,
     scaling_policy: dict | None = None,
+    tags: dict | None = None,
 ) -> Stream:
     """`inherited`: the settings the stream takes from its scope's defaults (`domain.scope_defaults`;
     `retention.services.do_create_stream` works them out)."""
@@ -55,6 +56,7 @@ def do_create_stream(
                 description=description,
                 inherited=inherited or [],
                 scaling_policy=scaling_policy or {},
+                tags=tags or {},
             )
             Segment.objects.bulk_create(Segment(stream=stream, segment_id=s) for s in stream.segment_ids)
             _make_segments(stream)
