@@ -72,7 +72,9 @@ def test_bad_tags_are_refused_naming_the_field_and_nothing_is_written(api, tags,
     refused = api.patch(STREAMS + "shop/orders/", {"tags": tags}, format="json")
     assert refused.status_code == 400 and refused.json()["field"] == field
     assert Stream.objects.get().tags == {"team": "payments"}
-    answer = api.post(GROUPS, {"scope": "shop", "name": "billing", "streams": ["shop/orders"], "tags": tags}, format="json")
+    answer = api.post(
+        GROUPS, {"scope": "shop", "name": "billing", "streams": ["shop/orders"], "tags": tags}, format="json"
+    )
     assert answer.status_code == 400 and answer.json()["field"] == field
     assert not ReaderGroup.objects.exists()
 
