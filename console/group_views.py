@@ -6,6 +6,8 @@ manage_views'. It must never write a row itself."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse
@@ -23,6 +25,7 @@ from groups.projections.consumers import assignments, consumer_figures
 from groups.projections.lag import group_state
 from groups.projections.overview import group_overview, group_summaries
 from streams.found import found_or_404
+from streams.tags import tagged
 
 VIEW = {"GET": Action.VIEW}
 
@@ -30,8 +33,15 @@ VIEW = {"GET": Action.VIEW}
 @console_access(VIEW)
 def reader_group_list(request):
     groups = ReaderGroup.objects.select_related("scope").prefetch_related("subscription_set__stream__scope")
+    tag = request.GET.get("tag", "").strip()
+    tag_error = ""
+    try:
+        groups = tagged(groups, [tag] if tag else [])
+    except FieldError as exc:
+        tag_error, groups = exc.message, groups.none()
     page = Paginator(groups, 25).get_page(request.GET.get("page"))
-    context = {"page": page, "rows": group_summaries(page)}
+    query = f"tag={quote(tag)}&" if tag else ""  # the pager's links keep the filter
+    context = {"page": page, "rows": group_summaries(page), "tag": tag, "tag_error": tag_error, "query": query}
     if htmx_partial(request):
         return render(request, "console/groups/list.html#group-table", context)
     return render(request, "console/groups/list.html", context)

@@ -16,6 +16,7 @@ from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
 from domain.policy_spec import POLICY_FIELDS, parse_policy
+from domain.tags import check_tags
 from groups.models import AckPolicyChoice, OnPoison, RetentionType
 from streams.models import OnMaxLimit
 
@@ -38,6 +39,39 @@ def _name(value: str, field: str) -> str:
         raise forms.ValidationError(exc.message) from None
 
 
+class TagsField(forms.CharField):
+    """Tags as a person types them, `team=payments, env=prod` (`domain.tags.check_tags`); shown
+    back the same way."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            required=False,
+            max_length=20_000,
+            help_text="key=value, separated by commas: team=payments, env=prod",
+            **kwargs,
+        )
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={v}" for k, v in value.items())
+        return value
+
+    def clean(self, value):
+        text = super().clean(value)
+        tags = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            key, equals, tag = part.partition("=")
+            if not equals:
+                raise forms.ValidationError(f"{part!r}: key=value")
+            tags[key.strip()] = tag.strip()
+        try:
+            return check_tags(tags)
+        except FieldError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
 # the forms' bases made from the tables (`Any`: a type checker cannot follow a class made at run time)
 _StreamPolicyFields: Any = declared_form("StreamPolicyFields", POLICY_FIELDS, POLICY_LIMITS, required=False)
 _StreamCompactionFields: Any = declared_form("StreamCompactionFields", COMPACTION_FIELDS, COMPACTION_NUMBERS)
@@ -56,6 +90,7 @@ class StreamForm(ShowsRefusals, _StreamPolicyFields):
         help_text="events with one routing key stay in one segment, in order",
     )
     description = forms.CharField(max_length=500, required=False)
+    tags = TagsField()
     cleanup_policy = declared_form_field(COMPACTION_FIELDS["cleanup_policy"], blank="the scope's default")
     on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, initial="truncate", label="at the max limit")
     limit_type = declared_form_field(POLICY_FIELDS["limit_type"], blank="the scope's default (if any)")
@@ -65,6 +100,7 @@ class StreamForm(ShowsRefusals, _StreamPolicyFields):
         "name",
         "segment_count",
         "description",
+        "tags",
         "cleanup_policy",
         "on_max_limit",
         "limit_type",
@@ -96,6 +132,7 @@ class StreamForm(ShowsRefusals, _StreamPolicyFields):
             "name": data["name"],
             "segment_count": data["segment_count"],
             "description": data["description"],
+            "tags": data["tags"],
             "cleanup_policy": data["cleanup_policy"] or None,
             "on_max_limit": data["on_max_limit"],
             "policy": data["spec"],
@@ -107,13 +144,14 @@ class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
     settings (`COMPACTION_FIELDS`, a blank one is its default) and these."""
 
     description = forms.CharField(max_length=500, required=False)
+    tags = TagsField()
     cleanup_policy = declared_form_field(COMPACTION_FIELDS["cleanup_policy"])
     on_max_limit = forms.ChoiceField(choices=OnMaxLimit.choices, label="at the max limit")
     max_delay_s = forms.IntegerField(
         required=False, min_value=0, label="longest delay (s)", help_text="blank: no limit"
     )
 
-    field_order = ["description", "cleanup_policy", *COMPACTION_NUMBERS, "on_max_limit", "max_delay_s"]
+    field_order = ["description", "tags", "cleanup_policy", *COMPACTION_NUMBERS, "on_max_limit", "max_delay_s"]
 
     @classmethod
     def initial_for(cls, stream) -> dict:
@@ -186,6 +224,7 @@ class GroupForm(ShowsRefusals, forms.Form):
         required=False, help_text="fan-out: names of the sinks that each acknowledge, e.g. search, archive"
     )
     read_compacted = forms.BooleanField(required=False, help_text="read a compacted stream's view below its horizon")
+    tags = TagsField()
 
     SETTINGS = (
         "retention_type",
@@ -197,6 +236,7 @@ class GroupForm(ShowsRefusals, forms.Form):
         "subscriber_timeout_s",
         "max_ack_pending",
         "read_compacted",
+        "tags",
     )
 
     def clean_sinks(self):

@@ -41,6 +41,7 @@ from streams import scaling as scaling_services
 from streams.delaying.projection import delayed_state
 from streams.found import found_or_404
 from streams.models import Stream
+from streams.tags import tagged
 
 SORTS = {
     "name": ("scope__name", "name"),
@@ -64,9 +65,15 @@ def stream_list(request):
     sort = request.GET.get("sort", "name")
     if sort not in SORTS:
         sort = "name"
+    tag = request.GET.get("tag", "").strip()
     qs = Stream.objects.with_sizes().search(query).select_related("scope", "retention_policy")
+    tag_error = ""
+    try:
+        qs = tagged(qs, [tag] if tag else [])
+    except FieldError as exc:
+        tag_error, qs = exc.message, qs.none()
     page = Paginator(qs.order_by(*SORTS[sort]), 20).get_page(request.GET.get("page"))
-    context = {"page": page, "q": query, "sort": sort}
+    context = {"page": page, "q": query, "sort": sort, "tag": tag, "tag_error": tag_error}
     if htmx_partial(request):
         return render(request, "console/streams/list.html#stream-table", context)
     return render(request, "console/streams/list.html", context)

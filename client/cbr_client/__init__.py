@@ -240,9 +240,10 @@ class Client:
     def stream(self, stream: str) -> dict:
         return self._object("GET", f"streams/{stream}/")
 
-    def streams(self, search: str = "", scope: str = "") -> Iterator[dict]:
-        """Every stream (a scope's, or those whose scope or name contains `search`), page by page."""
-        return self._pages("streams/", {"search": search, "scope": scope})
+    def streams(self, search: str = "", scope: str = "", tags: Iterable[str] = ()) -> Iterator[dict]:
+        """Every stream (a scope's, or those whose scope or name contains `search`, or that carry
+        every tag of `tags`: "key:value", or "key" for any value), page by page."""
+        return self._pages("streams/", {"search": search, "scope": scope}, tags)
 
     def purge(self, stream: str, before: str | datetime.datetime | None = None) -> dict:
         """Delete a stream's events (admins): all it holds, or those published before `before`
@@ -351,13 +352,13 @@ class Client:
                 return exc.body
             raise
 
-    def _pages(self, path: str, query: dict[str, str]) -> Iterator[dict]:
+    def _pages(self, path: str, query: dict[str, str], tags: Iterable[str] = ()) -> Iterator[dict]:
         params = {k: v for k, v in query.items() if v}
+        filters = [("tag", t) for t in tags]
         offset, limit = 0, 200
         while True:
-            page = self._object(
-                "GET", path + "?" + urllib.parse.urlencode({**params, "limit": limit, "offset": offset})
-            )
+            listed = [*params.items(), *filters, ("limit", limit), ("offset", offset)]
+            page = self._object("GET", path + "?" + urllib.parse.urlencode(listed))
             yield from page["results"]
             if not page.get("next"):
                 return
@@ -484,10 +485,11 @@ class Client:
                 raise
         return ReaderGroup(self, f"{scope}/{name}")
 
-    def reader_groups(self, lag: bool = False) -> Iterator[dict]:
-        """Every reader group, page by page; `lag`: each with its `lag_events` and `pending` (a
-        server older than that leaves them out)."""
-        return self._pages("reader-groups/", {"lag": "true"} if lag else {})
+    def reader_groups(self, lag: bool = False, tags: Iterable[str] = ()) -> Iterator[dict]:
+        """Every reader group (or those that carry every tag of `tags`: "key:value", or "key"),
+        page by page; `lag`: each with its `lag_events` and `pending` (a server older than that
+        leaves them out)."""
+        return self._pages("reader-groups/", {"lag": "true"} if lag else {}, tags)
 
     def delete_reader_group(self, group: str) -> None:
         """Delete a reader group ("scope/name"), releasing its hold on retention."""

@@ -257,7 +257,7 @@ def _seconds_text(seconds: int) -> str:
 
 
 def streams_list(client: Client, args) -> None:
-    found = list(client.streams(search=args.search, scope=args.scope))
+    found = list(client.streams(search=args.search, scope=args.scope, tags=args.tags))
     rows = [
         [f"{s['scope']}/{s['name']}", s["segment_count"], s["event_count"], size_text(s["size_bytes"]), _policy_text(s)]
         for s in found
@@ -282,6 +282,8 @@ def streams_create(client: Client, args) -> None:
         settings["cleanup_policy"] = args.cleanup_policy
     if args.description:
         settings["description"] = args.description
+    if args.set_tags:
+        settings["tags"] = dict(args.set_tags)
     if policy := _policy(args):
         settings["retention_policy"] = policy
     made = client.create_stream(scope, name, segment_count=args.segments, **settings)
@@ -577,7 +579,7 @@ def consume(client: Client, args) -> None:
 
 
 def groups_list(client: Client, args) -> None:
-    found = list(client.reader_groups(lag=True))
+    found = list(client.reader_groups(lag=True, tags=args.tags))
     rows = [
         [
             f"{g['scope']}/{g['name']}",
@@ -589,6 +591,36 @@ def groups_list(client: Client, args) -> None:
         for g in found
     ]
     _out(args, found, _table(rows, ["GROUP", "RETENTION TYPE", "LAG", "PENDING", "STREAMS"]))
+
+
+def _tag_filter(parser) -> None:
+    parser.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        default=[],
+        metavar="KEY[:VALUE]",
+        help="only those with this tag (key:value, or key for any value; repeatable: all must match)",
+    )
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"{text!r}: key=value")
+    return key, value
+
+
+def _tags_to_set(parser) -> None:
+    parser.add_argument(
+        "--tag",
+        dest="set_tags",
+        action="append",
+        type=_tag,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag to set (repeatable)",
+    )
 
 
 def _start(value: str) -> str | dict:
@@ -628,6 +660,8 @@ def groups_create(client: Client, args) -> None:
             config[flag] = getattr(args, flag)
     if args.backoff_s:
         config["backoff_s"] = [int(v) for v in args.backoff_s.split(",")]
+    if args.set_tags:
+        config["tags"] = dict(args.set_tags)
     client.create_reader_group(scope, name, args.streams, **config)
     made = client.reader_group(args.group).info()
     streams = ", ".join(sub["stream"] for sub in made["streams"])
@@ -884,7 +918,9 @@ def _parser() -> argparse.ArgumentParser:
     p = command(sub, "list", streams_list, "the streams")
     p.add_argument("--search", default="", help="streams whose scope or name holds this text")
     p.add_argument("--scope", default="", help="one scope's streams")
+    _tag_filter(p)
     p = command(sub, "create", streams_create, "create a stream, with its retention policy")
+    _tags_to_set(p)
     p.add_argument("stream", help="scope/name")
     p.add_argument("--segments", type=int, default=1, help="how many segments (default 1)")
     p.add_argument(
@@ -1006,8 +1042,9 @@ def _parser() -> argparse.ArgumentParser:
         "groups", help="reader groups: list, create, describe, consumers, seek, checkpoint, delete"
     )
     sub = groups.add_subparsers(required=True, metavar="ACTION")
-    command(sub, "list", groups_list, "the reader groups")
+    _tag_filter(command(sub, "list", groups_list, "the reader groups"))
     p = command(sub, "create", groups_create, "create a reader group")
+    _tags_to_set(p)
     p.add_argument("group", help="scope/name")
     p.add_argument("--stream", dest="streams", action="append", required=True, help="scope/name (repeatable)")
     p.add_argument(

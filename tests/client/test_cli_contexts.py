@@ -252,3 +252,28 @@ def test_cbr_ordered_group_create_consume_and_its_assignments(config, live_serve
     assert group.info()["delivery"] == "ordered" and group.info()["consumer_timeout_s"] == 60
     assert group.info()["subscriber_timeout_s"] == 7200  # its own, over its streams' policies
     assert group.assignments() == {"w1": ["shop/orders:0", "shop/orders:1"]}
+
+
+def test_cbr_sets_tags_and_lists_by_them(config, live_server, admin_user, data_dir):
+    token = factories.token_for(admin_user)
+    server = ("--server", live_server.url, "--token", token)
+    for name, tags in (("orders", ["team=payments", "env=prod"]), ("refunds", ["team=payments"]), ("clicks", [])):
+        flags = [f for t in tags for f in ("--tag", t)]
+        status, _, err = cbr(*server, "streams", "create", f"shop/{name}", *flags)
+        assert status == 0, err
+    status, out, _ = cbr(*server, "streams", "list", "--tag", "team:payments")
+    assert status == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["shop/orders", "shop/refunds"]
+    status, out, _ = cbr(*server, "streams", "list", "--tag", "team:payments", "--tag", "env")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["shop/orders"]
+    status, _, err = cbr(
+        *server, "groups", "create", "shop/billing", "--stream", "shop/orders", "--tag", "team=payments"
+    )
+    assert status == 0, err
+    cbr(*server, "groups", "create", "shop/audit", "--stream", "shop/orders")
+    status, out, _ = cbr(*server, "groups", "list", "--tag", "team:payments")
+    assert status == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["shop/billing"]
+    status, _, err = cbr(*server, "streams", "list", "--tag", "Team:x")
+    assert status == 1 and "tag" in err
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal: usage and the reason on stderr
+        cbr(*server, "streams", "create", "shop/other", "--tag", "team")
+    assert refused.value.code == 2

@@ -440,3 +440,35 @@ def test_a_groups_own_subscriber_timeout_on_its_page_and_in_the_streams_reasonin
     reasoning = page.locator("section:has(h2:text('Next retention cycle'))").inner_text()
     assert "shop/billing (active; its group's own subscriber timeout, 2 h)" in reasoning, reasoning
     shot(page, "stream-next-cycle-group-timeout", (1280,))
+
+
+def test_tags_set_in_the_console_show_on_pages_and_filter_the_lists(live_server, admin_user, browser_page, data_dir):
+    client = Client(live_server.url, username="ada", password="pw-ada-123")
+    client.create_stream("shop/orders", tags={"team": "payments", "env": "prod"})
+    client.create_stream("shop/clicks", tags={"team": "web"})
+    client.create_reader_group("shop/billing", ["shop/orders"], tags={"team": "payments"})
+    client.create_reader_group("shop/audit", ["shop/orders"])
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/streams/?tag=team:payments")
+    rows = page.locator("#stream-table tbody tr").all_inner_texts()
+    assert len(rows) == 1 and "shop/orders" in rows[0] and "team=payments" in rows[0] and "env=prod" in rows[0]
+    shot(page, "streams-by-tag", (1280, 390))
+    page.goto(f"{live_server.url}/streams/?tag=Team:x")
+    assert "Tag filter “Team:x”" in page.locator("#stream-table").inner_text()
+    page.goto(f"{live_server.url}/streams/shop/clicks/settings/")
+    page.fill("#id_tags", "team=web, tier=2")
+    page.click("button.primary:text('Save')")
+    page.wait_for_url(f"{live_server.url}/streams/shop/clicks/")
+    assert "tier=2" in page.locator("dt:text('Tags') + dd").inner_text()
+    assert Stream.objects.get(name="clicks").tags == {"team": "web", "tier": "2"}
+    shot(page, "stream-tags", (1280,))
+    page.goto(f"{live_server.url}/reader-groups/?tag=team")
+    rows = page.locator("#group-table tbody tr").all_inner_texts()
+    assert len(rows) == 1 and "shop/billing" in rows[0] and "team=payments" in rows[0]
+    shot(page, "groups-by-tag", (1280,))
+    page.goto(f"{live_server.url}/reader-groups/shop/audit/settings/")
+    page.fill("#id_tags", "Bad Key=x")
+    page.click("button.primary:text('Save')")
+    assert "a tag's key is 1 to 63" in page.content()
+    assert ReaderGroup.objects.get(name="audit").tags == {}
