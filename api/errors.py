@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import math
 
 import redis
 from django.db import InterfaceError, OperationalError
@@ -51,6 +52,7 @@ STATUS_OF_CODE = {
     "retention_in_progress": 409,
     "no_tier": 409,
     "event_too_large": 413,
+    "rate_limited": 429,
     "stream_full": 507,
     "insufficient_storage": 507,
     "too_many_waiting_reads": 503,
@@ -72,6 +74,8 @@ def exception_handler(exc, context):
         body = {"code": exc.code, "message": f"{exc.field}: {exc.message}", "field": exc.field}
         body.update(exc.details)
         retry = RETRY_AFTER_OF_CODE.get(exc.code)
+        if "retry_after_s" in exc.details:  # a wait the refusal worked out (a rate limit's)
+            retry = str(max(1, math.ceil(exc.details["retry_after_s"])))
         return Response(
             body, status=STATUS_OF_CODE.get(exc.code, 400), headers={"Retry-After": retry} if retry else None
         )

@@ -25,6 +25,7 @@ from domain.autoscale import KINDS as SCALING_KINDS
 from domain.autoscale import MAX_SCALE_FACTOR
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
+from domain.rate_limits import MAX_BYTES_PER_S, MAX_EVENTS_PER_S, check_publish_rate
 from streams import tiering
 from streams.models import (
     OnMaxLimit,
@@ -113,6 +114,26 @@ class ScalingPolicyField(serializers.JSONField):
         return check_scaling_policy(data)
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            "events_per_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_EVENTS_PER_S},
+            "bytes_per_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BYTES_PER_S},
+        },
+        "additionalProperties": False,
+        "description": "publishes over it are refused whole with 429 rate_limited and Retry-After ({}: no limit)",
+        "example": {"events_per_s": 1000, "bytes_per_s": 1048576},
+    }
+)
+class PublishRateField(serializers.JSONField):
+    """`{events_per_s?, bytes_per_s?}` (`domain.rate_limits.check_publish_rate`: a refusal names
+    `publish_rate.<rate>`)."""
+
+    def to_internal_value(self, data):
+        return check_publish_rate(data)
+
+
 class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
 
@@ -129,6 +150,7 @@ class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False)
+    publish_rate = PublishRateField(required=False, allow_null=True)
     retention_policy = PolicyField(required=False, allow_null=True)
     scaling_policy = ScalingPolicyField(required=False)
 
@@ -153,6 +175,7 @@ class StreamUpdateSerializer(_CompactionSettings):
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False, help_text="replaces the stream's tags ({} removes them all)")
+    publish_rate = PublishRateField(required=False, allow_null=True)
 
     FIXED = {
         "scope": "a stream cannot move to another scope",
@@ -278,6 +301,7 @@ class StreamSerializer(serializers.ModelSerializer):
             "delayed_index",
             "description",
             "tags",
+            "publish_rate",
             "head_cut",
             "tail_cut",
             "size_bytes",

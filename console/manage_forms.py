@@ -16,6 +16,7 @@ from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
 from domain.policy_spec import POLICY_FIELDS, parse_policy
+from domain.rate_limits import check_publish_rate
 from domain.tags import check_tags
 from groups.models import AckPolicyChoice, OnPoison, RetentionType
 from streams.models import OnMaxLimit
@@ -150,16 +151,44 @@ class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
     max_delay_s = forms.IntegerField(
         required=False, min_value=0, label="longest delay (s)", help_text="blank: no limit"
     )
+    events_per_s = forms.FloatField(
+        required=False, label="publish rate (events/s)", help_text="blank: no limit; over it a publish gets 429"
+    )
+    bytes_per_s = forms.FloatField(
+        required=False, label="publish rate (bytes/s)", help_text="payload bytes; blank: no limit"
+    )
 
-    field_order = ["description", "tags", "cleanup_policy", *COMPACTION_NUMBERS, "on_max_limit", "max_delay_s"]
+    field_order = [
+        "description",
+        "tags",
+        "cleanup_policy",
+        *COMPACTION_NUMBERS,
+        "on_max_limit",
+        "max_delay_s",
+        "events_per_s",
+        "bytes_per_s",
+    ]
+    RATES = ("events_per_s", "bytes_per_s")  # the stream's `publish_rate`, a field each here
 
     @classmethod
     def initial_for(cls, stream) -> dict:
-        return {name: getattr(stream, name) for name in cls.base_fields}
+        initial = {name: getattr(stream, name) for name in cls.base_fields if name not in cls.RATES}
+        return {**initial, **stream.publish_rate}
+
+    def clean(self):
+        data = super().clean()
+        rate = {name: data[name] for name in self.RATES if data.get(name) is not None}
+        try:
+            data["publish_rate"] = check_publish_rate(rate)
+        except FieldError as exc:
+            self.add_error(exc.field.rpartition(".")[2], exc.message)
+        return data
 
     def changes(self, stream) -> dict:
         """Only what the person changed: an untouched inherited setting stays inherited."""
         data = {**self.cleaned_data, **blank_is_default(COMPACTION_FIELDS, self.cleaned_data, COMPACTION_NUMBERS)}
+        for name in self.RATES:
+            data.pop(name, None)
         return {k: v for k, v in data.items() if getattr(stream, k) != v}
 
 

@@ -302,6 +302,13 @@ def _waiting_metrics() -> Iterator[Family | Metric]:
         counters,
     )
     yield from _tier_counters(counters)
+    limited = Family(
+        "cbr_rate_limited",
+        "Requests a rate limit held back: publishes refused (publish_rate), by limit",
+        "counter",
+    )
+    limited.add(label_set(limit="publish"), int(counters.get("rate:limited:publish", 0)))
+    yield limited
 
 
 def _tier_counters(counters: dict[str, float]) -> Iterator[Family | Metric]:

@@ -29,6 +29,7 @@ PUBLISH_FIELDS = (
     "delayed_index",
     "cleanup_policy",
     "full_since",
+    "publish_rate",
 )
 
 

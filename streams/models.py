@@ -112,6 +112,8 @@ class Stream(models.Model):
     description = models.CharField(max_length=500, blank=True, default="")
     # free-form labels lists filter by (`domain.tags`); never metric labels
     tags = models.JSONField(default=dict, blank=True)
+    # {events_per_s?, bytes_per_s?} (`domain.rate_limits`); empty: no limit
+    publish_rate = models.JSONField(default=dict, blank=True)
     # the settings this stream takes from its scope's defaults (`ScopeDefaults`) rather than
     # setting them itself: "retention_policy", "cleanup_policy", the compaction settings
     inherited = models.JSONField(default=list, blank=True)

@@ -38,6 +38,7 @@ def do_create_stream(
     inherited: list[str] | None = None,
     scaling_policy: dict | None = None,
     tags: dict | None = None,
+    publish_rate: dict | None = None,
 ) -> Stream:
     """`inherited`: the settings the stream takes from its scope's defaults (`domain.scope_defaults`;
     `retention.services.do_create_stream` works them out)."""
@@ -57,6 +58,7 @@ def do_create_stream(
                 inherited=inherited or [],
                 scaling_policy=scaling_policy or {},
                 tags=tags or {},
+                publish_rate=publish_rate or {},
             )
             Segment.objects.bulk_create(Segment(stream=stream, segment_id=s) for s in stream.segment_ids)
             _make_segments(stream)

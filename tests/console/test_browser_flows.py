@@ -445,7 +445,7 @@ def test_a_groups_own_subscriber_timeout_on_its_page_and_in_the_streams_reasonin
 def test_tags_set_in_the_console_show_on_pages_and_filter_the_lists(live_server, admin_user, browser_page, data_dir):
     client = Client(live_server.url, username="ada", password="pw-ada-123")
     client.create_stream("shop/orders", tags={"team": "payments", "env": "prod"})
-    client.create_stream("shop/clicks", tags={"team": "web"})
+    client.create_stream("shop/clicks", tags={"team": "web"}, publish_rate={"events_per_s": 500})
     client.create_reader_group("shop/billing", ["shop/orders"], tags={"team": "payments"})
     client.create_reader_group("shop/audit", ["shop/orders"])
     page = browser_page
@@ -462,6 +462,7 @@ def test_tags_set_in_the_console_show_on_pages_and_filter_the_lists(live_server,
     page.wait_for_url(f"{live_server.url}/streams/shop/clicks/")
     assert "tier=2" in page.locator("dt:text('Tags') + dd").inner_text()
     assert Stream.objects.get(name="clicks").tags == {"team": "web", "tier": "2"}
+    assert page.locator("dt:text('Publish rate') + dd").inner_text() == "500 events/s (over it: 429)"
     shot(page, "stream-tags", (1280,))
     page.goto(f"{live_server.url}/reader-groups/?tag=team")
     rows = page.locator("#group-table tbody tr").all_inner_texts()

@@ -225,3 +225,19 @@ def test_a_subscribers_own_timeout_is_set_changed_and_cleared_from_the_console(o
     body = {k: v for k, v in group_body(subscriber_timeout_s="").items() if k not in ("scope", "name", "start")}
     assert operator.post("/reader-groups/shop/billing/settings/", body).status_code == 302
     assert ReaderGroup.objects.get().subscriber_timeout_s is None  # blank: each stream's policy again
+
+
+def test_a_streams_publish_rate_is_set_and_cleared_in_its_settings_and_shown(operator, data_dir):
+    stream = factories.make_stream("orders")
+    body = {"description": "", "cleanup_policy": "delete", "on_max_limit": "truncate"}
+    refused = operator.post("/streams/shop/orders/settings/", {**body, "events_per_s": "0"})
+    assert refused.status_code == 200 and errors_beside(refused.content.decode())
+    saved = operator.post("/streams/shop/orders/settings/", {**body, "events_per_s": "250", "bytes_per_s": "1048576"})
+    assert saved.status_code == 302, errors_beside(saved.content.decode())
+    stream.refresh_from_db()
+    assert stream.publish_rate == {"events_per_s": 250.0, "bytes_per_s": 1048576.0}
+    page = text(operator.get("/streams/shop/orders/").content.decode())
+    assert "Publish rate 250 events/s · 1.0 MiB/s (over it: 429)" in page, page
+    assert operator.post("/streams/shop/orders/settings/", body).status_code == 302
+    stream.refresh_from_db()
+    assert stream.publish_rate == {}
