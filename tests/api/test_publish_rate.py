@@ -1,4 +1,4 @@
-"""A stream's publish rate (DESIGN §10b "Rate limits", docs/api.md): one token bucket per stream
+"""A stream's publish rate (docs/api.md): one token bucket per stream
 in Redis, shared by every web process; a publish over it is refused whole with 429
 `rate_limited` and `Retry-After`, nothing of it written. The bucket measured with a fake clock:
 whatever the batch sizes, what it lets through over a window stays within 10 % of the setting."""
