@@ -40,7 +40,8 @@ WHY = {
     "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
     414: "The URL (path and query string) is over `CBR_MAX_URL_BYTES` (8000 bytes by default): "
     "`url_too_long`, `field: url`",
-    429: "Too many failed sign-ins (Retry-After)",
+    429: "Too many failed sign-ins, or a publish over the stream's `publish_rate` (`rate_limited`, nothing written; "
+    "Retry-After)",
     503: "The database or the task queue could not serve the request; retry (Retry-After)",
     507: "The stream is full under `on_max_limit: reject_publish`, or the data disk is full",
 }
@@ -49,7 +50,7 @@ WHY = {
 EXTRA = {
     "auth_token_create": {401, 429},  # 401: a username and password that do not match
     "streams_create": {409},
-    "streams_events_create": {413},
+    "streams_events_create": {413, 429},  # 429: over the stream's publish_rate
     "streams_truncate_create": {409},
     "streams_scale_create": {409},  # a stale `epoch`
     "streams_offload_create": {409},  # no long-term storage

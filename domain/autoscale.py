@@ -165,7 +165,7 @@ def check_scaling_policy(value: object, max_segments: int, field: str = "scaling
     policy: dict = {"type": kind}
     target = value.get("target_rate")
     if kind == "fixed":
-        if target is not None:
+        if "target_rate" in value:  # null too: the schema says a number, and a fixed policy has none
             raise FieldError(f"{field}.target_rate", "a fixed policy has no target rate")
     else:
         rate = float(cast(float, target)) if _number(target) else 0.0

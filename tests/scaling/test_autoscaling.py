@@ -118,6 +118,7 @@ def test_the_policy_over_rest_and_its_refusals(api):
         ({"type": "by_event_rate", "target_rate": -5}, "scaling_policy.target_rate"),
         ({"type": "by_event_rate", "target_rate": "10"}, "scaling_policy.target_rate"),
         ({"type": "fixed", "target_rate": 10}, "scaling_policy.target_rate"),
+        ({"type": "fixed", "target_rate": None}, "scaling_policy.target_rate"),  # null is no number
         ({"type": "by_rate", "target_rate": 10}, "scaling_policy.type"),
         ({"type": "by_event_rate", "target_rate": 10, "scale_factor": 1}, "scaling_policy.scale_factor"),
         ({"type": "by_event_rate", "target_rate": 10, "min_segments": 0}, "scaling_policy.min_segments"),
