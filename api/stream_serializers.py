@@ -118,8 +118,9 @@ class ScalingPolicyField(serializers.JSONField):
     {
         "type": "object",
         "properties": {
-            "events_per_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_EVENTS_PER_S},
-            "bytes_per_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BYTES_PER_S},
+            # (OpenAPI 3.0: `exclusiveMinimum` is a flag on `minimum`)
+            "events_per_s": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_EVENTS_PER_S},
+            "bytes_per_s": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_BYTES_PER_S},
         },
         "additionalProperties": False,
         "description": "publishes over it are refused whole with 429 rate_limited and Retry-After ({}: no limit)",
