@@ -191,11 +191,12 @@ def test_an_executor_killed_mid_cycle_is_replaced_and_its_buckets_finished_once(
     assert len(list(newest.glob("*/stderr"))) >= 2  # a second executor took over
 
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-def test_a_compaction_on_a_standalone_cluster_makes_the_view_a_local_one_makes(cluster, api, spark):
-    """The same events in two compacted streams: one compacted by this process's local session,
-    the other by a driver on the cluster, whose executors read the chunks' Parquet copies."""
+COUNTS = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
+
+
+def compacted_here(api):
+    """The same events in two compacted streams, "here" and "there"; "here" compacted by this
+    process's local session. The streams, the run's time and its run."""
     events = [("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("D", "4")]
     streams = {}
     for name in ("here", "there"):
@@ -203,20 +204,29 @@ def test_a_compaction_on_a_standalone_cluster_makes_the_view_a_local_one_makes(c
         factories.publish_over_api(api, [{"key": k, "payload": v or ""} for k, v in events], stream=f"shop/{name}")
     at = datetime.now(UTC) + timedelta(seconds=10)
     here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at, seal=True)
+    return streams, at, here
+
+
+def view(api, name: str) -> list[tuple]:
+    page = api.get(f"/api/v1/streams/shop/{name}/compacted/").json()
+    return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_on_a_standalone_cluster_makes_the_view_a_local_one_makes(cluster, api, spark):
+    """The same events in two compacted streams: one compacted by this process's local session,
+    the other by a driver on the cluster, whose executors read the chunks' Parquet copies."""
+    streams, at, here = compacted_here(api)
     run = driver(cluster, script=COMPACTOR, args=(at.isoformat(), "there"))
     stdout, stderr = run.communicate(timeout=600)
     assert run.returncode == 0, stderr[-3000:]
     assert stdout.split()[-2:] == ["succeeded", "1"]
     there = CompactionRun.objects.get(stream=streams["there"], state="succeeded")
-    counts = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
-    assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]
+    assert [getattr(there, f) for f in COUNTS] == [getattr(here, f) for f in COUNTS]
     assert here.events_out == 4  # A=2, B tombstone, C=1, D=4
 
-    def view(name):
-        page = api.get(f"/api/v1/streams/shop/{name}/compacted/").json()
-        return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
-
-    assert view("there") == view("here") and len(view("here")) == 4
+    assert view(api, "there") == view(api, "here") and len(view(api, "here")) == 4
 
 
 @pytest.mark.integration
@@ -228,13 +238,7 @@ def test_a_compaction_on_a_cluster_without_a_shared_store_goes_through_an_s3_tie
     data directory is another, empty one, read the chunks and write the view through the tier;
     the view and the counts are those of a run over the shared store, and the executors' data
     directory stays empty."""
-    events = [("A", "1"), ("B", "1"), ("A", "2"), ("C", "1"), ("B", None), ("D", "4")]
-    streams = {}
-    for name in ("here", "there"):
-        streams[name] = factories.create_stream_over_api(api, name, cleanup_policy="compact", delete_retention_s=100)
-        factories.publish_over_api(api, [{"key": k, "payload": v or ""} for k, v in events], stream=f"shop/{name}")
-    at = datetime.now(UTC) + timedelta(seconds=10)
-    here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at, seal=True)
+    streams, at, here = compacted_here(api)
     conf, theirs = tmp_path / "spark-conf", tmp_path / "executor-data"
     conf.mkdir()
     theirs.mkdir()
@@ -248,13 +252,8 @@ def test_a_compaction_on_a_cluster_without_a_shared_store_goes_through_an_s3_tie
     assert run.returncode == 0, stderr[-3000:]
     assert stdout.split()[-2:] == ["succeeded", "1"]
     there = CompactionRun.objects.get(stream=streams["there"], state="succeeded")
-    counts = ("events_in", "events_out", "keys", "tombstones_dropped", "generation", "bytes_before", "bytes_after")
-    assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]
+    assert [getattr(there, f) for f in COUNTS] == [getattr(here, f) for f in COUNTS]
 
-    def view(name):
-        page = api.get(f"/api/v1/streams/shop/{name}/compacted/").json()
-        return [(e["key"], e["payload"], e["tombstone"], e["segment"], e["offset"]) for e in page["events"]]
-
-    assert view("there") == view("here") and len(view("here")) == 4
+    assert view(api, "there") == view(api, "here") and len(view(api, "here")) == 4
     assert list(theirs.iterdir()) == []
     assert TierObject.objects.filter(stream=streams["there"], kind="parquet").count() >= 1  # made in the tier
