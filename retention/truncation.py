@@ -38,8 +38,7 @@ def truncate(planned: list[Planned], *, own: bool = False) -> None:
     streams' retention sets are trimmed here (a cycle writes the sets it read itself)."""
     if not planned:
         return
-    with transaction.atomic():  # recorded before the store is touched
-        insert_rows(TruncationRecord, [record for _, _, record, _ in planned])
+    record(planned)  # before the store is touched
     _apply(planned, own)
 
 
@@ -49,7 +48,7 @@ def record(planned: list[Planned]) -> None:
     cycle over these streams)."""
     if planned:
         with transaction.atomic():
-            insert_rows(TruncationRecord, [record for _, _, record, _ in planned])
+            insert_rows(TruncationRecord, [r for _, _, r, _ in planned])
 
 
 def finish_truncations(
