@@ -11,7 +11,8 @@ blocks read once (`reader`), and a batch's bit changes are one mask combined by 
 
 The scripts are `.lua` files in `lua/` beside this module: `ack_common.lua` (the keys and the
 helpers every script shares), `ack_deliveries.lua` (decoding a batch of deliveries), and one file
-per script, which says what it takes and returns."""
+per script, which says what it takes and returns; `look.lua` runs two of them (`read_counts`,
+`hand_out`) as functions in one call."""
 
 from importlib.resources import files
 
@@ -40,3 +41,13 @@ FAN_OUT = _COMMON + _lua("fan_out")
 READ_COUNTS = _COMMON + _lua("read_counts")
 IN_FLIGHT = _COMMON + _lua("in_flight")
 CLAIM = _COMMON + _lua("claim")
+
+
+def _as_function(name: str) -> str:
+    """A script's own part as a local function of its arguments (`name(ARGV)`), for a script
+    that runs it beside another: one implementation of each rule."""
+    return f"\nlocal function {name}(ARGV){_lua(name)}\nend\n"
+
+
+# a read's counts and its hand-out in one call, when the read knows where the segment stopped
+LOOK = _COMMON + _as_function("read_counts") + _as_function("hand_out") + _lua("look")

@@ -53,6 +53,7 @@ from groups.ack_scripts import (
     FAN_OUT,
     HAND_OUT,
     IN_FLIGHT,
+    LOOK,
     NACK_MANY,
     READ_COUNTS,
 )
@@ -127,7 +128,7 @@ def _scripts(redis) -> tuple:
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
             redis.register_script(src)
-            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT, CLAIM)
+            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT, CLAIM, LOOK)
         )
     return _SCRIPT_CACHE[redis]
 
@@ -151,6 +152,7 @@ class SegmentTracker:
             self._read_counts,
             self._in_flight,
             self._claim,
+            self._look,
         ) = _scripts(redis)
 
     @staticmethod
@@ -189,9 +191,60 @@ class SegmentTracker:
         knows of the deliveries so far, read after the caller found no state in Redis; a state
         is started only from it (None: the caller saw a state, and if it is gone meanwhile this
         hand-out gives nothing and says so with `life` -1)."""
+        args = self._hand_out_args(
+            now,
+            consumer,
+            limit,
+            tail,
+            lease_s,
+            max_deliveries,
+            on_poison,
+            floor,
+            head,
+            delayed,
+            scan_until,
+            present,
+            backoff,
+            ack_policy,
+            known,
+            owned,
+        )
+        keys = [*self.keys, self.index_key]
+        as_hand_out = _handed_out_as_runs if runs else _handed_out
+
+        def read(answer: list) -> HandOut:
+            out = as_hand_out(answer)
+            if out.life >= 0:
+                self.life = out.life
+            return out
+
+        if pipe is not None:
+            pipe.run_script(self._hand_out, keys, args)
+            return read
+        return read(self._hand_out(keys=keys, args=args))
+
+    @staticmethod
+    def _hand_out_args(
+        now,
+        consumer,
+        limit,
+        tail,
+        lease_s,
+        max_deliveries,
+        on_poison,
+        floor,
+        head,
+        delayed,
+        scan_until,
+        present,
+        backoff,
+        ack_policy,
+        known,
+        owned,
+    ) -> list:
         seeded = known is not None
         known = known or KNOWN_NOTHING
-        args = [
+        return [
             now,
             limit,
             tail,
@@ -213,19 +266,64 @@ class SegmentTracker:
             consumer,
             "1" if owned else "0",
         ]
-        keys = [*self.keys, self.index_key]
-        as_hand_out = _handed_out_as_runs if runs else _handed_out
 
-        def read(answer: list) -> HandOut:
-            out = as_hand_out(answer)
+    def look(
+        self,
+        expected_next: int,
+        most_live: int,
+        now: float,
+        consumer: str,
+        limit: int,
+        tail: int,
+        lease_s: float,
+        max_deliveries: int,
+        on_poison: Poison,
+        *,
+        pipe: ScriptPipeline,
+        floor: int = 0,
+        head: int = 0,
+        delayed: dict[int, float] | None = None,
+        scan_until: int | None = None,
+        backoff: Sequence[float] = (),
+        ack_policy: AckPolicy = AckPolicy.EXPLICIT,
+    ):
+        """A read's counts (`read_counts`) and, if the segment's state is as a read that knows
+        where it stopped expects (`next` at `expected_next`, nothing halted, expired, due again or
+        to dead-letter, at most `most_live` live leases), its hand-out from there (as
+        `hand_out(..., runs=True, known=None)`, its records read ahead from `expected_next`), in
+        one call queued on `pipe`. Returns a function that reads its answer into (the counts, the
+        HandOut; None when the state was not as expected: nothing changed, and the caller hands
+        out as a read that counted first)."""
+        args = self._hand_out_args(
+            now,
+            consumer,
+            limit,
+            tail,
+            lease_s,
+            max_deliveries,
+            on_poison,
+            floor,
+            head,
+            delayed,
+            scan_until,
+            None,
+            backoff,
+            ack_policy,
+            None,
+            False,
+        )
+        pipe.run_script(self._look, [*self.keys, self.index_key], [*args, expected_next, most_live])
+
+        def read(answer: list) -> tuple[list, HandOut | None]:
+            counts, handed = answer
+            if not handed:
+                return counts, None
+            out = _handed_out_as_runs(handed)
             if out.life >= 0:
                 self.life = out.life
-            return out
+            return counts, out
 
-        if pipe is not None:
-            pipe.run_script(self._hand_out, keys, args)
-            return read
-        return read(self._hand_out(keys=keys, args=args))
+        return read
 
     def fan_out(self, due: dict[int, float] | bytes, pipe: ScriptPipeline | None = None) -> list[int] | None:
         """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built

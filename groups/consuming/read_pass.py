@@ -70,6 +70,7 @@ class Waiting:
     woken: str = ""  # what woke it last ("": it has not waited yet)
     acked: AckOutcome | None = None  # what its first pass's carried ack did
     ticket: Ticket | None = None  # `GROUP_CHANGES`'s when its group was last loaded
+    stops: dict[int, int] | None = None  # by position: the segment's `next` as its last pass left it
 
     @property
     def group_key(self) -> str:
@@ -96,7 +97,12 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
             round_of = queue_release(stream, now_ms, pipe)
         releases.append((round_of, released_answer))
     queued: list[tuple[Answers, Answers]] = []  # each read's: its carried ack's, its counts'
-    for reading, pending in passes:
+    contexts = [_context(reading, now) for reading, _ in passes]
+    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
+    shared_rows: dict[tuple, list] = {}
+    aheads: list[list[_Ahead] | None] = []  # each read's looks ahead (None: it counts first)
+    expiring_ahead: defaultdict[int, list[str]] = defaultdict(list)
+    for ctx, (reading, pending) in zip(contexts, passes, strict=True):
         # then a carried ack: the leases it ends leave room for its read (Redis runs a pipeline
         # in order)
         with pipe.step() as acked:
@@ -106,23 +112,40 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         if pending is not None:
             note_consumer(reading.group, reading.consumer, "a", now, pipe)
         note_consumer(reading.group, reading.consumer, "r", now, pipe)
+        ctx.rows = shared_rows
+        ahead = _looks_ahead(ctx, reading, ends) if pending is None else None
         with pipe.step() as counted:
-            _queue_counts(reading.group_slots, now, float(reading.group.ack_timeout_s), pipe)
+            if ahead is None:
+                _queue_counts(reading.group_slots, now, ctx.lease_s, pipe)
+            else:
+                _queue_looks(ctx, ahead, pipe)
+        aheads.append(ahead)
         queued.append((acked, counted))
+        if ahead and ctx.ack_policy is not AckPolicy.NONE:  # as for the hand-outs below
+            expiring_ahead[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
+    for due_ms, channels in expiring_ahead.items():
+        notify_due(pipe, channels, due_ms)
     pipe.execute()
     released = {
         stream.pk: release_due(stream, now_ms, first=round_of(answer.one()))
         for stream, (round_of, answer) in zip(streams, releases, strict=True)
     }
-    contexts: list[_Context] = []
     counts: list[list] = []
     stale: list[int] = []  # reads whose counts may be stale
-    for n, ((reading, pending), (acked, counted)) in enumerate(zip(passes, queued, strict=True)):
-        ctx = _context(reading, now)
+    done: set[int] = set()  # reads whose looks ahead handed out all there was: no further step
+    for n, ((reading, pending), (acked, counted), ctx, ahead) in enumerate(
+        zip(passes, queued, contexts, aheads, strict=True)
+    ):
         if pending is not None:
             ctx.result.acked, ctx.moves = pending.finish(acked.all())
-        counts.append(counted.all())
-        contexts.append(ctx)
+        if ahead is None:
+            counts.append(counted.all())
+        else:
+            found, complete = _took_ahead(ctx, ahead, counted.all())
+            counts.append(found)
+            if complete:
+                done.add(n)
+                continue
         # the counts again when they may be stale: events released to the group's segments after
         # they were counted, or an ack script Redis had lost that ran after them
         if any(released[slot.stream.pk] for slot in reading.group_slots) or (pending is not None and pipe.reran):
@@ -136,9 +159,10 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         pipe.execute()
         for n in stale:
             counts[n] = recounts[n].all()
-    ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
-    shared_rows: dict[tuple, list] = {}
-    work = [_work(ctx, reading_counts, ends, shared_rows) for ctx, reading_counts in zip(contexts, counts, strict=True)]
+    work = [
+        [] if n in done else _work(ctx, reading_counts, ends, shared_rows)
+        for n, (ctx, reading_counts) in enumerate(zip(contexts, counts, strict=True))
+    ]
     # a state Redis must start: from what the database knows now (the floor may have moved, and
     # what was handed out before a loss comes again counting on), never from what the request
     # loaded when it began
@@ -153,9 +177,11 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     expiring: defaultdict[int, list[str]] = defaultdict(list)  # when leases expire -> the groups
     for ctx, serves in zip(contexts, work, strict=True):
         ctx.known = known
-        ctx.serves = serves
+        taken = ctx.serves  # what its looks ahead handed out already
+        ctx.serves = taken + serves
+        already = sum(len(serve.items) for serve in taken)
         for n, serve in enumerate(serves):
-            want = math.ceil((ctx.limit - sum(s.asked for s in serves)) / (len(serves) - n))
+            want = math.ceil((ctx.limit - already - sum(s.asked for s in serves)) / (len(serves) - n))
             if want > 0:
                 serve.asked = want
                 with pipe.step() as answer:
@@ -176,6 +202,8 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         _look_more(ctx, redis)
         _answer(ctx)
     _persist(contexts, [pending for _, pending in passes])
+    for (reading, _), ctx, reading_counts in zip(passes, contexts, counts, strict=True):
+        reading.stops = _stops(ctx, reading_counts)
     for ctx in contexts:  # each consumer's figures (the console's, /metrics'): counted, no round trip
         count_consumer(ctx.group, ctx.consumer, "r", sum(len(part.items) for part in ctx.result.parts), now)
         if ctx.result.acked is not None:
@@ -245,6 +273,9 @@ def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tai
         ):
             # a segment whose state Redis does not hold (lost, or never read) starts at its floor
             serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
+    if ctx.serves:  # the segments its looks ahead served are done for this pass
+        served = {serve.slot.position.pk for serve in ctx.serves}
+        serves = [serve for serve in serves if serve.slot.position.pk not in served]
     ordered = ctx.group.delivery == DeliveryMode.ORDERED
     blocked = _successors_waiting(ctx.slots, counts, acknowledged=ordered)
     if ordered:
@@ -423,6 +454,7 @@ class _Context:
     frames: bool  # events from the log left as stored (`framing.Frame`)
     slots: list[Slot]
     limit: int  # how many events it may hand out (`max_events`, less when few leases are left)
+    most_live: int = 0  # its looks ahead: the live leases a segment may hold (`_looks_ahead`)
     known: dict[int, KnownCounts] = field(default_factory=dict)  # by position: where a state Redis starts now starts
     serves: list[_Serve] = field(default_factory=list)  # its segments with something to hand out
     rows: dict[tuple, list] = field(default_factory=dict)  # records read so far by the pass (`_ask`)
@@ -459,7 +491,7 @@ class _Look:
     view: Any
     rows: list[Record] | list[Frame]
     base: int
-    read: Callable[[list], HandOut]
+    read: Callable[[list], Any]  # its answer into a HandOut (a look ahead's: into its counts and a HandOut or None)
 
     @functools.cached_property
     def ahead(self) -> dict[int, Record | Frame]:
@@ -482,27 +514,8 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         rows = compacted.views().segment_records(slot.stream, view, slot.segment, start, want)
         scan_until = max(map(_ROW_OFFSET, rows)) + 1 if len(rows) == want else horizon
     else:
-        rows = []
-        if start < tail:  # the groups read together in one pass read each record once
-            key = (slot.stream.pk, slot.segment, max(start, head), want, ctx.frames)
-            if key not in ctx.rows:
-                read = seg.read_frames if ctx.frames else seg.read
-                ctx.rows[key] = read(max(start, head), want, ends=serve.ends)
-            rows = ctx.rows[key]
-        if rows:
-            first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
-            scan_until = last + 1
-            base = first if last - first == len(rows) - 1 else -1
-        else:
-            scan_until = max(start, head)
-    # not due by a clock read after the records: an event published with a delivery
-    # time already past when it was read is ordinary (the index did not take it)
-    after_ms = int(floors.clock() * 1000)
-    delayed = {}
-    if any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
-        delayed = {
-            r.offset: r.deliver_at_ms / 1000 for r in rows if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
-        }
+        rows, base, scan_until = _rows(ctx, seg, serve, want)
+    delayed = _delayed(rows)
     read = slot.tracker.hand_out(
         ctx.now,
         ctx.consumer,
@@ -524,6 +537,164 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         owned=group.delivery == DeliveryMode.ORDERED,
     )
     return _Look(seg, view, rows, base, read)
+
+
+def _rows(ctx: _Context, seg: Any, serve: _Serve, want: int) -> tuple[list, int, int]:
+    """The records from the log a hand-out of up to `want` events from `serve.start` would give
+    (read once for all the reads of the pass), the first one's offset when they hold consecutive
+    offsets (else -1), and where the hand-out's scan stops."""
+    start, head = max(serve.start, serve.head), serve.head
+    rows: list = []
+    if start < serve.tail:  # the groups read together in one pass read each record once
+        key = (serve.slot.stream.pk, serve.slot.segment, start, want, ctx.frames)
+        if key not in ctx.rows:
+            read = seg.read_frames if ctx.frames else seg.read
+            ctx.rows[key] = read(start, want, ends=serve.ends)
+        rows = ctx.rows[key]
+    if not rows:
+        return rows, -1, max(serve.start, head)
+    first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
+    return rows, first if last - first == len(rows) - 1 else -1, last + 1
+
+
+def _delayed(rows: list) -> dict[int, float]:
+    """The delivery times of those records that are not due yet, by offset."""
+    if not any(map(_DELIVER_AT, rows)):  # most reads have no delayed event at all (checked in C)
+        return {}
+    # not due by a clock read after the records: an event published with a delivery time already
+    # past when it was read is ordinary (the index did not take it)
+    after_ms = int(floors.clock() * 1000)
+    return {
+        r.offset: r.deliver_at_ms / 1000 for r in rows if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
+    }
+
+
+@dataclass
+class _Ahead:
+    """One segment of a read that knows where the group stopped on it (`Waiting.stops`): its
+    counts, and its hand-out from there when it has events past that point (`serve`), queued
+    in one call (`SegmentTracker.look`)."""
+
+    slot: Slot
+    stopped: int  # the segment's `next` as the read's last pass left it
+    head: int  # the segment's ends as the read found them
+    tail: int
+    serve: _Serve | None = None
+    want: int = 0
+    look: _Look | None = None
+
+
+def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tuple[Head, Tail]]]) -> list[_Ahead] | None:
+    """For a read that knows where its group stopped on each segment (a read woken after a pass
+    that found nothing), its looks that need not count first: the segments with events past
+    that point, each asked for its share of the read from there, the records read ahead. None
+    when the read must count first: it does not know, nothing is new past those points (it was
+    woken by a lease expiring, a retry, a change), or the group is one whose rules need the
+    counts of all its segments before any hand-out (ordered, reading a compacted view, bounded,
+    across a scale, fewer leases left than it may hand out)."""
+    group, stops = ctx.group, reading.stops
+    if stops is None or ctx.views or group.delivery == DeliveryMode.ORDERED:
+        return None
+    most_live = (group.max_ack_pending - ctx.limit) // len(ctx.slots)
+    if most_live < 0:
+        return None
+    aheads: list[_Ahead] = []
+    for slot in ctx.slots:
+        stopped = stops.get(slot.position.pk)
+        layout = slot.stream.layout
+        if stopped is None or slot.subscription.end_cut is not None or len(layout.active_ids) != len(layout.ids):
+            return None
+        if slot.stream.pk not in ends:
+            ends[slot.stream.pk] = stream_log(slot.stream).ends()
+        seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
+        head, tail = seg_head.offset, seg_tail.next_offset
+        if head > stopped or head > slot.position.floor:
+            return None  # retention passed the group: the counts say what it missed
+        ahead = _Ahead(slot, stopped, head, tail)
+        if stopped < tail:
+            ahead.serve = _Serve(slot, stopped, head, tail, (seg_head, seg_tail))
+        aheads.append(ahead)
+    serves = [ahead for ahead in aheads if ahead.serve is not None]
+    if not serves:
+        return None
+    random.shuffle(serves)  # fair across segments, as `_work`
+    for n, ahead in enumerate(serves):
+        ahead.want = math.ceil((ctx.limit - sum(a.want for a in serves)) / (len(serves) - n))
+    ctx.most_live = most_live
+    return aheads
+
+
+def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> None:
+    """Each segment's counts, and its hand-out where it has events past where it stopped: one
+    call a segment."""
+    for ahead in aheads:
+        slot, serve = ahead.slot, ahead.serve
+        if serve is None or ahead.want <= 0:
+            slot.tracker.read_counts(ctx.now, ctx.lease_s, pipe)
+            continue
+        seg = stream_log(slot.stream).segment(slot.segment)
+        rows, base, scan_until = _rows(ctx, seg, serve, ahead.want)
+        read = slot.tracker.look(
+            ahead.stopped,
+            ctx.most_live,
+            ctx.now,
+            ctx.consumer,
+            ahead.want,
+            serve.tail,
+            ctx.lease_s,
+            ctx.group.max_deliveries,
+            ctx.on_poison,
+            pipe=pipe,
+            floor=slot.position.floor,
+            head=serve.head,
+            delayed=_delayed(rows),
+            scan_until=scan_until,
+            backoff=ctx.backoff,
+            ack_policy=ctx.ack_policy,
+        )
+        ahead.look = _Look(seg, None, rows, base, read)
+
+
+def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[list, bool]:
+    """What a read's looks ahead found: each segment's counts, and whether they handed out all
+    the read would have (every hand-out found the state it expected, and no other segment has
+    anything to hand out: no further step). Their hand-outs are taken (`ctx.serves`) either
+    way: a read that must go on hands out the rest of its share from the other segments."""
+    counts: list = []
+    complete = True
+    for ahead, answer in zip(aheads, answers, strict=True):
+        if ahead.look is None:
+            found = answer
+            nxt, halted, live, expired, retry_due, dead_due, _ = found
+            complete = (
+                complete
+                and nxt is not None
+                and max(int(nxt), ahead.head) >= ahead.tail
+                and live <= ctx.most_live
+                and not (halted or expired or retry_due or dead_due)
+            )
+        else:
+            found, out = ahead.look.read(answer)
+            if out is None:
+                complete = False
+            else:
+                serve = cast(_Serve, ahead.serve)
+                serve.asked = ahead.want
+                ctx.serves.append(serve)
+                _take(ctx, serve, ahead.want, ahead.look, out)
+        counts.append(found)
+    ctx.result.next_due = min((float(c[6]) for c in counts if c[6] is not None), default=None)
+    return counts, complete
+
+
+def _stops(ctx: _Context, counts: list) -> dict[int, int]:
+    """Where the group stopped on each segment after this pass, for the read's next pass (a
+    woken read looks ahead from there: `_looks_ahead`)."""
+    stops = {slot.position.pk: int(c[0]) for slot, c in zip(ctx.slots, counts, strict=True) if c[0] is not None}
+    for serve in ctx.serves:
+        if serve.looks:
+            stops[serve.slot.position.pk] = serve.start
+    return stops
 
 
 def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) -> None:

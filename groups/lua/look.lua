@@ -1,0 +1,14 @@
+-- ARGV: hand_out.lua's (1-20), then the `next` the caller expects (21) and the most live leases
+-- the segment may hold (22). A read's counts and its hand-out in one call, for a read that knows
+-- where the group's segment stopped (its last look): `read_counts`' answer, and, when the state is
+-- as the caller expects (it exists, its `next` is the one expected, nothing is halted, expired,
+-- due again or to be dead-lettered, and no more than ARGV[22] leases are live), the hand-out of
+-- `hand_out` from there (whose records the caller read ahead from that `next`); else false and
+-- nothing changed: the caller goes on from the counts as a read that did not know.
+local counted = read_counts({ARGV[1], ARGV[4]})
+local expected, most_live = tonumber(ARGV[21]), tonumber(ARGV[22])
+local as_expected = counted[1] and tonumber(counted[1]) == expected and not counted[2]
+  and counted[3] <= most_live and counted[4] == 0 and counted[5] == 0 and counted[6] == 0
+  and redis.call('HGET', state, 'layout') == LAYOUT
+if not as_expected or tonumber(ARGV[2]) <= 0 then return {counted, false} end
+return {counted, hand_out(ARGV)}

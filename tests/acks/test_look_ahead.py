@@ -1,0 +1,159 @@
+"""A woken read looks ahead: it knows where its group stopped on each segment (its last pass),
+so its counts and its hand-out go in one call a segment, one round trip to Redis, its records read
+ahead from there. Whenever the group's state is not what it expects (another consumer read, a
+lease expired, a retry came due, few leases left), nothing is changed by the look and the read
+goes on as one that counted first: it gets what it would have got alone. Against the run's real
+Redis and database."""
+
+import factories
+import pytest
+
+from domain.events import EventIn
+from groups import consuming, reader_groups
+from groups.models import ReadPosition
+from store import redis_connection
+from streams import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def round_trips(monkeypatch):
+    """How many pipelines the reads send to Redis (the real ones, counted)."""
+    sent = []
+    execute = redis_connection.ScriptPipeline.execute
+
+    def counted(self, raise_on_error=True):
+        sent.append(len(self))
+        return execute(self, raise_on_error)
+
+    monkeypatch.setattr(redis_connection.ScriptPipeline, "execute", counted)
+    return sent
+
+
+def parked(group, max_events=10, consumer="c"):
+    result = consuming.read(group, max_events, 30_000, consumer, park=True)
+    assert result.wait is not None and not result.parts
+    return result.wait.reading
+
+
+def payloads(result):
+    return [d["payload"] for d in result.deliveries]
+
+
+def test_a_woken_read_counts_and_hands_out_in_one_round_trip(redis, round_trips):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    services.do_publish(stream, [EventIn(b"zero")])
+    first = consuming.read(group, 10)  # a group that has read before (Redis holds its state)
+    consuming.ack(group, [d["delivery_id"] for d in first.deliveries])
+    waiting = parked(group)
+    services.do_publish(stream, [EventIn(b"one"), EventIn(b"two")])
+    round_trips.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["one", "two"]
+    assert len(round_trips) == 1
+    assert ReadPosition.objects.get(subscription__reader_group=group).handed == 3
+    assert consuming.ack(group, [d["delivery_id"] for d in result.deliveries]).acked == 2
+    # and it knows where it stopped for its next pass: woken again, one round trip again
+    waiting = parked(group)
+    services.do_publish(stream, [EventIn(b"three")])
+    round_trips.clear()
+    [result] = consuming.read_woken([waiting], ["stream"])
+    assert payloads(result) == ["three"] and len(round_trips) == 1
+
+
+def test_a_lease_that_expired_while_it_waited_comes_first(redis, clock):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_timeout_s=5)
+    services.do_publish(stream, [EventIn(b"held")])
+    held = consuming.read(group, 10, consumer="slow")
+    assert payloads(held) == ["held"]
+    waiting = parked(group, consumer="fast")
+    clock.now += 6  # the slow consumer's lease expires
+    services.do_publish(stream, [EventIn(b"new")])
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["held", "new"]
+    assert [d["delivery_count"] for d in result.deliveries] == [2, 1]
+
+
+def test_a_retry_due_in_another_segment_is_handed_out_beside_the_new_events(redis, clock):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=2)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    ids = stream.layout.active_ids
+    keys = [factories.routing_key_for(stream, segment) for segment in ids]
+    services.do_publish(stream, [EventIn(b"warm-up", routing_key=keys[1])])  # both segments read before
+    services.do_publish(stream, [EventIn(b"first", routing_key=keys[0])])
+    got = {d["payload"]: d["delivery_id"] for d in consuming.read(group, 10).deliveries}
+    consuming.ack(group, [got["warm-up"]])
+    consuming.nack(group, [got["first"]], delay_ms=2000)
+    waiting = parked(group, max_events=10)
+    clock.now += 3  # its retry is due
+    services.do_publish(stream, [EventIn(b"second", routing_key=factories.routing_key_for(stream, ids[1]))])
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert sorted(payloads(result)) == ["first", "second"]
+    ids = [d["delivery_id"] for d in result.deliveries]
+    assert len(set(ids)) == 2 and consuming.ack(group, ids).acked == 2
+
+
+def test_another_consumer_that_read_first_leaves_nothing_twice(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    waiting = parked(group, consumer="a")
+    services.do_publish(stream, [EventIn(b"one")])
+    other = consuming.read(group, 10, consumer="b")
+    services.do_publish(stream, [EventIn(b"two")])
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(other) == ["one"] and payloads(result) == ["two"]
+
+
+def test_a_group_near_its_max_ack_pending_counts_first_and_gets_no_more_than_its_room(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", max_ack_pending=4)
+    services.do_publish(stream, [EventIn(b"a"), EventIn(b"b"), EventIn(b"c")])
+    assert len(consuming.read(group, 3).deliveries) == 3  # three leases live, room for one
+    waiting = parked(group, max_events=3)
+    services.do_publish(stream, [EventIn(f"n{i}".encode()) for i in range(3)])
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["n0"]
+
+
+def test_delayed_events_not_due_are_passed_over_by_a_look_ahead(redis, clock):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    waiting = parked(group)
+    later = int((clock.now + 60) * 1000)
+    services.do_publish(stream, [EventIn(b"later", deliver_at_ms=later), EventIn(b"now")])
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["now"]
+    consuming.ack(group, [d["delivery_id"] for d in result.deliveries])
+    clock.now += 61
+    assert payloads(consuming.read(group, 10)) == ["later"]
+
+
+def test_an_at_most_once_group_woken_gets_each_event_once(redis, round_trips):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=2)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_policy="none")
+    keys = [factories.routing_key_for(stream, segment) for segment in stream.layout.active_ids]
+    services.do_publish(stream, [EventIn(b"warm-up", routing_key=key) for key in keys])
+    assert len(consuming.read(group, 10).deliveries) == 2
+    waiting = parked(group)
+    services.do_publish(stream, [EventIn(f"e{i}".encode(), routing_key=keys[i % 2]) for i in range(4)])
+    round_trips.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert sorted(payloads(result)) == ["e0", "e1", "e2", "e3"] and len(round_trips) == 1
+    assert not consuming.read(group, 10).parts  # processed when handed out: nothing comes again
