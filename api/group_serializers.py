@@ -33,6 +33,7 @@ from api.fields import (
     valid_sinks,
 )
 from domain.group_settings import BOUNDS, DEFAULTS
+from domain.rate_limits import MAX_EVENTS_PER_S, check_dispatch_rate
 from domain.start_positions import finished
 from groups.models import AckPolicyChoice, DeliveryMode, OnPoison, ReaderGroup, RetentionType
 from streams.logs import stream_log
@@ -51,6 +52,26 @@ from streams.logs import stream_log
 class DeliveryIdsField(serializers.JSONField):
     """Delivery ids as a read handed them out, or id ranges: parsed by groups.consuming.acking,
     which names `delivery_ids[i]` in its errors."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            # (OpenAPI 3.0: `exclusiveMinimum` is a flag on `minimum`)
+            "events_per_s": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_EVENTS_PER_S},
+        },
+        "additionalProperties": False,
+        "description": "its reads hand out no more than this: fewer deliveries or none, never an error ({}: no limit)",
+        "example": {"events_per_s": 100},
+    }
+)
+class DispatchRateField(serializers.JSONField):
+    """`{events_per_s}` (`domain.rate_limits.check_dispatch_rate`: a refusal names
+    `dispatch_rate.<rate>`)."""
+
+    def to_internal_value(self, data):
+        return check_dispatch_rate(data)
 
 
 @extend_schema_field(
@@ -164,6 +185,7 @@ class ReaderGroupCreateSerializer(RefusesUnknownFields, serializers.Serializer):
         "nothing back; wins over its streams' policies (null: theirs)",
     )
     tags = TagsField(required=False)
+    dispatch_rate = DispatchRateField(required=False, allow_null=True)
 
     def validate_scope(self, value):
         return valid_name(value, "scope")
@@ -234,6 +256,7 @@ class ReaderGroupSerializer(serializers.ModelSerializer):
             "consumer_timeout_s",
             "subscriber_timeout_s",
             "tags",
+            "dispatch_rate",
             "last_checkpoint_at",
             "generation",
             "streams",
@@ -360,6 +383,7 @@ class ReaderGroupUpdateSerializer(RefusesUnknownFields, serializers.Serializer):
         allow_null=True,
     )
     tags = TagsField(required=False, help_text="replaces the group's tags ({} removes them all)")
+    dispatch_rate = DispatchRateField(required=False, allow_null=True)
 
     def validate_sinks(self, value):
         return valid_sinks(value)

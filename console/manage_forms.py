@@ -16,7 +16,7 @@ from domain.errors import FieldError
 from domain.group_settings import BOUNDS, DEFAULTS, check_sinks
 from domain.names import check_name
 from domain.policy_spec import POLICY_FIELDS, parse_policy
-from domain.rate_limits import check_publish_rate
+from domain.rate_limits import check_dispatch_rate, check_publish_rate
 from domain.tags import check_tags
 from groups.models import AckPolicyChoice, OnPoison, RetentionType
 from streams.models import OnMaxLimit
@@ -253,6 +253,9 @@ class GroupForm(ShowsRefusals, forms.Form):
         required=False, help_text="fan-out: names of the sinks that each acknowledge, e.g. search, archive"
     )
     read_compacted = forms.BooleanField(required=False, help_text="read a compacted stream's view below its horizon")
+    dispatch_events_per_s = forms.FloatField(
+        required=False, label="dispatch rate (events/s)", help_text="its reads hand out no more; blank: no limit"
+    )
     tags = TagsField()
 
     SETTINGS = (
@@ -307,12 +310,18 @@ class GroupForm(ShowsRefusals, forms.Form):
             and not self.has_error("start_time")  # a time given and refused: that is said already
         ):
             self.add_error("start_time", "give the time to start from")
+        rate = data.get("dispatch_events_per_s")
+        try:
+            data["dispatch_rate"] = check_dispatch_rate(None if rate is None else {"events_per_s": rate})
+        except FieldError as exc:
+            self.add_error("dispatch_events_per_s", exc.message)
         return data
 
     def settings(self) -> dict:
         data = self.cleaned_data
         config = {name: data[name] for name in self.SETTINGS}
         config["sinks"] = data["sinks"]
+        config["dispatch_rate"] = data["dispatch_rate"]
         if data.get("backoff_s") is not None:
             config["backoff_s"] = data["backoff_s"]
         elif self.editing:
@@ -331,4 +340,5 @@ class GroupForm(ShowsRefusals, forms.Form):
         initial["streams"] = [sub.stream.full_name for sub in group.subscription_set.select_related("stream__scope")]
         initial["backoff_s"] = ", ".join(str(v) for v in group.backoff_s)
         initial["sinks"] = ", ".join(group.sink_names)
+        initial["dispatch_events_per_s"] = group.dispatch_rate.get("events_per_s")
         return initial

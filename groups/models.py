@@ -73,6 +73,8 @@ class ReaderGroup(models.Model):
     subscriber_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     # free-form labels lists filter by (`domain.tags`); never metric labels
     tags = models.JSONField(default=dict, blank=True)
+    # {"events_per_s": n}: its reads hand out no more than that ({}: no limit; groups.dispatching)
+    dispatch_rate = models.JSONField(default=dict, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveBigIntegerField(default=0)
     # Streams this group read that were deleted under it, newest last (at most REMOVED_KEPT):

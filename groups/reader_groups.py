@@ -18,6 +18,7 @@ from django.utils import timezone
 from domain.acks import check_backoff
 from domain.errors import FieldError
 from domain.names import split_stream_name
+from domain.rate_limits import check_dispatch_rate
 from domain.start_positions import Position, behind, check_stream_cuts, parse_position, parse_seek
 from groups.acknowledgement import (
     check_generation,
@@ -151,6 +152,8 @@ def check_group_config(config: dict, group: ReaderGroup | None = None) -> dict:
     """Rules across a group's settings: the backoff (`domain.acks.check_backoff`) against the
     group's max_deliveries, as sent or as it stands. Returns the settings to store."""
     config = dict(config)
+    if "dispatch_rate" in config:
+        config["dispatch_rate"] = check_dispatch_rate(config["dispatch_rate"])  # null: no limit
     max_deliveries = config.get("max_deliveries", group.max_deliveries if group is not None else 5)
     if "backoff_s" in config:
         config["backoff_s"] = list(check_backoff(config["backoff_s"], max_deliveries))

@@ -304,10 +304,12 @@ def _waiting_metrics() -> Iterator[Family | Metric]:
     yield from _tier_counters(counters)
     limited = Family(
         "cbr_rate_limited",
-        "Requests a rate limit held back: publishes refused (publish_rate), by limit",
+        "Requests a rate limit held back: publishes refused (publish_rate), reads that handed out "
+        "all their group's dispatch_rate let them and wanted more (dispatch_rate), by limit",
         "counter",
     )
     limited.add(label_set(limit="publish"), int(counters.get("rate:limited:publish", 0)))
+    limited.add(label_set(limit="dispatch"), int(counters.get("rate:limited:dispatch", 0)))
     yield limited
 
 

@@ -218,6 +218,14 @@ def _duration(text: str) -> int:
     return value
 
 
+def quantity_bytes(text: str) -> int:
+    """A size in bytes: a number, or one with a unit (1MB, 512KiB)."""
+    value, kind = quantity(text)
+    if kind == "time":
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} is a duration, not a size")
+    return value
+
+
 def size_text(n: int | None) -> str:
     if n is None:
         return "—"
@@ -286,6 +294,11 @@ def streams_create(client: Client, args) -> None:
         settings["tags"] = dict(args.set_tags)
     if policy := _policy(args):
         settings["retention_policy"] = policy
+    rate = {
+        k: v for k, v in (("events_per_s", args.publish_events_per_s), ("bytes_per_s", args.publish_bytes_per_s)) if v
+    }
+    if rate:
+        settings["publish_rate"] = rate
     made = client.create_stream(scope, name, segment_count=args.segments, **settings)
     shown = _policy_text(made)
     kept = "no retention policy" if shown == "-" else f"retention {shown}"
@@ -662,6 +675,8 @@ def groups_create(client: Client, args) -> None:
         config["backoff_s"] = [int(v) for v in args.backoff_s.split(",")]
     if args.set_tags:
         config["tags"] = dict(args.set_tags)
+    if args.dispatch_events_per_s:
+        config["dispatch_rate"] = {"events_per_s": args.dispatch_events_per_s}
     client.create_reader_group(scope, name, args.streams, **config)
     made = client.reader_group(args.group).info()
     streams = ", ".join(sub["stream"] for sub in made["streams"])
@@ -929,6 +944,18 @@ def _parser() -> argparse.ArgumentParser:
         help="compact: a compacted stream (default: the scope's, else delete)",
     )
     p.add_argument("--description", default="", help="what the stream is for")
+    p.add_argument(
+        "--publish-events-per-s",
+        dest="publish_events_per_s",
+        type=float,
+        help="its publish rate: publishes over it are refused with 429 (events/s)",
+    )
+    p.add_argument(
+        "--publish-bytes-per-s",
+        dest="publish_bytes_per_s",
+        type=quantity_bytes,
+        help="its publish rate in payload bytes/s: a number, or 1MB, 512KiB",
+    )
     policy_flags(p)
     p = command(sub, "describe", streams_describe, "a stream: cuts, sizes, policy")
     p.add_argument("stream", help="scope/name")
@@ -1087,6 +1114,12 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint-interval-s", dest="checkpoint_interval_s", type=int, help="AUTOMATIC: checkpoint this often"
     )
     p.add_argument("--backoff-s", dest="backoff_s", help="seconds per redelivery, e.g. 1,5,30")
+    p.add_argument(
+        "--dispatch-events-per-s",
+        dest="dispatch_events_per_s",
+        type=float,
+        help="its dispatch rate: its reads hand out no more than this (events/s)",
+    )
     p = command(sub, "describe", groups_describe, "a group: settings, and per segment floor, head, tail, lag")
     p.add_argument("group", help="scope/name")
     p = command(sub, "consumers", groups_consumers, "a group's consumers: rates over the last minute, in flight")

@@ -19,6 +19,7 @@ from typing import Any, cast
 from domain import delivery_ids
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.assignments import assign
+from groups import dispatching
 from groups.ack_tracker import KnownCounts
 from groups.consuming import compacted, floors
 from groups.consuming.acking import AckOutcome, PendingAck
@@ -102,7 +103,11 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     shared_rows: dict[tuple, list] = {}
     aheads: list[list[_Ahead] | None] = []  # each read's looks ahead (None: it counts first)
     expiring_ahead: defaultdict[int, list[str]] = defaultdict(list)
-    for ctx, (reading, pending) in zip(contexts, passes, strict=True):
+    rated: dict[int, Answers] = {}  # reads of groups with a dispatch rate: what they took from it
+    for n, (ctx, (reading, pending)) in enumerate(zip(contexts, passes, strict=True)):
+        if dispatching.limited(ctx.group):
+            with pipe.step() as rated[n]:
+                dispatching.take(ctx.group, ctx.limit, pipe)
         # then a carried ack: the leases it ends leave room for its read (Redis runs a pipeline
         # in order)
         with pipe.step() as acked:
@@ -138,6 +143,10 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     ):
         if pending is not None:
             ctx.result.acked, ctx.moves = pending.finish(acked.all())
+        if n in rated:  # no more than the group's dispatch rate leaves it
+            ctx.granted, wait = dispatching.taken(rated[n].one())
+            ctx.limit = min(ctx.limit, ctx.granted)
+            ctx.rate_due = now + wait if not ctx.granted else None
         if ahead is None:
             counts.append(counted.all())
         else:
@@ -202,6 +211,8 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         _look_more(ctx, redis)
         _answer(ctx)
     _persist(contexts, [pending for _, pending in passes])
+    if rated:
+        _after_dispatch([contexts[n] for n in rated])
     for (reading, _), ctx, reading_counts in zip(passes, contexts, counts, strict=True):
         reading.stops = _stops(ctx, reading_counts)
     for ctx in contexts:  # each consumer's figures (the console's, /metrics'): counted, no round trip
@@ -211,6 +222,23 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
                 ctx.group, ctx.consumer, "a", ctx.result.acked.acked + ctx.result.acked.waiting_for_sinks, now
             )
     return [ctx.result for ctx in contexts]
+
+
+def _after_dispatch(contexts: list[_Context]) -> None:
+    """Reads of groups with a dispatch rate: what each took from its bucket and did not hand out
+    goes back; a read that handed out all it took and wanted more was held back (counted), and
+    one that took nothing waits, if it waits, until the bucket holds one more."""
+    returns = []
+    for ctx in contexts:
+        handed = sum(len(serve.items) for serve in ctx.serves)
+        granted = ctx.granted or 0
+        returns.append((ctx.group, granted - handed))
+        if handed >= granted and granted < ctx.wanted:
+            dispatching.count_limited()
+        if ctx.rate_due is not None:
+            due = ctx.result.next_due
+            ctx.result.next_due = ctx.rate_due if due is None else min(due, ctx.rate_due)
+    dispatching.give_back(returns)
 
 
 def _context(reading: Waiting, now: float) -> _Context:
@@ -229,6 +257,7 @@ def _context(reading: Waiting, now: float) -> _Context:
         reading.frames,
         reading.group_slots,
         reading.max_events,
+        wanted=reading.max_events,
     )
 
 
@@ -455,6 +484,9 @@ class _Context:
     slots: list[Slot]
     limit: int  # how many events it may hand out (`max_events`, less when few leases are left)
     most_live: int = 0  # its looks ahead: the live leases a segment may hold (`_looks_ahead`)
+    wanted: int = 0  # its `max_events`
+    granted: int | None = None  # what its group's dispatch rate let it hand out (None: no rate)
+    rate_due: float | None = None  # when that rate lets it hand out one more, if it let none
     known: dict[int, KnownCounts] = field(default_factory=dict)  # by position: where a state Redis starts now starts
     serves: list[_Serve] = field(default_factory=list)  # its segments with something to hand out
     rows: dict[tuple, list] = field(default_factory=dict)  # records read so far by the pass (`_ask`)
@@ -593,7 +625,7 @@ def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tupl
     counts of all its segments before any hand-out (ordered, reading a compacted view, bounded,
     across a scale, fewer leases left than it may hand out)."""
     group, stops = ctx.group, reading.stops
-    if stops is None or ctx.views or group.delivery == DeliveryMode.ORDERED:
+    if stops is None or ctx.views or group.delivery == DeliveryMode.ORDERED or dispatching.limited(group):
         return None
     most_live = (group.max_ack_pending - ctx.limit) // len(ctx.slots)
     if most_live < 0:

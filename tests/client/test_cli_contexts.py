@@ -277,3 +277,22 @@ def test_cbr_sets_tags_and_lists_by_them(config, live_server, admin_user, data_d
     with pytest.raises(SystemExit) as refused:  # argparse's refusal: usage and the reason on stderr
         cbr(*server, "streams", "create", "shop/other", "--tag", "team")
     assert refused.value.code == 2
+
+
+def test_cbr_sets_publish_and_dispatch_rates(config, live_server, admin_user, data_dir):
+    token = factories.token_for(admin_user)
+    server = ("--server", live_server.url, "--token", token)
+    status, _, err = cbr(
+        *server, "streams", "create", "shop/orders", "--publish-events-per-s", "50", "--publish-bytes-per-s", "1MiB"
+    )
+    assert status == 0, err
+    status, _, err = cbr(
+        *server, "groups", "create", "shop/billing", "--stream", "shop/orders", "--dispatch-events-per-s", "2.5"
+    )
+    assert status == 0, err
+    cbr_client = Client(live_server.url, token=token)
+    assert cbr_client.stream("shop/orders")["publish_rate"] == {"events_per_s": 50.0, "bytes_per_s": 1048576.0}
+    assert cbr_client.reader_group("shop/billing").info()["dispatch_rate"] == {"events_per_s": 2.5}
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal, before anything is sent
+        cbr(*server, "streams", "create", "shop/clicks", "--publish-bytes-per-s", "2h")
+    assert refused.value.code == 2 and len(list(cbr_client.streams())) == 1

@@ -241,3 +241,20 @@ def test_a_streams_publish_rate_is_set_and_cleared_in_its_settings_and_shown(ope
     assert operator.post("/streams/shop/orders/settings/", body).status_code == 302
     stream.refresh_from_db()
     assert stream.publish_rate == {}
+
+
+def test_a_groups_dispatch_rate_is_set_shown_and_cleared_from_the_console(operator, data_dir):
+    factories.make_stream("orders")
+    refused = operator.post("/reader-groups/new/", group_body(dispatch_events_per_s="0"))
+    assert refused.status_code == 200 and errors_beside(refused.content.decode())
+    assert not ReaderGroup.objects.exists()
+    made = operator.post("/reader-groups/new/", group_body(dispatch_events_per_s="12.5"))
+    assert made.status_code == 302, errors_beside(made.content.decode())
+    assert ReaderGroup.objects.get().dispatch_rate == {"events_per_s": 12.5}
+    page = text(operator.get("/reader-groups/shop/billing/").content.decode())
+    assert "Dispatch rate 12.5 events/s (its reads hand out no more)" in page, page
+    assert 'value="12.5"' in operator.get("/reader-groups/shop/billing/settings/").content.decode()
+    body = {k: v for k, v in group_body(dispatch_events_per_s="").items() if k not in ("scope", "name", "start")}
+    assert operator.post("/reader-groups/shop/billing/settings/", body).status_code == 302
+    assert ReaderGroup.objects.get().dispatch_rate == {}
+    assert "Dispatch rate no limit" in text(operator.get("/reader-groups/shop/billing/").content.decode())
