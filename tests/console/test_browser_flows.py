@@ -473,3 +473,21 @@ def test_tags_set_in_the_console_show_on_pages_and_filter_the_lists(live_server,
     page.click("button.primary:text('Save')")
     assert "a tag's key is 1 to 63" in page.content()
     assert ReaderGroup.objects.get(name="audit").tags == {}
+
+
+def test_a_groups_dispatch_rate_on_its_page_and_in_its_settings(live_server, admin_user, browser_page, data_dir):
+    client = Client(live_server.url, username="ada", password="pw-ada-123")
+    client.create_stream("shop/orders", segment_count=1)
+    client.create_reader_group("shop/billing", ["shop/orders"], dispatch_rate={"events_per_s": 250})
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/reader-groups/shop/billing/")
+    shown = page.locator("dt:text('Dispatch rate') + dd").inner_text()
+    assert shown == "250 events/s (its reads hand out no more)", shown
+    shot(page, "group-dispatch-rate", (1280, 390))
+    page.goto(f"{live_server.url}/reader-groups/shop/billing/settings/")
+    assert page.input_value("#id_dispatch_events_per_s") == "250.0"
+    shot(page, "group-settings-dispatch-rate", (1280,))
+    page.fill("#id_dispatch_events_per_s", "")
+    page.click("button:text('Save')")
+    assert page.locator("dt:text('Dispatch rate') + dd").inner_text() == "no limit"
