@@ -37,9 +37,9 @@ def _check_rates(value: object, field: str, rates: dict[str, int], example: str)
             raise FieldError(f"{field}.{name}"[:200], f"is not a rate: {', '.join(rates)}")
     out = {}
     for name, highest in rates.items():
-        rate = value.get(name)
-        if rate is None:
+        if name not in value:
             continue
+        rate = value[name]
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate != rate:
             raise FieldError(f"{field}.{name}", "must be a number")
         if not 0 < rate <= highest:

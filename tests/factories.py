@@ -9,6 +9,7 @@ Defaults are the ones most tests use: scope "shop", stream "orders" of one segme
 
 from __future__ import annotations
 
+import re
 import time
 
 from django.contrib.auth import get_user_model
@@ -25,7 +26,7 @@ from groups.models import ReaderGroup, Subscription
 from retention import services as retention_services
 from store.redis_connection import get_redis
 from store.store import key_space_position
-from streams import services, waking
+from streams import services, wait_stats, waking
 from streams.logs import stream_log
 from streams.models import Stream
 
@@ -208,3 +209,12 @@ def changed_elsewhere(memo: str) -> None:
     while listener.changes[memo] == heard and time.monotonic() < deadline:
         time.sleep(0.001)
     assert listener.changes[memo] > heard
+
+
+def rate_limited_total(api, limit: str) -> float:
+    """`cbr_rate_limited_total{limit}` as /metrics says it, after this process's counts are in
+    Redis (as the web process puts them every second)."""
+    wait_stats.flush(get_redis(), None)
+    found = re.search(rf'^cbr_rate_limited_total{{limit="{limit}"}} (\S+)$', api.get("/metrics").content.decode(), re.M)
+    assert found is not None
+    return float(found.group(1))

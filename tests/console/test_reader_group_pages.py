@@ -155,7 +155,7 @@ def test_the_group_page_shows_the_settings_and_the_latest_checkpoints(admin_clie
     assert response.status_code == 201, response.content
     page = text(admin_client.get(PAGE).content.decode())
     assert (
-        "Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Subscriber timeout each stream's policy Generation 0 Start head Sinks audit search "
+        "Retention type AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT Dispatch rate no limit Subscriber timeout each stream's policy Generation 0 Start head Sinks audit search "
         "Checkpoint interval 10 min Last checkpoint now Ack policy explicit (at-least-once) Delivery shared (competing consumers over every segment) Ack timeout 1 min 30 s "
         "Backoff 1 s → 2.5 s → 60 s Max deliveries 3 On poison skip Max ack pending 50"
     ) in page
