@@ -173,7 +173,7 @@ class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
     @classmethod
     def initial_for(cls, stream) -> dict:
         initial = {name: getattr(stream, name) for name in cls.base_fields if name not in cls.RATES}
-        return {**initial, **stream.publish_rate}
+        return {**initial, **{name: _as_written(rate) for name, rate in stream.publish_rate.items()}}
 
     def clean(self):
         data = super().clean()
@@ -340,5 +340,10 @@ class GroupForm(ShowsRefusals, forms.Form):
         initial["streams"] = [sub.stream.full_name for sub in group.subscription_set.select_related("stream__scope")]
         initial["backoff_s"] = ", ".join(str(v) for v in group.backoff_s)
         initial["sinks"] = ", ".join(group.sink_names)
-        initial["dispatch_events_per_s"] = group.dispatch_rate.get("events_per_s")
+        initial["dispatch_events_per_s"] = _as_written(group.dispatch_rate.get("events_per_s"))
         return initial
+
+
+def _as_written(rate: float | None) -> float | int | None:
+    """A rate as a person writes it in a form: 250, not 250.0 (rates are stored as numbers)."""
+    return int(rate) if rate is not None and rate == int(rate) else rate

@@ -254,7 +254,15 @@ def test_a_groups_dispatch_rate_is_set_shown_and_cleared_from_the_console(operat
     page = text(operator.get("/reader-groups/shop/billing/").content.decode())
     assert "Dispatch rate 12.5 events/s (its reads hand out no more)" in page, page
     assert 'value="12.5"' in operator.get("/reader-groups/shop/billing/settings/").content.decode()
-    body = {k: v for k, v in group_body(dispatch_events_per_s="").items() if k not in ("scope", "name", "start")}
+
+    def editing(**fields):
+        return {k: v for k, v in group_body(**fields).items() if k not in ("scope", "name", "start")}
+
+    assert (
+        operator.post("/reader-groups/shop/billing/settings/", editing(dispatch_events_per_s="40")).status_code == 302
+    )
+    assert 'value="40"' in operator.get("/reader-groups/shop/billing/settings/").content.decode()  # not 40.0
+    body = editing(dispatch_events_per_s="")
     assert operator.post("/reader-groups/shop/billing/settings/", body).status_code == 302
     assert ReaderGroup.objects.get().dispatch_rate == {}
     assert "Dispatch rate no limit" in text(operator.get("/reader-groups/shop/billing/").content.decode())
