@@ -286,6 +286,7 @@ class SegmentTracker:
         scan_until: int | None = None,
         backoff: Sequence[float] = (),
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
+        noted: tuple[list[str], list] | None = None,
     ):
         """A read's counts (`read_counts`) and, if the segment's state is as a read that knows
         where it stopped expects (`next` at `expected_next`, nothing halted, expired, due again or
@@ -293,7 +294,8 @@ class SegmentTracker:
         `hand_out(..., runs=True, known=None)`, its records read ahead from `expected_next`), in
         one call queued on `pipe`. Returns a function that reads its answer into (the counts, the
         HandOut; None when the state was not as expected: nothing changed, and the caller hands
-        out as a read that counted first)."""
+        out as a read that counted first). `noted`: what the read writes of its group besides
+        (`floors.read_noted`), written by the same call."""
         args = self._hand_out_args(
             now,
             consumer,
@@ -312,7 +314,11 @@ class SegmentTracker:
             None,
             False,
         )
-        pipe.run_script(self._look, [*self.keys, self.index_key], [*args, expected_next, most_live])
+        keys, more = [*self.keys, self.index_key], [expected_next, most_live]
+        if noted is not None:
+            keys += noted[0]
+            more += noted[1]
+        pipe.run_script(self._look, keys, [*args, *more])
 
         def read(answer: list) -> tuple[list, HandOut | None]:
             counts, handed = answer

@@ -361,6 +361,13 @@ def mark_seen(group: ReaderGroup, now: float, pipe=None) -> None:
     (pipe if pipe is not None else get_redis()).set(seen_key(group.state_key), now, ex=SEEN_TTL_S)
 
 
+def read_noted(group: ReaderGroup, consumer: str, now: float) -> tuple[list[str], list]:
+    """What `mark_seen` and `note_consumer(..., "r", ...)` write for a read, as the keys and
+    arguments of a script that writes them itself (`SegmentTracker.look`): the last-seen key and
+    the consumers hash; the time, the consumer's field, the last-seen key's TTL."""
+    return [seen_key(group.state_key), consumers_key(group.state_key)], [now, f"r:{consumer or 'default'}", SEEN_TTL_S]
+
+
 def consumers_key(group_key: str) -> str:
     return f"cbr:rg:{{{group_key}}}:consumers"
 

@@ -35,6 +35,7 @@ from groups.consuming.floors import (
     note_consumer,
     persist_delivery_counts,
     persist_floors,
+    read_noted,
     records_at,
 )
 from groups.delayed_release import queue_release, release_due
@@ -113,12 +114,13 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         with pipe.step() as acked:
             if pending is not None:
                 pending.queue(pipe)
-        mark_seen(reading.group, now, pipe)
-        if pending is not None:
-            note_consumer(reading.group, reading.consumer, "a", now, pipe)
-        note_consumer(reading.group, reading.consumer, "r", now, pipe)
         ctx.rows = shared_rows
         ahead = _looks_ahead(ctx, reading, ends) if pending is None else None
+        if ahead is None:  # (a read looking ahead writes them with its first look)
+            mark_seen(reading.group, now, pipe)
+            if pending is not None:
+                note_consumer(reading.group, reading.consumer, "a", now, pipe)
+            note_consumer(reading.group, reading.consumer, "r", now, pipe)
         with pipe.step() as counted:
             if ahead is None:
                 _queue_counts(reading.group_slots, now, ctx.lease_s, pipe)
@@ -658,7 +660,9 @@ def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tupl
 
 def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> None:
     """Each segment's counts, and its hand-out where it has events past where it stopped: one
-    call a segment."""
+    call a segment, the first hand-out's also writing what a read writes of its group (its
+    last-seen time, its consumer's last read: `floors.read_noted`)."""
+    noted: tuple[list[str], list] | None = read_noted(ctx.group, ctx.consumer, ctx.now)
     for ahead in aheads:
         slot, serve = ahead.slot, ahead.serve
         if serve is None or ahead.want <= 0:
@@ -683,8 +687,13 @@ def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> N
             scan_until=scan_until,
             backoff=ctx.backoff,
             ack_policy=ctx.ack_policy,
+            noted=noted,
         )
+        noted = None
         ahead.look = _Look(seg, None, rows, base, read)
+    if noted is not None:  # (no hand-out after all: written as any read writes them)
+        mark_seen(ctx.group, ctx.now, pipe)
+        note_consumer(ctx.group, ctx.consumer, "r", ctx.now, pipe)
 
 
 def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[list, bool]:

@@ -5,6 +5,13 @@
 -- due again or to be dead-lettered, and no more than ARGV[22] leases are live), the hand-out of
 -- `hand_out` from there (whose records the caller read ahead from that `next`); else false and
 -- nothing changed: the caller goes on from the counts as a read that did not know.
+-- KEYS[13], KEYS[14] (optional): the group's last-seen key and its consumers hash, written as a
+-- read writes them (`floors.read_noted`: ARGV[23] the time, ARGV[24] the consumer's field, ARGV[25]
+-- the last-seen key's TTL), so that a read looking ahead sends one command, not three
+if KEYS[13] then
+  redis.call('SET', KEYS[13], ARGV[23], 'EX', ARGV[25])
+  redis.call('HSET', KEYS[14], ARGV[24], ARGV[23])
+end
 local counted = read_counts({ARGV[1], ARGV[4]})
 local expected, most_live = tonumber(ARGV[21]), tonumber(ARGV[22])
 local as_expected = counted[1] and tonumber(counted[1]) == expected and not counted[2]

@@ -10,6 +10,7 @@ import pytest
 
 from domain.events import EventIn
 from groups import consuming, reader_groups
+from groups.consuming import floors
 from groups.models import ReadPosition
 from store import redis_connection
 from streams import services
@@ -157,3 +158,21 @@ def test_an_at_most_once_group_woken_gets_each_event_once(redis, round_trips):
 
     assert sorted(payloads(result)) == ["e0", "e1", "e2", "e3"] and len(round_trips) == 1
     assert not consuming.read(group, 10).parts  # processed when handed out: nothing comes again
+
+
+def test_a_read_looking_ahead_marks_its_group_seen_and_its_consumer_read(redis, clock, round_trips):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    services.do_publish(stream, [EventIn(b"zero")])
+    consuming.ack(group, [d["delivery_id"] for d in consuming.read(group, 10, consumer="w").deliveries])
+    waiting = parked(group, consumer="w")
+    clock.now += 100
+    services.do_publish(stream, [EventIn(b"one")])
+    round_trips.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["one"] and len(round_trips) == 1
+    assert consuming.last_seen(group).timestamp() == pytest.approx(clock.now, abs=0.01)
+    heard = redis.hget(floors.consumers_key(group.state_key), "r:w")
+    assert float(heard) == pytest.approx(clock.now, abs=0.01)
