@@ -202,25 +202,23 @@ class CBR:
         await asyncio.sleep(5)
         idle_cpu = (self.cpu() - cpu0) / (time.monotonic() - t0)
         health, publish = [], []
-        quiet = contextlib.ExitStack()
-        quiet.enter_context(quiet_collector())
-        for _ in range(50):
-            health.append((await loop.run_in_executor(None, self.call, "GET", "/healthz"))[0])
-            publish.append(
-                (
-                    await loop.run_in_executor(
-                        None, self.call, "POST", "/api/v1/streams/lat/probe/events/", {"events": [{"payload": "p"}]}
-                    )
-                )[0]
+        with quiet_collector():
+            for _ in range(50):
+                health.append((await loop.run_in_executor(None, self.call, "GET", "/healthz"))[0])
+                publish.append(
+                    (
+                        await loop.run_in_executor(
+                            None, self.call, "POST", "/api/v1/streams/lat/probe/events/", {"events": [{"payload": "p"}]}
+                        )
+                    )[0]
+                )
+            early = sum(t.done() for t in reads)
+            cpu0 = self.cpu()
+            sent = time.perf_counter()
+            await loop.run_in_executor(
+                None, self.call, "POST", "/api/v1/streams/lat/orders/events/", {"events": [{"payload": "now"}]}
             )
-        early = sum(t.done() for t in reads)
-        cpu0 = self.cpu()
-        sent = time.perf_counter()
-        await loop.run_in_executor(
-            None, self.call, "POST", "/api/v1/streams/lat/orders/events/", {"events": [{"payload": "now"}]}
-        )
-        await asyncio.wait(reads, timeout=5 if not herd else 3)
-        quiet.close()
+            await asyncio.wait(reads, timeout=5 if not herd else 3)
         woken_cpu = self.cpu() - cpu0  # the publish and every answer (read in clock ticks: 10 ms)
         got = sorted(t.result()[0] - sent for t in reads if t.done() and t.result()[1].get("deliveries"))
         for t in reads:

@@ -8,6 +8,7 @@ waits until the bucket refills."""
 
 from __future__ import annotations
 
+import weakref
 from importlib.resources import files
 
 from groups.models import ReaderGroup
@@ -17,8 +18,15 @@ from streams import wait_stats
 _BUCKET = (files("groups") / "lua" / "dispatch_bucket.lua").read_text()
 
 
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _script():
-    return get_redis().register_script(_BUCKET)
+    """The script, registered once per client (registering hashes its source)."""
+    redis = get_redis()
+    if redis not in _REGISTERED:
+        _REGISTERED[redis] = redis.register_script(_BUCKET)
+    return _REGISTERED[redis]
 
 
 def bucket_key(group: ReaderGroup) -> str:
