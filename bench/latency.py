@@ -197,7 +197,7 @@ class CBR:
         groups = [f"{run}h"] if herd else [f"{run}g{i}" for i in range(n)]
         await self._create_groups(groups)
         reads = [asyncio.create_task(self._read(groups[0] if herd else groups[i], f"c{i}", 60_000)) for i in range(n)]
-        await asyncio.sleep(2 + n / 1000)  # all sent and parked
+        parked_in = await self._all_parked(n, reads)
         cpu0, t0 = self.cpu(), time.monotonic()
         await asyncio.sleep(5)
         idle_cpu = (self.cpu() - cpu0) / (time.monotonic() - t0)
@@ -230,7 +230,25 @@ class CBR:
             "got": got,
             "early": early,
             "woken_cpu": woken_cpu / max(1, len(got)),
+            "parked_in": parked_in,
         }
+
+    async def _all_parked(self, n: int, reads: list) -> float:
+        """Seconds until the server's processes say that all N reads wait (`cbr_reads_waiting`,
+        which each process writes to Redis every second or so), plus a second: the idle figures
+        are taken after the last read has parked, not while the first looks still run."""
+        import redis
+
+        from streams import wait_stats
+
+        client, t0 = redis.Redis.from_url(self.args.redis_url), time.monotonic()
+        while wait_stats.totals(client)[0] < n and time.monotonic() - t0 < 600:
+            if any(t.done() for t in reads):
+                break  # a read answered early (refused, failed): the figures say so
+            await asyncio.sleep(0.5)
+        parked_in = time.monotonic() - t0
+        await asyncio.sleep(1)
+        return parked_in
 
     def steady(self, rate: int, seconds: float) -> dict:
         """One producer at `rate` events/s (one per request), one consumer reading with waits."""
@@ -587,6 +605,8 @@ def show_waiting(name: str, n: int, fig: dict) -> None:
         line += f"; /healthz {ms(fig['health'])}; server CPU while waiting {fig['idle_cpu'] * 100:.1f} % of a core"
         line += f"; answered before the event: {fig['early']}"
         line += f"; server CPU per answer {fig['woken_cpu'] * 1e6:.0f} us"
+    if "parked_in" in fig:
+        line += f"; all waiting after {fig['parked_in']:.1f} s"
     print(line, flush=True)
 
 

@@ -13,9 +13,12 @@ import socket
 import struct
 import threading
 import time
+import weakref
 from bisect import bisect_left
 from collections import defaultdict
+from importlib.resources import files
 
+from store.redis_connection import ScriptPipeline
 from store.tier import reading
 
 OFFLOAD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)  # seconds, one object's copy
@@ -24,6 +27,10 @@ LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 COUNTERS_KEY = "cbr:metrics:reads"  # hash: field -> total (every process's)
 WAITING_KEY = "cbr:metrics:waiting"  # hash: process -> "<reads waiting> <unix time>"
 STALE_S = 10.0  # a process that has not said how many reads wait for this long is gone
+
+KEYS_A_CALL = 500  # hashes counted into by one call of `add_counts.lua` (Redis serves others between calls)
+_ADD_COUNTS = (files("streams") / "lua" / "add_counts.lua").read_text()
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _PUBLISHED_MS = struct.Struct("<q")
 _BODY = 8 + 1 + 8  # a frame's header (length, CRC), then the body's flags and offset
@@ -103,14 +110,10 @@ def flush(redis, waiting_now: int | None) -> None:
         counts.add(f"tier:{outcome}", n)
     pending = counts.take()
     keyed, expiry = counts.take_keyed()
-    pipe = redis.pipeline(transaction=False)
+    pipe = ScriptPipeline(redis)
     for field, value in pending.items():
         pipe.hincrbyfloat(COUNTERS_KEY, field, value)
-    for (key, field), n in keyed.items():
-        pipe.hincrby(key, field, n)
-    for key, seconds in expiry.items():
-        if seconds:
-            pipe.expire(key, seconds)
+    _add_keyed(redis, pipe, keyed, expiry)
     if waiting_now is not None:
         pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
     pipe.hgetall(WAITING_KEY)
@@ -125,6 +128,28 @@ def flush(redis, waiting_now: int | None) -> None:
     gone = [p for p, value in processes.items() if time.time() - float(value.split()[1]) > STALE_S]
     if gone:  # processes that stopped: dropped here, never by a scrape (a fixed cost)
         redis.hdel(WAITING_KEY, *gone)
+
+
+def _add_keyed(redis, pipe: ScriptPipeline, keyed: dict[tuple[str, str], int], expiry: dict[str, int]) -> None:
+    """Other hashes' counts queued on `pipe`, `KEYS_A_CALL` hashes a script call: after a fan-out
+    to thousands of groups, a command each (an HINCRBY per consumer's field, an EXPIRE per hash)
+    cost the listener's thread hundreds of milliseconds of redis-py, while it had wake-ups to
+    hand out."""
+    if not keyed:
+        return
+    fields: defaultdict[str, list] = defaultdict(list)
+    for (key, field), n in keyed.items():
+        fields[key] += (field, n)
+    if redis not in _REGISTERED:  # registering hashes the source: once per client
+        _REGISTERED[redis] = redis.register_script(_ADD_COUNTS)
+    script = _REGISTERED[redis]
+    keys = list(fields)
+    for start in range(0, len(keys), KEYS_A_CALL):
+        batch = keys[start : start + KEYS_A_CALL]
+        args: list = []
+        for key in batch:
+            args += (expiry.get(key, 0), len(fields[key]) // 2, *fields[key])
+        pipe.run_script(script, batch, args)
 
 
 def totals(redis) -> tuple[int, dict[str, float]]:
