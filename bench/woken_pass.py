@@ -7,8 +7,9 @@ in a thread for the reads it woke (`api.reader_group_views._ParkedRead.together`
 counts, the store, the hand-outs, the floors persisted, every answer rendered), timed. The groups
 have read before (a warm-up event each, acknowledged), as a waiting consumer's group has: a
 brand-new group's first pass also asks the database where its state starts. The garbage
-collector is set as a web worker sets it (`cbrweb.gunicorn_conf.tune_collector`): with Python's
-defaults a 1 000-read pass spent nearly half its time in collections.
+collector is set as a web worker sets it (`cbrweb.gunicorn_conf.tune_collector`: with Python's
+defaults a 1 000-read pass spent nearly half its time in collections), and kept waiting during
+the pass as the front keeps it (`cbrweb.front._Collector`).
 
 Printed per N: the pass's wall time, and where it went (this process's CPU, PostgreSQL's and
 Redis's, the rest waiting), per read. The CPU figures are read in
@@ -65,7 +66,7 @@ def run(args) -> None:
     call_command("migrate", "--noinput", verbosity=0)
     import redis
 
-    from cbrweb import gunicorn_conf
+    from cbrweb import front, gunicorn_conf
 
     gunicorn_conf.tune_collector()  # as a gunicorn worker does once it has loaded the application
 
@@ -110,7 +111,8 @@ def run(args) -> None:
             cpu0, pg0, redis0, t0 = time.process_time(), postgres_cpu_seconds(), redis_cpu(), time.perf_counter()
             if profiler is not None:
                 profiler.enable()
-            answers = _ParkedRead.together(parked, ["stream"] * n)
+            with front._COLLECTOR.quiet(n >= front._QUIET_FROM):  # as the front reads them
+                answers = _ParkedRead.together(parked, ["stream"] * n)
             if profiler is not None:
                 profiler.disable()
             wall = time.perf_counter() - t0

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -47,6 +49,7 @@ _CONNECTIONS_KEPT = 50_000  # connections whose requests are counted (the oldest
 READ_AHEAD_BYTES = 64 * 1024
 _RESUMING = 2  # calls reading woken reads at once (one may wait on Redis or the database)
 _TOGETHER = 1000  # woken reads read together in one call at most
+_QUIET_FROM = 64  # woken reads read together from which the collector waits for the call's end
 
 
 class Front:
@@ -296,12 +299,49 @@ def _resumed(batch: list[_Woken], loop: asyncio.AbstractEventLoop) -> list[tuple
     answers go to the loop as soon as they are made, before the thread's connections are tidied
     (as a request's answer goes before Django's end of the request)."""
     try:
-        responses = resume_all([woken.parked for woken in batch], [woken.cause for woken in batch], tidy=False)
-        answers = [_answer(woken, response) for woken, response in zip(batch, responses, strict=True)]
+        with _COLLECTOR.quiet(len(batch) >= _QUIET_FROM):
+            responses = resume_all([woken.parked for woken in batch], [woken.cause for woken in batch], tidy=False)
+            answers = [_answer(woken, response) for woken, response in zip(batch, responses, strict=True)]
         loop.call_soon_threadsafe(_settle_each, batch, answers)
         return answers
     finally:
         close_old_connections()
+
+
+class _Collector:
+    """The garbage collector kept waiting while a call reads many woken reads together. Such a
+    call holds every read's objects until its answers are made (a thousand reads' worth): they
+    survive young collections and are walked again by each older one, which found nothing to
+    free (a third of the web workers' CPU in a 10 000-group fan-out, measured with a collector
+    callback). Reference counting still frees what they drop; what cycles they leave are
+    collected once no such call runs (a second or so), not lost. Whoever turned the collector
+    off before is obeyed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holding = 0
+        self.was_enabled = True
+
+    @contextmanager
+    def quiet(self, wanted: bool) -> Iterator[None]:
+        if not wanted:
+            yield
+            return
+        with self.lock:
+            if self.holding == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.holding += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.holding -= 1
+                if self.holding == 0 and self.was_enabled:
+                    gc.enable()
+
+
+_COLLECTOR = _Collector()
 
 
 def _settle_each(batch: list[_Woken], answers: list[tuple]) -> None:
