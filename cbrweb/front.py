@@ -312,8 +312,8 @@ class _Collector:
     """The garbage collector kept waiting while a call reads many woken reads together. Such a
     call holds every read's objects until its answers are made (a thousand reads' worth): they
     survive young collections and are walked again by each older one, which found nothing to
-    free (a third of the web workers' CPU in a 10 000-group fan-out, measured with a collector
-    callback). Reference counting still frees what they drop; what cycles they leave are
+    free (80-160 ms each in a 10 000-group fan-out, seen with a collector callback; a 1 000-read
+    pass costs 15 % less CPU with the collector waiting: bench/RESULTS.md). Reference counting still frees what they drop; what cycles they leave are
     collected once no such call runs (a second or so), not lost. Whoever turned the collector
     off before is obeyed."""
 
