@@ -11,6 +11,9 @@ from django.http import HttpResponse
 from api.parking import Parked
 from cbrweb import front
 
+# the front tidies the thread's database connections after a call, as a request's end does
+pytestmark = pytest.mark.django_db
+
 seen: list[bool] = []
 
 
