@@ -8,25 +8,17 @@ waits until the bucket refills."""
 
 from __future__ import annotations
 
-import weakref
 from importlib.resources import files
 
 from groups.models import ReaderGroup
-from store.redis_connection import ScriptPipeline, get_redis, scripted_pipeline
+from store.redis_connection import ScriptPipeline, get_redis, registered, scripted_pipeline
 from streams import wait_stats
 
 _BUCKET = (files("groups") / "lua" / "dispatch_bucket.lua").read_text()
 
 
-_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _script():
-    """The script, registered once per client (registering hashes its source)."""
-    redis = get_redis()
-    if redis not in _REGISTERED:
-        _REGISTERED[redis] = redis.register_script(_BUCKET)
-    return _REGISTERED[redis]
+    return registered(get_redis(), _BUCKET)
 
 
 def bucket_key(group: ReaderGroup) -> str:

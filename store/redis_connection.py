@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +38,18 @@ def url_from(url: Callable[[], str]) -> None:
 
 def get_redis() -> redis.Redis:
     return _client(_url())
+
+
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def registered(redis: redis.Redis, source: str) -> Script:
+    """`source` as a script of this client, registered once (registering hashes the source: a
+    cost on every publish and read when done per call)."""
+    scripts = _REGISTERED.setdefault(redis, {})
+    if source not in scripts:
+        scripts[source] = redis.register_script(source)
+    return scripts[source]
 
 
 def as_text(reply: bytes | str) -> str:

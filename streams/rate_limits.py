@@ -6,26 +6,18 @@ whole, before anything is written: 429 `rate_limited`, with `Retry-After`."""
 from __future__ import annotations
 
 import math
-import weakref
 from importlib.resources import files
 
 from domain.errors import FieldError
-from store.redis_connection import get_redis
+from store.redis_connection import get_redis, registered
 from streams import wait_stats
 from streams.models import Stream
 
 _BUCKET = (files("streams") / "lua" / "token_bucket.lua").read_text()
 
 
-_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _script():
-    """The script, registered once per client (registering hashes its source)."""
-    redis = get_redis()
-    if redis not in _REGISTERED:
-        _REGISTERED[redis] = redis.register_script(_BUCKET)
-    return _REGISTERED[redis]
+    return registered(get_redis(), _BUCKET)
 
 
 def bucket_key(stream: Stream) -> str:

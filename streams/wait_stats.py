@@ -13,12 +13,11 @@ import socket
 import struct
 import threading
 import time
-import weakref
 from bisect import bisect_left
 from collections import defaultdict
 from importlib.resources import files
 
-from store.redis_connection import ScriptPipeline
+from store.redis_connection import ScriptPipeline, registered
 from store.tier import reading
 
 OFFLOAD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)  # seconds, one object's copy
@@ -30,7 +29,6 @@ STALE_S = 10.0  # a process that has not said how many reads wait for this long 
 
 KEYS_A_CALL = 500  # hashes counted into by one call of `add_counts.lua` (Redis serves others between calls)
 _ADD_COUNTS = (files("streams") / "lua" / "add_counts.lua").read_text()
-_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _PUBLISHED_MS = struct.Struct("<q")
 _BODY = 8 + 1 + 8  # a frame's header (length, CRC), then the body's flags and offset
@@ -140,9 +138,7 @@ def _add_keyed(redis, pipe: ScriptPipeline, keyed: dict[tuple[str, str], int], e
     fields: defaultdict[str, list] = defaultdict(list)
     for (key, field), n in keyed.items():
         fields[key] += (field, n)
-    if redis not in _REGISTERED:  # registering hashes the source: once per client
-        _REGISTERED[redis] = redis.register_script(_ADD_COUNTS)
-    script = _REGISTERED[redis]
+    script = registered(redis, _ADD_COUNTS)
     keys = list(fields)
     for start in range(0, len(keys), KEYS_A_CALL):
         batch = keys[start : start + KEYS_A_CALL]

@@ -3,9 +3,10 @@ wherever other steps put theirs, also when one of its scripts is run again after
 because Redis had forgotten it (NOSCRIPT)."""
 
 import pytest
+import redis as redis_lib
 from redis.exceptions import ResponseError
 
-from store.redis_connection import scripted_pipeline
+from store.redis_connection import registered, scripted_pipeline
 
 
 def test_each_step_reads_its_own_answers_wherever_they_lie(redis):
@@ -49,3 +50,14 @@ def test_replies_come_as_redis_py_gives_them_and_an_error_leaves_the_others_in_p
     pipe.incr("p:s")
     with pytest.raises(ResponseError, match="not an integer"):
         pipe.execute()
+
+
+def test_a_script_is_registered_once_per_client_and_runs_on_each(redis, redis_url):
+    source = "return ARGV[1] .. '!'"
+    other = redis_lib.Redis.from_url(redis_url)
+    first = registered(redis, source)
+    assert registered(redis, source) is first  # not hashed and wrapped again
+    theirs = registered(other, source)
+    assert theirs is not first
+    assert first(args=["a"]) == b"a!" and theirs(args=["b"]) == b"b!"
+    other.close()
