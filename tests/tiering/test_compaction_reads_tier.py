@@ -43,7 +43,7 @@ def test_a_compaction_reads_released_chunks_from_the_tier(tier, api, spark, sett
         key, value = f"k{i % 7}", f"v{i:03d}-" + "x" * 180
         factories.publish_over_api(api, [{"key": key, "payload": value}], stream="shop/profiles")
         latest[key] = value
-    done = tiering.do_offload(stream, now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 1, all_sealed=True)
+    done = tiering.do_offload(stream, now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 3600, all_sealed=True)
     segment = stream_log(stream).segment("0")
     released = [b for b in segment.chunk_bases() if segment.chunk_path(b, TIERED).exists()]
     assert done.released == len(released) >= 10
@@ -118,7 +118,9 @@ def test_without_a_shared_store_a_compaction_reads_and_writes_through_the_tier(t
         here = execute(CompactionRun.objects.create(stream=streams["here"], trigger="command"), now=at)
         settings.CBR_SPARK_SHARED_STORE = False
         if round_ == 1:  # some of the second round's chunks released: their copies only in the tier
-            tiering.do_offload(streams["there"], now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 1, all_sealed=True)
+            tiering.do_offload(
+                streams["there"], now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 3600, all_sealed=True
+            )
         there = execute(CompactionRun.objects.create(stream=streams["there"], trigger="command"), now=at)
         assert there.state == "succeeded" and there.chunks == here.chunks >= 5
         assert [getattr(there, f) for f in counts] == [getattr(here, f) for f in counts]

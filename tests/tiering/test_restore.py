@@ -107,7 +107,7 @@ def test_segments_with_chunks_on_disk_are_left_and_a_restore_needs_a_tier(tier, 
 def test_a_restore_reads_chunks_released_before_the_loss(tier, api, settings):
     stream = make_stream()
     before = read_all(api)
-    tiering.do_offload(stream, now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 1, all_sealed=True)
+    tiering.do_offload(stream, now=time.time() + settings.CBR_TIER_LOCAL_KEEP_S + 3600, all_sealed=True)
     ends = {r.segment_id: r.end for r in TierObject.objects.filter(stream=stream, kind="chunk").order_by("end")}
     lose_the_data_directory(stream)
     restore()
