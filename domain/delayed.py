@@ -126,6 +126,18 @@ def merge_choice(counts: list[int]) -> int:
     return sums.index(min(sums))
 
 
+def merge_kept(sources: list[Bucket], still_queued: Callable[[list[Index]], list[bool]]) -> list[Index]:
+    """What merging these buckets keeps, in order: every index of theirs but those handed out
+    already, which are exactly the indexes of a segment loaded into the shared queue
+    (`Bucket.loaded`) that the queue no longer holds (`still_queued` says, for a list of
+    indexes, which it still holds). Never judged by delivery time: an index that arrived due
+    goes out at once and may be later than segments not loaded yet, which nobody was handed."""
+    loaded = [ix for b in sources for s in b.segments[: b.loaded] for ix in s.indexes]
+    done = {ix.position for ix, queued in zip(loaded, still_queued(loaded), strict=True) if not queued}
+    merged = heapq.merge(*(s.indexes for b in sources for s in b.segments))
+    return [ix for ix in merged if ix.position not in done]
+
+
 def plan_loads(
     due: list[tuple[int, int, int]], segments: dict[int, list[dict]], now: int, budget: int, after: int | None = None
 ) -> tuple[dict[int, tuple[int, int]], int]:
@@ -354,10 +366,7 @@ class BucketIndex:
             return None
         i = merge_choice([b.remaining for b in self.buckets])
         left, right = self.buckets[i], self.buckets[i + 1]
-        # handed out already: everything loaded into the queue and no longer queued
-        done = {ix.position for b in (left, right) for s in b.segments[: b.loaded] for ix in s.indexes} - self._queued
-        merged_indexes = heapq.merge(*(s.indexes for b in (left, right) for s in b.segments))
-        keep = [ix for ix in merged_indexes if ix.position not in done]
+        keep = merge_kept([left, right], lambda ixs: [ix.position in self._queued for ix in ixs])
         merged = Bucket(
             left.first_chunk,
             right.last_chunk,

@@ -6,7 +6,6 @@ stream's maintenance lock; loads are safe without it (each is conditional in Red
 from __future__ import annotations
 
 import bisect
-import heapq
 import logging
 import shutil
 import time
@@ -24,6 +23,7 @@ from domain.delayed import (
     SnapshotSegment,
     cut_segments,
     merge_choice,
+    merge_kept,
     plan_loads,
     recovery_plan,
     round_budget,
@@ -308,7 +308,9 @@ def delete_orphans(stream: Stream, older_than_s: int = 600) -> int:
 
 def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
     """Over `max_num_buckets`: merge the adjacent pair with the fewest remaining indexes, from
-    all their segments; the sources go only once the merged snapshot is durable."""
+    all their segments, leaving out only what was handed out (`domain.delayed.merge_kept`);
+    the sources go only once the merged snapshot is durable. A load racing the merge makes it
+    keep more (repeats, which the queue and the groups drop), never less."""
     limit = config_of(stream).max_num_buckets
     rows = list(DelayedBucket.objects.filter(stream=stream).order_by("first_chunk"))
     if limit is None or len(rows) <= limit:
@@ -323,17 +325,9 @@ def merge_if_needed(stream: Stream, index: DelayIndex) -> DelayedBucket | None:
     except CorruptSnapshot as exc:
         record(stream, "merge", False, started, str(exc))
         return None
-    released = int(index.state().get("released", 0))
-    merged = list(heapq.merge(*[[ix for s in b.segments for ix in s.indexes] for b in sources]))
-    old = [ix for ix in merged if ix.deliver_at <= released]
-    still = set(
-        m
-        for m, q in zip(
-            [f"{ix.segment}:{ix.offset}" for ix in old], index.queued([f"{ix.segment}:{ix.offset}" for ix in old])
-        )
-        if q
-    )
-    keep = [ix for ix in merged if ix.deliver_at > released or f"{ix.segment}:{ix.offset}" in still]
+    for source, row in zip(sources, (left, right), strict=True):
+        source.loaded = loaded.get(row.pk, 0)
+    keep = merge_kept(sources, lambda ixs: index.queued([f"{ix.segment}:{ix.offset}" for ix in ixs]))
     ranges = dict(left.ranges)
     for seg, (lo, hi) in right.ranges.items():
         have = ranges.get(seg)

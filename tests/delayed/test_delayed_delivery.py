@@ -37,13 +37,15 @@ def make_group(api, name="billing"):
 
 
 def publish_delayed(stream, base_ms: int, n: int, spread_s: int, seed: int = 1) -> dict[tuple[str, int], int]:
-    """n events in batches of 7 (each batch one chunk of the index), due within `spread_s`;
-    returns each one's delivery time by (segment, offset)."""
+    """n events in batches of 7 (each batch one chunk of the index), due within `spread_s` from
+    30 s after `base_ms`; returns each one's delivery time by (segment, offset). (The index
+    takes a publish by the real clock: an event due within the seconds a slow machine takes to
+    publish them all would be indexed as due already, and handed out at the first read.)"""
     rng = random.Random(seed)
     due = {}
     for first in range(0, n, 7):
         events = [
-            EventIn(f"e{i}".encode(), deliver_at_ms=base_ms + rng.randrange(1_000, spread_s * 1000))
+            EventIn(f"e{i}".encode(), deliver_at_ms=base_ms + rng.randrange(30_000, (30 + spread_s) * 1000))
             for i in range(first, min(n, first + 7))
         ]
         for pos, ev in zip(services.do_publish(stream, events), events):
@@ -138,6 +140,46 @@ def test_merging_over_max_num_buckets_loses_and_repeats_nothing(api, clock, redi
     assert DelayedOp.objects.filter(stream=stream, type="merge", state="succeed").exists()
     got = drain(api, clock, maintain=lambda: maintenance.maintain(stream, int(clock.now * 1000)))
     check_on_time_and_once(got, due)
+
+
+def test_a_merge_keeps_what_was_never_loaded_though_a_late_index_moved_released_past_it(api, clock, settings):
+    """An index that arrives already due (a publish that died before indexing, re-read by
+    maintenance a while later) goes straight to the hand-out area and raises the index's
+    `released` time past snapshot segments of sealed buckets that were never loaded. A merge then
+    keeps those: what it drops is only what was loaded into the shared queue and left it."""
+    settings.CBR_DELAYED_PUBLISH_STALE_S = 1
+    stream = make_stream(api)
+    make_group(api)
+    due = publish_delayed(stream, int(clock.now * 1000), 120, 300, seed=5)
+    maintenance.maintain(stream, int(clock.now * 1000))
+    assert api.post(URL + "shop/billing/read/", {"max_events": 1000}, format="json").json()["deliveries"] == []
+    index = stream_index.index_of(stream)
+    rows = list(DelayedBucket.objects.filter(stream=stream))
+    assert len(rows) >= 4 and all(len(r.segments) > 1 for r in rows)
+    assert set(index.loaded().values()) == {1}  # only each bucket's first segment is in Redis
+
+    hook = indexing.publish_hook(stream)
+    hook.begin()  # a publisher noted the tails, appended, and died before indexing
+    late_ms = int((clock.now + 280) * 1000)
+    [late] = logs.stream_log(stream).append([EventIn(b"late", deliver_at_ms=late_ms)])
+    due[(late.segment, late.offset)] = late_ms
+    time.sleep(1.1)
+    clock.now += 290
+    assert indexing.reindex_unfinished(stream, int(clock.now * 1000)) == 1
+    assert int(index.state()["released"]) == late_ms  # past the buckets' second segments
+    unloaded = sum(s["count"] for r in rows for s in r.segments[1:] if s["min"] <= late_ms)
+    assert unloaded > 0
+
+    stream.delayed_index = {**SMALL, "max_num_buckets": 1}
+    stream.save(update_fields=["delayed_index"])
+    merged = 0
+    while buckets.merge_if_needed(stream, index) is not None:
+        merged += 1
+    assert merged == len(rows) - 1
+    got = drain(api, clock, until_s=60, maintain=lambda: maintenance.maintain(stream, int(clock.now * 1000)))
+    seen = [(d["segment"], d["offset"]) for _, d in got]
+    assert len(seen) == len(set(seen)), "an event was handed out twice"
+    assert sorted(set(due) - set(seen)) == [], "events were lost"
 
 
 def flush_redis(redis):
