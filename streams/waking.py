@@ -363,6 +363,17 @@ def listener() -> Listener:
         return _listener
 
 
+def stop_listener(timeout_s: float = 5.0) -> None:
+    """Stop the process's listener, if one runs, and wait for its thread to end (its Redis goes
+    away; a test reads the counters it flushes every second); the next use starts another."""
+    global _listener
+    with _listener_lock:
+        current, _listener = _listener, None
+    if current is not None:
+        current.stop()
+        current.thread.join(timeout_s)
+
+
 @atexit.register
 def _stop_at_exit() -> None:
     if _listener is not None:

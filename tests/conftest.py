@@ -65,7 +65,7 @@ def redis_url(tmp_path_factory):
         return
     proc, url = embedded_redis.start(tmp_path_factory.mktemp("redis"))
     yield url
-    waking.listener().stop()  # its Redis goes: the process's wake-up listener stops first
+    waking.stop_listener()  # its Redis goes: the process's wake-up listener stops first
     proc.terminate()
     proc.wait(10)
 

@@ -16,8 +16,16 @@ from store.tier import reading
 from store.tier.base import TierUnavailable
 from store.tier.opening import tier_for
 from store.tier.reading import TieredStub
+from streams import waking
 
 EVENTS = 400
+
+
+@pytest.fixture(autouse=True)
+def _no_listener():
+    """These tests read the store's process-wide counts of tier reads: a wake-up listener that an
+    earlier test left running in this process takes them every second for /metrics."""
+    waking.stop_listener()
 
 
 @pytest.fixture(params=["file", "s3"])
