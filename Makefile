@@ -9,9 +9,10 @@ run: venv check
 	$(PY) -m cbrweb.run
 
 # in parallel: a test process per core, at most four (tests/conftest.py gives each its own Redis
-# databases; pytest-django its own test database), a test file's tests all in one of them
+# databases; pytest-django its own test database), a test file's tests all in one of them, the
+# longest files handed out first (tests/conftest.py LONG_FILES)
 test: venv check
-	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy, and
 # no model change without its migration (test settings on the embedded SQLite: no service needed);
