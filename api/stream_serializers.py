@@ -26,6 +26,7 @@ from domain.autoscale import MAX_SCALE_FACTOR
 from domain.compaction import COMPACTION_FIELDS, COMPACTION_NUMBERS
 from domain.fields import MAX_INT_COLUMN
 from domain.rate_limits import MAX_BYTES_PER_S, MAX_EVENTS_PER_S, check_publish_rate
+from domain.ttl import MAX_TTL_S
 from streams import tiering
 from streams.models import (
     OnMaxLimit,
@@ -148,6 +149,13 @@ class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     )
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    message_ttl_s = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_TTL_S,
+        required=False,
+        allow_null=True,
+        help_text="seconds an event without its own ttl_s lives; null: no limit",
+    )
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False)
@@ -173,6 +181,13 @@ class StreamUpdateSerializer(_CompactionSettings):
     cleanup_policy = declared_field(COMPACTION_FIELDS["cleanup_policy"], required=False)
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
+    message_ttl_s = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_TTL_S,
+        required=False,
+        allow_null=True,
+        help_text="seconds an event without its own ttl_s lives; null: no limit",
+    )
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False, help_text="replaces the stream's tags ({} removes them all)")
@@ -299,6 +314,7 @@ class StreamSerializer(serializers.ModelSerializer):
             *COMPACTION_FIELDS,
             "on_max_limit",
             "max_delay_s",
+            "message_ttl_s",
             "delayed_index",
             "description",
             "tags",

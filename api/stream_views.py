@@ -136,6 +136,7 @@ class StreamListView(GenericAPIView):
             cleanup_policy=args.get("cleanup_policy"),
             on_max_limit=args["on_max_limit"],
             max_delay_s=args.get("max_delay_s"),
+            message_ttl_s=args.get("message_ttl_s"),
             delayed_index=dict(args.get("delayed_index") or {}),
             compaction={k: args[k] for k in COMPACTION_NUMBERS if k in args},
             description=args.get("description", ""),

@@ -18,6 +18,7 @@ from domain.names import check_name
 from domain.policy_spec import POLICY_FIELDS, parse_policy
 from domain.rate_limits import check_dispatch_rate, check_publish_rate
 from domain.tags import check_tags
+from domain.ttl import MAX_TTL_S
 from groups.models import AckPolicyChoice, OnPoison, RetentionType
 from streams.models import OnMaxLimit
 
@@ -151,6 +152,13 @@ class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
     max_delay_s = forms.IntegerField(
         required=False, min_value=0, label="longest delay (s)", help_text="blank: no limit"
     )
+    message_ttl_s = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_TTL_S,
+        label="time to live (s)",
+        help_text="of events without their own ttl_s; blank: no limit",
+    )
     events_per_s = forms.FloatField(
         required=False, label="publish rate (events/s)", help_text="blank: no limit; over it a publish gets 429"
     )
@@ -165,6 +173,7 @@ class StreamSettingsForm(ShowsRefusals, _StreamCompactionFields):
         *COMPACTION_NUMBERS,
         "on_max_limit",
         "max_delay_s",
+        "message_ttl_s",
         "events_per_s",
         "bytes_per_s",
     ]

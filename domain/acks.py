@@ -118,6 +118,7 @@ class HandOut:
     # the life of the state that handed them out, named in their delivery ids (0: a state of an
     # older release, or the plain model); -1: nothing handed out, the state must be started anew
     life: int = field(default=0, compare=False)
+    expired: int = 0  # offsets past their time to live it passed over, processed (`domain.ttl`)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class SegmentAcks:
         present: Collection[int] | None = None,
         backoff: Sequence[float] = (),
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
+        expired: Collection[int] = (),
     ) -> HandOut:
         """Up to `limit` deliveries: due redeliveries and delayed events first, by the time they
         came due, then offset (a delayed event is handed out in `(deliver_at, offset)` order), then
@@ -178,7 +180,9 @@ class SegmentAcks:
         the first delayed event instead: recovery skips what is due by then, so nothing it
         skips may be passed over before. `present`, for a group reading a compacted view, holds
         the offsets the view has (within `scan_until`): the others were compacted away and
-        count as processed without a delivery. `backoff`: how long an expired lease waits before
+        count as processed without a delivery. `expired` (within `scan_until`): offsets of events
+        past their time to live (`domain.ttl`): never handed out, they count as processed
+        (`HandOut.expired` says how many this hand-out passed so). `backoff`: how long an expired lease waits before
         it is handed out again (`redelivery_delay`). Under `ack_policy` none every delivery handed
         out counts as processed at once (at-most-once).
         An offset out of deliveries is not handed out again: `on_poison` decides (see `poison`);
@@ -216,11 +220,17 @@ class SegmentAcks:
             out.append(self._lease(offset, consumer, now, lease_s))
         end = tail if scan_until is None else min(tail, scan_until)
         delayed = delayed or {}
+        gone = 0
         while len(out) < limit and self.next < end and self.halted_at is None:
             offset = self.next
             if present is not None and offset not in present:
                 self.next += 1
                 self._processed(offset)  # compacted away: nothing to deliver
+                continue
+            if offset in expired:
+                self.next += 1
+                self._processed(offset)  # past its time to live: delivered to no group
+                gone += 1
                 continue
             due = delayed.get(offset)
             if due is not None and due > now and due > released and not index_live:
@@ -234,7 +244,7 @@ class SegmentAcks:
             for delivery in out:  # processed when handed out: no lease to wait for
                 del self.leases[delivery.offset]
                 self._processed(delivery.offset)
-        return HandOut(out, sorted(dead), missed, self.floor, self.next, done)
+        return HandOut(out, sorted(dead), missed, self.floor, self.next, done, expired=gone)
 
     def fan_out(self, due: Mapping[int, float]) -> list[int]:
         """Delayed events the stream's index released (offset -> delivery time): each one this

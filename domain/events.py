@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from domain.errors import FieldError
 from domain.times import parse_time
+from domain.ttl import TTL_HEADER, parse_ttl_s
 
 # a key or routing key is stored with a 16-bit length; 0xFFFF marks it absent (store.framing)
 MAX_KEY_BYTES = 0xFFFE
@@ -28,7 +29,9 @@ class EventIn(NamedTuple):
     deliver_at_ms: int | None = None
 
 
-ALLOWED_FIELDS = frozenset({"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms"})
+ALLOWED_FIELDS = frozenset(
+    {"payload", "payload_b64", "routing_key", "key", "headers", "deliver_at", "delay_ms", "ttl_s"}
+)
 # Headers the service writes itself (a dead letter's `cbr-dlq-*`, `groups.consuming.dead_letters`,
 # which appends without this check): a publish may not set them, in any case, so that a header's
 # meaning cannot be forged (`domain.dead_letters` still reads them as untrusted: older events).
@@ -89,11 +92,15 @@ def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> 
         raise FieldError(
             f"{field}.key", "is required: the stream is compacted (the view keeps the latest event per key)"
         )
+    headers = _headers(ev.get("headers"), f"{field}.headers")
+    ttl_s = ev.get("ttl_s")
+    if ttl_s is not None:  # kept with the event as the service's own header (domain.ttl)
+        headers = {**(headers or {}), TTL_HEADER: str(parse_ttl_s(ttl_s, f"{field}.ttl_s"))}
     return EventIn(
         payload,
         _key(ev.get("routing_key"), f"{field}.routing_key"),
         key,
-        _headers(ev.get("headers"), f"{field}.headers"),
+        headers,
         _deliver_at(ev, field, limits, now_ms),
     )
 

@@ -186,6 +186,7 @@ class SegmentTracker:
         runs: bool = False,
         known: KnownCounts | None = KNOWN_NOTHING,
         owned: bool = False,
+        expired: Sequence[int] = (),
     ):
         """As `SegmentAcks.hand_out`; with `owned` (an ordered group), only if `consumer` owns
         the segment now (`claim`), checked in the same call; the consumer's name ("": unnamed) goes with the hand-out's
@@ -213,6 +214,7 @@ class SegmentTracker:
             ack_policy,
             known,
             owned,
+            expired,
         )
         keys = [*self.keys, self.index_key]
         as_hand_out = _handed_out_as_runs if runs else _handed_out
@@ -246,6 +248,7 @@ class SegmentTracker:
         ack_policy,
         known,
         owned,
+        expired=(),
     ) -> list:
         seeded = known is not None
         known = known or KNOWN_NOTHING
@@ -270,6 +273,7 @@ class SegmentTracker:
             new_life(),
             consumer,
             "1" if owned else "0",
+            ",".join(map(str, expired)),
         ]
 
     def look(
@@ -292,6 +296,7 @@ class SegmentTracker:
         backoff: Sequence[float] = (),
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
         noted: tuple[list[str], list] | None = None,
+        expired: Sequence[int] = (),
     ):
         """A read's counts (`read_counts`) and, if the segment's state is as a read that knows
         where it stopped expects (`next` at `expected_next`, nothing halted, expired, due again or
@@ -318,6 +323,7 @@ class SegmentTracker:
             ack_policy,
             None,
             False,
+            expired,
         )
         keys, more = [*self.keys, self.index_key], [expected_next, most_live]
         if noted is not None:
@@ -527,7 +533,7 @@ def _handed_out(answer: list) -> HandOut:
 
 def _handed_out_as_runs(answer: list) -> HandOut:
     """The HAND_OUT script's answer as a HandOut whose first deliveries stay runs (`first_runs`)."""
-    again, first, dead, missed, new_floor, nxt, sinks_done, life = answer
+    again, first, dead, missed, new_floor, nxt, sinks_done, life, expired = answer
     deliveries = []
     if again:
         for item in _text(again).split(","):
@@ -544,7 +550,15 @@ def _handed_out_as_runs(answer: list) -> HandOut:
             offset, _, names = item.partition("=")
             done[int(offset)] = tuple(names.split(","))
     return HandOut(
-        deliveries, [int(o) for o in dead], int(missed), int(new_floor), int(nxt), done, first_runs, int(life)
+        deliveries,
+        [int(o) for o in dead],
+        int(missed),
+        int(new_floor),
+        int(nxt),
+        done,
+        first_runs,
+        int(life),
+        int(expired),
     )
 
 

@@ -311,6 +311,14 @@ def _waiting_metrics() -> Iterator[Family | Metric]:
     limited.add(label_set(limit="publish"), int(counters.get("rate:limited:publish", 0)))
     limited.add(label_set(limit="dispatch"), int(counters.get("rate:limited:dispatch", 0)))
     yield limited
+    expired = Family(
+        "cbr_events_expired",
+        "Events past their time to live that reader groups passed over without handing them out "
+        "(counted once per group)",
+        "counter",
+    )
+    expired.add("", int(counters.get(wait_stats.EXPIRED, 0)))
+    yield expired
 
 
 def _tier_counters(counters: dict[str, float]) -> Iterator[Family | Metric]:

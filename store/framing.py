@@ -6,7 +6,8 @@ A chunk file is a 32-byte header followed by framed records. Each record is
 
 and the body is a fixed 45-byte part followed by the variable fields:
 
-    u8  flags            bit 0: last record of a publish batch
+    u8  flags            bit 0: last record of a publish batch; bit 1: the headers hold the
+                         event's own time to live (`domain.ttl.TTL_HEADER`)
     u64 offset           0-based position in the segment
     i64 published_ms     epoch milliseconds
     i64 deliver_at_ms    epoch milliseconds, -1 when the event is not delayed
@@ -33,6 +34,7 @@ import orjson
 from crc32c import crc32c
 
 from domain.events import EventIn
+from domain.ttl import TTL_HEADER, own_ttl_ms
 
 CHUNK_MAGIC = b"CBRCHNK1"
 CHUNK_VERSION = 1
@@ -46,10 +48,11 @@ BODY = struct.Struct("<BQqqQHHII")
 BODY_SIZE = BODY.size  # 45
 RECORD_OVERHEAD = FRAME_SIZE + BODY_SIZE
 _RECORD_HEAD = struct.Struct("<IIBQqqQHHII")  # FRAME then BODY: a record's first 53 bytes
-_FRAME_KEYS = struct.Struct("<IIxQ8xqQ")  # of those, what read_frames looks at (the rest skipped)
+_FRAME_KEYS = struct.Struct("<IIBQqqQ")  # of those, what read_frames looks at (the rest skipped)
 _LENGTHS = struct.Struct("<II")  # headers_len, payload_len: the last 8 bytes of the fixed body
 
 FLAG_BATCH_END = 1
+FLAG_TTL = 2
 ABSENT = 0xFFFF
 # A body larger than this is not something CBR ever writes: a length above it is corruption.
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -67,6 +70,11 @@ class Record(NamedTuple):
     headers: dict | None
     payload: bytes
     batch_end: bool
+
+    @property
+    def ttl_ms(self) -> int | None:
+        """The event's own time to live (ms), None when it has none (`domain.ttl`)."""
+        return own_ttl_ms(self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +134,7 @@ def frame_batch(
     for rk, key, headers_dict, payload, deliver_at in ((ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events):
         p_len = len(payload)
         fixed = pack_body(
-            0,
+            FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0,
             offset,
             published_ms,
             -1 if deliver_at is None else deliver_at,
@@ -161,7 +169,7 @@ def frame_batch(
     payload = events[-1][0]
     whole = len(payload) < COPY_BELOW
     last = bytearray(parts[-1] if whole else parts[-2])
-    last[0] = FLAG_BATCH_END
+    last[0] |= FLAG_BATCH_END
     if whole:
         parts[-1] = bytes(last)
         parts[-2] = pack_frame(len(last), crc32c(parts[-1]))
@@ -303,6 +311,8 @@ class Frame(NamedTuple):
     data: bytes
     start: int  # of the frame, in data
     stop: int
+    published_ms: int
+    ttl_ms: int | None  # the event's own time to live (`domain.ttl`), read only where it has one
 
     def record(self) -> Record:
         return _decode_body(memoryview(self.data)[self.start + FRAME_SIZE : self.stop])
@@ -319,13 +329,19 @@ def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple
     new = tuple.__new__
     pos = 0
     while pos + RECORD_OVERHEAD <= end and len(out) < limit:
-        body_len, crc, offset, deliver_ms, cum_size = unpack_record(data, pos)
+        body_len, crc, flags, offset, published_ms, deliver_ms, cum_size = unpack_record(data, pos)
         start = pos + FRAME_SIZE
         stop = start + body_len
         if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
             break
         if offset >= min_offset:
-            append(new(Frame, (offset, None if deliver_ms < 0 else deliver_ms, cum_size, data, pos, stop)))
+            ttl = _decode_body(buf[start:stop]).ttl_ms if flags & FLAG_TTL else None
+            append(
+                new(
+                    Frame,
+                    (offset, None if deliver_ms < 0 else deliver_ms, cum_size, data, pos, stop, published_ms, ttl),
+                )
+            )
         pos = stop
     return out, pos
 
@@ -338,7 +354,7 @@ def frame_record(rec: Record) -> bytes:
     body = b"".join(
         (
             BODY.pack(
-                FLAG_BATCH_END if batch_end else 0,
+                (FLAG_BATCH_END if batch_end else 0) | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0),
                 offset,
                 published_ms,
                 -1 if deliver_at_ms is None else deliver_at_ms,

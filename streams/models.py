@@ -95,6 +95,8 @@ class Stream(models.Model):
     cleanup_policy = models.CharField(max_length=16, choices=CleanupPolicy.choices, default=CleanupPolicy.DELETE)
     on_max_limit = models.CharField(max_length=16, choices=OnMaxLimit.choices, default=OnMaxLimit.TRUNCATE)
     max_delay_s = models.PositiveIntegerField(null=True, blank=True)
+    # the time to live of the events that carry none of their own (`domain.ttl`); null: none
+    message_ttl_s = models.PositiveIntegerField(null=True, blank=True)
     # Compaction (docs/design/compaction.md): chunks younger than the lag are not compacted; a tombstone stays
     # in the view this long after the run that first kept it; with `compact,delete` the view has
     # a retention window of its own (time and/or payload bytes, newest first).

@@ -24,6 +24,7 @@ OFFLOAD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)  # s
 WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)  # seconds
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 COUNTERS_KEY = "cbr:metrics:reads"  # hash: field -> total (every process's)
+EXPIRED = "events:expired"  # counted: events a group passed over past their time to live (domain.ttl)
 WAITING_KEY = "cbr:metrics:waiting"  # hash: process -> "<reads waiting> <unix time>"
 STALE_S = 10.0  # a process that has not said how many reads wait for this long is gone
 

@@ -371,19 +371,17 @@ class Client:
         *,
         delay_ms: int | None = None,
         deliver_at: str | int | None = None,
+        ttl_s: float | None = None,
     ) -> list[dict]:
         """Append events (text, bytes, or full event objects); answers their positions. With
         `delay_ms` or `deliver_at` (ISO 8601 or epoch ms), every event of the call is delayed:
-        reader groups receive it only from then on (an event object's own setting wins)."""
+        reader groups receive it only from then on. With `ttl_s`, every event of the call lives
+        that long (from its delivery time when delayed): past it, a group that has not processed
+        it never receives it. An event object's own settings win."""
         when: dict[str, str | int] = {"delay_ms": delay_ms} if delay_ms is not None else {}
         if deliver_at is not None:
             when = {"deliver_at": deliver_at}
-        body = {
-            "events": [
-                {**when, **_event(e)} if when and not ({"delay_ms", "deliver_at"} & set(_event(e))) else _event(e)
-                for e in events
-            ]
-        }
+        body = {"events": [_with(_with(_event(e), when), {} if ttl_s is None else {"ttl_s": ttl_s}) for e in events]}
         return self._object("POST", f"streams/{stream}/events/", body)["positions"]
 
     def set_retention_policy(self, stream: str, **policy) -> dict:
@@ -1064,6 +1062,12 @@ class Batch(list):
     def clear(self) -> None:
         self.delivery_ranges = None
         super().clear()
+
+
+def _with(event: dict, settings: dict) -> dict:
+    """The event with the call's settings (delay, time to live) where it sets none of that kind."""
+    kind = {"delay_ms", "deliver_at"} if {"delay_ms", "deliver_at"} & set(settings) else set(settings)
+    return {**settings, **event} if settings and not kind & set(event) else event
 
 
 def _event(e: str | bytes | dict) -> dict:

@@ -299,6 +299,8 @@ def streams_create(client: Client, args) -> None:
     }
     if rate:
         settings["publish_rate"] = rate
+    if args.message_ttl_s:
+        settings["message_ttl_s"] = args.message_ttl_s
     made = client.create_stream(scope, name, segment_count=args.segments, **settings)
     shown = _policy_text(made)
     kept = "no retention policy" if shown == "-" else f"retention {shown}"
@@ -474,7 +476,7 @@ def publish(client: Client, args) -> None:
         events = ({**_encoded(p), **fields} for p in payloads)
         positions: list[dict] = []
         for batch in _batches(events, args.batch):
-            positions += client.publish(args.stream, batch, delay_ms=args.delay_ms)
+            positions += client.publish(args.stream, batch, delay_ms=args.delay_ms, ttl_s=args.ttl_s)
     _out(args, positions, f"published {len(positions)} event{'s' * (len(positions) != 1)} to {args.stream}")
 
 
@@ -956,6 +958,12 @@ def _parser() -> argparse.ArgumentParser:
         type=quantity_bytes,
         help="its publish rate in payload bytes/s: a number, or 1MB, 512KiB",
     )
+    p.add_argument(
+        "--message-ttl-s",
+        dest="message_ttl_s",
+        type=int,
+        help="how long its events without their own ttl_s live (seconds)",
+    )
     policy_flags(p)
     p = command(sub, "describe", streams_describe, "a stream: cuts, sizes, policy")
     p.add_argument("stream", help="scope/name")
@@ -1012,6 +1020,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="the compaction key")
     p.add_argument("--header", action="append", metavar="NAME=VALUE", help="a header of every event (repeatable)")
     p.add_argument("--delay-ms", dest="delay_ms", type=int, help="reader groups get them this much later")
+    p.add_argument(
+        "--ttl-s",
+        dest="ttl_s",
+        type=float,
+        help="they live this long (from their delivery time): past it, groups that have not processed them never get them",
+    )
     p.add_argument("--batch", type=int, default=1000, help="events per request")
 
     p = command(commands, "tail", tail, "print a stream's events (a plain read: nothing acknowledged)")

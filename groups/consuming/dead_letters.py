@@ -10,10 +10,12 @@ from django.db import transaction
 from domain.dead_letters import DeadLetter, read_dead_letter
 from domain.errors import FieldError
 from domain.events import EventIn
+from domain.ttl import TTL_HEADER, expired
 from groups.consuming.floors import Slot, records_at
 from groups.models import ReaderGroup, Republished
 from store.framing import Record
 from store.redis_connection import as_text, get_redis
+from streams import wait_stats
 from streams.logs import stream_log
 from streams.models import Stream
 from streams.services import do_create_stream, do_publish
@@ -53,12 +55,15 @@ def _dead_letter_stream(stream: Stream) -> Stream:
 
 def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int) -> int | None:
     """Append the events to `<stream>-dlq` (durably), then count them as processed. A crash in
-    between appends them again later (the claim expires): at least once, never lost."""
+    between appends them again later (the claim expires): at least once, never lost. An event
+    past its time to live (`domain.ttl`) is not appended: it counts as processed, expired. A dead
+    letter does not keep the event's own time to live (its stream's `message_ttl_s` applies)."""
     seg = stream_log(slot.stream).segment(slot.segment)
     records = records_at(seg, offsets, {})
     reasons = slot.tracker.reasons(offsets)
     epochs = get_redis().hmget(slot.tracker.keys[3], offsets)
     head = seg.read_head().offset
+    stream_ms = slot.stream.message_ttl_s * 1000 if slot.stream.message_ttl_s else None
     events, settled = [], []
     for offset, epoch in zip(offsets, epochs, strict=True):
         rec = records.get(offset)
@@ -66,7 +71,11 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
             if offset < head:
                 settled.append(offset)  # truncated away: nothing left to dead-letter
             continue  # not read this time: the claim stays and expires, it is tried again
-        headers = dict(rec.headers or {})
+        if expired(rec.published_ms, rec.deliver_at_ms, rec.ttl_ms, stream_ms, now_ms):
+            settled.append(offset)
+            wait_stats.counts.add(wait_stats.EXPIRED)
+            continue
+        headers = {k: v for k, v in (rec.headers or {}).items() if k != TTL_HEADER}
         headers.update(
             {
                 "cbr-dlq-reason": reasons.get(offset, "max deliveries reached"),

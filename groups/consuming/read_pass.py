@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, cast
 
-from domain import delivery_ids
+from domain import delivery_ids, ttl
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.assignments import assign
 from groups import dispatching
-from groups.ack_tracker import KnownCounts
+from groups.ack_tracker import KnownCounts, runs_of
 from groups.consuming import compacted, floors
 from groups.consuming.acking import AckOutcome, PendingAck
 from groups.consuming.answers import ReadPart, ReadResult, add_run
@@ -54,6 +54,7 @@ _OFFSET = itemgetter(0)  # of a Delivery
 
 
 _ROW_OFFSET, _DELIVER_AT = attrgetter("offset"), attrgetter("deliver_at_ms")  # of a Record or a Frame
+_OWN_TTL = attrgetter("ttl_ms")  # an event's own time to live (domain.ttl), of a Record or a Frame
 
 
 @dataclass(eq=False)
@@ -212,6 +213,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     for ctx in contexts:
         _look_more(ctx, redis)
         _answer(ctx)
+    _expire_held_back(contexts, redis)
     _persist(contexts, [pending for _, pending in passes])
     if rated:
         _after_dispatch([contexts[n] for n in rated])
@@ -513,6 +515,7 @@ class _Serve:
     life: int = 0  # of the Redis state that handed them out (in their ids)
     fresh: bool = False  # Redis holds no state for the segment (lost, or never read)
     asked: int = 0  # what its first look asked for
+    expired: list[Delivery] = field(default_factory=list)  # handed out past their time to live: kept back
 
 
 @dataclass
@@ -569,6 +572,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         runs=True,
         known=ctx.known.get(slot.position.pk),
         owned=group.delivery == DeliveryMode.ORDERED,
+        expired=_expired(rows, slot.stream),
     )
     return _Look(seg, view, rows, base, read)
 
@@ -601,6 +605,16 @@ def _delayed(rows: list) -> dict[int, float]:
     return {
         r.offset: r.deliver_at_ms / 1000 for r in rows if r.deliver_at_ms is not None and r.deliver_at_ms > after_ms
     }
+
+
+def _expired(rows: list, stream: Any) -> list[int]:
+    """The offsets of those records past their time to live (`domain.ttl`), by a clock read
+    after the records."""
+    stream_ms = stream.message_ttl_s * 1000 if stream.message_ttl_s else None
+    if stream_ms is None and not any(map(_OWN_TTL, rows)):  # most reads: none (a frame's, read in C)
+        return []
+    now_ms = int(floors.clock() * 1000)
+    return [r.offset for r in rows if ttl.expired(r.published_ms, r.deliver_at_ms, r.ttl_ms, stream_ms, now_ms)]
 
 
 @dataclass
@@ -688,6 +702,7 @@ def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> N
             backoff=ctx.backoff,
             ack_policy=ctx.ack_policy,
             noted=noted,
+            expired=_expired(rows, slot.stream),
         )
         noted = None
         ahead.look = _Look(seg, None, rows, base, read)
@@ -745,6 +760,8 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
     if out.life < 0:  # Redis lost the state since this read looked: the next read starts it
         serve.more = False
         return
+    if out.expired:
+        wait_stats.counts.add(wait_stats.EXPIRED, out.expired)
     if not serve.looks:
         serve.life = out.life
     serve.sinks_acked.update(out.sinks_acked)
@@ -783,6 +800,32 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
     serve.start = out.next
 
 
+def _expire_held_back(contexts: list[_Context], redis: Any) -> None:
+    """Deliveries a pass handed out but kept back from its answer, past their time to live
+    (`_take_each`): acknowledged for the group (every sink of a fan-out group), in one round
+    trip for the pass, their floors persisted with the read's."""
+    pipe, queued = None, []
+    for ctx in contexts:
+        sinks = ctx.group.sink_names
+        for serve in ctx.serves:
+            if not serve.expired:
+                continue
+            pipe = pipe or scripted_pipeline(redis)
+            runs = runs_of(sorted(serve.expired))
+            for sink in sinks or (None,):
+                with pipe.step() as answer:
+                    read = serve.slot.tracker.ack_runs(runs, sink, sinks, pipe=pipe, life=serve.life)
+                queued.append((ctx, serve.slot, read, answer))
+            wait_stats.counts.add(wait_stats.EXPIRED, len(serve.expired))
+            serve.expired = []
+    if pipe is None:
+        return
+    pipe.execute()
+    for ctx, slot, read, answer in queued:
+        _, floor = read(answer.one())
+        ctx.moves.append((slot, floor, 0))
+
+
 def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
     """Deliveries given one by one, each with its record: read ahead, or read now (a compacted
     view's, or one behind what was read ahead). An offset truncated away meanwhile is skipped:
@@ -798,6 +841,20 @@ def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
             lost = [o for o in offsets if o not in records]
             records.update(compacted.views().records_at(serve.slot.stream, look.view, serve.slot.segment, lost))
         pairs = [(records[d.offset], d) for d in deliveries if d.offset in records]
+    stream = serve.slot.stream
+    if stream.message_ttl_s or any(item.ttl_ms for item, _ in pairs):
+        # past their time to live since they were last handed out (or not read ahead): kept
+        # back, and processed (`_expire_held_back`)
+        now_ms = int(floors.clock() * 1000)
+        stream_ms = stream.message_ttl_s * 1000 if stream.message_ttl_s else None
+        pairs = list(pairs)
+        gone = [
+            d for item, d in pairs if ttl.expired(item.published_ms, item.deliver_at_ms, item.ttl_ms, stream_ms, now_ms)
+        ]
+        if gone:
+            serve.expired += gone
+            kept = {d.offset for d in gone}
+            pairs = [(item, d) for item, d in pairs if d.offset not in kept]
     items, runs = serve.items, serve.runs
     for item, (offset, epoch) in pairs:
         items.append(item)

@@ -23,6 +23,10 @@ local backoff, ack_none = parse_backoff(ARGV[13]), ARGV[14] == 'none'
 local handed, seeded, life = tonumber(ARGV[15]), ARGV[17] == '1', ARGV[18]
 -- the consumer the hand-out is for, named in its member ('' unnamed): who holds what in flight
 local owner = ARGV[19] or ''
+-- offsets past their time to live (domain.ttl), among those the caller read ahead: processed
+-- when the cursor reaches them, handed out to no one
+local past_ttl = {}
+for o in string.gmatch(ARGV[21] or '', '%d+') do past_ttl[tonumber(o)] = true end
 
 local known = redis.call('HMGET', state, 'floor', 'layout')
 if known[1] and known[2] ~= LAYOUT then
@@ -33,7 +37,7 @@ end
 if not known[1] then
   if not seeded then
     -- lost since the caller looked: nothing handed out, its next read starts it from the database
-    return {'', '', {}, 0, persisted, persisted, '', -1}
+    return {'', '', {}, 0, persisted, persisted, '', -1, 0}
   end
   redis.call('HSET', state, 'floor', persisted, 'next', persisted, 'layout', LAYOUT, 'life', life)
   start_at(persisted)
@@ -55,7 +59,7 @@ end
 -- an ordered group's segment hands out only to its owner (claim.lua), checked in this call
 if ARGV[20] == '1' and (redis.call('HGET', state, 'owner') or '') ~= owner then
   return {'', '', {}, 0, tonumber(redis.call('HGET', state, 'floor')), tonumber(redis.call('HGET', state, 'next')), '',
-          tonumber(redis.call('HGET', state, 'life') or '0')}
+          tonumber(redis.call('HGET', state, 'life') or '0'), 0}
 end
 local missed = 0
 local floor = tonumber(redis.call('HGET', state, 'floor'))
@@ -142,12 +146,13 @@ end
 local nxt = tonumber(redis.call('HGET', state, 'next'))
 local redo = tonumber(redis.call('HGET', state, 'redo') or '0')
 local stop = math.min(tail, scan_until)
-local first, compacted_away = {}, {}
+local first, compacted_away, expired_now = {}, {}, 0
 if not is_halted() then
   while count < limit and nxt < stop do
     local o = nxt
-    if view_mode and not present[o] then
+    if (view_mode and not present[o]) or past_ttl[o] then
       compacted_away[#compacted_away + 1] = o  -- processed, nothing to deliver
+      if past_ttl[o] then expired_now = expired_now + 1 end
       nxt = nxt + 1
     else
       local when = delayed[o]
@@ -238,4 +243,4 @@ end
 table.sort(dead_out)
 return {table.concat(again, ','), table.concat(first_runs, ','), dead_out, missed,
         tonumber(redis.call('HGET', state, 'floor')), nxt, table.concat(sinks_done, ';'),
-        tonumber(redis.call('HGET', state, 'life') or '0')}
+        tonumber(redis.call('HGET', state, 'life') or '0'), expired_now}

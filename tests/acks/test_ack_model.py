@@ -183,3 +183,13 @@ def test_a_halted_segment_resumes_when_the_policy_changes():
     out = acks.hand_out(4.0, "a", 1, TAIL, LEASE_S, 2, Poison.SKIP)  # on_poison changed
     assert acks.halted_at is None and acks.floor == 1
     assert [d.offset for d in out.deliveries] == [1]
+
+
+def test_offsets_past_their_time_to_live_are_processed_without_a_delivery():
+    acks = SegmentAcks()
+    out = acks.hand_out(0.0, "a", 2, 6, LEASE_S, 3, Poison.SKIP, expired=[0, 2, 3])
+    # the limit counts deliveries only: the cursor passes what expired on its way to two
+    assert [d.offset for d in out.deliveries] == [1, 4] and out.expired == 3 and out.next == 5
+    assert acks.floor == 1  # 0 processed; 1 leased holds it
+    acks.ack(out.deliveries[0])
+    assert acks.floor == 4  # 1 acked, 2 and 3 expired: processed

@@ -230,14 +230,16 @@ def test_a_part_that_is_one_run_is_one_range_and_any_break_splits_it():
 
 
 def test_a_hand_out_read_as_runs_holds_the_same_deliveries_as_spelled_out():
-    # the HAND_OUT script's answer: redeliveries "offset:epoch", first deliveries as runs "a-b"
-    answer = [b"3:2,9:4", b"10-14,20-21", [b"5"], 1, 3, 21, b"9=search", 42]
+    # the HAND_OUT script's answer: redeliveries "offset:epoch", first deliveries as runs "a-b",
+    # then dead letters, missed, floor, next, sinks done, life, and how many expired
+    answer = [b"3:2,9:4", b"10-14,20-21", [b"5"], 1, 3, 21, b"9=search", 42, 2]
     spelled, runs = _handed_out(answer), _handed_out_as_runs(answer)
     assert runs.first_runs == [(10, 14), (20, 21)] and spelled.first_runs == []
     assert spelled.deliveries == runs.deliveries + [Delivery(o, 1) for o in (10, 11, 12, 13, 20)]
     assert runs.deliveries == [Delivery(3, 2), Delivery(9, 4)]
     assert (spelled.dead_letter, spelled.missed, spelled.floor, spelled.next) == ([5], 1, 3, 21)
     assert spelled.sinks_acked == runs.sinks_acked == {9: ("search",)}
+    assert spelled.expired == runs.expired == 2
 
 
 def test_ids_of_another_life_point_at_their_own_life_on_the_same_segment():

@@ -21,6 +21,7 @@ op = st.one_of(
     st.tuples(st.just("fanout"), st.just(0), st.booleans()),
     st.tuples(st.just("index"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("view"), st.integers(1, 12), st.integers(0, 2**12 - 1)),
+    st.tuples(st.just("expire"), st.integers(1, 12), st.integers(0, 2**12 - 1)),
     st.tuples(st.just("truncate"), st.integers(0, TAIL), st.just(0)),
     st.tuples(st.just("dead"), st.just(0), st.just(0)),
     st.tuples(st.just("policy"), st.sampled_from(list(Poison)), st.integers(1, 3)),
@@ -95,6 +96,17 @@ def test_redis_and_the_plain_rules_agree_step_by_step(redis, ops, on_poison, max
                 )
                 got = tracker.hand_out(*args, head=head, scan_until=start + a, present=present, **rules)
                 assert got == want
+                handed += got.deliveries
+            elif kind == "expire":  # of the next a offsets, those in mask are past their time to live
+                start = model.next
+                expired = [start + i for i in range(a) if b >> i & 1]
+                args = (now, "b", 5, TAIL, LEASE_S, max_deliveries, on_poison)
+                want = model.hand_out(
+                    *args, head=head, scan_until=start + a, expired=expired, released=released, index_live=live, **rules
+                )
+                got = tracker.hand_out(*args, head=head, scan_until=start + a, expired=expired, **rules)
+                assert got == want and got.expired == want.expired
+                assert not {d.offset for d in got.deliveries} & set(expired)
                 handed += got.deliveries
             elif kind == "fanout":  # the index releases what is due (all it holds, when b)
                 due = {o: at for o, at in passed.items() if b or at <= now}

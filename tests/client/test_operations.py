@@ -234,3 +234,14 @@ def test_streams_and_groups_are_named_scope_slash_name_and_the_older_form_still_
             client.create_stream(bad)
     with pytest.raises(TypeError, match="by keyword"):
         client.create_stream("shop/x", 4)
+
+
+def test_a_time_to_live_from_the_client_on_the_stream_and_on_events(client, clock):
+    made = client.create_stream("shop/brief", message_ttl_s=60)
+    assert made["message_ttl_s"] == 60
+    group = client.create_reader_group("shop/late", ["shop/brief"], start="head")
+    client.publish("shop/brief", ["as the stream says"])
+    client.publish("shop/brief", ["own", {"payload": "its own", "ttl_s": 30}], ttl_s=600)
+    clock.now += 120  # the readers' clock (the server runs in this process)
+
+    assert consumed(group) == ["own"]  # read in binary: the frames' own time to live

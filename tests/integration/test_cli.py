@@ -2,6 +2,7 @@
 server and a real Celery worker: streams, publish from stdin and from a file, tail, consume with
 acknowledgements, reader groups with seek and checkpoints, a retention cycle, health."""
 
+import base64
 import json
 import subprocess
 import sys
@@ -191,3 +192,15 @@ def test_the_cli_says_what_went_wrong_and_how_to_put_it_right(cbr, web_server):
     assert down.returncode == 2
     message = json.loads(down.stderr)["error"]["message"]
     assert message.startswith("cannot reach the server at http://127.0.0.1:9: ") and "CBR_SERVER" in message
+
+
+def test_events_published_with_a_time_to_live_are_not_consumed_after_it(cbr):
+    created = json.loads(cbr("--json", "streams", "create", "cli/brief", "--message-ttl-s", "1"))
+    assert created["message_ttl_s"] == 1
+    cbr("groups", "create", "cli/late", "--stream", "cli/brief", "--start", "head")
+    cbr("publish", "cli/brief", stdin=b"gone\n")  # lives as the stream says: a second
+    cbr("publish", "cli/brief", "--ttl-s", "600", stdin=b"kept\n")  # its own time to live wins
+    time.sleep(1.5)  # past the stream's time to live
+    got = lines(cbr("--json", "consume", "cli/late", "--idle-stop", "--wait-ms", "0"))
+    assert [base64.b64decode(e["payload_b64"]) for e in got] == [b"kept"]
+    assert got[0]["headers"] == {"cbr-ttl-ms": "600000"}
