@@ -833,6 +833,7 @@ def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
     offsets = list(map(_OFFSET, deliveries))
     found = list(map(look.ahead.get, offsets))
     pairs: Iterable[tuple[Record | Frame, Delivery]]
+    got: Iterable[Record | Frame] = cast(list[Record | Frame], found)
     if None not in found:  # the common case: every record read ahead (pairs made in C)
         pairs = zip(cast(list[Record | Frame], found), deliveries)
     else:
@@ -841,8 +842,9 @@ def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
             lost = [o for o in offsets if o not in records]
             records.update(compacted.views().records_at(serve.slot.stream, look.view, serve.slot.segment, lost))
         pairs = [(records[d.offset], d) for d in deliveries if d.offset in records]
+        got = records.values()
     stream = serve.slot.stream
-    if stream.message_ttl_s or any(item.ttl_ms for item, _ in pairs):
+    if stream.message_ttl_s or any(map(_OWN_TTL, got)):
         # past their time to live since they were last handed out (or not read ahead): kept
         # back, and processed (`_expire_held_back`)
         now_ms = int(floors.clock() * 1000)

@@ -243,6 +243,25 @@ def test_a_streams_publish_rate_is_set_and_cleared_in_its_settings_and_shown(ope
     assert stream.publish_rate == {}
 
 
+def test_a_streams_time_to_live_is_set_shown_and_cleared_in_its_settings(operator, data_dir):
+    stream = factories.make_stream("orders")
+    body = {"description": "", "cleanup_policy": "delete", "on_max_limit": "truncate"}
+    refused = operator.post("/streams/shop/orders/settings/", {**body, "message_ttl_s": "0"})
+    assert refused.status_code == 200 and errors_beside(refused.content.decode())
+    stream.refresh_from_db()
+    assert stream.message_ttl_s is None  # nothing saved
+    saved = operator.post("/streams/shop/orders/settings/", {**body, "message_ttl_s": "3600"})
+    assert saved.status_code == 302, errors_beside(saved.content.decode())
+    stream.refresh_from_db()
+    assert stream.message_ttl_s == 3600
+    page = text(operator.get("/streams/shop/orders/").content.decode())
+    assert "Time to live 3600 s (events without their own ttl_s; past it no group receives them)" in page, page
+    assert operator.post("/streams/shop/orders/settings/", body).status_code == 302
+    stream.refresh_from_db()
+    assert stream.message_ttl_s is None
+    assert "Time to live none" in text(operator.get("/streams/shop/orders/").content.decode())
+
+
 def test_a_groups_dispatch_rate_is_set_shown_and_cleared_from_the_console(operator, data_dir):
     factories.make_stream("orders")
     refused = operator.post("/reader-groups/new/", group_body(dispatch_events_per_s="0"))
