@@ -54,7 +54,7 @@ _OFFSET = itemgetter(0)  # of a Delivery
 
 
 _ROW_OFFSET, _DELIVER_AT = attrgetter("offset"), attrgetter("deliver_at_ms")  # of a Record or a Frame
-_OWN_TTL = attrgetter("ttl_ms")  # an event's own time to live (domain.ttl), of a Record or a Frame
+_OWN_TTL, _HEADERS = attrgetter("ttl_ms"), attrgetter("headers")  # a Frame's own time to live; a Record's headers
 
 
 @dataclass(eq=False)
@@ -607,11 +607,21 @@ def _delayed(rows: list) -> dict[int, float]:
     }
 
 
+def _any_own_ttl(rows: list) -> bool:
+    """Whether any of these records has its own time to live: a frame's field, read in C; a
+    record's header, looked for only in the records that have headers."""
+    if not rows:
+        return False
+    if type(rows[0]) is Frame:
+        return any(map(_OWN_TTL, rows))
+    return any(ttl.TTL_HEADER in headers for headers in filter(None, map(_HEADERS, rows)))
+
+
 def _expired(rows: list, stream: Any) -> list[int]:
     """The offsets of those records past their time to live (`domain.ttl`), by a clock read
     after the records."""
     stream_ms = stream.message_ttl_s * 1000 if stream.message_ttl_s else None
-    if stream_ms is None and not any(map(_OWN_TTL, rows)):  # most reads: none (a frame's, read in C)
+    if stream_ms is None and not _any_own_ttl(rows):  # most reads: none
         return []
     now_ms = int(floors.clock() * 1000)
     return [r.offset for r in rows if ttl.expired(r.published_ms, r.deliver_at_ms, r.ttl_ms, stream_ms, now_ms)]
@@ -844,7 +854,7 @@ def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
         pairs = [(records[d.offset], d) for d in deliveries if d.offset in records]
         got = records.values()
     stream = serve.slot.stream
-    if stream.message_ttl_s or any(map(_OWN_TTL, got)):
+    if stream.message_ttl_s or _any_own_ttl(list(got)):
         # past their time to live since they were last handed out (or not read ahead): kept
         # back, and processed (`_expire_held_back`)
         now_ms = int(floors.clock() * 1000)

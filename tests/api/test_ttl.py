@@ -49,10 +49,10 @@ def test_an_event_past_its_own_ttl_goes_to_no_group_and_counts_as_processed(api,
     factories.create_group_over_api(api, start="head")
     factories.create_group_over_api(api, "audit", start="head", ack_policy="none")
     factories.publish_over_api(
-        api, [{"payload": "keep"}, {"payload": "brief", "ttl_s": 5}, {"payload": "long", "ttl_s": 3600}]
+        api, [{"payload": "keep"}, {"payload": "brief", "ttl_s": 20}, {"payload": "long", "ttl_s": 3600}]
     )
     before = expired_total(api)
-    clock.now += 6
+    clock.now += 60  # (the readers' clock started before the publish: margins of tens of seconds)
 
     got = read(api)
     assert [d["payload"] for d in got] == ["keep", "long"]
@@ -69,7 +69,7 @@ def test_a_stream_s_message_ttl_applies_to_events_without_their_own_and_can_chan
     assert api.get(f"{S}shop/orders/").json()["message_ttl_s"] == 60
     factories.create_group_over_api(api, start="head")
     factories.publish_over_api(api, [{"payload": "old"}, {"payload": "own", "ttl_s": 600}])
-    clock.now += 61
+    clock.now += 120
 
     got = read(api)
     assert [d["payload"] for d in got] == ["own"]  # the event's own ttl wins
@@ -91,7 +91,7 @@ def test_a_delivery_held_past_its_ttl_is_not_handed_out_again(api, redis, clock)
     nacked = api.post(f"{G}shop/billing/nack/", {"delivery_ids": [first[0]["delivery_id"]]}, format="json")
     assert nacked.status_code == 200, nacked.content
     ack(api, first[1:])
-    clock.now += 31  # given back, then past its time to live before it is read again
+    clock.now += 60  # given back, then past its time to live before it is read again
     before = expired_total(api)
 
     assert read(api) == []
@@ -106,7 +106,7 @@ def test_a_lease_that_runs_out_past_the_ttl_does_not_deliver_it_again(api, redis
     assert [d["payload"] for d in read(api)] == ["held"]
     clock.now += 11
     assert [d["payload"] for d in read(api)] == ["held"]  # its lease ran out within its time to live
-    clock.now += 11
+    clock.now += 30
 
     assert read(api) == []
     assert floor() == 1
@@ -118,10 +118,10 @@ def test_a_delayed_event_s_ttl_counts_from_its_delivery_time(api, redis, clock):
     factories.create_group_over_api(api, "late", start="head")
     factories.publish_over_api(api, [{"payload": "later", "delay_ms": 60_000, "ttl_s": 30}])
     assert read(api) == [] and read(api, "late") == []
-    clock.now += 75  # due 15 s ago, 15 s left to live
+    clock.now += 75  # due (60 s after its publish), not yet 30 s past that
 
     assert [d["payload"] for d in read(api)] == ["later"]
-    clock.now += 20  # past due + ttl
+    clock.now += 40  # past due + ttl
     assert read(api, "late") == []
     assert floor("late") == 1
 
@@ -133,7 +133,7 @@ def test_an_event_out_of_deliveries_past_its_ttl_is_not_dead_lettered(api, redis
     got = read(api)
     assert len(got) == 2
     api.post(f"{G}shop/billing/nack/", {"delivery_ids": [d["delivery_id"] for d in got]}, format="json")
-    clock.now += 11
+    clock.now += 40
 
     assert read(api) == []  # both out of deliveries: one dead-lettered, one expired
     letters = api.get(f"{S}shop/orders-dlq/events/").json()["events"]

@@ -328,3 +328,21 @@ def test_min_compaction_lag_holds_young_chunks_out_of_the_view_until_they_are_ol
     old = run(stream, t + timedelta(seconds=3700), seal=False)
     assert old.state == "succeeded" and old.chunks == 2
     assert as_dict(view(api)) == {"A": "2", "B": "1"}
+
+
+def test_a_view_event_past_its_time_to_live_goes_to_no_read_compacted_group(api, spark_ready, clock):
+    stream = make(api, segment_count=1)
+    factories.publish_over_api(
+        api,
+        [{"key": "A", "payload": "brief", "ttl_s": 5}, {"key": "B", "payload": "kept"}, {"key": "C", "payload": "c"}],
+        stream="shop/profiles",
+    )
+    run(stream, datetime.now(UTC) + timedelta(seconds=1))  # the view holds all three, horizon 3
+    assert as_dict(view(api)) == {"A": "brief", "B": "kept", "C": "c"}
+    body = {"scope": "shop", "name": "table", "streams": ["shop/profiles"], "retention_type": "NONE"}
+    assert api.post("/api/v1/reader-groups/", {**body, "read_compacted": True}, format="json").status_code == 201
+    clock.now += 60  # (the readers' clock started before the publish)
+
+    read = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 10}, format="json").json()
+    assert [d["key"] for d in read["deliveries"]] == ["B", "C"]  # A's latest value expired
+    assert api.get("/api/v1/reader-groups/shop/table/").json()["positions"][0]["floor"] == 1  # A passed, B held
