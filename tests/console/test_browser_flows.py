@@ -491,3 +491,24 @@ def test_a_groups_dispatch_rate_on_its_page_and_in_its_settings(live_server, adm
     page.fill("#id_dispatch_events_per_s", "")
     page.click("button:text('Save')")
     assert page.locator("dt:text('Dispatch rate') + dd").inner_text() == "no limit"
+
+
+def test_a_streams_time_to_live_on_its_page_and_in_its_settings(live_server, admin_user, browser_page, data_dir):
+    client = Client(live_server.url, username="ada", password="pw-ada-123")
+    client.create_stream("shop/orders", segment_count=1, message_ttl_s=3600)
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/streams/shop/orders/")
+    shown = page.locator("dt:text('Time to live') + dd").inner_text()
+    assert shown == "1 h (events without their own ttl_s; past it no group receives them)", shown
+    shot(page, "stream-time-to-live", (1280, 390))
+    page.goto(f"{live_server.url}/streams/shop/orders/settings/")
+    assert page.input_value("#id_message_ttl_s") == "3600"
+    page.fill("#id_message_ttl_s", "0")
+    page.click("button:text('Save')")  # the browser holds it back (min 1): nothing sent
+    assert page.url.endswith("/settings/") and page.locator("#id_message_ttl_s:invalid").count() == 1
+    shot(page, "stream-settings-time-to-live", (1280,))
+    assert Stream.objects.get(name="orders").message_ttl_s == 3600
+    page.fill("#id_message_ttl_s", "")
+    page.click("button:text('Save')")
+    assert page.locator("dt:text('Time to live') + dd").inner_text() == "none (an event's own ttl_s still applies)"

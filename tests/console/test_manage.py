@@ -255,7 +255,7 @@ def test_a_streams_time_to_live_is_set_shown_and_cleared_in_its_settings(operato
     stream.refresh_from_db()
     assert stream.message_ttl_s == 3600
     page = text(operator.get("/streams/shop/orders/").content.decode())
-    assert "Time to live 3600 s (events without their own ttl_s; past it no group receives them)" in page, page
+    assert "Time to live 1 h (events without their own ttl_s; past it no group receives them)" in page, page
     assert operator.post("/streams/shop/orders/settings/", body).status_code == 302
     stream.refresh_from_db()
     assert stream.message_ttl_s is None
