@@ -9,6 +9,7 @@ import factories
 import pytest
 
 from domain.events import EventIn
+from domain.ttl import TTL_HEADER
 from groups import consuming, reader_groups
 from groups.consuming import floors
 from groups.models import ReadPosition
@@ -176,3 +177,21 @@ def test_a_read_looking_ahead_marks_its_group_seen_and_its_consumer_read(redis, 
     assert consuming.last_seen(group).timestamp() == pytest.approx(clock.now, abs=0.01)
     heard = redis.hget(floors.consumers_key(group.state_key), "r:w")
     assert float(heard) == pytest.approx(clock.now, abs=0.01)
+
+
+def test_a_woken_read_looking_ahead_passes_over_what_expired_in_the_same_call(redis, clock, round_trips):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    services.do_publish(stream, [EventIn(b"zero")])
+    consuming.ack(group, [d["delivery_id"] for d in consuming.read(group, 10).deliveries])
+    waiting = parked(group)
+    brief = {TTL_HEADER: "20000"}  # 20 s, as a publish's ttl_s keeps it
+    services.do_publish(stream, [EventIn(b"one", headers=brief), EventIn(b"two"), EventIn(b"three", headers=brief)])
+    clock.now += 60
+    round_trips.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["two"] and len(round_trips) == 1  # looked ahead: no round trip more
+    consuming.ack(group, [d["delivery_id"] for d in result.deliveries])
+    assert ReadPosition.objects.get(subscription__reader_group=group).floor == 4
