@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import factories
 import pytest
