@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from domain.events import LAST_DELIVER_AT_MS
+from domain.ttl import MAX_TTL_S, MIN_TTL_S
 
 
 @extend_schema_field(
@@ -36,6 +37,13 @@ class EventInSerializer(serializers.Serializer):
     headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True)
     deliver_at = DeliverAtField(required=False, allow_null=True)
     delay_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
+    ttl_s = serializers.FloatField(
+        required=False,
+        min_value=MIN_TTL_S,
+        max_value=MAX_TTL_S,
+        allow_null=True,
+        help_text="seconds the event lives (from its delivery time when delayed): past it no group receives it",
+    )
 
 
 class PublishSerializer(serializers.Serializer):

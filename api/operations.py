@@ -148,7 +148,8 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "Publish events",
         "Appends the events and answers their positions, in the order given, once they are durable. `payload` "
         "is text, `payload_b64` bytes; `routing_key` picks the segment (same key, same segment, in order); "
-        "`key` is the compaction key; `deliver_at` or `delay_ms` delays delivery to reader groups. Up to "
+        "`key` is the compaction key; `deliver_at` or `delay_ms` delays delivery to reader groups; `ttl_s` is "
+        "the event's time to live. Up to "
         "`CBR_MAX_BATCH_EVENTS` events per request; a bad event refuses the whole batch, naming it "
         "(`events[3].payload_b64`).",
     ),

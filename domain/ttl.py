@@ -23,17 +23,18 @@ from domain.errors import FieldError
 
 TTL_HEADER = "cbr-ttl-ms"
 # the longest time to live an event or a stream may set: ten years (a longer one is a mistake,
-# or means "never": leave it out)
+# or means "never": leave it out); the shortest, a millisecond (what is kept)
 MAX_TTL_S = 10 * 365 * 24 * 3600
+MIN_TTL_S = 0.001
 
 
 def parse_ttl_s(value: object, field: str) -> int:
-    """`ttl_s` or `message_ttl_s` as given (seconds, a whole or decimal number > 0, at most
-    `MAX_TTL_S`), in milliseconds (at least 1)."""
+    """`ttl_s` as given (seconds, a whole or decimal number from `MIN_TTL_S` to `MAX_TTL_S`), in
+    milliseconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FieldError(field, "must be a number of seconds")
-    if not value > 0:  # (also refuses NaN)
-        raise FieldError(field, "must be more than 0 seconds")
+    if not value >= MIN_TTL_S:  # (also refuses NaN)
+        raise FieldError(field, f"must be at least {MIN_TTL_S} seconds (a millisecond)")
     if value > MAX_TTL_S:
         raise FieldError(field, f"must be at most {MAX_TTL_S} seconds (ten years)")
     return max(1, round(value * 1000))

@@ -146,6 +146,7 @@ def test_an_event_out_of_deliveries_past_its_ttl_is_not_dead_lettered(api, redis
     ("event", "field"),
     [
         ({"payload": "x", "ttl_s": 0}, "events[1].ttl_s"),
+        ({"payload": "x", "ttl_s": 0.0005}, "events[1].ttl_s"),
         ({"payload": "x", "ttl_s": -1}, "events[1].ttl_s"),
         ({"payload": "x", "ttl_s": "5"}, "events[1].ttl_s"),
         ({"payload": "x", "ttl_s": True}, "events[1].ttl_s"),
