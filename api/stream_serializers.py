@@ -136,6 +136,17 @@ class PublishRateField(serializers.JSONField):
         return check_publish_rate(data)
 
 
+def message_ttl_field() -> StrictIntegerField:
+    """A stream's `message_ttl_s` (`domain.ttl`), as its create and its update take it."""
+    return StrictIntegerField(
+        min_value=1,
+        max_value=MAX_TTL_S,
+        required=False,
+        allow_null=True,
+        help_text="seconds an event without its own ttl_s lives; null: no limit",
+    )
+
+
 class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     """A new stream: its compaction settings (`COMPACTION_FIELDS`) and these."""
 
@@ -149,13 +160,7 @@ class StreamCreateSerializer(RefusesUnknownFields, _CompactionSettings):
     )
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, default="truncate")
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
-    message_ttl_s = StrictIntegerField(
-        min_value=1,
-        max_value=MAX_TTL_S,
-        required=False,
-        allow_null=True,
-        help_text="seconds an event without its own ttl_s lives; null: no limit",
-    )
+    message_ttl_s = message_ttl_field()
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False)
@@ -181,13 +186,7 @@ class StreamUpdateSerializer(_CompactionSettings):
     cleanup_policy = declared_field(COMPACTION_FIELDS["cleanup_policy"], required=False)
     on_max_limit = serializers.ChoiceField(choices=OnMaxLimit.choices, required=False)
     max_delay_s = StrictIntegerField(min_value=0, max_value=MAX_INT_COLUMN, required=False, allow_null=True)
-    message_ttl_s = StrictIntegerField(
-        min_value=1,
-        max_value=MAX_TTL_S,
-        required=False,
-        allow_null=True,
-        help_text="seconds an event without its own ttl_s lives; null: no limit",
-    )
+    message_ttl_s = message_ttl_field()
     delayed_index = DelayedIndexSerializer(required=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=500)
     tags = TagsField(required=False, help_text="replaces the stream's tags ({} removes them all)")

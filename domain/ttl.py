@@ -40,6 +40,11 @@ def parse_ttl_s(value: object, field: str) -> int:
     return max(1, round(value * 1000))
 
 
+def stream_ttl_ms(message_ttl_s: int | None) -> int | None:
+    """A stream's `message_ttl_s` in milliseconds (None: it sets none)."""
+    return message_ttl_s * 1000 if message_ttl_s else None
+
+
 def own_ttl_ms(headers: dict | None) -> int | None:
     """An event's own time to live (ms) from its stored headers; None when it has none (or the
     header does not parse: written before the header was the service's)."""

@@ -10,7 +10,7 @@ from django.db import transaction
 from domain.dead_letters import DeadLetter, read_dead_letter
 from domain.errors import FieldError
 from domain.events import EventIn
-from domain.ttl import TTL_HEADER, expired
+from domain.ttl import TTL_HEADER, expired, stream_ttl_ms
 from groups.consuming.floors import Slot, records_at
 from groups.models import ReaderGroup, Republished
 from store.framing import Record
@@ -63,7 +63,7 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
     reasons = slot.tracker.reasons(offsets)
     epochs = get_redis().hmget(slot.tracker.keys[3], offsets)
     head = seg.read_head().offset
-    stream_ms = slot.stream.message_ttl_s * 1000 if slot.stream.message_ttl_s else None
+    stream_ms = stream_ttl_ms(slot.stream.message_ttl_s)
     events, settled = [], []
     for offset, epoch in zip(offsets, epochs, strict=True):
         rec = records.get(offset)

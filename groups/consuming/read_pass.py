@@ -620,7 +620,7 @@ def _any_own_ttl(rows: list) -> bool:
 def _expired(rows: list, stream: Any) -> list[int]:
     """The offsets of those records past their time to live (`domain.ttl`), by a clock read
     after the records."""
-    stream_ms = stream.message_ttl_s * 1000 if stream.message_ttl_s else None
+    stream_ms = ttl.stream_ttl_ms(stream.message_ttl_s)
     if stream_ms is None and not _any_own_ttl(rows):  # most reads: none
         return []
     now_ms = int(floors.clock() * 1000)
@@ -857,16 +857,11 @@ def _take_each(serve: _Serve, look: _Look, deliveries: list[Delivery]) -> None:
     if stream.message_ttl_s or _any_own_ttl(list(got)):
         # past their time to live since they were last handed out (or not read ahead): kept
         # back, and processed (`_expire_held_back`)
-        now_ms = int(floors.clock() * 1000)
-        stream_ms = stream.message_ttl_s * 1000 if stream.message_ttl_s else None
         pairs = list(pairs)
-        gone = [
-            d for item, d in pairs if ttl.expired(item.published_ms, item.deliver_at_ms, item.ttl_ms, stream_ms, now_ms)
-        ]
+        gone = set(_expired([item for item, _ in pairs], stream))
         if gone:
-            serve.expired += gone
-            kept = {d.offset for d in gone}
-            pairs = [(item, d) for item, d in pairs if d.offset not in kept]
+            serve.expired += [d for _, d in pairs if d.offset in gone]
+            pairs = [(item, d) for item, d in pairs if d.offset not in gone]
     items, runs = serve.items, serve.runs
     for item, (offset, epoch) in pairs:
         items.append(item)
