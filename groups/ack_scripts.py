@@ -12,7 +12,7 @@ blocks read once (`reader`), and a batch's bit changes are one mask combined by 
 The scripts are `.lua` files in `lua/` beside this module: `ack_common.lua` (the keys and the
 helpers every script shares), `ack_deliveries.lua` (decoding a batch of deliveries), and one file
 per script, which says what it takes and returns; `look.lua` runs two of them (`read_counts`,
-`hand_out`) as functions in one call."""
+`hand_out`) as functions in one call, and `look_many.lua` runs `look` for many reads."""
 
 from importlib.resources import files
 
@@ -49,5 +49,14 @@ def _as_function(name: str) -> str:
     return f"\nlocal function {name}(ARGV){_lua(name)}\nend\n"
 
 
-# a read's counts and its hand-out in one call, when the read knows where the segment stopped
-LOOK = _COMMON + _as_function("read_counts") + _as_function("hand_out") + _lua("look")
+# a read's counts and its hand-out in one call, when the read knows where the segment stopped; the
+# looks of many reads at one place of a segment in one call (the state keys set for each in turn)
+_LOOKS = (
+    _COMMON
+    + "\nlocal noted_seen, noted_consumers\n"
+    + _as_function("read_counts")
+    + _as_function("hand_out")
+    + _as_function("look")
+)
+LOOK = _LOOKS + _lua("look_one")
+LOOK_MANY = _LOOKS + _lua("look_many")

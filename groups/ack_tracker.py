@@ -55,6 +55,7 @@ from groups.ack_scripts import (
     HAND_OUT,
     IN_FLIGHT,
     LOOK,
+    LOOK_MANY,
     NACK_MANY,
     READ_COUNTS,
 )
@@ -133,7 +134,18 @@ def _scripts(redis) -> tuple:
     if redis not in _SCRIPT_CACHE:
         _SCRIPT_CACHE[redis] = tuple(
             redis.register_script(src)
-            for src in (HAND_OUT, ACK_MANY, NACK_MANY, DEAD_LETTERED, FAN_OUT, READ_COUNTS, IN_FLIGHT, CLAIM, LOOK)
+            for src in (
+                HAND_OUT,
+                ACK_MANY,
+                NACK_MANY,
+                DEAD_LETTERED,
+                FAN_OUT,
+                READ_COUNTS,
+                IN_FLIGHT,
+                CLAIM,
+                LOOK,
+                LOOK_MANY,
+            )
         )
     return _SCRIPT_CACHE[redis]
 
@@ -158,6 +170,7 @@ class SegmentTracker:
             self._in_flight,
             self._claim,
             self._look,
+            self._look_many,
         ) = _scripts(redis)
 
     @staticmethod
@@ -297,6 +310,7 @@ class SegmentTracker:
         ack_policy: AckPolicy = AckPolicy.EXPLICIT,
         noted: tuple[list[str], list] | None = None,
         expired: Sequence[int] = (),
+        batch: LookBatch | None = None,
     ):
         """A read's counts (`read_counts`) and, if the segment's state is as a read that knows
         where it stopped expects (`next` at `expected_next`, nothing halted, expired, due again or
@@ -305,7 +319,103 @@ class SegmentTracker:
         one call queued on `pipe`. Returns a function that reads its answer into (the counts, the
         HandOut; None when the state was not as expected: nothing changed, and the caller hands
         out as a read that counted first). `noted`: what the read writes of its group besides
-        (`floors.read_noted`), written by the same call."""
+        (`floors.read_noted`), written by the same call. With `batch` (and `noted`), the look
+        joins the looks of other reads at the same place of the segment (`LookBatch`): one call
+        for them all, queued by `batch.queue(pipe)`; its function then reads the look's own
+        answer out of the pipeline's answer to that call (`LookBatch.answer`)."""
+
+        def read(answer: list) -> tuple[list, HandOut | None]:
+            counts, handed = answer
+            if not handed:
+                return counts, None
+            out = _handed_out_as_runs(handed)
+            if out.life >= 0:
+                self.life = out.life
+            return counts, out
+
+        if batch is not None and noted is not None:
+            place = (self.index_key, expected_next, limit, tail, scan_until, head, now, id(delayed), id(expired))
+            mine = (
+                lease_s,
+                max_deliveries,
+                Poison(on_poison).value,
+                floor,
+                ",".join(map(repr, map(float, backoff))),
+                AckPolicy(ack_policy).value,
+                consumer,
+                most_live,
+                noted[1][1],
+            )
+            return batch.add(
+                place,
+                self,
+                [*self.keys, *noted[0]],
+                mine,
+                (delayed, expired),
+                read,
+                lambda: self.look_args(
+                    expected_next,
+                    most_live,
+                    now,
+                    consumer,
+                    limit,
+                    tail,
+                    lease_s,
+                    max_deliveries,
+                    on_poison,
+                    floor,
+                    head,
+                    delayed,
+                    scan_until,
+                    backoff,
+                    ack_policy,
+                    noted,
+                    expired,
+                ),
+            )
+        keys, args = self.look_args(
+            expected_next,
+            most_live,
+            now,
+            consumer,
+            limit,
+            tail,
+            lease_s,
+            max_deliveries,
+            on_poison,
+            floor,
+            head,
+            delayed,
+            scan_until,
+            backoff,
+            ack_policy,
+            noted,
+            expired,
+        )
+        pipe.run_script(self._look, keys, args)
+        return read
+
+    def look_args(
+        self,
+        expected_next,
+        most_live,
+        now,
+        consumer,
+        limit,
+        tail,
+        lease_s,
+        max_deliveries,
+        on_poison,
+        floor,
+        head,
+        delayed,
+        scan_until,
+        backoff,
+        ack_policy,
+        noted,
+        expired,
+    ) -> tuple[list, list]:
+        """`look`'s keys and arguments (LOOK's)."""
         args = self._hand_out_args(
             now,
             consumer,
@@ -329,18 +439,7 @@ class SegmentTracker:
         if noted is not None:
             keys += noted[0]
             more += noted[1]
-        pipe.run_script(self._look, keys, [*args, *more])
-
-        def read(answer: list) -> tuple[list, HandOut | None]:
-            counts, handed = answer
-            if not handed:
-                return counts, None
-            out = _handed_out_as_runs(handed)
-            if out.life >= 0:
-                self.life = out.life
-            return counts, out
-
-        return read
+        return keys, [*args, *more]
 
     def fan_out(self, due: dict[int, float] | bytes, pipe: ScriptPipeline | None = None) -> list[int] | None:
         """As `SegmentAcks.fan_out`; `due` may come packed already (`released_packed`, built
@@ -515,6 +614,71 @@ class SegmentTracker:
 
 
 _OK = AckResult(True)
+
+
+class LookBatch:
+    """The looks of many reads gathered by the place of a segment they look at (the same state
+    of the stream's index, expected `next`, events asked for, ends and records read ahead:
+    `SegmentTracker.look(..., batch=)`), each group's state its own. `queue` puts one call on a
+    pipeline per place and per `PER_CALL` reads (LOOK_MANY: the arguments they share sent once),
+    or the look alone (LOOK) for a place one read looks at; each look's function reads its own
+    answer once the pipeline has run. A woken fan-out's thousand reads thus send a few dozen
+    calls, not a thousand."""
+
+    PER_CALL = 64  # reads per call: Redis runs a call alone, so it stays short (tens of microseconds a read)
+
+    def __init__(self) -> None:
+        self._places: dict[tuple, _Place] = {}
+
+    def add(self, place: tuple, tracker: SegmentTracker, keys: list, mine: tuple, keep: tuple, read, shared):
+        """A look at `place` (`keys`: its 11 state keys and its group's two noted keys; `mine`:
+        its own arguments, as LOOK_MANY takes them; `keep`: objects whose identity `place`
+        names, kept alive with it; `shared`: what makes the whole LOOK arguments of this look).
+        Returns the function that reads its answer (`SegmentTracker.look`'s)."""
+        at = self._places.get(place)
+        if at is None:
+            at = self._places[place] = _Place(tracker, shared, keep)
+        held: list = []
+        at.members.append((keys, mine, held))
+
+        def read_mine(_answer=None):
+            answers, i = held
+            answer = answers.one()
+            return read(answer if i is None else answer[i])
+
+        return read_mine
+
+    def queue(self, pipe: ScriptPipeline) -> None:
+        """One call per place (per `PER_CALL` of its reads) on `pipe`."""
+        for at in self._places.values():
+            keys, args = at.shared()
+            members = at.members
+            if len(members) == 1:
+                with pipe.step() as answers:
+                    pipe.run_script(at.tracker._look, keys, args)
+                members[0][2].extend((answers, None))
+                continue
+            for start in range(0, len(members), self.PER_CALL):
+                part = members[start : start + self.PER_CALL]
+                call_keys = keys[:12]
+                call_args = [*args, len(part)]
+                for i, (mine_keys, mine, held) in enumerate(part):
+                    call_keys += mine_keys
+                    call_args += mine
+                    held.append(i)
+                with pipe.step() as answers:
+                    pipe.run_script(at.tracker._look_many, call_keys, call_args)
+                for _, _, held in part:
+                    held.insert(0, answers)
+        self._places = {}
+
+
+@dataclass
+class _Place:
+    tracker: SegmentTracker
+    shared: object  # () -> (keys, args) of the first look's LOOK call
+    keep: tuple
+    members: list = field(default_factory=list)
 
 
 def in_flight_of(answer: list) -> dict[str, int]:

@@ -20,7 +20,7 @@ from domain import delivery_ids, ttl
 from domain.acks import AckPolicy, Delivery, HandOut, Poison
 from domain.assignments import assign
 from groups import dispatching
-from groups.ack_tracker import KnownCounts, runs_of
+from groups.ack_tracker import KnownCounts, LookBatch, runs_of
 from groups.consuming import compacted, floors
 from groups.consuming.acking import AckOutcome, PendingAck
 from groups.consuming.answers import ReadPart, ReadResult, add_run
@@ -103,9 +103,12 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     contexts = [_context(reading, now) for reading, _ in passes]
     ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
     shared_rows: dict[tuple, list] = {}
+    shared_segs: dict[tuple, Any] = {}
+    shared_facts: dict[int, tuple] = {}
     aheads: list[list[_Ahead] | None] = []  # each read's looks ahead (None: it counts first)
     expiring_ahead: defaultdict[int, list[str]] = defaultdict(list)
     rated: dict[int, Answers] = {}  # reads of groups with a dispatch rate: what they took from it
+    batch = LookBatch()  # the looks ahead, gathered by the place they look at
     for n, (ctx, (reading, pending)) in enumerate(zip(contexts, passes, strict=True)):
         if dispatching.limited(ctx.group):
             with pipe.step() as rated[n]:
@@ -115,7 +118,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         with pipe.step() as acked:
             if pending is not None:
                 pending.queue(pipe)
-        ctx.rows = shared_rows
+        ctx.rows, ctx.segs, ctx.facts = shared_rows, shared_segs, shared_facts
         ahead = _looks_ahead(ctx, reading, ends) if pending is None else None
         if ahead is None:  # (a read looking ahead writes them with its first look)
             mark_seen(reading.group, now, pipe)
@@ -126,11 +129,12 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
             if ahead is None:
                 _queue_counts(reading.group_slots, now, ctx.lease_s, pipe)
             else:
-                _queue_looks(ctx, ahead, pipe)
+                _queue_looks(ctx, ahead, pipe, batch)
         aheads.append(ahead)
         queued.append((acked, counted))
         if ahead and ctx.ack_policy is not AckPolicy.NONE:  # as for the hand-outs below
             expiring_ahead[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
+    batch.queue(pipe)
     for due_ms, channels in expiring_ahead.items():
         notify_due(pipe, channels, due_ms)
     pipe.execute()
@@ -494,6 +498,8 @@ class _Context:
     known: dict[int, KnownCounts] = field(default_factory=dict)  # by position: where a state Redis starts now starts
     serves: list[_Serve] = field(default_factory=list)  # its segments with something to hand out
     rows: dict[tuple, list] = field(default_factory=dict)  # records read so far by the pass (`_ask`)
+    segs: dict[tuple, Any] = field(default_factory=dict)  # the pass's segments, opened once (`_segment`)
+    facts: dict[int, tuple] = field(default_factory=dict)  # by `id` of shared rows: `_row_facts`
     handed: dict[int, tuple[Slot, int]] = field(default_factory=dict)  # by position: (slot, its `next`)
     counts: list[tuple[int, int, int]] = field(default_factory=list)  # (position, offset, count) of redeliveries
 
@@ -541,7 +547,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
     queue the tracker's hand-out on `pipe`."""
     slot, start, head, tail = serve.slot, serve.start, serve.head, serve.tail
     group = ctx.group
-    seg = stream_log(slot.stream).segment(slot.segment)
+    seg = _segment(ctx, slot)
     view = ctx.views.get(slot.stream.pk)
     horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
     in_view = view is not None and start < horizon
@@ -552,7 +558,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         scan_until = max(map(_ROW_OFFSET, rows)) + 1 if len(rows) == want else horizon
     else:
         rows, base, scan_until = _rows(ctx, seg, serve, want)
-    delayed = _delayed(rows)
+    delayed, expired = _row_facts(ctx, rows, slot.stream)
     read = slot.tracker.hand_out(
         ctx.now,
         ctx.consumer,
@@ -572,7 +578,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         runs=True,
         known=ctx.known.get(slot.position.pk),
         owned=group.delivery == DeliveryMode.ORDERED,
-        expired=_expired(rows, slot.stream),
+        expired=expired,
     )
     return _Look(seg, view, rows, base, read)
 
@@ -593,6 +599,27 @@ def _rows(ctx: _Context, seg: Any, serve: _Serve, want: int) -> tuple[list, int,
         return rows, -1, max(serve.start, head)
     first, last = rows[0].offset, rows[-1].offset  # a segment's offsets follow one another
     return rows, first if last - first == len(rows) - 1 else -1, last + 1
+
+
+def _segment(ctx: _Context, slot: Slot) -> Any:
+    """The slot's segment of the log, opened once by a pass for all its reads."""
+    key = (slot.stream.pk, slot.segment)
+    seg = ctx.segs.get(key)
+    if seg is None:
+        seg = ctx.segs[key] = stream_log(slot.stream).segment(slot.segment)
+    return seg
+
+
+def _row_facts(ctx: _Context, rows: list, stream: Any) -> tuple[dict[int, float], list[int]]:
+    """Of records read ahead, those not due yet (`_delayed`) and those past their time to live
+    (`_expired`): found once by a pass for every read that shares the records (`_rows`), by a
+    clock read after the records were."""
+    if not rows:
+        return {}, []
+    facts = ctx.facts.get(id(rows))
+    if facts is None or facts[0] is not rows:
+        facts = ctx.facts[id(rows)] = (rows, _delayed(rows), _expired(rows, stream))
+    return facts[1], facts[2]
 
 
 def _delayed(rows: list) -> dict[int, float]:
@@ -682,18 +709,22 @@ def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tupl
     return aheads
 
 
-def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> None:
-    """Each segment's counts, and its hand-out where it has events past where it stopped: one
-    call a segment, the first hand-out's also writing what a read writes of its group (its
-    last-seen time, its consumer's last read: `floors.read_noted`)."""
-    noted: tuple[list[str], list] | None = read_noted(ctx.group, ctx.consumer, ctx.now)
+def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline, batch: LookBatch) -> None:
+    """Each segment's counts, and its hand-out where it has events past where it stopped: its
+    counts queued on `pipe` now, its look gathered in `batch` with the pass's other looks at the
+    same place (one call for them all, queued once every read is: `LookBatch`), each look also
+    writing what a read writes of its group (its last-seen time, its consumer's last read:
+    `floors.read_noted`; the same values again for a second segment's look)."""
+    noted = read_noted(ctx.group, ctx.consumer, ctx.now)
+    looked = False
     for ahead in aheads:
         slot, serve = ahead.slot, ahead.serve
         if serve is None or ahead.want <= 0:
             slot.tracker.read_counts(ctx.now, ctx.lease_s, pipe)
             continue
-        seg = stream_log(slot.stream).segment(slot.segment)
+        seg = _segment(ctx, slot)
         rows, base, scan_until = _rows(ctx, seg, serve, ahead.want)
+        delayed, expired = _row_facts(ctx, rows, slot.stream)
         read = slot.tracker.look(
             ahead.stopped,
             ctx.most_live,
@@ -707,16 +738,17 @@ def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline) -> N
             pipe=pipe,
             floor=slot.position.floor,
             head=serve.head,
-            delayed=_delayed(rows),
+            delayed=delayed,
             scan_until=scan_until,
             backoff=ctx.backoff,
             ack_policy=ctx.ack_policy,
             noted=noted,
-            expired=_expired(rows, slot.stream),
+            expired=expired,
+            batch=batch,
         )
-        noted = None
+        looked = True
         ahead.look = _Look(seg, None, rows, base, read)
-    if noted is not None:  # (no hand-out after all: written as any read writes them)
+    if not looked:  # (no hand-out after all: written as any read writes them)
         mark_seen(ctx.group, ctx.now, pipe)
         note_consumer(ctx.group, ctx.consumer, "r", ctx.now, pipe)
 
@@ -725,12 +757,14 @@ def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[lis
     """What a read's looks ahead found: each segment's counts, and whether they handed out all
     the read would have (every hand-out found the state it expected, and no other segment has
     anything to hand out: no further step). Their hand-outs are taken (`ctx.serves`) either
-    way: a read that must go on hands out the rest of its share from the other segments."""
+    way: a read that must go on hands out the rest of its share from the other segments.
+    `answers`: the counts of its segments without a look, in order (a look reads its own)."""
     counts: list = []
     complete = True
-    for ahead, answer in zip(aheads, answers, strict=True):
+    counted = iter(answers)
+    for ahead in aheads:
         if ahead.look is None:
-            found = answer
+            found = next(counted)
             nxt, halted, live, expired, retry_due, dead_due, _ = found
             complete = (
                 complete
@@ -740,7 +774,7 @@ def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[lis
                 and not (halted or expired or retry_due or dead_due)
             )
         else:
-            found, out = ahead.look.read(answer)
+            found, out = ahead.look.read()
             if out is None:
                 complete = False
             else:
@@ -749,6 +783,7 @@ def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[lis
                 ctx.serves.append(serve)
                 _take(ctx, serve, ahead.want, ahead.look, out)
         counts.append(found)
+    assert next(counted, None) is None, "an answer for each segment without a look"
     ctx.result.next_due = min((float(c[6]) for c in counts if c[6] is not None), default=None)
     return counts, complete
 

@@ -5,12 +5,13 @@
 -- due again or to be dead-lettered, and no more than ARGV[23] leases are live), the hand-out of
 -- `hand_out` from there (whose records the caller read ahead from that `next`); else false and
 -- nothing changed: the caller goes on from the counts as a read that did not know.
--- KEYS[13], KEYS[14] (optional): the group's last-seen key and its consumers hash, written as a
--- read writes them (`floors.read_noted`: ARGV[24] the time, ARGV[25] the consumer's field, ARGV[26]
--- the last-seen key's TTL), so that a read looking ahead sends one command, not three
-if KEYS[13] then
-  redis.call('SET', KEYS[13], ARGV[24], 'EX', ARGV[26])
-  redis.call('HSET', KEYS[14], ARGV[25], ARGV[24])
+-- `noted_seen`, `noted_consumers` (optional, set by the caller of this function): the group's
+-- last-seen key and its consumers hash, written as a read writes them (`floors.read_noted`:
+-- ARGV[24] the time, ARGV[25] the consumer's field, ARGV[26] the last-seen key's TTL), so that a
+-- read looking ahead sends one command, not three
+if noted_seen then
+  redis.call('SET', noted_seen, ARGV[24], 'EX', ARGV[26])
+  redis.call('HSET', noted_consumers, ARGV[25], ARGV[24])
 end
 local counted = read_counts({ARGV[1], ARGV[4]})
 local expected, most_live = tonumber(ARGV[22]), tonumber(ARGV[23])

@@ -201,3 +201,71 @@ def test_a_woken_read_looking_ahead_passes_over_what_expired_in_the_same_call(re
     assert payloads(result) == ["two"] and len(round_trips) == 1  # looked ahead: no round trip more
     consuming.ack(group, [d["delivery_id"] for d in result.deliveries])
     assert ReadPosition.objects.get(subscription__reader_group=group).floor == 4
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Each pipeline's script calls, by script: how many reads' looks went in one call."""
+    sent = []
+    run_script = redis_connection.ScriptPipeline.run_script
+    mine = threading.get_ident()
+
+    def counted(self, script, keys, args):
+        if threading.get_ident() == mine:
+            sent.append((script.sha, len(keys)))
+        return run_script(self, script, keys, args)
+
+    monkeypatch.setattr(redis_connection.ScriptPipeline, "run_script", counted)
+    return sent
+
+
+def warmed_group(stream, name, **settings):
+    """A group that has read and acknowledged the stream's first event (Redis holds its state)."""
+    group = reader_groups.do_create_reader_group(scope="t", name=name, streams=[stream], start="head", **settings)
+    consuming.ack(group, [d["delivery_id"] for d in consuming.read(group, 10).deliveries])
+    return group
+
+
+def test_reads_of_many_groups_woken_together_look_in_a_few_calls_each_as_alone(redis, clock, round_trips, calls):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    services.do_publish(stream, [EventIn(b"zero")])
+    groups = [warmed_group(stream, f"g{n}") for n in range(70)]  # more than one call's worth
+    groups.append(warmed_group(stream, "once", ack_policy="none"))
+    groups.append(warmed_group(stream, "short", ack_timeout_s=7))
+    waiting = [parked(group) for group in groups]
+    services.do_publish(stream, [EventIn(b"one"), EventIn(b"two")])
+    round_trips.clear()
+    calls.clear()
+
+    results = consuming.read_woken(waiting, ["stream"] * len(waiting))
+
+    assert [payloads(result) for result in results] == [["one", "two"]] * len(groups)
+    assert len(round_trips) == 1
+    looks = [n for _, n in calls if n > 12]  # the looks' calls: 12 keys and 13 per read
+    assert sorted(looks) == [12 + 13 * 8, 12 + 13 * 64]  # 72 reads: 64 and 8
+    # each group's own settings held in Redis: the at-most-once group has nothing in flight, the
+    # others their leases, the short one's expiring first
+    clock.now += 8
+    assert consuming.read(groups[-2], 10).parts == []
+    assert consuming.read(groups[0], 10).parts == []
+    again = consuming.read(groups[-1], 10)
+    assert payloads(again) == ["one", "two"] and [d["delivery_count"] for d in again.deliveries] == [2, 2]
+    for group, result in zip(groups[:-1], results, strict=False):
+        acked = consuming.ack(group, [d["delivery_id"] for d in result.deliveries]).acked
+        assert acked == (0 if group.name == "once" else 2)
+        assert ReadPosition.objects.get(subscription__reader_group=group).floor == 3
+
+
+def test_competing_reads_of_one_group_woken_together_hand_each_event_out_once(redis):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    services.do_publish(stream, [EventIn(b"zero")])
+    group = warmed_group(stream, "g")
+    waiting = [parked(group, max_events=2, consumer=f"c{n}") for n in range(3)]
+    services.do_publish(stream, [EventIn(f"e{n}".encode()) for n in range(4)])
+
+    results = consuming.read_woken(waiting, ["stream"] * 3)
+
+    got = [payloads(result) for result in results]
+    assert sorted(p for ps in got for p in ps) == ["e0", "e1", "e2", "e3"]  # each once
+    assert sorted(map(len, got)) == [0, 2, 2]
+    assert [d["delivery_count"] for r in results for d in r.deliveries] == [1] * 4
