@@ -40,7 +40,7 @@ import os
 import random
 import struct
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 
@@ -676,7 +676,7 @@ class LookBatch:
 @dataclass
 class _Place:
     tracker: SegmentTracker
-    shared: object  # () -> (keys, args) of the first look's LOOK call
+    shared: Callable[[], tuple[list, list]]  # the keys and arguments of the first look's LOOK call
     keep: tuple
     members: list = field(default_factory=list)
 

@@ -534,7 +534,9 @@ class _Look:
     view: Any
     rows: list[Record] | list[Frame]
     base: int
-    read: Callable[[list], Any]  # its answer into a HandOut (a look ahead's: into its counts and a HandOut or None)
+    read: Callable[
+        ..., Any
+    ]  # its answer into a HandOut (a look ahead's, of no argument: its counts and a HandOut or None)
 
     @functools.cached_property
     def ahead(self) -> dict[int, Record | Frame]:
