@@ -321,8 +321,8 @@ class SegmentTracker:
         out as a read that counted first). `noted`: what the read writes of its group besides
         (`floors.read_noted`), written by the same call. With `batch` (and `noted`), the look
         joins the looks of other reads at the same place of the segment (`LookBatch`): one call
-        for them all, queued by `batch.queue(pipe)`; its function then reads the look's own
-        answer out of the pipeline's answer to that call (`LookBatch.answer`)."""
+        for them all, queued by `batch.queue(pipe)`; its function (called with no argument
+        once the pipeline has run) reads the look's own answer out of that call's."""
 
         def read(answer: list) -> tuple[list, HandOut | None]:
             counts, handed = answer

@@ -534,9 +534,9 @@ class _Look:
     view: Any
     rows: list[Record] | list[Frame]
     base: int
-    read: Callable[
-        ..., Any
-    ]  # its answer into a HandOut (a look ahead's, of no argument: its counts and a HandOut or None)
+    # its answer into a HandOut (a look ahead's, called with no argument: its counts and a
+    # HandOut or None)
+    read: Callable[..., Any]
 
     @functools.cached_property
     def ahead(self) -> dict[int, Record | Frame]:
