@@ -333,6 +333,27 @@ class SegmentTracker:
                 self.life = out.life
             return counts, out
 
+        def look_args() -> tuple[list, list]:
+            return self.look_args(
+                expected_next,
+                most_live,
+                now,
+                consumer,
+                limit,
+                tail,
+                lease_s,
+                max_deliveries,
+                on_poison,
+                floor,
+                head,
+                delayed,
+                scan_until,
+                backoff,
+                ack_policy,
+                noted,
+                expired,
+            )
+
         if batch is not None and noted is not None:
             place = (self.index_key, expected_next, limit, tail, scan_until, head, now, id(delayed), id(expired))
             mine = (
@@ -346,52 +367,8 @@ class SegmentTracker:
                 most_live,
                 noted[1][1],
             )
-            return batch.add(
-                place,
-                self,
-                [*self.keys, *noted[0]],
-                mine,
-                (delayed, expired),
-                read,
-                lambda: self.look_args(
-                    expected_next,
-                    most_live,
-                    now,
-                    consumer,
-                    limit,
-                    tail,
-                    lease_s,
-                    max_deliveries,
-                    on_poison,
-                    floor,
-                    head,
-                    delayed,
-                    scan_until,
-                    backoff,
-                    ack_policy,
-                    noted,
-                    expired,
-                ),
-            )
-        keys, args = self.look_args(
-            expected_next,
-            most_live,
-            now,
-            consumer,
-            limit,
-            tail,
-            lease_s,
-            max_deliveries,
-            on_poison,
-            floor,
-            head,
-            delayed,
-            scan_until,
-            backoff,
-            ack_policy,
-            noted,
-            expired,
-        )
+            return batch.add(place, self, [*self.keys, *noted[0]], mine, (delayed, expired), read, look_args)
+        keys, args = look_args()
         pipe.run_script(self._look, keys, args)
         return read
 
@@ -662,14 +639,13 @@ class LookBatch:
                 part = members[start : start + self.PER_CALL]
                 call_keys = keys[:12]
                 call_args = [*args, len(part)]
-                for i, (mine_keys, mine, held) in enumerate(part):
+                for mine_keys, mine, _ in part:
                     call_keys += mine_keys
                     call_args += mine
-                    held.append(i)
                 with pipe.step() as answers:
                     pipe.run_script(at.tracker._look_many, call_keys, call_args)
-                for _, _, held in part:
-                    held.insert(0, answers)
+                for i, (_, _, held) in enumerate(part):
+                    held.extend((answers, i))
         self._places = {}
 
 
