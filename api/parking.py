@@ -10,17 +10,22 @@ client) `PARK` is absent and the read waits in its thread."""
 
 from __future__ import annotations
 
+import itertools
+import logging
+import queue
+import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 from domain.errors import FieldError
 from streams import waking
 
+log = logging.getLogger(__name__)
 PARK = "cbr.park"  # in the environ: this server can park a read
 
 
@@ -52,24 +57,30 @@ def resume_all(parked: list[Parked], causes: list[str], tidy: bool = True) -> li
     answers one)."""
     close_old_connections()
     try:
-        out: list[HttpResponse | Exception | None] = [None] * len(parked)
-        kinds: dict[Any, list[int]] = defaultdict(list)
-        for i, read in enumerate(parked):
-            kinds[type(read).together].append(i)
-        for together, which in kinds.items():
-            try:
-                if together is None:
-                    answers = [_one(parked[i], causes[i]) for i in which]
-                else:
-                    answers = together([parked[i] for i in which], [causes[i] for i in which])
-            except Exception as exc:  # noqa: BLE001 - answered by the front, as a bug
-                answers = [exc] * len(which)
-            for i, answer in zip(which, answers, strict=True):
-                out[i] = answer
-        return out  # type: ignore[return-value]
+        return read_again(parked, causes)
     finally:
         if tidy:
             close_old_connections()
+
+
+def read_again(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
+    """`resume_all` without the database connections' care (the caller's): those of a kind that
+    reads together in one call each, the others one by one."""
+    out: list[HttpResponse | Exception | None] = [None] * len(parked)
+    kinds: dict[Any, list[int]] = defaultdict(list)
+    for i, read in enumerate(parked):
+        kinds[type(read).together].append(i)
+    for together, which in kinds.items():
+        try:
+            if together is None:
+                answers = [_one(parked[i], causes[i]) for i in which]
+            else:
+                answers = together([parked[i] for i in which], [causes[i] for i in which])
+        except Exception as exc:  # noqa: BLE001 - answered by the front, as a bug
+            answers = [exc] * len(which)
+        for i, answer in zip(which, answers, strict=True):
+            out[i] = answer
+    return out  # type: ignore[return-value]
 
 
 def _one(read: Parked, cause: str) -> HttpResponse | Exception:
@@ -80,13 +91,98 @@ def _one(read: Parked, cause: str) -> HttpResponse | Exception:
         return exc
 
 
-def check_room_to_wait() -> None:
+def check_room_to_wait(taken: int = 0) -> None:
     """A process holds at most `CBR_MAX_WAITING_READS` waiting reads: past it, a read that would
-    wait is refused at once (503, `Retry-After`) rather than stalling anything else."""
-    if waking.listener().count >= settings.CBR_MAX_WAITING_READS:
+    wait is refused at once (503, `Retry-After`) rather than stalling anything else. `taken`:
+    reads of the same request already let in, not yet waiting."""
+    if waking.listener().count + taken >= settings.CBR_MAX_WAITING_READS:
         raise FieldError(
             "wait_ms",
             f"this server process holds {settings.CBR_MAX_WAITING_READS} waiting reads already "
             "(CBR_MAX_WAITING_READS); retry, or read without waiting",
             "too_many_waiting_reads",
         )
+
+
+class ManyReads(StreamingHttpResponse):
+    """The answer to many reads sent in one request (`api.many_reads`): one line of JSON per
+    read as each is answered (`line`), in the order they are answered; the answer ends when
+    every read has one. `answers`: each read's index and its first answer, a `Parked` for a read
+    that waits. The ASGI front waits for the parked ones without a thread, as for a lone read
+    (`cbrweb.front`); without it (a WSGI server, the tests' client) this answer waits for them in
+    its thread as it is sent (`waited`)."""
+
+    def __init__(self, answers: list[tuple[int, HttpResponse | Exception]]):
+        super().__init__(waited(answers), content_type=MANY_READS_MEDIA_TYPE)
+        self.answers = answers
+
+
+MANY_READS_MEDIA_TYPE = "application/x-ndjson"
+_SERVER_ERROR = b'{"code":"server_error","message":"the server failed to answer this read"}'
+
+
+def line(n: int, status: int, content: bytes, retry_after: str | None = None) -> bytes:
+    """One read's answer in a `ManyReads`: `{"read": n, "status": s, "answer": <the lone read's
+    answer>}` and, when the answer says when to retry, `"retry_after"` (seconds)."""
+    more = b',"retry_after":%d' % int(retry_after) if retry_after and retry_after.isdigit() else b""
+    return b'{"read":%d,"status":%d%s,"answer":%s}\n' % (n, status, more, content)
+
+
+def answer_line(n: int, response: HttpResponse | Exception) -> bytes:
+    """`line` of a read's final answer (an exception: a bug, answered as Django answers one)."""
+    if isinstance(response, Exception):
+        log.error("one of many reads failed", exc_info=response)
+        return line(n, 500, _SERVER_ERROR)
+    return line(n, response.status_code, response.content, response.get("Retry-After"))
+
+
+def waited(answers: list[tuple[int, HttpResponse | Exception]]) -> Iterator[bytes]:
+    """In the request's thread: each read's line, the parked ones once woken (or their wait
+    over) and read again, as the front does without a thread."""
+    wakeups: queue.SimpleQueue[tuple[int, int, str]] = queue.SimpleQueue()
+    listener = waking.listener()
+    waiting: dict[int, tuple[Parked, waking.Waiter, float]] = {}
+
+    def park(n: int, parked: Parked) -> None:
+        wait = parked.wait
+        token = next(tokens)
+        waiter = listener.park(wait.channels, wait.group, wait.seen, lambda cause: wakeups.put((n, token, cause)))
+        waiting[n] = (parked, waiter, time.monotonic() + wait.timeout_s)
+        waiters[n] = token
+
+    tokens = itertools.count()
+    waiters: dict[int, int] = {}
+    try:
+        for n, response in answers:
+            if isinstance(response, Parked):
+                park(n, response)
+            else:
+                yield answer_line(n, response)
+        while waiting:
+            now = time.monotonic()
+            causes: dict[int, str] = {}
+            try:
+                woken = [wakeups.get(timeout=max(0.0, min(due for _, _, due in waiting.values()) - now))]
+            except queue.Empty:
+                woken = []
+            while not wakeups.empty():
+                woken.append(wakeups.get_nowait())
+            for n, token, cause in woken:
+                if n in waiting and waiters[n] == token:
+                    causes[n] = cause
+            now = time.monotonic()
+            for n, (_, _, due) in waiting.items():
+                if due <= now and n not in causes:
+                    causes[n] = "timeout"
+            which = list(causes)
+            for n in which:
+                listener.unpark(waiting[n][1])
+            parked = [waiting.pop(n)[0] for n in which]
+            for n, response in zip(which, read_again(parked, [causes[n] for n in which]), strict=True):
+                if isinstance(response, Parked):
+                    park(n, response)
+                else:
+                    yield answer_line(n, response)
+    finally:
+        for _, waiter, _ in waiting.values():
+            listener.unpark(waiter)

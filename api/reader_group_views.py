@@ -212,7 +212,7 @@ def _group_for_consuming(scope: str, name: str) -> ReaderGroup:
     )
 
 
-def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[consuming.Slot]]:
+def group_and_slots_or_404(scope: str, name: str) -> tuple[ReaderGroup, list[consuming.Slot]]:
     """The group and its positions in one query (reads and acks are the hot path); 404 as above."""
     found = consuming.group_and_slots(scope, name)
     if found is None:
@@ -262,7 +262,7 @@ class ReadView(ConsumingView):
 def read(scope: str, name: str, data, binary: bool, park: bool) -> HttpResponse:
     """A read's answer (the view's and `api.lane`'s): its deliveries, rendered in JSON or in
     binary, or `Parked` when it found nothing and `park` lets it wait without its thread."""
-    group, group_slots = _group_and_slots(scope, name)
+    group, group_slots = group_and_slots_or_404(scope, name)
     args = read_request(data)
     if args["wait_ms"] > 0:
         check_room_to_wait()
@@ -277,10 +277,10 @@ def read(scope: str, name: str, data, binary: bool, park: bool) -> HttpResponse:
         frames=binary,  # a binary answer sends the events as stored
         park=park and args["wait_ms"] > 0,
     )
-    return _rendered(result, binary)
+    return rendered(result, binary)
 
 
-def _rendered(result: consuming.ReadResult, binary: bool, shared: dict | None = None) -> HttpResponse:
+def rendered(result: consuming.ReadResult, binary: bool, shared: dict | None = None) -> HttpResponse:
     if result.wait is not None:
         return _ParkedRead(result, binary)
     renderer = ReadBatchRenderer() if binary else ORJSONRenderer()
@@ -326,7 +326,7 @@ class _ParkedRead(Parked):
     def answer(self, result: consuming.ReadResult | Exception, shared: dict | None = None) -> HttpResponse | Exception:
         if isinstance(result, Exception):  # answered as the view's errors are (a service lost: 503)
             return error_response(result) or result  # None: a bug, the front answers it as Django answers one
-        return _rendered(result, self.binary, shared)
+        return rendered(result, self.binary, shared)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:
@@ -339,7 +339,7 @@ def _ack_answer(outcome: consuming.AckOutcome) -> Response:
 
 def ack(scope: str, name: str, data) -> HttpResponse:
     """An ack's answer (the view's and `api.lane`'s)."""
-    group, group_slots = _group_and_slots(scope, name)
+    group, group_slots = group_and_slots_or_404(scope, name)
     data = _body(data, {"delivery_ids", "sink", "consumer"})
     consumer = data.get("consumer", "")
     if not isinstance(consumer, str) or len(consumer) > 128:
@@ -361,7 +361,7 @@ class NackView(ConsumingView):
 
     @extend_schema(request=NackRequestSerializer, responses=AckAnswerSerializer)
     def post(self, request, scope, name):
-        group, group_slots = _group_and_slots(scope, name)
+        group, group_slots = group_and_slots_or_404(scope, name)
         body = NackRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         args = body.validated_data

@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from access.login import json_refusal, rate_limited_login
-from api import access_views, compaction_views, reader_group_views, scope_views
+from api import access_views, compaction_views, many_reads, reader_group_views, scope_views
 from api import stream_views as views
 from api.schema import SchemaView
 
@@ -40,6 +40,7 @@ urlpatterns = [
     path(RG + "truncation-cut/", reader_group_views.TruncationCutView.as_view(), name="api-truncation-cut"),
     path(RG + "seek/", reader_group_views.SeekView.as_view(), name="api-seek"),
     path(RG + "read/", reader_group_views.ReadView.as_view(), name="api-read"),
+    path("reads/", many_reads.ManyReadsView.as_view(), name="api-many-reads"),
     path(RG + "ack/", reader_group_views.AckView.as_view(), name="api-ack"),
     path(RG + "nack/", reader_group_views.NackView.as_view(), name="api-nack"),
     path(RG + "consumers/", reader_group_views.ConsumerListView.as_view(), name="api-consumers"),

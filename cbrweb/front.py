@@ -35,7 +35,7 @@ from urllib.parse import unquote_to_bytes
 from django.db import close_old_connections
 from django.http import HttpResponse
 
-from api.parking import PARK, Parked, resume_all
+from api.parking import MANY_READS_MEDIA_TYPE, PARK, ManyReads, Parked, answer_line, line, resume_all
 from cbrweb.body_limit import after_large_body
 from cbrweb.url_limit import url_bytes
 from streams import waking
@@ -113,6 +113,9 @@ class Front:
             job = loop.run_in_executor(pool, self._run, environ, send, loop, close, answered, whole)
             job.add_done_callback(functools.partial(_finished, answered))
             answer = await answered
+            if isinstance(answer, tuple) and isinstance(answer[0], ManyReads):
+                await self._many(answer[0], answer[1], send, body, receive, close)
+                return
             while isinstance(answer, tuple) and isinstance(answer[0], Parked):
                 parked, middleware_headers = answer
                 if gone is None:
@@ -128,6 +131,61 @@ class Front:
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()
+
+    async def _many(
+        self, many: ManyReads, middleware_headers: list, send: Callable, body: _Body, receive: Callable, close: bool
+    ) -> None:
+        """Many reads of one request (`api.many_reads`): each read's line sent as soon as it has
+        one, those that wait parked each as a lone read is (woken, read again with the others
+        woken about the same time); the answer ends once every read has its line. Lines made
+        in one turn of the loop go out in one write. The client gone, nothing more is done."""
+        loop = asyncio.get_running_loop()
+        headers = _headers([*middleware_headers, ("Content-Type", MANY_READS_MEDIA_TYPE)], close)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        lines = _Lines(send)
+        writer = asyncio.ensure_future(lines.run())
+        gone = asyncio.ensure_future(_disconnected(body, receive))
+        # each wait has a future of its own for the client's leaving: thousands of waits on one
+        # future would each take their callback out of its list when woken (quadratic)
+        leaving: set[asyncio.Future] = set()
+        gone.add_done_callback(lambda _: [_settle(one, None) for one in leaving])
+        waits = []
+        try:
+            for n, response in many.answers:
+                if isinstance(response, Parked):
+                    one = loop.create_future()
+                    leaving.add(one)
+                    waits.append(asyncio.ensure_future(self._wait_one(n, response, one, lines, leaving)))
+                else:
+                    lines.add(answer_line(n, response))
+            if waits:
+                await asyncio.wait(waits)
+            lines.close()
+            await writer
+            if not gone.done():
+                await send({"type": "http.response.body", "body": b""})
+        finally:
+            for task in (gone, writer, *waits):
+                if not task.done():
+                    task.cancel()
+
+    async def _wait_one(
+        self, n: int, parked: Parked, gone: asyncio.Future, lines: _Lines, leaving: set[asyncio.Future]
+    ) -> None:
+        """One of many reads that waits: its line once it is answered."""
+        loop = asyncio.get_running_loop()
+        answer: tuple = (parked, [])
+        try:
+            while isinstance(answer[0], Parked):
+                cause = await _parked(answer[0], self._wakeups(loop), gone)
+                if cause is None:  # the client went away
+                    return
+                answer = await self._resume(_Woken(answer[0], cause, [], False, loop.create_future()))
+        finally:
+            leaving.discard(gone)
+        status, headers, content = answer
+        retry_after = next((v.decode("latin-1") for k, v in headers if k == b"retry-after"), None)
+        lines.add(line(n, status, content, retry_after))
 
     def _resume(self, woken: _Woken) -> asyncio.Future:
         """A woken read's answer, to come: read once more in a thread with the others woken about
@@ -213,7 +271,7 @@ class Front:
 
         result = self.app(environ, start_response)
         try:
-            if isinstance(result, Parked):
+            if isinstance(result, (Parked, ManyReads)):
                 return result, [(k, v) for k, v in started[1] if k.lower() not in _OWN_HEADERS]
             status = int(started[0].split(" ", 1)[0])
             headers = _headers(started[1], close)
@@ -382,6 +440,35 @@ async def _parked(answer: Parked, wakeups: _Wakeups, gone: asyncio.Future) -> st
     if gone.done():
         return None
     return woken.result() if woken.done() else "timeout"
+
+
+class _Lines:
+    """The lines of many reads' answer (`Front._many`), written by one task: those added in one
+    turn of the loop in one write."""
+
+    def __init__(self, send: Callable):
+        self.send = send
+        self.parts: list[bytes] = []
+        self.more = asyncio.Event()
+        self.done = False
+
+    def add(self, part: bytes) -> None:
+        self.parts.append(part)
+        self.more.set()
+
+    def close(self) -> None:
+        self.done = True
+        self.more.set()
+
+    async def run(self) -> None:
+        while True:
+            await self.more.wait()
+            self.more.clear()
+            if self.parts:
+                chunk, self.parts = b"".join(self.parts), []
+                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if self.done and not self.parts:
+                return
 
 
 class _Wakeups:

@@ -195,6 +195,8 @@ CBR_MAX_READ_EVENTS = env_int("CBR_MAX_READ_EVENTS", 10_000, minimum=1)
 CBR_MAX_WAIT_MS = env_int("CBR_MAX_WAIT_MS", 60_000, minimum=0)
 # reads waiting at once in one web process (past it: 503 too_many_waiting_reads, Retry-After)
 CBR_MAX_WAITING_READS = env_int("CBR_MAX_WAITING_READS", 20_000, minimum=1)
+# reads in one request of many (`POST /api/v1/reads/`)
+CBR_MAX_READS_PER_REQUEST = env_int("CBR_MAX_READS_PER_REQUEST", 10_000, minimum=1)
 # threads of a web process (the ASGI front runs the application in them; a waiting read holds none)
 CBR_WEB_THREADS = env_int("CBR_WEB_THREADS", 8, minimum=1)
 # How long a web process trusts an API token's lookup (access/token_cache.py): a revoked token

@@ -38,11 +38,12 @@ from groups.consuming.floors import (
     slots,
     tracker_names,
 )
-from groups.consuming.reading import read, read_woken
+from groups.consuming.reading import ReadArgs, read, read_many, read_woken
 
 __all__ = [
     "AUTO_PREFIX",
     "AckOutcome",
+    "ReadArgs",
     "ReadResult",
     "Slot",
     "ack",
@@ -64,6 +65,7 @@ __all__ = [
     "nack",
     "periodic_checkpoints",
     "read",
+    "read_many",
     "read_woken",
     "slots",
     "tracker_names",

@@ -13,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from domain.errors import FieldError
 from groups.consuming import floors
-from groups.consuming.acking import ack_part
+from groups.consuming.acking import PendingAck, ack_part
 from groups.consuming.answers import ReadResult
 from groups.consuming.floors import (
     GROUP_CHANGES,
@@ -79,6 +79,61 @@ def read(
         if gone:
             raise gone[0]
         channels = reading.channels
+
+
+@dataclass
+class ReadArgs:
+    """One read of many sent together (`read_many`): `read`'s arguments."""
+
+    group: ReaderGroup
+    group_slots: list[Slot]
+    max_events: int
+    wait_ms: int = 0
+    consumer: str = ""
+    ack: object = None
+    ranges: bool = False
+
+
+def read_many(reads: list[ReadArgs]) -> list[ReadResult | Exception]:
+    """The first pass of many reads sent together (one request carrying many consumers' reads):
+    each answered, or parked (its `wait` set) as `read(..., park=True)` answers it, in one pass
+    for all (`read_passes`: one round trip to Redis for all their counts, one statement for all
+    their floors). What a read's own carried ack refuses is that read's answer alone; a pass that
+    meets Redis or the database gone is every read's."""
+    out: list[ReadResult | Exception | None] = [None] * len(reads)
+    started: list[tuple[int, Waiting, PendingAck | None]] = []
+    for n, args in enumerate(reads):
+        try:
+            pending = None if args.ack is None else ack_part(args.group, args.ack, args.group_slots)
+        except Exception as exc:  # noqa: BLE001 - this read's answer (a refusal, or a bug answered as one)
+            out[n] = exc
+            continue
+        channels = wake_channels(args.group, args.group_slots) if args.wait_ms > 0 else ()
+        deadline = time.monotonic() + args.wait_ms / 1000
+        reading = Waiting(
+            args.group,
+            args.group_slots,
+            args.max_events,
+            args.consumer or "default",
+            args.ranges,
+            False,
+            channels,
+            deadline,
+        )
+        reading.ticket = GROUP_CHANGES.ticket() if channels else None
+        started.append((n, reading, pending))
+    seens = waking.listener().snapshots(reading.channels for _, reading, _ in started)
+    try:
+        results: list[ReadResult] = read_passes([(reading, pending) for _, reading, pending in started])
+    except Exception as exc:  # noqa: BLE001 - every read's answer (503 for a service lost)
+        for n, _, _ in started:
+            out[n] = exc
+        return out  # type: ignore[return-value]
+    for (n, reading, pending), result, seen in zip(started, results, seens, strict=True):
+        if pending is not None:
+            reading.acked = result.acked
+        out[n] = _looked(reading, result, seen if reading.channels else None)
+    return out  # type: ignore[return-value]
 
 
 def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exception]:

@@ -1,0 +1,151 @@
+"""Many reads in one request (`POST /api/v1/reads/`, docs/api.md): a client that holds many
+consumers — of one group or of many — sends all their reads over one connection and gets each
+read's answer as a line of its own as soon as it has one, the lone read's answer unchanged inside
+it. A thousand waiting consumers cost the server one connection, not a thousand, and the client
+one socket to read.
+
+Each read is the read of `POST /reader-groups/{scope}/{name}/read/`: the same body (less the
+group, named by `reader_group`), the same checks (the caller may consume from that group), the
+same answer and errors, the same wait (parked without a thread under the ASGI front). What one
+read is refused is that read's line; the others go on. Their first passes are read together
+(`consuming.read_many`), as reads woken together are."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import BasePermission
+from rest_framework.views import APIView
+
+from access.principals import principal_of
+from access.rules import Action, Target, TargetKind, decide
+from api.errors import error_response
+from api.fields import RefusesUnknownFields
+from api.group_serializers import ReadRequestSerializer, read_request
+from api.middleware import FreedAnswers
+from api.parking import MANY_READS_MEDIA_TYPE, ManyReads, check_room_to_wait
+from api.reader_group_views import group_and_slots_or_404, rendered
+from domain.errors import FieldError
+from groups import consuming
+
+_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,128}/[A-Za-z0-9_.-]{1,128}")  # as the read's URL names it
+
+
+class _OneRead(ReadRequestSerializer):
+    what = "one of many reads"
+
+    reader_group = serializers.CharField(help_text='the group to read from, "scope/name"')
+
+
+class ManyReadsRequestSerializer(RefusesUnknownFields, serializers.Serializer):
+    what = "many reads"
+
+    reads = serializers.ListField(
+        child=_OneRead(),
+        min_length=1,
+        help_text="each a read's body as `POST /reader-groups/{scope}/{name}/read/` takes it, and the "
+        f"group it reads from; at most CBR_MAX_READS_PER_REQUEST ({settings.CBR_MAX_READS_PER_REQUEST})",
+    )
+
+
+class _Authenticated(BasePermission):
+    """Anyone with a credential may send many reads; each read is then checked as the lone read
+    of its group is (`_allowed`)."""
+
+    message = "authentication is required"
+
+    def has_permission(self, request, view):
+        principal = principal_of(request)
+        return principal.key is not None or principal.role is not None
+
+
+class ManyReadsView(FreedAnswers, APIView):
+    """Many reads, each of the group it names, answered one line each (NDJSON) as each is
+    answered: `{"read": i, "status": s, "answer": {...}}`, `i` its place in `reads`, `answer` the
+    lone read's answer (or error) with its status. The answer ends once every read has its line."""
+
+    access = {"POST": Action.CONSUME}  # of each read's group: checked read by read
+    permission_classes = [_Authenticated]
+
+    @extend_schema(
+        request=ManyReadsRequestSerializer,
+        responses={
+            (200, MANY_READS_MEDIA_TYPE): OpenApiResponse(
+                description='one line a read, as it is answered: {"read": i, "status": s, "answer": '
+                'the lone read\'s answer, or its error; "retry_after" when the answer says when to retry}'
+            )
+        },
+    )
+    def post(self, request):
+        return ManyReads(_answers(request, _reads(request.data)))
+
+
+def _reads(data) -> list:
+    """The body's `reads`, refused whole when it is not a list of objects of the allowed length
+    (what is wrong inside one read is that read's answer)."""
+    if type(data) is not dict:
+        raise FieldError("reads", "the body is an object with a list of reads")
+    unknown = sorted(set(data) - {"reads"})
+    if unknown:
+        raise FieldError(unknown[0], "unknown field: many reads take only reads")
+    reads = data.get("reads")
+    if type(reads) is not list or not reads:
+        raise FieldError("reads", "a list of at least one read")
+    if len(reads) > settings.CBR_MAX_READS_PER_REQUEST:
+        raise FieldError(
+            "reads",
+            f"at most {settings.CBR_MAX_READS_PER_REQUEST} reads in one request (CBR_MAX_READS_PER_REQUEST)",
+            details={"max": settings.CBR_MAX_READS_PER_REQUEST},
+        )
+    for n, read in enumerate(reads):
+        if type(read) is not dict:
+            raise FieldError(f"reads[{n}]", "each read is an object")
+    return reads
+
+
+def _answers(request, reads: list[dict]) -> list:
+    """Each read's first answer (`Parked` for one that waits), by its place in `reads`."""
+    principal = principal_of(request)
+    answers: list = []
+    let_in: list[tuple[int, consuming.ReadArgs]] = []
+    waiting = 0
+    for n, body in enumerate(reads):
+        try:
+            args = _read_args(principal, body, waiting)
+        except Exception as exc:  # noqa: BLE001 - this read's answer
+            answers.append((n, error_response(exc) or exc))
+            continue
+        waiting += args.wait_ms > 0
+        let_in.append((n, args))
+    shared: dict = {}
+    results = consuming.read_many([args for _, args in let_in])
+    for (n, _), result in zip(let_in, results, strict=True):
+        if isinstance(result, Exception):
+            answers.append((n, error_response(result) or result))
+        else:
+            answers.append((n, rendered(result, False, shared)))
+    answers.sort(key=lambda answer: answer[0])
+    return answers
+
+
+def _read_args(principal, body: dict, waiting: int) -> consuming.ReadArgs:
+    """One read's arguments, checked in the order its lone request is: its group named, the
+    caller allowed to consume from it, the group found, its body valid, room for it to wait."""
+    group = body.get("reader_group")
+    if not isinstance(group, str) or not _GROUP.fullmatch(group):
+        raise FieldError("reader_group", 'the group to read from, "scope/name"')
+    decision = decide(principal, Action.CONSUME, Target(TargetKind.READER_GROUP, group))
+    if not decision.allowed:
+        raise PermissionDenied(decision.reason)
+    scope, name = group.split("/")
+    found, group_slots = group_and_slots_or_404(scope, name)
+    args = read_request({key: value for key, value in body.items() if key != "reader_group"})
+    if args["wait_ms"] > 0:
+        check_room_to_wait(waiting)
+    return consuming.ReadArgs(
+        found, group_slots, args["max_events"], args["wait_ms"], args["consumer"], args["ack"], args["ranges"]
+    )
