@@ -240,6 +240,94 @@ def test_one_competing_waiting_consumer_is_woken_per_event(web_server, token):
     assert max(took for took, _, _ in rest) < WAIT_MS / 1000
 
 
+async def many(http: Http, reads: list[dict]) -> list[tuple[float, dict]]:
+    """Many reads in one request (`POST /api/v1/reads/`), their lines as they come: (seconds
+    since the request was sent, the line)."""
+    start = time.monotonic()
+    reader, writer = await http.open("POST", "/api/v1/reads/", {"reads": reads})
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"application/x-ndjson" in head.lower(), head
+    out, buffer = [], b""
+    while True:  # chunked: each chunk one or more whole lines
+        size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+        data = await reader.readexactly(size + 2)
+        if size == 0:
+            break
+        buffer += data[:-2]
+        *complete, buffer = buffer.split(b"\n")
+        out += [(time.monotonic() - start, json.loads(line)) for line in complete]
+    writer.close()
+    return out
+
+
+def test_hundreds_of_reads_in_one_request_wait_and_wake_for_a_publish(web_server, token):
+    http = Http(web_server.url, token)
+    n = 300
+    for i in range(n):
+        make_group(f"g{i}")
+
+    async def run():
+        waiting = asyncio.create_task(
+            many(http, [{"reader_group": f"w/g{i}", "max_events": 1, "wait_ms": WAIT_MS} for i in range(n)])
+        )
+        await soon(3)
+        checks = [await http.request("GET", "/healthz") for _ in range(5)]
+        assert not waiting.done()  # nobody was answered without an event
+        published = await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "all"}]})
+        return checks, published, await waiting
+
+    checks, published, lines = asyncio.run(run())
+    assert [status for status, _ in checks] == [200] * 5 and published[0] == 201
+    assert sorted(line["read"] for _, line in lines) == list(range(n))  # each read one line
+    assert all(line["status"] == 200 for _, line in lines)
+    assert [[d["payload"] for d in line["answer"]["deliveries"]] for _, line in lines] == [["all"]] * n
+    assert max(took for took, _ in lines) < WOKEN_WITHIN_S
+
+
+def test_competing_consumers_in_one_request_one_woken_per_event_the_rest_wait_on(web_server, token):
+    http = Http(web_server.url, token)
+    make_group("g")
+    n = 5
+
+    async def run():
+        waiting = asyncio.create_task(
+            many(
+                http,
+                [{"reader_group": "w/g", "max_events": 1, "wait_ms": 4_000, "consumer": f"c{i}"} for i in range(n)],
+            )
+        )
+        await soon(1)
+        events = [{"payload": "one"}, {"payload": "two"}]
+        await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": events})
+        return await waiting
+
+    lines = asyncio.run(run())
+    assert sorted(line["read"] for _, line in lines) == list(range(n))
+    got = [(took, [d["payload"] for d in line["answer"]["deliveries"]]) for took, line in lines]
+    with_events = [payloads for _, payloads in got if payloads]
+    assert sorted(with_events) == [["one"], ["two"]]  # each event to one consumer
+    # the others waited on until their wait ended, empty: they were not woken to find nothing
+    assert [payloads for _, payloads in got[2:]] == [[]] * (n - 2)
+    assert min(took for took, payloads in got if not payloads) >= 3.5
+
+
+def test_many_reads_whose_client_goes_away_hold_nothing(web_server, token):
+    http = Http(web_server.url, token)
+    make_group("g")
+
+    async def run():
+        reads = [{"reader_group": "w/g", "max_events": 1, "wait_ms": WAIT_MS, "consumer": f"c{i}"} for i in range(3)]
+        reader, writer = await http.open("POST", "/api/v1/reads/", {"reads": reads})
+        await soon()
+        writer.close()  # the client goes away mid-wait
+        await soon()
+        await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "p"}]})
+        return await http.read("w/g", consumer="other", wait_ms=5000)
+
+    _, _, answer = asyncio.run(run())
+    assert [(d["payload"], d["delivery_count"]) for d in answer["deliveries"]] == [("p", 1)]
+
+
 def test_a_waiting_read_misses_nothing_when_redis_restarts(django_db_setup, tmp_path, settings, token, request):
     # given: a server on a Redis of its own, and a read waiting on it
     server = RedisServer(tmp_path / "redis")
