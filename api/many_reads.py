@@ -22,13 +22,14 @@ from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
 from access.principals import principal_of
-from access.rules import Action, Target, TargetKind, decide
+from access.rules import KEY_ACTIONS, Action, Target, TargetKind, decide
 from api.errors import error_response
 from api.fields import RefusesUnknownFields
 from api.group_serializers import ReadRequestSerializer, read_request
 from api.middleware import FreedAnswers
 from api.parking import MANY_READS_MEDIA_TYPE, ManyReads, check_room_to_wait
 from api.reader_group_views import group_and_slots_or_404, rendered
+from api.rendering import ManyReadsRenderer, ORJSONRenderer
 from domain.errors import FieldError
 from groups import consuming
 
@@ -52,15 +53,21 @@ class ManyReadsRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     )
 
 
-class _Authenticated(BasePermission):
-    """Anyone with a credential may send many reads; each read is then checked as the lone read
-    of its group is (`_allowed`)."""
+class _MayConsume(BasePermission):
+    """Whoever may consume from some group may send many reads (a person whose role may consume,
+    a reader group's API key); each read is then checked as the lone read of its group is."""
 
-    message = "authentication is required"
+    message = "not allowed"
 
     def has_permission(self, request, view):
         principal = principal_of(request)
-        return principal.key is not None or principal.role is not None
+        if principal.key is not None:
+            allowed = Action.CONSUME in KEY_ACTIONS[principal.key.kind]
+            self.message = "" if allowed else f"an API key for {principal.key.kind.replace('_', ' ')} may not consume"
+            return allowed
+        decision = decide(principal, Action.CONSUME, None)
+        self.message = decision.reason
+        return decision.allowed
 
 
 class ManyReadsView(FreedAnswers, APIView):
@@ -69,7 +76,8 @@ class ManyReadsView(FreedAnswers, APIView):
     lone read's answer (or error) with its status. The answer ends once every read has its line."""
 
     access = {"POST": Action.CONSUME}  # of each read's group: checked read by read
-    permission_classes = [_Authenticated]
+    permission_classes = [_MayConsume]
+    renderer_classes = [ORJSONRenderer, ManyReadsRenderer]
 
     @extend_schema(
         request=ManyReadsRequestSerializer,
@@ -82,6 +90,15 @@ class ManyReadsView(FreedAnswers, APIView):
     )
     def post(self, request):
         return ManyReads(_answers(request, _reads(request.data)))
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        """The lines are theirs; anything else (an error, OPTIONS) in JSON, whatever the client
+        accepts."""
+        if isinstance(response, ManyReads):
+            return response
+        if isinstance(getattr(request, "accepted_renderer", None), ManyReadsRenderer):
+            request.accepted_renderer, request.accepted_media_type = ORJSONRenderer(), "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 def _reads(data) -> list:

@@ -258,6 +258,14 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "batch first, in the same request; `ranges: true` adds the deliveries as id ranges. With `Accept: "
         "application/vnd.cbr.read-batch` the same answer comes in binary (docs/consuming.md; errors stay JSON).",
     ),
+    "reads_create": (
+        "Consuming",
+        "Many reads in one request",
+        "Reads of many consumers (of one group or of many) in one request: each a read's body with the group it "
+        "reads from (`reader_group`). Each is answered as its lone request would be, as soon as it has an answer, "
+        'one line of JSON each (`application/x-ndjson`): `{"read": i, "status": s, "answer": ...}`. A read that '
+        "waits costs the server what a lone waiting read does; all of them one connection (docs/consuming.md).",
+    ),
     "reader_groups_ack_create": (
         "Consuming",
         "Acknowledge deliveries",

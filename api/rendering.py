@@ -33,6 +33,14 @@ class ORJSONRenderer(BaseRenderer):
         return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
+class ManyReadsRenderer(ORJSONRenderer):
+    """What a client of many reads asks for (`Accept: application/x-ndjson`): their answer's
+    lines are written by `api.parking.ManyReads`; anything else (an error) is JSON."""
+
+    media_type = "application/x-ndjson"
+    format = "ndjson"
+
+
 class ReadBatch:
     """A read's answer for `ReadBatchRenderer`: the JSON answer's fields but its deliveries, and
     the parts that hold them."""

@@ -148,7 +148,7 @@ class Front:
         # each wait has a future of its own for the client's leaving: thousands of waits on one
         # future would each take their callback out of its list when woken (quadratic)
         leaving: set[asyncio.Future] = set()
-        gone.add_done_callback(lambda _: [_settle(one, None) for one in leaving])
+        gone.add_done_callback(functools.partial(_settle_all, leaving))
         waits = []
         try:
             for n, response in many.answers:
@@ -493,6 +493,11 @@ class _Wakeups:
             due, self.due = self.due, []
         for future, cause in due:
             _settle(future, cause)
+
+
+def _settle_all(futures: set[asyncio.Future], _: asyncio.Future) -> None:
+    for future in list(futures):
+        _settle(future, None)
 
 
 def _settle(future: asyncio.Future, result: Any) -> None:

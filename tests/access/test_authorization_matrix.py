@@ -62,6 +62,7 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-reader-group", "DELETE"): OPERATORS,
     ("api-truncation-cut", "POST"): OPERATORS | {"group_key"},
     ("api-read", "POST"): OPERATORS | {"group_key"},
+    ("api-many-reads", "POST"): OPERATORS | KEYS - {"publish_key", "other_publish_key", "revoked_key"},
     ("api-ack", "POST"): OPERATORS | {"group_key"},
     ("api-nack", "POST"): OPERATORS | {"group_key"},
     ("api-consumers", "GET"): PEOPLE | {"group_key"},

@@ -144,7 +144,12 @@ def test_each_read_is_checked_against_who_may_consume_from_its_group(operator_ap
         )
     )
     assert answered[0]["status"] == 403 and offsets(answered[1]["answer"]) == [0, 1, 2]
-    assert APIClient().post(READS, {"reads": [{"reader_group": "shop/billing", "max_events": 1}]}, format="json").status_code == 401
+    assert (
+        APIClient()
+        .post(READS, {"reads": [{"reader_group": "shop/billing", "max_events": 1}]}, format="json")
+        .status_code
+        == 401
+    )
 
 
 def test_a_read_past_the_room_to_wait_is_refused_with_when_to_retry(api, shop, settings):
@@ -203,3 +208,9 @@ def test_reads_that_wait_are_answered_when_woken_and_the_others_when_their_wait_
     assert payloads[2] == ["late"]
     assert sorted([payloads[0], payloads[1]]) == [[], ["late"]]
     assert took < 25, "the waiting reads were woken, not timed out"
+
+
+def test_a_refusal_is_json_whatever_the_client_accepts(api, shop):
+    response = api.post(READS, {"reads": []}, format="json", HTTP_ACCEPT="application/x-ndjson")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.json()["field"] == "reads"
