@@ -17,7 +17,9 @@ Redis database flushed). `--only` picks the systems, `--waiters` the counts.
 `http-floor` (in `--only`) runs the waiting scenario's client against a server with nothing
 behind it (`FLOOR_SERVER`): what N HTTP long polls answered at once cost this machine before any
 of CBR's work. JetStream's client, as its users run it, carries all its pull consumers on one
-connection; CBR's consumers each hold one.
+connection; CBR's consumers each hold one. `cbr-many` (in `--only`) sends CBR's waiting reads
+as many reads in one request (`POST /api/v1/reads/`) over `--connections` connections, as a
+client holding many consumers would.
 """
 
 from __future__ import annotations
@@ -187,16 +189,66 @@ class CBR:
         head, _, content = raw.partition(b"\r\n\r\n")
         return done, json.loads(content) if content else {}
 
-    def waiting(self, n: int, herd: bool = False) -> dict:
-        """N waiting reads (N groups, or one group's N consumers); probes while they wait; one event."""
-        return asyncio.run(self._waiting(n, herd))
+    async def _many(self, reads: list[dict], answers: list[asyncio.Future]) -> None:
+        """Many reads in one request (`POST /api/v1/reads/`): each read's answer (the time its
+        line came, the answer) into its future as its line comes."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        body = json.dumps({"reads": reads}).encode()
+        writer.write(
+            (
+                f"POST /api/v1/reads/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Token {self.token}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            + body
+        )
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"many reads refused: {head!r} {await reader.read(300)!r}")
+        buffer = b""
+        try:
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+                data = await reader.readexactly(size + 2)
+                done = time.perf_counter()
+                if size == 0:
+                    return
+                buffer += data[:-2]
+                *complete, buffer = buffer.split(b"\n")
+                for line in complete:
+                    answered = json.loads(line)
+                    answers[answered["read"]].set_result((done, answered["answer"]))
+        finally:
+            writer.close()
 
-    async def _waiting(self, n: int, herd: bool) -> dict:
+    def waiting(self, n: int, herd: bool = False, connections: int = 0) -> dict:
+        """N waiting reads (N groups, or one group's N consumers); probes while they wait; one
+        event. `connections`: the reads sent as many reads in that many requests (0: each read a
+        request and a connection of its own)."""
+        return asyncio.run(self._waiting(n, herd, connections))
+
+    async def _waiting(self, n: int, herd: bool, connections: int = 0) -> dict:
         loop = asyncio.get_running_loop()
         run = f"r{time.monotonic_ns() % 10**9}"
         groups = [f"{run}h"] if herd else [f"{run}g{i}" for i in range(n)]
         await self._create_groups(groups)
-        reads = [asyncio.create_task(self._read(groups[0] if herd else groups[i], f"c{i}", 60_000)) for i in range(n)]
+        if connections:
+            reads: list = [loop.create_future() for _ in range(n)]
+            bodies = [
+                {"reader_group": f"lat/{groups[0] if herd else groups[i]}", "max_events": 1, "wait_ms": 60_000}
+                | {"consumer": f"c{i}"}
+                for i in range(n)
+            ]
+            share = -(-n // connections)
+            senders = [
+                asyncio.create_task(self._many(bodies[k : k + share], reads[k : k + share])) for k in range(0, n, share)
+            ]
+        else:
+            senders = []
+            reads = [
+                asyncio.create_task(self._read(groups[0] if herd else groups[i], f"c{i}", 60_000)) for i in range(n)
+            ]
         parked_in = await self._all_parked(n, reads)
         cpu0, t0 = self.cpu(), time.monotonic()
         await asyncio.sleep(5)
@@ -221,7 +273,7 @@ class CBR:
             await asyncio.wait(reads, timeout=5 if not herd else 3)
         woken_cpu = self.cpu() - cpu0  # the publish and every answer (read in clock ticks: 10 ms)
         got = sorted(t.result()[0] - sent for t in reads if t.done() and t.result()[1].get("deliveries"))
-        for t in reads:
+        for t in [*reads, *senders]:
             t.cancel()
         return {
             "idle_cpu": idle_cpu,
@@ -595,6 +647,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--only", default="cbr,jetstream,rabbitmq")
     p.add_argument("--scenarios", default="steady,waiting,herd")
     p.add_argument("--waiters", default="200,1000")
+    p.add_argument("--connections", type=int, default=4, help="cbr-many: the requests (connections) its reads go in")
     p.add_argument("--rate", type=int, default=200)
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
@@ -627,16 +680,18 @@ def main() -> None:
     scenarios = args.scenarios.split(",")
     counts = [int(n) for n in args.waiters.split(",")]
     print(f"bench/latency.py on {machine()}, {time.strftime('%Y-%m-%d %H:%M %Z')}", flush=True)
-    if "cbr" in systems:
+    if "cbr" in systems or "cbr-many" in systems:
         with CBR(args) as cbr:
-            if "steady" in scenarios:
+            if "steady" in scenarios and "cbr" in systems:
                 fig = cbr.steady(args.rate, args.seconds)
                 print(f"cbr       steady {args.rate}/s: delivery {ms(fig['latency'])}; publish {ms(fig['publish'])}")
-            for n in counts if "waiting" in scenarios else []:
-                show_waiting("cbr", n, cbr.waiting(n))
-            for n in counts if "herd" in scenarios else []:
-                fig = cbr.waiting(n, herd=True)
-                print(f"cbr       herd {n:>6}: {len(fig['got'])} of {n} answered (1 expected), {ms(fig['got'])}")
+            ways = [("cbr", 0)] * ("cbr" in systems) + [("cbr-many", args.connections)] * ("cbr-many" in systems)
+            for name, connections in ways:
+                for n in counts if "waiting" in scenarios else []:
+                    show_waiting(name, n, cbr.waiting(n, connections=connections))
+                for n in counts if "herd" in scenarios else []:
+                    fig = cbr.waiting(n, herd=True, connections=connections)
+                    print(f"{name:9} herd {n:>6}: {len(fig['got'])} of {n} answered (1 expected), {ms(fig['got'])}")
     if "http-floor" in systems:
         with HttpFloor(args) as floor:
             for n in counts if "waiting" in scenarios else []:
