@@ -647,7 +647,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--only", default="cbr,jetstream,rabbitmq")
     p.add_argument("--scenarios", default="steady,waiting,herd")
     p.add_argument("--waiters", default="200,1000")
-    p.add_argument("--connections", type=int, default=4, help="cbr-many: the requests (connections) its reads go in")
+    p.add_argument("--connections", type=int, default=16, help="cbr-many: the requests (connections) its reads go in")
     p.add_argument("--rate", type=int, default=200)
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
