@@ -137,55 +137,34 @@ class Front:
     ) -> None:
         """Many reads of one request (`api.many_reads`): each read's line sent as soon as it has
         one, those that wait parked each as a lone read is (woken, read again with the others
-        woken about the same time); the answer ends once every read has its line. Lines made
-        in one turn of the loop go out in one write. The client gone, nothing more is done."""
+        woken about the same time: `_ManyWaits`); the answer ends once every read has its line.
+        Lines made in one turn of the loop go out in one write. The client gone, nothing more is
+        done."""
         loop = asyncio.get_running_loop()
         headers = _headers([*middleware_headers, ("Content-Type", MANY_READS_MEDIA_TYPE)], close)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         lines = _Lines(send)
         writer = asyncio.ensure_future(lines.run())
         gone = asyncio.ensure_future(_disconnected(body, receive))
-        # each wait has a future of its own for the client's leaving: thousands of waits on one
-        # future would each take their callback out of its list when woken (quadratic)
-        leaving: set[asyncio.Future] = set()
-        gone.add_done_callback(functools.partial(_settle_all, leaving))
-        waits = []
+        waits = _ManyWaits(self, loop, lines)
         try:
             for n, response in many.answers:
                 if isinstance(response, Parked):
-                    one = loop.create_future()
-                    leaving.add(one)
-                    waits.append(asyncio.ensure_future(self._wait_one(n, response, one, lines, leaving)))
+                    waits.park(n, response)
                 else:
                     lines.add(answer_line(n, response))
-            if waits:
-                await asyncio.wait(waits)
+            waits.check_done()
+            gone.add_done_callback(lambda _: waits.leave())
+            await waits.done
             lines.close()
             await writer
             if not gone.done():
                 await send({"type": "http.response.body", "body": b""})
         finally:
-            for task in (gone, writer, *waits):
+            waits.leave()
+            for task in (gone, writer):
                 if not task.done():
                     task.cancel()
-
-    async def _wait_one(
-        self, n: int, parked: Parked, gone: asyncio.Future, lines: _Lines, leaving: set[asyncio.Future]
-    ) -> None:
-        """One of many reads that waits: its line once it is answered."""
-        loop = asyncio.get_running_loop()
-        answer: tuple = (parked, [])
-        try:
-            while isinstance(answer[0], Parked):
-                cause = await _parked(answer[0], self._wakeups(loop), gone)
-                if cause is None:  # the client went away
-                    return
-                answer = await self._resume(_Woken(answer[0], cause, [], False, loop.create_future()))
-        finally:
-            leaving.discard(gone)
-        status, headers, content = answer
-        retry_after = next((v.decode("latin-1") for k, v in headers if k == b"retry-after"), None)
-        lines.add(line(n, status, content, retry_after))
 
     def _resume(self, woken: _Woken) -> asyncio.Future:
         """A woken read's answer, to come: read once more in a thread with the others woken about
@@ -442,6 +421,69 @@ async def _parked(answer: Parked, wakeups: _Wakeups, gone: asyncio.Future) -> st
     return woken.result() if woken.done() else "timeout"
 
 
+class _ManyWaits:
+    """The parked reads of one request of many reads (`Front._many`). Each waits as a lone read
+    does — for the listener's wake-up, its timer, or the client's leaving — and is read again with
+    the other reads woken about the same time (`Front._resume`), but without a task or an
+    `asyncio.wait` of its own: its wake-up and its timer call `_woken`, its answer's future calls
+    `_answered` (a fan-out to ten thousand of them costs the loop a few calls each)."""
+
+    def __init__(self, front: Front, loop: asyncio.AbstractEventLoop, lines: _Lines):
+        self.front, self.loop, self.lines = front, loop, lines
+        self.wakeups = front._wakeups(loop)
+        self.listener = waking.listener()
+        self.waiting: dict[int, tuple[Parked, waking.Waiter, asyncio.TimerHandle]] = {}
+        self.resuming = 0  # reads being read again now
+        self.gone = False
+        self.done = loop.create_future()  # every read has its line, or the client went away
+
+    def park(self, n: int, parked: Parked) -> None:
+        wait = parked.wait
+        woken = functools.partial(self._woken, n, parked)
+        waiter = self.listener.park(wait.channels, wait.group, wait.seen, functools.partial(self.wakeups.add, woken))
+        self.waiting[n] = (parked, waiter, self.loop.call_later(wait.timeout_s, woken, "timeout"))
+
+    def _woken(self, n: int, parked: Parked, cause: str) -> None:
+        entry = self.waiting.get(n)
+        if entry is None or entry[0] is not parked:  # its timer and its wake-up both came; or it left
+            return
+        del self.waiting[n]
+        _, waiter, timer = entry
+        timer.cancel()
+        self.listener.unpark(waiter)
+        answer = self.loop.create_future()
+        answer.add_done_callback(functools.partial(self._answered, n))
+        self.resuming += 1
+        self.front._resume(_Woken(parked, cause, [], False, answer))
+
+    def _answered(self, n: int, future: asyncio.Future) -> None:
+        self.resuming -= 1
+        if self.gone:
+            return
+        if future.cancelled():
+            self.lines.add(answer_line(n, RuntimeError("the server is stopping")))
+        elif isinstance(future.result()[0], Parked):
+            self.park(n, future.result()[0])
+        else:
+            status, headers, content = future.result()
+            retry_after = next((v.decode("latin-1") for k, v in headers if k == b"retry-after"), None)
+            self.lines.add(line(n, status, content, retry_after))
+        self.check_done()
+
+    def check_done(self) -> None:
+        if not self.waiting and not self.resuming:
+            _settle(self.done, None)
+
+    def leave(self) -> None:
+        """The client went away (or the answer ended): nothing more is waited for."""
+        self.gone = True
+        for _, waiter, timer in self.waiting.values():
+            timer.cancel()
+            self.listener.unpark(waiter)
+        self.waiting.clear()
+        _settle(self.done, None)
+
+
 class _Lines:
     """The lines of many reads' answer (`Front._many`), written by one task: those added in one
     turn of the loop in one write."""
@@ -479,11 +521,12 @@ class _Wakeups:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.lock = threading.Lock()
-        self.due: list[tuple[asyncio.Future, str]] = []
+        self.due: list[tuple[asyncio.Future | Callable[[str], None], str]] = []
 
-    def add(self, future: asyncio.Future, cause: str) -> None:
+    def add(self, woken: asyncio.Future | Callable[[str], None], cause: str) -> None:
+        """`woken` (a future to settle with the cause, or a function to call with it) on the loop."""
         with self.lock:
-            self.due.append((future, cause))
+            self.due.append((woken, cause))
             first = len(self.due) == 1
         if first:
             self.loop.call_soon_threadsafe(self._settle_all)
@@ -491,13 +534,11 @@ class _Wakeups:
     def _settle_all(self) -> None:
         with self.lock:
             due, self.due = self.due, []
-        for future, cause in due:
-            _settle(future, cause)
-
-
-def _settle_all(futures: set[asyncio.Future], _: asyncio.Future) -> None:
-    for future in list(futures):
-        _settle(future, None)
+        for woken, cause in due:
+            if isinstance(woken, asyncio.Future):
+                _settle(woken, cause)
+            else:
+                woken(cause)
 
 
 def _settle(future: asyncio.Future, result: Any) -> None:
