@@ -365,6 +365,48 @@ def test_a_waiting_read_misses_nothing_when_redis_restarts(django_db_setup, tmp_
     assert [d["payload"] for d in answer["deliveries"]] == ["after"] and took < WOKEN_WITHIN_S
 
 
+def test_many_reads_in_one_request_miss_nothing_when_redis_restarts(
+    django_db_setup, tmp_path, settings, token, request
+):
+    # given: a server on a Redis of its own, and two groups' reads waiting in one request
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    settings.REDIS_URL = server.url
+    web = request.getfixturevalue("web_server")
+    try:
+        http = Http(web.url, token)
+        make_group("g")
+        make_group("h")
+
+        async def run():
+            reads = [{"reader_group": f"w/{name}", "max_events": 1, "wait_ms": WAIT_MS} for name in ("g", "h")]
+            waiting = asyncio.create_task(many(http, reads))
+            await soon()
+            # when: Redis is killed and started empty (the wake-up channel drops with it)
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait(10)
+            server.start()
+            # and an event is published once it is back
+            for _ in range(20):
+                status, _ = await http.request(
+                    "POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "after"}]}
+                )
+                if status == 201:
+                    break
+                await asyncio.sleep(0.2)
+            return status, await waiting
+
+        status, lines = asyncio.run(run())
+    finally:
+        server.proc.terminate()
+        server.proc.wait(10)
+    # then: both reads waited through the loss and have the event, before their wait ended
+    assert status == 201 and sorted(line["read"] for _, line in lines) == [0, 1]
+    assert all(line["status"] == 200 for _, line in lines), lines
+    assert [[d["payload"] for d in line["answer"]["deliveries"]] for _, line in lines] == [["after"], ["after"]]
+    assert max(took for took, _ in lines) < WOKEN_WITHIN_S
+
+
 def test_a_plain_read_and_cbr_tail_follow_wait_for_a_publish(web_server, token):
     http = Http(web_server.url, token)
     make_stream()
