@@ -228,7 +228,7 @@ def persist_floors(moves: list[tuple[Slot, int, int]], handed: dict[int, tuple[S
     forward: each row takes the greater of its value and the new one."""
     merged: dict[int, list] = {}  # position -> [slot, floor, missed, handed]
     for slot, floor, missed in moves:  # one slot may move more than once in a request
-        row = merged.setdefault(slot.position.pk, [slot, floor, 0, 0])
+        row = merged.setdefault(slot.position.id, [slot, floor, 0, 0])
         row[1], row[2] = max(row[1], floor), row[2] + missed
     for position, (slot, upto) in (handed or {}).items():
         row = merged.setdefault(position, [slot, 0, 0, 0])
@@ -242,9 +242,9 @@ def persist_floors(moves: list[tuple[Slot, int, int]], handed: dict[int, tuple[S
         return
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     if connection.vendor == "postgresql":
-        _update_positions_postgresql([(slot.position.pk, f, m, h) for slot, f, m, h in rows], now)
+        _update_positions_postgresql([(slot.position.id, f, m, h) for slot, f, m, h in rows], now)
     else:
-        _update_positions([(slot.position.pk, f, m, h) for slot, f, m, h in rows], now)
+        _update_positions([(slot.position.id, f, m, h) for slot, f, m, h in rows], now)
     for slot, floor, m, h in rows:
         slot.position.floor = max(slot.position.floor, floor)
         slot.position.missed += m
@@ -278,8 +278,15 @@ def _update_positions_postgresql(rows: list[tuple[int, int, int, int]], now: obj
         f"WHERE {table}.{pk} = v.id AND {table}.{pk} IN "
         f"(SELECT {pk} FROM {table} WHERE {pk} = ANY(%s::bigint[]) ORDER BY {pk} FOR UPDATE)"
     )
-    ids, floors, misses, handeds = (list(column) for column in zip(*rows, strict=True))
+    ids, floors, misses, handeds = (_int_array(column) for column in zip(*rows, strict=True))
     run_prepared(sql, [now, ids, floors, misses, handeds, ids])
+
+
+def _int_array(values: tuple[int, ...]) -> str:
+    """Integers as PostgreSQL's text form of an array (`{1,2,3}`), cast by the statement: psycopg's
+    own dumping of a Python list looks at each element in Python (24 µs a read of a 1 000-read
+    pass, for the floors' five arrays)."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _update_positions(rows: list[tuple[int, int, int, int]], now: object) -> None:
@@ -338,7 +345,7 @@ def known_counts(fresh: list[Slot]) -> dict[int, KnownCounts]:
     """What the database knows now of the deliveries on these segments (by position), for the
     Redis state a read starts there; each slot's position is brought up to date with it (its
     floor may have moved since the request began)."""
-    by_pk = {slot.position.pk: slot for slot in fresh}
+    by_pk = {slot.position.id: slot for slot in fresh}
     for pk, floor, handed in ReadPosition.objects.filter(pk__in=by_pk).values_list("pk", "floor", "handed"):
         position = by_pk[pk].position
         position.floor, position.handed = max(position.floor, floor), max(position.handed, handed)

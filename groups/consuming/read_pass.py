@@ -89,7 +89,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     now = floors.clock()
     now_ms = int(now * 1000)
     redis = get_redis()
-    streams = list({slot.stream.pk: slot.stream for reading, _ in passes for slot in reading.group_slots}.values())
+    streams = list({slot.stream.id: slot.stream for reading, _ in passes for slot in reading.group_slots}.values())
     pipe = scripted_pipeline(redis)
     # due delayed events go to every group of the stream: the first round of each stream's
     # release is the first thing on this pipeline, and the rest (if anything was due) follows
@@ -139,7 +139,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         notify_due(pipe, channels, due_ms)
     pipe.execute()
     released = {
-        stream.pk: release_due(stream, now_ms, first=round_of(answer.one()))
+        stream.id: release_due(stream, now_ms, first=round_of(answer.one()))
         for stream, (round_of, answer) in zip(streams, releases, strict=True)
     }
     counts: list[list] = []
@@ -164,7 +164,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
                 continue
         # the counts again when they may be stale: events released to the group's segments after
         # they were counted, or an ack script Redis had lost that ran after them
-        if any(released[slot.stream.pk] for slot in reading.group_slots) or (pending is not None and pipe.reran):
+        if any(released[slot.stream.id] for slot in reading.group_slots) or (pending is not None and pipe.reran):
             stale.append(n)
     if stale:
         pipe = scripted_pipeline(redis)
@@ -286,9 +286,9 @@ def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tai
     ctx.rows = rows
     serves: list[_Serve] = []
     for slot, (nxt, halted, _, expired, retry_due, dead_due, _) in zip(ctx.slots, counts, strict=True):
-        if slot.stream.pk not in ends:
-            ends[slot.stream.pk] = stream_log(slot.stream).ends()
-        seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
+        if slot.stream.id not in ends:
+            ends[slot.stream.id] = stream_log(slot.stream).ends()
+        seg_head, seg_tail = ends[slot.stream.id][slot.segment]
         stop = seg_tail.next_offset
         head = seg_head.offset
         end_cut = slot.subscription.end_cut
@@ -311,14 +311,14 @@ def _work(ctx: _Context, counts: list, ends: dict[int, dict[str, tuple[Head, Tai
             # a segment whose state Redis does not hold (lost, or never read) starts at its floor
             serves.append(_Serve(slot, start, head, stop, (seg_head, seg_tail), fresh=nxt is None))
     if ctx.serves:  # the segments its looks ahead served are done for this pass
-        served = {serve.slot.position.pk for serve in ctx.serves}
-        serves = [serve for serve in serves if serve.slot.position.pk not in served]
+        served = {serve.slot.position.id for serve in ctx.serves}
+        serves = [serve for serve in serves if serve.slot.position.id not in served]
     ordered = ctx.group.delivery == DeliveryMode.ORDERED
     blocked = _successors_waiting(ctx.slots, counts, acknowledged=ordered)
     if ordered:
         blocked |= _not_mine(ctx, counts)
     if blocked:
-        serves = [s for s in serves if (s.slot.stream.pk, s.slot.segment) not in blocked]
+        serves = [s for s in serves if (s.slot.stream.id, s.slot.segment) not in blocked]
     random.shuffle(serves)  # fair across segments: no segment is always served first
     return serves
 
@@ -336,9 +336,9 @@ def _successors_waiting(slots: list[Slot], counts: list, acknowledged: bool = Fa
         layout = slot.stream.layout
         if len(layout.active_ids) == len(layout.ids):
             continue  # no sealed segment
-        streams[slot.stream.pk] = slot.stream
+        streams[slot.stream.id] = slot.stream
         done = slot.position.floor if nxt is None or acknowledged else int(nxt)
-        read_to.setdefault(slot.stream.pk, {})[slot.segment] = done
+        read_to.setdefault(slot.stream.id, {})[slot.segment] = done
     blocked = set()
     for pk, stream in streams.items():
         layout, ends, at = stream.layout, stream_log(stream).sealed_ends(), read_to[pk]
@@ -356,7 +356,7 @@ def _not_mine(ctx: _Context, counts: list) -> set[tuple[int, str]]:
     owner in its own call), and its own segments with a redelivery waiting for its backoff (the
     segment's later events wait for it)."""
     redis = get_redis()
-    keys = [f"{slot.stream.pk}:{slot.segment}" for slot in ctx.slots]
+    keys = [f"{slot.stream.id}:{slot.segment}" for slot in ctx.slots]
     pipe = redis.pipeline(transaction=False)
     for slot in ctx.slots:
         slot.tracker.owner(pipe)
@@ -380,7 +380,7 @@ def _not_mine(ctx: _Context, counts: list) -> set[tuple[int, str]]:
         _, _, live, expired, retry_due, _, next_due = c
         backing_off = next_due is not None and not (int(live) or int(expired) or int(retry_due))
         if owners.get(k) != ctx.consumer or backing_off:
-            out.add((slot.stream.pk, slot.segment))
+            out.add((slot.stream.id, slot.segment))
     return out
 
 
@@ -435,7 +435,7 @@ def _answer(ctx: _Context) -> None:
         part = ReadPart(
             slot.stream.full_name,
             slot.segment,
-            delivery_ids.prefix(slot.subscription.incarnation, slot.stream.pk, slot.segment, serve.life),
+            delivery_ids.prefix(slot.subscription.incarnation, slot.stream.id, slot.segment, serve.life),
             serve.items,
             serve.runs,
         )
@@ -550,7 +550,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
     slot, start, head, tail = serve.slot, serve.start, serve.head, serve.tail
     group = ctx.group
     seg = _segment(ctx, slot)
-    view = ctx.views.get(slot.stream.pk)
+    view = ctx.views.get(slot.stream.id)
     horizon = 0 if view is None else view.horizon.get(slot.segment, 0)
     in_view = view is not None and start < horizon
     rows: list[Record] | list[Frame]
@@ -578,7 +578,7 @@ def _ask(ctx: _Context, serve: _Serve, want: int, pipe: ScriptPipeline) -> _Look
         ack_policy=ctx.ack_policy,
         pipe=pipe,
         runs=True,
-        known=ctx.known.get(slot.position.pk),
+        known=ctx.known.get(slot.position.id),
         owned=group.delivery == DeliveryMode.ORDERED,
         expired=expired,
     )
@@ -592,7 +592,7 @@ def _rows(ctx: _Context, seg: Any, serve: _Serve, want: int) -> tuple[list, int,
     start, head = max(serve.start, serve.head), serve.head
     rows: list = []
     if start < serve.tail:  # the groups read together in one pass read each record once
-        key = (serve.slot.stream.pk, serve.slot.segment, start, want, ctx.frames)
+        key = (serve.slot.stream.id, serve.slot.segment, start, want, ctx.frames)
         if key not in ctx.rows:
             read = seg.read_frames if ctx.frames else seg.read
             ctx.rows[key] = read(start, want, ends=serve.ends)
@@ -605,7 +605,7 @@ def _rows(ctx: _Context, seg: Any, serve: _Serve, want: int) -> tuple[list, int,
 
 def _segment(ctx: _Context, slot: Slot) -> Any:
     """The slot's segment of the log, opened once by a pass for all its reads."""
-    key = (slot.stream.pk, slot.segment)
+    key = (slot.stream.id, slot.segment)
     seg = ctx.segs.get(key)
     if seg is None:
         seg = ctx.segs[key] = stream_log(slot.stream).segment(slot.segment)
@@ -687,13 +687,13 @@ def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tupl
         return None
     aheads: list[_Ahead] = []
     for slot in ctx.slots:
-        stopped = stops.get(slot.position.pk)
+        stopped = stops.get(slot.position.id)
         layout = slot.stream.layout
         if stopped is None or slot.subscription.end_cut is not None or len(layout.active_ids) != len(layout.ids):
             return None
-        if slot.stream.pk not in ends:
-            ends[slot.stream.pk] = stream_log(slot.stream).ends()
-        seg_head, seg_tail = ends[slot.stream.pk][slot.segment]
+        if slot.stream.id not in ends:
+            ends[slot.stream.id] = stream_log(slot.stream).ends()
+        seg_head, seg_tail = ends[slot.stream.id][slot.segment]
         head, tail = seg_head.offset, seg_tail.next_offset
         if head > stopped or head > slot.position.floor:
             return None  # retention passed the group: the counts say what it missed
@@ -793,10 +793,10 @@ def _took_ahead(ctx: _Context, aheads: list[_Ahead], answers: list) -> tuple[lis
 def _stops(ctx: _Context, counts: list) -> dict[int, int]:
     """Where the group stopped on each segment after this pass, for the read's next pass (a
     woken read looks ahead from there: `_looks_ahead`)."""
-    stops = {slot.position.pk: int(c[0]) for slot, c in zip(ctx.slots, counts, strict=True) if c[0] is not None}
+    stops = {slot.position.id: int(c[0]) for slot, c in zip(ctx.slots, counts, strict=True) if c[0] is not None}
     for serve in ctx.serves:
         if serve.looks:
-            stops[serve.slot.position.pk] = serve.start
+            stops[serve.slot.position.id] = serve.start
     return stops
 
 
@@ -822,10 +822,10 @@ def _take(ctx: _Context, serve: _Serve, want: int, look: _Look, out: HandOut) ->
         result.missed_by_stream[name] = result.missed_by_stream.get(name, 0) + out.missed
     if out.deliveries:  # redeliveries, one by one
         _take_each(serve, look, out.deliveries)
-        ctx.counts += [(slot.position.pk, o, e) for o, e in out.deliveries if e > 1]
+        ctx.counts += [(slot.position.id, o, e) for o, e in out.deliveries if e > 1]
     if out.deliveries or out.first_runs:
-        _, was = ctx.handed.get(slot.position.pk, (slot, 0))
-        ctx.handed[slot.position.pk] = (slot, max(was, out.next))
+        _, was = ctx.handed.get(slot.position.id, (slot, 0))
+        ctx.handed[slot.position.id] = (slot, max(was, out.next))
     rows, base = look.rows, look.base
     for a, b in out.first_runs:  # first deliveries, a run of offsets each
         i, j = a - base, b - base
