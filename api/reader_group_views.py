@@ -44,7 +44,7 @@ from api.group_serializers import (
     read_request,
 )
 from api.middleware import FreedAnswers
-from api.parking import PARK, Parked, check_room_to_wait
+from api.parking import PARK, Answer, Parked, ReadyAnswer, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
 from groups import consuming, reader_groups
@@ -305,6 +305,9 @@ def _read_answer(result: consuming.ReadResult, binary: bool, shared: dict | None
     return {"deliveries": orjson.Fragment(deliveries_json(result.parts, result.lease_expires_at, shared)), **head}
 
 
+_JSON, _BINARY = ORJSONRenderer(), ReadBatchRenderer()
+
+
 class _ParkedRead(Parked):
     """A group's read parked: woken, it is read once more with every other group's read woken
     about the same time (`consuming.read_woken`), and answered as the view would."""
@@ -315,7 +318,7 @@ class _ParkedRead(Parked):
         self.binary = binary
 
     @staticmethod
-    def together(parked: list[Parked], causes: list[str]) -> list[HttpResponse | Exception]:
+    def together(parked: list[Parked], causes: list[str]) -> list[Answer | Exception]:
         reads = cast(list[_ParkedRead], parked)
         results = consuming.read_woken([read.reading for read in reads], causes)
         # one publish woke them: many hand out the same event, written once for all (by the pass
@@ -323,10 +326,13 @@ class _ParkedRead(Parked):
         shared: dict = {}
         return [read.answer(result, shared) for read, result in zip(reads, results, strict=True)]
 
-    def answer(self, result: consuming.ReadResult | Exception, shared: dict | None = None) -> HttpResponse | Exception:
+    def answer(self, result: consuming.ReadResult | Exception, shared: dict | None = None) -> Answer | Exception:
         if isinstance(result, Exception):  # answered as the view's errors are (a service lost: 503)
             return error_response(result) or result  # None: a bug, the front answers it as Django answers one
-        return rendered(result, self.binary, shared)
+        if result.wait is not None:
+            return _ParkedRead(result, self.binary)
+        renderer = _BINARY if self.binary else _JSON
+        return ReadyAnswer(renderer.render(_read_answer(result, self.binary, shared)), renderer.media_type)
 
 
 def _ack_fields(outcome: consuming.AckOutcome) -> dict:

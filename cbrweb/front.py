@@ -35,7 +35,7 @@ from urllib.parse import unquote_to_bytes
 from django.db import close_old_connections
 from django.http import HttpResponse
 
-from api.parking import MANY_READS_MEDIA_TYPE, PARK, ManyReads, Parked, answer_line, line, resume_all
+from api.parking import MANY_READS_MEDIA_TYPE, PARK, Answer, ManyReads, Parked, answer_line, line, resume_all
 from cbrweb.body_limit import after_large_body
 from cbrweb.url_limit import url_bytes
 from streams import waking
@@ -386,7 +386,7 @@ def _settle_each(batch: list[_Woken], answers: list[tuple]) -> None:
         _settle(woken.answer, answer)
 
 
-def _answer(woken: _Woken, response: HttpResponse | Exception) -> tuple:
+def _answer(woken: _Woken, response: Answer | Exception) -> tuple:
     """A woken read's response: parked again (with the same headers), or its answer, with the
     headers the middleware gave the request."""
     middleware_headers, close = woken.middleware_headers, woken.close

@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import factories
 import pytest
 from faults.test_redis_restarted import RedisServer
 
+from cbr_client import Client
 from groups import reader_groups
 from streams import services
 
@@ -431,3 +433,19 @@ def test_a_plain_read_and_cbr_tail_follow_wait_for_a_publish(web_server, token):
     assert status == 200 and [e["payload"] for e in answer["events"]] == ["tailed"] and took < WOKEN_WITHIN_S
     out, _ = tail.communicate(timeout=WOKEN_WITHIN_S)
     assert [json.loads(line)["payload"] for line in out.decode().splitlines()] == ["tailed"]
+
+
+def test_a_waiting_read_answered_in_binary_is_woken_with_its_binary_answer(web_server, token):
+    make_group("g")
+    client = Client(web_server.url, token=token)
+    assert client.binary_reads  # the client asks for the binary answer (`Accept: …read-batch`)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(client.reader_group("w/g").read(max_events=5, wait_ms=WAIT_MS)))
+    started = time.monotonic()
+    reader.start()
+    time.sleep(0.5)
+    publish(Http(web_server.url, token), [{"payload": "bin"}])
+    reader.join(WOKEN_WITHIN_S)
+    # then: the woken read's answer is the binary batch (its Content-Type said so), decoded
+    assert not reader.is_alive() and [m.text for m in got[0]] == ["bin"]
+    assert client.binary_reads and time.monotonic() - started < WOKEN_WITHIN_S
