@@ -411,9 +411,19 @@ def count_consumer(group: ReaderGroup, consumer: str, what: str, n: int, now: fl
 def note_waiting(group: ReaderGroup, consumer: str, timeout_s: float) -> None:
     """A consumer's read waits from now for at most `timeout_s` (until its next look): the
     console shows it waiting until the read looks again (its next `r`) or that time passes."""
+    note_waiting_all([(group, consumer, timeout_s)])
+
+
+def note_waiting_all(waits: list[tuple[ReaderGroup, str, float]]) -> None:
+    """`note_waiting` of many reads (group, consumer, timeout), in one round trip to Redis."""
+    if not waits:
+        return
     now = clock()
     try:
-        get_redis().hset(consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}")
+        pipe = get_redis().pipeline(transaction=False)
+        for group, consumer, timeout_s in waits:
+            pipe.hset(consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}")
+        pipe.execute()
     except (redis_lib.ConnectionError, redis_lib.TimeoutError):
         pass  # shown for the console alone: a read waiting through a loss of Redis waits on
 

@@ -20,6 +20,7 @@ from groups.consuming.floors import (
     Slot,
     group_and_slots,
     note_waiting,
+    note_waiting_all,
     slots,
 )
 from groups.consuming.read_pass import Waiting, read_passes
@@ -129,10 +130,12 @@ def read_many(reads: list[ReadArgs]) -> list[ReadResult | Exception]:
         for n, _, _ in started:
             out[n] = exc
         return out  # type: ignore[return-value]
+    waits: list[tuple[ReaderGroup, str, float]] = []
     for (n, reading, pending), result, seen in zip(started, results, seens, strict=True):
         if pending is not None:
             reading.acked = result.acked
-        out[n] = _looked(reading, result, seen if reading.channels else None)
+        out[n] = _looked(reading, result, seen if reading.channels else None, waits)
+    note_waiting_all(waits)
     return out  # type: ignore[return-value]
 
 
@@ -153,8 +156,10 @@ def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exc
     except (RedisConnectionError, RedisTimeoutError) as exc:
         now = time.monotonic()
         results = [exc if reading.deadline - now <= 0 else ReadResult() for reading in live]  # type: ignore[misc]
+    waits: list[tuple[ReaderGroup, str, float]] = []
     for n, reading, result, seen in zip(which, live, results, seens, strict=True):
-        out[n] = result if isinstance(result, Exception) else _looked(reading, result, seen)
+        out[n] = result if isinstance(result, Exception) else _looked(reading, result, seen, waits)
+    note_waiting_all(waits)
     return out  # type: ignore[return-value]
 
 
@@ -204,9 +209,15 @@ class GroupWait(waking.Wait):
     reading: Waiting | None = None
 
 
-def _looked(reading: Waiting, result: ReadResult, seen: waking.Snapshot | None) -> ReadResult:
+def _looked(
+    reading: Waiting,
+    result: ReadResult,
+    seen: waking.Snapshot | None,
+    waits: list[tuple[ReaderGroup, str, float]] | None = None,
+) -> ReadResult:
     """A pass's result, final, or (when it found nothing and may wait on) with the `wait` it
-    waits for; `seen` is what the listener had seen before the pass looked."""
+    waits for; `seen` is what the listener had seen before the pass looked. `waits`: where a
+    read that waits says so (`floors.note_waiting_all`, once for many reads), else said now."""
     result.acked = reading.acked
     left = reading.deadline - time.monotonic()
     if result.parts or result.pending_limit_reached or left <= 0 or seen is None:
@@ -217,7 +228,10 @@ def _looked(reading: Waiting, result: ReadResult, seen: waking.Snapshot | None) 
         return result
     timeout = _wait_for(reading.group_slots, result, left)
     reading.since = time.monotonic() if reading.since is None else reading.since
-    note_waiting(reading.group, reading.consumer, timeout)
+    if waits is None:
+        note_waiting(reading.group, reading.consumer, timeout)
+    else:
+        waits.append((reading.group, reading.consumer, timeout))
     result.wait = GroupWait(
         reading.channels, reading.group_key, seen, timeout, reading.deadline, reading.since, reading
     )

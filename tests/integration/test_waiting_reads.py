@@ -275,6 +275,10 @@ def test_hundreds_of_reads_in_one_request_wait_and_wake_for_a_publish(web_server
         await soon(3)
         checks = [await http.request("GET", "/healthz") for _ in range(5)]
         assert not waiting.done()  # nobody was answered without an event
+        # each group's consumer is shown waiting (said for all the request's reads at once)
+        for name in ("g0", f"g{n // 2}", f"g{n - 1}"):
+            status, consumers = await http.request("GET", f"/api/v1/reader-groups/w/{name}/consumers/")
+            assert status == 200 and [c["waiting"] for c in consumers["results"]] == [True], consumers
         published = await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "all"}]})
         return checks, published, await waiting
 
