@@ -28,7 +28,7 @@ from access.rules import KEY_ACTIONS, Action, Target, TargetKind, decide
 from api.errors import error_response
 from api.fields import SINK_PATTERN, RefusesUnknownFields
 from api.group_serializers import ReadRequestSerializer, read_request
-from api.middleware import FreedAnswers
+from api.middleware import FreedAnswers, NamedFormats
 from api.parking import MANY_READS_MEDIA_TYPE, ManyReads, check_room_to_wait
 from api.reader_group_views import group_and_slots_or_404, rendered
 from api.rendering import ManyReadsRenderer, ORJSONRenderer
@@ -73,7 +73,7 @@ class _MayConsume(BasePermission):
         return decision.allowed
 
 
-class ManyReadsView(FreedAnswers, APIView):
+class ManyReadsView(NamedFormats, FreedAnswers, APIView):
     """Many reads, each of the group it names, answered one line each (NDJSON) as each is
     answered: `{"read": i, "status": s, "answer": {...}}`, `i` its place in `reads`, `answer` the
     lone read's answer (or error) with its status. The answer ends once every read has its line."""
@@ -93,15 +93,6 @@ class ManyReadsView(FreedAnswers, APIView):
     )
     def post(self, request):
         return ManyReads(_answers(request, _reads(request.data)))
-
-    def perform_content_negotiation(self, request, force=False):
-        """`?format=` names a renderer: an empty or unknown one is refused naming it (DRF would
-        take an empty one as none, and answer an unknown one 404)."""
-        value = request.query_params.get("format")
-        if not force and value is not None and value not in {r.format for r in self.renderer_classes}:
-            formats = ", ".join(sorted(r.format for r in self.renderer_classes))
-            raise FieldError("format", f"must be one of {formats} (or left out: the Accept header decides)")
-        return super().perform_content_negotiation(request, force)
 
     def finalize_response(self, request, response, *args, **kwargs):
         """The lines are theirs; anything else (an error, OPTIONS) in JSON, whatever the client

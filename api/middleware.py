@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from domain.errors import FieldError
+
 
 class ReleaseViewCycles:
     """Once a DRF view's answer is rendered, nothing of the request holds it. DRF's rendering
@@ -41,3 +43,17 @@ class FreedAnswers:
         if not hasattr(response, "renderer_context") and getattr(request, "parser_context", None):
             request.parser_context = None
         return response
+
+
+class NamedFormats:
+    """A DRF view mixin: `?format=` names one of the view's renderers (the schema's enum); an
+    empty or unknown one is refused naming it (DRF would take an empty one as none, and answer an
+    unknown one 404)."""
+
+    def perform_content_negotiation(self, request, force=False):
+        value = request.query_params.get("format")
+        renderers = self.renderer_classes
+        if not force and value is not None and value not in {r.format for r in renderers}:
+            formats = ", ".join(sorted(r.format for r in renderers))
+            raise FieldError("format", f"must be one of {formats} (or left out: the Accept header decides)")
+        return super().perform_content_negotiation(request, force)

@@ -43,7 +43,7 @@ from api.group_serializers import (
     TruncationCutSerializer,
     read_request,
 )
-from api.middleware import FreedAnswers
+from api.middleware import FreedAnswers, NamedFormats
 from api.parking import PARK, Answer, Parked, ReadyAnswer, check_room_to_wait
 from api.rendering import ORJSONRenderer, ReadBatch, ReadBatchRenderer
 from domain.errors import FieldError
@@ -221,7 +221,7 @@ def group_and_slots_or_404(scope: str, name: str) -> tuple[ReaderGroup, list[con
     return found
 
 
-class ReadView(ConsumingView):
+class ReadView(NamedFormats, ConsumingView):
     """Hand out up to `max_events` deliveries, each with a lease of the group's `ack_timeout_s`.
     JSON by default; a client that asks for `application/vnd.cbr.read-batch` (`Accept`) gets the
     same answer in binary (`streams.wire.encode_read_batch`), and its errors (and OPTIONS) in JSON."""
@@ -235,15 +235,6 @@ class ReadView(ConsumingView):
     def post(self, request, scope, name):
         binary = isinstance(request.accepted_renderer, ReadBatchRenderer)
         return read(scope, name, request.data, binary, park=PARK in request.META)
-
-    def perform_content_negotiation(self, request, force=False):
-        """`?format=` names a renderer (the schema's enum): an empty or unknown one is refused
-        naming it (DRF would take an empty one as none, and answer an unknown one 404)."""
-        value = request.query_params.get("format")
-        if not force and value is not None and value not in {r.format for r in self.renderer_classes}:
-            formats = ", ".join(sorted(r.format for r in self.renderer_classes))
-            raise FieldError("format", f"must be one of {formats} (or left out: the Accept header decides)")
-        return super().perform_content_negotiation(request, force)
 
     def finalize_response(self, request, response, *args, **kwargs):
         """Only a read's answer renders in binary: anything else (an error, OPTIONS) in JSON,

@@ -36,6 +36,11 @@ def lines(response) -> list[dict]:
     return [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
 
 
+def many(client, *reads: dict) -> dict[int, dict]:
+    """Many reads in one request, each read's line by its place."""
+    return by_read(lines(client.post(READS, {"reads": list(reads)}, format="json")))
+
+
 def by_read(answered: list[dict]) -> dict[int, dict]:
     found = {line["read"]: line for line in answered}
     assert len(found) == len(answered), "each read answered once"
@@ -47,20 +52,11 @@ def offsets(answer: dict) -> list[int]:
 
 
 def test_each_read_is_answered_as_its_lone_request_would_be(api, shop):
-    answered = by_read(
-        lines(
-            api.post(
-                READS,
-                {
-                    "reads": [
-                        {"reader_group": "shop/billing", "max_events": 2, "consumer": "a"},
-                        {"reader_group": "shop/audit", "max_events": 10},
-                        {"reader_group": "shop/billing", "max_events": 10, "consumer": "b"},
-                    ]
-                },
-                format="json",
-            )
-        )
+    answered = many(
+        api,
+        {"reader_group": "shop/billing", "max_events": 2, "consumer": "a"},
+        {"reader_group": "shop/audit", "max_events": 10},
+        {"reader_group": "shop/billing", "max_events": 10, "consumer": "b"},
     )
     assert sorted(answered) == [0, 1, 2]
     assert all(line["status"] == 200 for line in answered.values())
@@ -72,19 +68,8 @@ def test_each_read_is_answered_as_its_lone_request_would_be(api, shop):
 
 
 def test_a_read_its_group_refuses_is_its_own_line_and_the_others_go_on(api, shop):
-    answered = by_read(
-        lines(
-            api.post(
-                READS,
-                {
-                    "reads": [
-                        {"reader_group": "shop/nobody", "max_events": 1},
-                        {"reader_group": "shop/billing", "max_events": 5},
-                    ]
-                },
-                format="json",
-            )
-        )
+    answered = many(
+        api, {"reader_group": "shop/nobody", "max_events": 1}, {"reader_group": "shop/billing", "max_events": 5}
     )
     alone = api.post("/api/v1/reader-groups/shop/nobody/read/", {"max_events": 1}, format="json")
     assert (answered[0]["status"], answered[0]["answer"]) == (404, alone.json())
@@ -144,19 +129,8 @@ def test_each_read_is_checked_against_who_may_consume_from_its_group(operator_ap
     )
     keyed = APIClient()
     keyed.credentials(HTTP_AUTHORIZATION=f"Api-Key {made.json()['key']}")
-    answered = by_read(
-        lines(
-            keyed.post(
-                READS,
-                {
-                    "reads": [
-                        {"reader_group": "shop/audit", "max_events": 5},
-                        {"reader_group": "shop/billing", "max_events": 5},
-                    ]
-                },
-                format="json",
-            )
-        )
+    answered = many(
+        keyed, {"reader_group": "shop/audit", "max_events": 5}, {"reader_group": "shop/billing", "max_events": 5}
     )
     assert answered[0]["status"] == 403 and offsets(answered[1]["answer"]) == [0, 1, 2]
     assert (
@@ -169,20 +143,11 @@ def test_each_read_is_checked_against_who_may_consume_from_its_group(operator_ap
 
 def test_a_read_past_the_room_to_wait_is_refused_with_when_to_retry(api, shop, settings):
     settings.CBR_MAX_WAITING_READS = 1
-    answered = by_read(
-        lines(
-            api.post(
-                READS,
-                {
-                    "reads": [
-                        {"reader_group": "shop/billing", "max_events": 5, "wait_ms": 100},
-                        {"reader_group": "shop/audit", "max_events": 5, "wait_ms": 100},
-                        {"reader_group": "shop/audit", "max_events": 5},
-                    ]
-                },
-                format="json",
-            )
-        )
+    answered = many(
+        api,
+        {"reader_group": "shop/billing", "max_events": 5, "wait_ms": 100},
+        {"reader_group": "shop/audit", "max_events": 5, "wait_ms": 100},
+        {"reader_group": "shop/audit", "max_events": 5},
     )
     assert answered[0]["status"] == 200 and offsets(answered[0]["answer"]) == [0, 1, 2]
     assert answered[1]["status"] == 503 and answered[1]["answer"]["code"] == "too_many_waiting_reads"

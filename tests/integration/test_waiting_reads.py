@@ -334,6 +334,20 @@ def test_many_reads_whose_client_goes_away_hold_nothing(web_server, token):
     assert [(d["payload"], d["delivery_count"]) for d in answer["deliveries"]] == [("p", 1)]
 
 
+async def restart_then_publish(server: RedisServer, http: Http) -> int:
+    """Redis killed and started empty, then an event published once it answers: the publish's
+    status."""
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(10)
+    server.start()
+    for _ in range(20):
+        status, _ = await http.request("POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "after"}]})
+        if status == 201:
+            break
+        await asyncio.sleep(0.2)
+    return status
+
+
 def test_a_waiting_read_misses_nothing_when_redis_restarts(django_db_setup, tmp_path, settings, token, request):
     # given: a server on a Redis of its own, and a read waiting on it
     server = RedisServer(tmp_path / "redis")
@@ -347,18 +361,9 @@ def test_a_waiting_read_misses_nothing_when_redis_restarts(django_db_setup, tmp_
         async def run():
             waiting = asyncio.create_task(http.read("w/g"))
             await soon()
-            # when: Redis is killed and started empty (the wake-up channel drops with it)
-            server.proc.send_signal(signal.SIGKILL)
-            server.proc.wait(10)
-            server.start()
-            # and an event is published once it is back
-            for _ in range(20):
-                status, _ = await http.request(
-                    "POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "after"}]}
-                )
-                if status == 201:
-                    break
-                await asyncio.sleep(0.2)
+            # when: Redis is killed and started empty (the wake-up channel drops with it), and an
+            # event is published once it is back
+            status = await restart_then_publish(server, http)
             return status, await waiting
 
         status, (took, read_status, answer) = asyncio.run(run())
@@ -388,18 +393,9 @@ def test_many_reads_in_one_request_miss_nothing_when_redis_restarts(
             reads = [{"reader_group": f"w/{name}", "max_events": 1, "wait_ms": WAIT_MS} for name in ("g", "h")]
             waiting = asyncio.create_task(many(http, reads))
             await soon()
-            # when: Redis is killed and started empty (the wake-up channel drops with it)
-            server.proc.send_signal(signal.SIGKILL)
-            server.proc.wait(10)
-            server.start()
-            # and an event is published once it is back
-            for _ in range(20):
-                status, _ = await http.request(
-                    "POST", "/api/v1/streams/w/orders/events/", {"events": [{"payload": "after"}]}
-                )
-                if status == 201:
-                    break
-                await asyncio.sleep(0.2)
+            # when: Redis is killed and started empty (the wake-up channel drops with it), and an
+            # event is published once it is back
+            status = await restart_then_publish(server, http)
             return status, await waiting
 
         status, lines = asyncio.run(run())
