@@ -74,6 +74,7 @@ class ScriptPipeline(redis.client.Pipeline):
     def __init__(self, client: redis.Redis):
         super().__init__(client.connection_pool, client.response_callbacks, False, None)
         self._scripted: dict[int, tuple[Script, list, list]] = {}
+        self._meanwhile: Callable[[], object] | None = None
         self.reran = False  # the last execute ran a script after the rest (NOSCRIPT)
         self.answered: list = []  # the last execute's answers (what `Answers` read)
 
@@ -99,19 +100,38 @@ class ScriptPipeline(redis.client.Pipeline):
         which no command here uses): together a sixth of a pass over woken reads' CPU
         (bench/woken_pass.py)."""
         connection.send_packed_command([b"".join(hiredis.pack_command(_split_name(args)) for args, _ in commands)])
+        meanwhile, self._meanwhile = self._meanwhile, None
+        failed: BaseException | None = None
+        if meanwhile is not None:  # while Redis runs the commands; their replies are read all the same
+            try:
+                meanwhile()
+            except BaseException as exc:  # noqa: BLE001 - raised once the replies are read
+                failed = exc
         replies: list = []
         for args, options in commands:
             try:
                 replies.append(self.parse_response(connection, args[0], **options))
             except ResponseError as error:
                 replies.append(error)
+        if failed is not None:
+            raise failed
         if raise_on_error:
             self.raise_first_error(commands, replies)
         return replies
 
-    def execute(self, raise_on_error: bool = True) -> list:
+    def execute(self, raise_on_error: bool = True, meanwhile: Callable[[], object] | None = None) -> list:
+        """Run the queued commands. `meanwhile`: called once the commands are sent, before their
+        replies are read (work of another server done while Redis runs them, such as a statement
+        to the database); an error it raises is raised once the replies are read, so the
+        connection goes back to the pool clean."""
         scripted, self._scripted = self._scripted, {}
-        answers = super().execute(raise_on_error=False)
+        self._meanwhile = meanwhile
+        try:
+            answers = super().execute(raise_on_error=False)
+            if self._meanwhile is not None:  # nothing was sent (no command queued)
+                self._meanwhile()
+        finally:
+            self._meanwhile = None
         self.reran = False
         for i, (script, keys, args) in scripted.items():
             if isinstance(answers[i], NoScriptError):

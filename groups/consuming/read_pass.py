@@ -137,7 +137,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
     batch.queue(pipe)
     for due_ms, channels in expiring_ahead.items():
         notify_due(pipe, channels, due_ms)
-    pipe.execute()
+    pipe.execute(meanwhile=_handed_ahead(contexts, aheads))
     released = {
         stream.id: release_due(stream, now_ms, first=round_of(answer.one()))
         for stream, (round_of, answer) in zip(streams, releases, strict=True)
@@ -669,6 +669,32 @@ class _Ahead:
     serve: _Serve | None = None
     want: int = 0
     look: _Look | None = None
+    scan_until: int = 0  # where its hand-out's scan stops: it hands out nothing past it
+
+
+def _handed_ahead(contexts: list[_Context], aheads: list[list[_Ahead] | None]) -> Callable[[], None] | None:
+    """How far the pass's looks ahead may hand out, persisted while Redis runs them (the
+    pipeline's `meanwhile`): the database's wait and Redis's overlap instead of following one
+    another, and the answer still leaves only once the database has what it holds. Each segment
+    is taken to be handed out up to where its look's scan stops (`_Ahead.scan_until`), which a
+    hand-out never passes; one that hands out less (another consumer's read took the events
+    first, or the state was not what the read expected) leaves `handed` a little ahead, which
+    only counts those events one delivery more if Redis then loses the group's state. Only
+    for groups whose floors a hand-out does not move (their acknowledgements move them); the
+    rest of the pass's floors are persisted after the looks, as before, and what was written
+    here is not written again."""
+    handed: dict[int, tuple[Slot, int]] = {}
+    for ctx, ahead in zip(contexts, aheads, strict=True):
+        if ahead is None or ctx.ack_policy is AckPolicy.NONE:
+            continue
+        for a in ahead:
+            if a.look is not None and a.scan_until > max(
+                a.slot.position.handed, handed.get(a.slot.position.id, (a.slot, 0))[1]
+            ):
+                handed[a.slot.position.id] = (a.slot, a.scan_until)
+    if not handed:
+        return None
+    return functools.partial(persist_floors, [], handed)
 
 
 def _looks_ahead(ctx: _Context, reading: Waiting, ends: dict[int, dict[str, tuple[Head, Tail]]]) -> list[_Ahead] | None:
@@ -750,6 +776,7 @@ def _queue_looks(ctx: _Context, aheads: list[_Ahead], pipe: ScriptPipeline, batc
         )
         looked = True
         ahead.look = _Look(seg, None, rows, base, read)
+        ahead.scan_until = scan_until
     if not looked:  # (no hand-out after all: written as any read writes them)
         mark_seen(ctx.group, ctx.now, pipe)
         note_consumer(ctx.group, ctx.consumer, "r", ctx.now, pipe)

@@ -9,6 +9,7 @@ import threading
 
 import factories
 import pytest
+from django.db import connection
 
 from domain.events import EventIn
 from domain.ttl import TTL_HEADER
@@ -30,10 +31,10 @@ def round_trips(monkeypatch):
     execute = redis_connection.ScriptPipeline.execute
     mine = threading.get_ident()
 
-    def counted(self, raise_on_error=True):
+    def counted(self, raise_on_error=True, meanwhile=None):
         if threading.get_ident() == mine:
             sent.append(len(self))
-        return execute(self, raise_on_error)
+        return execute(self, raise_on_error, meanwhile)
 
     monkeypatch.setattr(redis_connection.ScriptPipeline, "execute", counted)
     return sent
@@ -269,3 +270,84 @@ def test_competing_reads_of_one_group_woken_together_hand_each_event_out_once(re
     assert sorted(p for ps in got for p in ps) == ["e0", "e1", "e2", "e3"]  # each once
     assert sorted(map(len, got)) == [0, 2, 2]
     assert [d["delivery_count"] for r in results for d in r.deliveries] == [1] * 4
+
+
+@pytest.fixture
+def statements_in_flight(monkeypatch):
+    """Each UPDATE of the positions the test's thread sends, and whether a pipeline to Redis was
+    in flight then (its commands sent, their replies not yet read)."""
+    seen = []
+    flying = []
+    execute_pipeline = redis_connection.ScriptPipeline._execute_pipeline
+    mine = threading.get_ident()
+
+    def in_flight(self, connection_, commands, raise_on_error):
+        flying.append(True)
+        try:
+            return execute_pipeline(self, connection_, commands, raise_on_error)
+        finally:
+            flying.pop()
+
+    def watch(execute, sql, params, many, context):
+        if threading.get_ident() == mine and sql.lstrip().upper().startswith("UPDATE") and "readposition" in sql:
+            seen.append(bool(flying))
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(redis_connection.ScriptPipeline, "_execute_pipeline", in_flight)
+    with connection.execute_wrapper(watch):
+        yield seen
+
+
+def test_a_woken_read_persists_how_far_it_hands_out_while_redis_hands_out(redis, statements_in_flight):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail")
+    services.do_publish(stream, [EventIn(b"zero")])
+    consuming.ack(group, [d["delivery_id"] for d in consuming.read(group, 10).deliveries])
+    waiting = parked(group, max_events=2)
+    services.do_publish(stream, [EventIn(b"one"), EventIn(b"two"), EventIn(b"three")])
+    statements_in_flight.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["one", "two"]
+    # one statement, sent while Redis ran the look; none after it: what it wrote is what was
+    # handed out (its scan stops after the two it may hand out)
+    assert statements_in_flight == [True]
+    assert ReadPosition.objects.get(subscription__reader_group=group).handed == 3
+
+
+def test_a_look_refused_leaves_handed_ahead_by_what_it_could_have_handed_out(redis, clock, statements_in_flight):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_timeout_s=5)
+    services.do_publish(stream, [EventIn(b"held")])
+    assert payloads(consuming.read(group, 10, consumer="slow")) == ["held"]
+    waiting = parked(group, max_events=1, consumer="fast")
+    clock.now += 6  # the slow consumer's lease expires: the look ahead is refused, the read counts
+    services.do_publish(stream, [EventIn(b"new")])
+    statements_in_flight.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["held"]  # the expired lease first, and its one event only
+    assert statements_in_flight == [True]  # how far the look could go; nothing after it moved further
+    assert ReadPosition.objects.get(subscription__reader_group=group).handed == 2  # "new" included
+    # the cost, if Redis loses the group's state now: "new" comes counted as delivered once before
+    redis.flushdb()
+    again = consuming.read(group, 10)
+    assert [(d["payload"], d["delivery_count"]) for d in again.deliveries] == [("held", 3), ("new", 2)]
+
+
+def test_an_at_most_once_group_moves_its_floor_only_after_the_hand_out(redis, statements_in_flight):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_policy="none")
+    services.do_publish(stream, [EventIn(b"zero")])
+    consuming.read(group, 10)
+    waiting = parked(group)
+    services.do_publish(stream, [EventIn(b"one")])
+    statements_in_flight.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["one"]
+    assert statements_in_flight == [False]  # its floor is what the hand-out says: written after it
+    assert ReadPosition.objects.get(subscription__reader_group=group).floor == 2

@@ -2,6 +2,8 @@
 wherever other steps put theirs, also when one of its scripts is run again after the rest
 because Redis had forgotten it (NOSCRIPT)."""
 
+import time
+
 import pytest
 import redis as redis_lib
 from redis.exceptions import ResponseError
@@ -61,3 +63,46 @@ def test_a_script_is_registered_once_per_client_and_runs_on_each(redis, redis_ur
     assert theirs is not first
     assert first(args=["a"]) == b"a!" and theirs(args=["b"]) == b"b!"
     other.close()
+
+
+def test_what_runs_meanwhile_runs_once_the_commands_are_sent_and_before_their_replies_are_read(redis, redis_url):
+    redis.delete("m:a")
+    other = redis_lib.Redis.from_url(redis_url)  # another connection: it sees what Redis ran
+    seen = []
+
+    def meanwhile():
+        for _ in range(500):  # the commands were sent: Redis runs them while this waits
+            if other.get("m:a") is not None:
+                seen.append(other.get("m:a"))
+                return
+            time.sleep(0.01)
+
+    pipe = scripted_pipeline(redis)
+    pipe.set("m:a", "x")
+    pipe.get("m:a")
+    assert pipe.execute(meanwhile=meanwhile) == [True, b"x"]
+    assert seen == [b"x"]
+
+
+def test_an_error_meanwhile_is_raised_after_the_replies_are_read_and_the_connection_stays_clean(redis):
+    redis.delete("m:b")
+    pipe = scripted_pipeline(redis)
+    pipe.incr("m:b")
+
+    def fails():
+        raise RuntimeError("the database went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        pipe.execute(meanwhile=fails)
+    assert redis.get("m:b") == b"1"  # the commands ran
+    for n in range(5):  # every pooled connection answers its own commands, none a reply left over
+        pipe = scripted_pipeline(redis)
+        pipe.incr("m:b")
+        pipe.get("m:b")
+        assert pipe.execute() == [n + 2, str(n + 2).encode()]
+
+
+def test_what_runs_meanwhile_runs_once_even_with_nothing_to_send(redis):
+    calls = []
+    assert scripted_pipeline(redis).execute(meanwhile=lambda: calls.append(1)) == []
+    assert calls == [1]
