@@ -206,6 +206,9 @@ CBR_TOKEN_CACHE_S = env_int("CBR_TOKEN_CACHE_S", 5, minimum=0)
 # scope saved or deleted, or marked full, is looked up again by every process at once; this bounds
 # changes made around the ORM. 0: no cache.
 CBR_STREAM_CACHE_S = env_int("CBR_STREAM_CACHE_S", 5, minimum=0)
+# The same for what every read and ack looks up first: its reader group and positions
+# (groups/consuming/floors.py GROUPS_READ). 0: a lookup on every read and ack.
+CBR_GROUP_CACHE_S = env_int("CBR_GROUP_CACHE_S", 5, minimum=0)
 # How long a manual truncation waits for a retention cycle that is working on the same stream
 # before it answers 409 `retention_in_progress` (retention/cycle.py, stream_lock).
 CBR_TRUNCATE_LOCK_WAIT_S = env_int("CBR_TRUNCATE_LOCK_WAIT_S", 5, minimum=0)

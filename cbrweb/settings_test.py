@@ -17,3 +17,10 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # Failed sign-ins are counted per test process (a test clears them); the real settings share
 # the count through Redis.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# What reads and acks remember of their group (groups/consuming/floors.py GROUPS_READ) is kept only
+# while the process's listener is subscribed, which an earlier test of this process may or may not
+# have started: off here, so that what a request asks the database does not depend on that. Its
+# own tests turn it on (tests/api/test_group_lookup_memo.py), and the servers the integration
+# tests start run the real settings, with it on.
+CBR_GROUP_CACHE_S = 0

@@ -17,6 +17,7 @@ from access.token_cache import CREDENTIALS
 from cbrweb import embedded_redis
 from cbrweb.celery import app
 from groups import consuming
+from groups.consuming.floors import GROUPS_READ
 from spark_tasks.session import get_spark, stop_spark
 from streams import waking
 from streams.lookups import PUBLISHED_STREAMS
@@ -225,6 +226,7 @@ def _empty_memos():
     rows are rolled back at its end without the signals that make a memo forget them."""
     PUBLISHED_STREAMS.drop()
     CREDENTIALS.drop()
+    GROUPS_READ.drop()
 
 
 @pytest.fixture(autouse=True)

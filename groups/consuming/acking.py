@@ -15,7 +15,15 @@ from domain.errors import FieldError
 from groups.ack_tracker import Run
 from groups.consuming import floors
 from groups.consuming.checkpoints import maybe_checkpoint
-from groups.consuming.floors import Slot, count_consumer, mark_seen, note_consumer, persist_floors, slots
+from groups.consuming.floors import (
+    Slot,
+    count_consumer,
+    fresh_positions,
+    mark_seen,
+    note_consumer,
+    persist_floors,
+    slots,
+)
 from groups.models import ReaderGroup
 from store.redis_connection import ScriptPipeline, scripted_pipeline
 from streams.waking import group_channel, publish_notice
@@ -436,6 +444,8 @@ def _tally(
         else:
             outcome.acked += named.count
         return
+    if slot is not None and "lost" in refused.values():
+        fresh_positions([slot])  # told apart by what the database knows now, not what was remembered
     for k, (i, d) in enumerate(named.items()):
         reason = refused.get(k)
         if reason == "lost" and slot is not None:

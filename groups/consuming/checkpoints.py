@@ -86,6 +86,13 @@ def maybe_checkpoint(group: ReaderGroup) -> Checkpoint | None:
     now = timezone.now()
     if group.last_checkpoint_at and (now - group.last_checkpoint_at).total_seconds() < interval:
         return None
+    # the group may be as this process remembers it (`floors.GROUPS_READ`), and another process
+    # may have checkpointed since: asked afresh only now that one seems due
+    group.last_checkpoint_at = (
+        ReaderGroup.objects.filter(pk=group.pk).values_list("last_checkpoint_at", flat=True).first()
+    )
+    if group.last_checkpoint_at and (now - group.last_checkpoint_at).total_seconds() < interval:
+        return None
     name = f"{AUTO_PREFIX}{now:%Y%m%dT%H%M%S.%f}"
     try:
         cp = do_checkpoint(group, name)

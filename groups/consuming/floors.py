@@ -16,6 +16,7 @@ import redis as redis_lib
 from django.db import connection
 from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from groups.ack_tracker import KnownCounts, SegmentTracker
@@ -26,7 +27,8 @@ from streams import wait_stats
 from streams.db import run_prepared
 from streams.delaying.index import state_key as delayed_state_key
 from streams.logs import stream_log
-from streams.memo import Memo
+from streams.lookups import PUBLISHED_STREAMS
+from streams.memo import Memo, Ticket
 from streams.models import Scope, Stream
 
 SEEN_TTL_S = 30 * 86400
@@ -170,9 +172,40 @@ def group_changed() -> None:
     GROUP_CHANGES.forget()
 
 
+# What every read and ack looks up first (the group and its slots), remembered by the web process
+# (`group_and_slots`). An entry is trusted while nothing it was made from can have changed: no
+# group changed (`GROUP_CHANGES`: a seek, new settings, streams added or removed, a deletion), no
+# stream or scope was saved or deleted (`PUBLISHED_STREAMS`: a scale, new settings), no group or
+# subscription was saved or deleted through the ORM (this memo's own), and for at most
+# `CBR_GROUP_CACHE_S` seconds (changes made around the ORM). Its positions' floors and `handed`
+# are as this process last wrote or read them: a floor another process moved since is older
+# here, which every read already meets (a read that waits holds its group for its whole wait:
+# floors only move up, in the database by `GREATEST`; a state Redis starts reads them afresh).
+GROUPS_READ = Memo("group-reads", "CBR_GROUP_CACHE_S")
+
+
+def _changes_tickets() -> tuple[Ticket | None, Ticket | None]:
+    return GROUP_CHANGES.ticket(), PUBLISHED_STREAMS.ticket()
+
+
 def group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | None:
     """The group `scope/name` and its `slots`, found together in one query when it has positions
-    (every read and ack asks for both); None when no such group exists."""
+    (every read and ack asks for both), or as this process last found them while that still holds
+    (`GROUPS_READ`); None when no such group exists. The objects are shared by the process's
+    threads (the list is the caller's own)."""
+    remembered, ticket = GROUPS_READ.get((scope, name))
+    tickets = _changes_tickets()  # before the lookup: a change made during it is seen next time
+    if remembered is not None and remembered[0] == tickets:
+        group, group_slots = remembered[1]
+        return group, list(group_slots)
+    found = _group_and_slots(scope, name)
+    if found is not None and None not in tickets:
+        GROUPS_READ.keep((scope, name), ticket, (tickets, found))
+        return found[0], list(found[1])
+    return found
+
+
+def _group_and_slots(scope: str, name: str) -> tuple[ReaderGroup, list[Slot]] | None:
     positions = _load_positions(scope, name)
     group: ReaderGroup | None
     if positions:
@@ -310,6 +343,15 @@ def _update_positions(rows: list[tuple[int, int, int, int]], now: object) -> Non
     params += [v for p, _, _, h in rows for v in (p, h, h)]
     params += [now, *(p for p, _, _, _ in rows)]
     run_prepared(sql, params)
+
+
+def fresh_positions(found: list[Slot]) -> None:
+    """The slots' floors and `handed` raised to the database's, in one query (a slot may be one
+    this process remembered, `GROUPS_READ`, whose floor another process has moved since)."""
+    by_id = {slot.position.id: slot for slot in found}
+    for pk, floor, handed in ReadPosition.objects.filter(pk__in=by_id).values_list("pk", "floor", "handed"):
+        position = by_id[pk].position
+        position.floor, position.handed = max(position.floor, floor), max(position.handed, handed)
 
 
 def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:
@@ -475,3 +517,13 @@ def records_at(seg, offsets: list[int], known: dict[int, _Known]) -> dict[int, _
             start = got[-1].offset + 1
         i = j + 1
     return out
+
+
+def forget_groups(**_signal_arguments: Any) -> None:
+    """What reads and acks remember of groups changed (a signal receiver as it is)."""
+    GROUPS_READ.forget()
+
+
+for _model in (ReaderGroup, Subscription):
+    post_save.connect(forget_groups, sender=_model, dispatch_uid=f"cbr-groups-read-{_model.__name__}-saved")
+    post_delete.connect(forget_groups, sender=_model, dispatch_uid=f"cbr-groups-read-{_model.__name__}-deleted")

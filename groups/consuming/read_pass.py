@@ -330,22 +330,37 @@ def _successors_waiting(slots: list[Slot], counts: list, acknowledged: bool = Fa
     at the end), so one routing key's events go out in order across a scale."""
     if not any(slot.stream.layout.is_sealed(slot.segment) for slot in slots):
         return set()  # no predecessor still to read: every sealed segment is processed whole
-    read_to: dict[int, dict[str, int]] = {}
+    blocked, by_floor = _predecessors_open(slots, counts, acknowledged)
+    if by_floor:  # the floors may be as this process remembered them (`floors.GROUPS_READ`)
+        floors.fresh_positions(by_floor)
+        blocked, _ = _predecessors_open(slots, counts, acknowledged)
+    return blocked
+
+
+def _predecessors_open(slots: list[Slot], counts: list, acknowledged: bool) -> tuple[set[tuple[int, str]], list[Slot]]:
+    """`_successors_waiting`'s segments, and the predecessors that hold them back by their floor."""
+    read_to: dict[int, dict[str, tuple[int, Slot | None]]] = {}
     streams = {}
     for slot, (nxt, *_) in zip(slots, counts, strict=True):
         layout = slot.stream.layout
         if len(layout.active_ids) == len(layout.ids):
             continue  # no sealed segment
         streams[slot.stream.id] = slot.stream
-        done = slot.position.floor if nxt is None or acknowledged else int(nxt)
-        read_to.setdefault(slot.stream.id, {})[slot.segment] = done
+        by_floor = nxt is None or acknowledged
+        done = slot.position.floor if by_floor else int(nxt)
+        read_to.setdefault(slot.stream.id, {})[slot.segment] = (done, slot if by_floor else None)
     blocked = set()
+    open_by_floor: dict[int, Slot] = {}
     for pk, stream in streams.items():
         layout, ends, at = stream.layout, stream_log(stream).sealed_ends(), read_to[pk]
         for segment in at:
-            if any(p in at and at[p] < ends[p] for p in layout[segment].predecessors):  # (a retired one has no slot)
+            open_ = [
+                at[p] for p in layout[segment].predecessors if p in at and at[p][0] < ends[p]
+            ]  # (a retired one has no slot)
+            if open_:
                 blocked.add((pk, segment))
-    return blocked
+                open_by_floor.update((s.position.id, s) for _, s in open_ if s is not None)
+    return blocked, list(open_by_floor.values())
 
 
 def _not_mine(ctx: _Context, counts: list) -> set[tuple[int, str]]:
