@@ -692,15 +692,16 @@ def _handed_ahead(contexts: list[_Context], aheads: list[list[_Ahead] | None]) -
     pipeline's `meanwhile`): the database's wait and Redis's overlap instead of following one
     another, and the answer still leaves only once the database has what it holds. Each segment
     is taken to be handed out up to where its look's scan stops (`_Ahead.scan_until`), which a
-    hand-out never passes; one that hands out less (another consumer's read took the events
-    first, or the state was not what the read expected) leaves `handed` a little ahead, which
-    only counts those events one delivery more if Redis then loses the group's state. Only
-    for groups whose floors a hand-out does not move (their acknowledgements move them); the
-    rest of the pass's floors are persisted after the looks, as before, and what was written
-    here is not written again."""
+    hand-out never passes; one that hands out less (the state was not what the read expected, or
+    Redis had just lost it) leaves `handed` a little ahead, which only counts those events one
+    delivery more if Redis then loses the group's state. Only for groups whose floors a hand-out
+    does not move (their acknowledgements move them), and that deliver an event more than once
+    (`max_deliveries` above 1: one counted delivered once by mistake still reaches a consumer
+    before it is poisoned); the rest of the pass's floors are persisted after the looks, as
+    before, and what was written here is not written again."""
     handed: dict[int, tuple[Slot, int]] = {}
     for ctx, ahead in zip(contexts, aheads, strict=True):
-        if ahead is None or ctx.ack_policy is AckPolicy.NONE:
+        if ahead is None or ctx.ack_policy is AckPolicy.NONE or ctx.group.max_deliveries <= 1:
             continue
         for a in ahead:
             if a.look is not None and a.scan_until > max(

@@ -351,3 +351,19 @@ def test_an_at_most_once_group_moves_its_floor_only_after_the_hand_out(redis, st
     assert payloads(result) == ["one"]
     assert statements_in_flight == [False]  # its floor is what the hand-out says: written after it
     assert ReadPosition.objects.get(subscription__reader_group=group).floor == 2
+
+
+def test_a_group_that_delivers_once_persists_how_far_it_handed_out_only_after_the_hand_out(redis, statements_in_flight):
+    # handed ahead of a hand-out would, after a loss of Redis state, poison an event never delivered
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", max_deliveries=1)
+    services.do_publish(stream, [EventIn(b"zero")])
+    consuming.ack(group, [d["delivery_id"] for d in consuming.read(group, 10).deliveries])
+    waiting = parked(group)
+    services.do_publish(stream, [EventIn(b"one")])
+    statements_in_flight.clear()
+
+    [result] = consuming.read_woken([waiting], ["stream"])
+
+    assert payloads(result) == ["one"] and statements_in_flight == [False]
+    assert ReadPosition.objects.get(subscription__reader_group=group).handed == 2
