@@ -43,6 +43,7 @@ class _Counts:
         # (key, field) -> count, and each key's expiry in seconds (0: none)
         self.keyed: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.expiry: dict[str, int] = {}
+        self.latest: dict[tuple[str, str], str] = {}  # (key, field) -> the value it is to take
 
     def add_to(self, key: str, field: str, n: int, expire_s: int = 0) -> None:
         """`n` more in the hash `key`'s `field`, which expires `expire_s` after its last flush."""
@@ -50,10 +51,16 @@ class _Counts:
             self.keyed[key, field] += n
             self.expiry[key] = expire_s
 
-    def take_keyed(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+    def set_in(self, key: str, field: str, value: str) -> None:
+        """The hash `key`'s `field` to be `value` (the last one set before a flush wins)."""
+        with self.lock:
+            self.latest[key, field] = value
+
+    def take_keyed(self) -> tuple[dict[tuple[str, str], int], dict[str, int], dict[tuple[str, str], str]]:
         with self.lock:
             out, self.keyed, expiry, self.expiry = dict(self.keyed), defaultdict(int), self.expiry, {}
-        return out, expiry
+            latest, self.latest = self.latest, {}
+        return out, expiry, latest
 
     def add(self, field: str, value: float = 1.0) -> None:
         with self.lock:
@@ -108,11 +115,11 @@ def flush(redis, waiting_now: int | None) -> None:
     for outcome, n in reading.take_counts().items():
         counts.add(f"tier:{outcome}", n)
     pending = counts.take()
-    keyed, expiry = counts.take_keyed()
+    keyed, expiry, latest = counts.take_keyed()
     pipe = ScriptPipeline(redis)
     for field, value in pending.items():
         pipe.hincrbyfloat(COUNTERS_KEY, field, value)
-    _add_keyed(redis, pipe, keyed, expiry)
+    _add_keyed(redis, pipe, keyed, expiry, latest)
     if waiting_now is not None:
         pipe.hset(WAITING_KEY, PROCESS, f"{waiting_now} {time.time()}")
     pipe.hgetall(WAITING_KEY)
@@ -123,22 +130,32 @@ def flush(redis, waiting_now: int | None) -> None:
             counts.add(field, value)
         for (key, field), n in keyed.items():
             counts.add_to(key, field, n, expiry.get(key, 0))
+        with counts.lock:  # set again, unless set anew meanwhile
+            counts.latest = latest | counts.latest
         raise
     gone = [p for p, value in processes.items() if time.time() - float(value.split()[1]) > STALE_S]
     if gone:  # processes that stopped: dropped here, never by a scrape (a fixed cost)
         redis.hdel(WAITING_KEY, *gone)
 
 
-def _add_keyed(redis, pipe: ScriptPipeline, keyed: dict[tuple[str, str], int], expiry: dict[str, int]) -> None:
+def _add_keyed(
+    redis,
+    pipe: ScriptPipeline,
+    keyed: dict[tuple[str, str], int],
+    expiry: dict[str, int],
+    latest: dict[tuple[str, str], str] | None = None,
+) -> None:
     """Other hashes' counts queued on `pipe`, `KEYS_A_CALL` hashes a script call: after a fan-out
     to thousands of groups, a command each (an HINCRBY per consumer's field, an EXPIRE per hash)
     cost the listener's thread hundreds of milliseconds of redis-py, while it had wake-ups to
-    hand out."""
-    if not keyed:
+    hand out. The fields set (`latest`) go in the same calls, named with a leading `=`."""
+    if not keyed and not latest:
         return
     fields: defaultdict[str, list] = defaultdict(list)
     for (key, field), n in keyed.items():
         fields[key] += (field, n)
+    for (key, field), value in (latest or {}).items():
+        fields[key] += ("=" + field, value)
     script = registered(redis, _ADD_COUNTS)
     keys = list(fields)
     for start in range(0, len(keys), KEYS_A_CALL):

@@ -73,6 +73,8 @@ class ReadResult:
     delivery_ranges: list[str] | None = None  # the deliveries as id ranges, when asked for
     lease_expires_at: str | None = None  # of every delivery of the read (None: an ack_policy none group)
     next_due: float | None = None  # the earliest time something of the group's segments comes due later
+    delayed_known: bool = False  # whether the pass found `delayed_due` (else the index is asked)
+    delayed_due: float | None = None  # the earliest delayed event of the group's streams (s), if any
     wait: Any = None  # a read that found nothing and parks: what it waits for (`waking.Wait`)
 
     @functools.cached_property

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-import redis as redis_lib
 from django.db import connection
 from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
@@ -457,17 +456,17 @@ def note_waiting(group: ReaderGroup, consumer: str, timeout_s: float) -> None:
 
 
 def note_waiting_all(waits: list[tuple[ReaderGroup, str, float]]) -> None:
-    """`note_waiting` of many reads (group, consumer, timeout), in one round trip to Redis."""
+    """`note_waiting` of many reads (group, consumer, timeout): set in this process and written
+    into Redis within a second with the consumers' counts (`streams.wait_stats`), no round trip.
+    Shown for the console alone, which compares its times with the consumer's last read: the
+    order in which the two reach Redis does not matter."""
     if not waits:
         return
     now = clock()
-    try:
-        pipe = get_redis().pipeline(transaction=False)
-        for group, consumer, timeout_s in waits:
-            pipe.hset(consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}")
-        pipe.execute()
-    except (redis_lib.ConnectionError, redis_lib.TimeoutError):
-        pass  # shown for the console alone: a read waiting through a loss of Redis waits on
+    for group, consumer, timeout_s in waits:
+        wait_stats.counts.set_in(
+            consumers_key(group.state_key), f"w:{consumer or 'default'}", f"{now} {now + timeout_s}"
+        )
 
 
 def last_seen(group: ReaderGroup) -> datetime | None:

@@ -44,7 +44,8 @@ from store.ends import Head, Tail
 from store.framing import Frame, Record
 from store.redis_connection import Answers, ScriptPipeline, get_redis, scripted_pipeline
 from streams import wait_stats
-from streams.delaying.index import Round
+from streams.delaying.index import EARLIEST_UNKNOWN, Round
+from streams.delaying.stream_index import index_of
 from streams.logs import stream_log
 from streams.memo import Ticket
 from streams.waking import group_channel, notify_due
@@ -99,6 +100,14 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         with pipe.step() as released_answer:
             round_of = queue_release(stream, now_ms, pipe)
         releases.append((round_of, released_answer))
+    # and, for reads that may wait, each stream's earliest delayed event after that round (how
+    # long a read that finds nothing waits: `reading._wait_for`), on the same round trip
+    earliest: list[tuple[int, Callable[[list], int | None], Answers]] = []
+    if any(reading.channels for reading, _ in passes):
+        for stream in streams:
+            with pipe.step() as earliest_answer:
+                read_earliest = index_of(stream).earliest_on(pipe)
+            earliest.append((stream.id, read_earliest, earliest_answer))
     queued: list[tuple[Answers, Answers]] = []  # each read's: its carried ack's, its counts'
     contexts = [_context(reading, now) for reading, _ in passes]
     ends: dict[int, dict[str, tuple[Head, Tail]]] = {}
@@ -142,6 +151,8 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
         stream.id: release_due(stream, now_ms, first=round_of(answer.one()))
         for stream, (round_of, answer) in zip(streams, releases, strict=True)
     }
+    if earliest:
+        _delayed_due(contexts, {pk: read_earliest(answer.all()) for pk, read_earliest, answer in earliest})
     counts: list[list] = []
     stale: list[int] = []  # reads whose counts may be stale
     done: set[int] = set()  # reads whose looks ahead handed out all there was: no further step
@@ -230,6 +241,21 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
                 ctx.group, ctx.consumer, "a", ctx.result.acked.acked + ctx.result.acked.waiting_for_sinks, now
             )
     return [ctx.result for ctx in contexts]
+
+
+def _delayed_due(contexts: list[_Context], earliest: dict[int, int | None]) -> None:
+    """Each read's earliest delayed event of its streams (`ReadResult.delayed_due`), from what the
+    pass's first round trip found (ms by stream; unknown while a stream's buckets are being
+    sealed: the read then asks the index itself, if it waits). Taken after that round's release
+    of what was due: a later round of this pass may release more, and a read woken at a time
+    that has passed looks again and finds its next one."""
+    for ctx in contexts:
+        dues = {earliest[slot.stream.id] for slot in ctx.slots}
+        if EARLIEST_UNKNOWN in dues:
+            continue
+        known = [due for due in dues if due is not None]
+        ctx.result.delayed_known = True
+        ctx.result.delayed_due = min(known) / 1000 if known else None
 
 
 def _after_dispatch(contexts: list[_Context]) -> None:

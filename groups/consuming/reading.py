@@ -250,7 +250,7 @@ def _wait_for(group_slots: list[Slot], result: ReadResult, left: float) -> float
     longer than `waking.FALLBACK_POLL_S` while the wake-up channel is down."""
     now = floors.clock()
     try:
-        delayed = _next_delayed(group_slots)
+        delayed = result.delayed_due if result.delayed_known else _next_delayed(group_slots)
     except (RedisConnectionError, RedisTimeoutError):  # Redis lost: look again soon
         return min(left, waking.FALLBACK_POLL_S)
     due = [t - now for t in (result.next_due, delayed) if t is not None]

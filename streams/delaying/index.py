@@ -121,6 +121,17 @@ def hot_states(indexes: Sequence[DelayIndex]) -> list[HotState]:
     return out
 
 
+EARLIEST_UNKNOWN = -1  # `earliest_on`'s answer while buckets are being sealed
+
+
+def _earliest(answers: list) -> int | None:
+    sealing, *earliest = answers
+    if _generations(sealing):
+        return EARLIEST_UNKNOWN
+    times = [int(rows[0][1]) for rows in earliest if rows]
+    return min(times) if times else None
+
+
 def _generations(sealing) -> list[int]:
     """The generations being sealed, from the state hash's `sealing` field (absent: none)."""
     return [int(g) for g in _text(sealing).split(",") if g] if sealing else []
@@ -264,6 +275,17 @@ class DelayIndex:
         pipeline's answer to it into a `Round`."""
         pipe.run_script(self._release, self.keys, _release_args(now_ms, limit, claim_ms, None, None, ()))
         return _round
+
+    def earliest_on(self, pipe) -> Callable[[list], int | None]:
+        """What `hot_states` says of the index's earliest delivery time, asked on `pipe` (a read's
+        first round trip): returns what reads the three answers into that time (ms, None when
+        nothing is delayed), or into `EARLIEST_UNKNOWN` while buckets are being sealed (their
+        earliest are on keys only the first answer names: `hot_states` then)."""
+        state, mutable, queue, *_ = self.keys
+        pipe.hget(state, "sealing")
+        pipe.zrange(mutable, 0, 0, withscores=True)
+        pipe.zrange(queue, 0, 0, withscores=True)
+        return _earliest
 
     def handed(self, members: list[str]) -> None:
         """Every group has them: these hand-out area members leave it."""

@@ -47,3 +47,30 @@ def test_counts_arrive_after_redis_forgot_the_script(redis_url):
 
     assert client.hgetall(f"{run}:consumers:1") == {b"n_delivered:c1": b"4", b"n_acked:c1": b"2"}
     assert client.hget(f"{run}:window:0", "delivered:c1") == b"4"
+
+
+def test_fields_set_arrive_with_the_counts_the_last_set_winning(redis_url):
+    client, run = redis_lib.Redis.from_url(redis_url), f"t{uuid.uuid4().hex}"
+    wait_stats.counts.add_to(f"{run}:consumers", "nr:c1", 2)
+    wait_stats.counts.set_in(f"{run}:consumers", "w:c1", "10.0 40.0")
+    wait_stats.counts.set_in(f"{run}:consumers", "w:c1", "11.0 41.0")  # its next wait, before a flush
+    wait_stats.counts.set_in(f"{run}:other", "w:c2", "=5")  # a value may start with anything
+    wait_stats.flush(client, None)
+
+    assert client.hgetall(f"{run}:consumers") == {b"nr:c1": b"2", b"w:c1": b"11.0 41.0"}
+    assert client.hgetall(f"{run}:other") == {b"w:c2": b"=5"}
+
+
+def test_fields_set_are_set_again_after_a_failed_flush_unless_set_anew(redis_url):
+    client, run = redis_lib.Redis.from_url(redis_url), f"t{uuid.uuid4().hex}"
+    wait_stats.counts.set_in(f"{run}:consumers", "w:c1", "10.0 40.0")
+    wait_stats.counts.set_in(f"{run}:consumers", "w:c2", "10.0 40.0")
+    gone = redis_lib.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)  # nothing listens there
+    try:
+        wait_stats.flush(gone, None)
+    except redis_lib.ConnectionError:
+        pass
+    wait_stats.counts.set_in(f"{run}:consumers", "w:c2", "12.0 42.0")  # set anew meanwhile
+    wait_stats.flush(client, None)
+
+    assert client.hgetall(f"{run}:consumers") == {b"w:c1": b"10.0 40.0", b"w:c2": b"12.0 42.0"}

@@ -459,6 +459,7 @@ def test_a_consumer_whose_read_waits_is_shown_waiting_until_it_reads_again(admin
     group = ReaderGroup.objects.get(name="billing")
     api.post(G + "read/", {"max_events": 1, "consumer": "worker-1"}, format="json")
     consuming.floors.note_waiting(group, "worker-1", 30)
+    flush_tallies()  # (said into Redis within a second, with the consumers' counts)
     # then: the page says it waits
     assert "worker-1 waiting" in row_of(admin_client.get(PAGE).content.decode(), "worker-1")[0]
     # and once its read looks again (or the wait's time passes), it no longer does
