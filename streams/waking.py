@@ -62,13 +62,35 @@ def group_channel(state_key: str) -> str:
     return f"{PREFIX}g:{state_key}"
 
 
-def notify_due(pipe, channels: Iterable[str], due_ms: int) -> None:
+def notify_due(pipe, channels: Iterable[str], due_ms: int, now_ms: int | None = None) -> None:
     """Say that something comes due at `due_ms` on each of these channels, in one message on
     `DUE_CHANNEL` (a pass that hands out leases for thousands of groups sends one message, not
-    one per group for every process's listener to read)."""
-    names = " ".join(channels)
-    if names:
-        pipe.publish(DUE_CHANNEL, f"{int(due_ms)} {names}")
+    one per group for every process's listener to read).
+
+    A channel on which this process said already that something comes due at a time still to
+    come (after `now_ms`), and no later than `due_ms`, is left out: the reads waiting there wake
+    at that earlier time, look, and wait on until the next time their group's counts name (a
+    lease's expiry among them). A steady consumer's reads hand out leases many times a lease
+    period; each said so, and each message woke every process's listener, and with it any read
+    of the group parking at that moment, for nothing."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    fresh = []
+    with _DUE_SAID_LOCK:
+        if len(_DUE_SAID) >= _DUE_SAID_MAX:  # a bound, not a policy: saying one again costs a look
+            _DUE_SAID.clear()
+        for channel in channels:
+            said = _DUE_SAID.get(channel)
+            if said is not None and now_ms < said <= due_ms:
+                continue
+            _DUE_SAID[channel] = int(due_ms)
+            fresh.append(channel)
+    if fresh:
+        pipe.publish(DUE_CHANNEL, f"{int(due_ms)} {' '.join(fresh)}")
+
+
+_DUE_SAID: dict[str, int] = {}  # channel -> the due time this process last said on it (ms)
+_DUE_SAID_LOCK = threading.Lock()
+_DUE_SAID_MAX = 100_000
 
 
 def notify(pipe, channels: Iterable[str], due_ms: int | None = None) -> None:

@@ -145,7 +145,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
             expiring_ahead[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
     batch.queue(pipe)
     for due_ms, channels in expiring_ahead.items():
-        notify_due(pipe, channels, due_ms)
+        notify_due(pipe, channels, due_ms, now_ms)
     pipe.execute(meanwhile=_handed_ahead(contexts, aheads))
     released = {
         stream.id: release_due(stream, now_ms, first=round_of(answer.one()))
@@ -220,7 +220,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadRes
             # on the pipeline for all the reads of the pass, no round trip of its own)
             expiring[int((now + ctx.lease_s) * 1000)].append(group_channel(ctx.group.state_key))
     for due_ms, channels in expiring.items():
-        notify_due(pipe, channels, due_ms)
+        notify_due(pipe, channels, due_ms, now_ms)
     if asked:
         pipe.execute()
         for ctx, serve, want, looked, answer in asked:

@@ -12,7 +12,7 @@ from django.db import connections
 from factories import listening
 
 from domain.events import EventIn
-from groups import reader_groups
+from groups import consuming, reader_groups
 from streams import services, wait_stats, waking
 from streams.waking import group_channel, notify, notify_due, publish_notice, stream_channel
 
@@ -274,3 +274,58 @@ def test_a_forked_child_starts_a_listener_of_its_own(redis):
     answer = os.read(read, 2)
     os.waitpid(pid, 0)
     assert answer == b"ok"
+
+
+def test_a_group_handing_out_again_before_its_last_said_expiry_says_nothing_new(redis, clock):
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_timeout_s=30)
+    channel = group_channel(group.state_key)
+    heard = redis.pubsub(ignore_subscribe_messages=True)
+    heard.subscribe(waking.DUE_CHANNEL)
+
+    def said() -> list[str]:
+        out, deadline = [], time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            message = heard.get_message(timeout=0.05)
+            if message is not None and channel in message["data"].decode():
+                out.append(message["data"].decode().split(" ")[0])
+        return out
+
+    def hand_out(payload: bytes) -> None:  # (each acknowledged: no lease left to expire)
+        services.do_publish(stream, [EventIn(payload)])
+        got = consuming.read(group, 10).deliveries
+        assert [d["payload"] for d in got] == [payload.decode()]
+        consuming.ack(group, [d["delivery_id"] for d in got])
+
+    hand_out(b"one")
+    assert said() == [str(int((clock.now + 30) * 1000))]  # its leases expire then
+    clock.now += 10
+    hand_out(b"two")  # its lease expires later than what was said: the reads waiting wake first
+    assert said() == []
+    clock.now += 21  # the first expiry has passed: the next is said
+    hand_out(b"three")
+    assert said() == [str(int((clock.now + 30) * 1000))]
+    heard.close()
+
+
+def test_a_read_woken_at_the_expiry_said_last_waits_on_for_a_lease_handed_out_since(redis, clock):
+    # given: consumer b's read waiting since before consumer a took two leases of 30 s, ten
+    # seconds apart (only the first's expiry said), and a acknowledging the first
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], start="tail", ack_timeout_s=30)
+    waiting = consuming.read(group, 10, 60_000, "b", park=True).wait.reading
+    start = clock.now
+    services.do_publish(stream, [EventIn(b"first")])
+    first = consuming.read(group, 10, consumer="a").deliveries
+    clock.now += 10
+    services.do_publish(stream, [EventIn(b"second")])
+    assert [d["payload"] for d in consuming.read(group, 10, consumer="a").deliveries] == ["second"]
+    consuming.ack(group, [d["delivery_id"] for d in first])
+    # when: b's read is woken at the first expiry (the time it heard), nothing has expired yet
+    clock.now = start + 30
+    [result] = consuming.read_woken([waiting], ["timer"])
+    # then: it waits on until the second lease expires, and then has its event
+    assert not result.parts and result.wait.timeout_s == pytest.approx(10, abs=0.5)
+    clock.now = start + 41
+    [result] = consuming.read_woken([result.wait.reading], ["timer"])
+    assert [(d["payload"], d["delivery_count"]) for d in result.deliveries] == [("second", 2)]
