@@ -66,11 +66,6 @@ class Parked(HttpResponse):
         self.wait = wait
         self._resume = resume
 
-    def settle(self) -> None:
-        """What the read left to do once it is parked (a consumer's next read: its carried ack's
-        floors persisted), done in the thread that made the answer once the front has it. Its
-        answer, whenever it comes, waits for it."""
-
     def resume(self, cause: str) -> HttpResponse:
         """The read once more, in a thread of the front's: as a request's would, with the
         database connections checked before and tidied after."""

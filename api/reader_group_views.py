@@ -308,9 +308,6 @@ class _ParkedRead(Parked):
         self.reading = result.wait.reading
         self.binary = binary
 
-    def settle(self) -> None:
-        self.reading.settle()  # (a failure is the read's answer when it has one)
-
     @staticmethod
     def together(parked: list[Parked], causes: list[str]) -> list[Answer | Exception]:
         reads = cast(list[_ParkedRead], parked)

@@ -251,8 +251,7 @@ class Front:
         result = self.app(environ, start_response)
         try:
             if isinstance(result, (Parked, ManyReads)):
-                answer = result, [(k, v) for k, v in started[1] if k.lower() not in _OWN_HEADERS]
-                return _parked_then_settled(answer, loop, answered)
+                return result, [(k, v) for k, v in started[1] if k.lower() not in _OWN_HEADERS]
             status = int(started[0].split(" ", 1)[0])
             headers = _headers(started[1], close)
             if not getattr(result, "streaming", False) and not hasattr(result, "file_to_stream"):
@@ -280,8 +279,7 @@ class Front:
         response: HttpResponse, loop: asyncio.AbstractEventLoop, close: bool, answered: asyncio.Future
     ) -> Any:
         if isinstance(response, Parked):
-            parked = response, [(k, v) for k, v in response.items() if k.lower() not in _OWN_HEADERS]
-            return _parked_then_settled(parked, loop, answered)
+            return response, [(k, v) for k, v in response.items() if k.lower() not in _OWN_HEADERS]
         answer = _whole(response.status_code, _headers(list(response.items()), close), response.content)
         loop.call_soon_threadsafe(_settle, answered, answer)
         return answer
@@ -541,15 +539,6 @@ class _Wakeups:
                 _settle(woken, cause)
             else:
                 woken(cause)
-
-
-def _parked_then_settled(answer: tuple, loop: asyncio.AbstractEventLoop, answered: asyncio.Future) -> tuple:
-    """A parked read handed to the loop at once, to wait; then, in this thread, what it left to do
-    once parked (`Parked.settle`)."""
-    loop.call_soon_threadsafe(_settle, answered, answer)
-    if isinstance(answer[0], Parked):
-        answer[0].settle()
-    return answer
 
 
 def _settle(future: asyncio.Future, result: Any) -> None:

@@ -76,7 +76,6 @@ class ReadResult:
     delayed_known: bool = False  # whether the pass found `delayed_due` (else the index is asked)
     delayed_due: float | None = None  # the earliest delayed event of the group's streams (s), if any
     wait: Any = None  # a read that found nothing and parks: what it waits for (`waking.Wait`)
-    persist: Any = None  # what its pass left to persist (`read_passes(..., defer=True)`), if anything
 
     @functools.cached_property
     def deliveries(self) -> list[dict]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -76,31 +75,13 @@ class Waiting:
     acked: AckOutcome | None = None  # what its first pass's carried ack did
     ticket: Ticket | None = None  # `GROUP_CHANGES`'s when its group was last loaded
     stops: dict[int, int] | None = None  # by position: the segment's `next` as its last pass left it
-    # what its first pass left to persist once it is parked (its carried ack's floors:
-    # `reading.read(..., park=True)`), and what failed doing so; its answer waits for it
-    settling: Callable[[], None] | None = None
-    settle_error: Exception | None = None
-    _settle_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def settle(self) -> Exception | None:
-        """What its first pass left to persist, persisted, by whoever comes first: the thread that
-        parked it, once it is parked, or the pass that answers it (which so never answers before
-        the database has its ack's floors). What failed, if anything: the read's answer then."""
-        with self._settle_lock:  # the other one waits here until it is done
-            work, self.settling = self.settling, None
-            if work is not None:
-                try:
-                    work()
-                except Exception as exc:  # noqa: BLE001 - its answer says so (503 for a service lost)
-                    self.settle_error = exc
-        return self.settle_error
 
     @property
     def group_key(self) -> str:
         return group_channel(self.group.state_key)
 
 
-def read_passes(passes: list[tuple[Waiting, PendingAck | None]], defer: bool = False) -> list[ReadResult]:
+def read_passes(passes: list[tuple[Waiting, PendingAck | None]]) -> list[ReadResult]:
     """One pass of each of these reads, together: one round trip to Redis for all their counts,
     one for all their first looks, one statement for all their floors, and each record read once
     (a publish that wakes a thousand groups' reads is read in a few round trips, not thousands).
@@ -248,12 +229,7 @@ def read_passes(passes: list[tuple[Waiting, PendingAck | None]], defer: bool = F
         _look_more(ctx, redis)
         _answer(ctx)
     _expire_held_back(contexts, redis)
-    if defer:  # the caller persists it (`ReadResult.persist`)
-        persist = functools.partial(_persist, contexts, [pending for _, pending in passes])
-        for ctx in contexts:
-            ctx.result.persist = persist
-    else:
-        _persist(contexts, [pending for _, pending in passes])
+    _persist(contexts, [pending for _, pending in passes])
     if rated:
         _after_dispatch([contexts[n] for n in rated])
     for (reading, _), ctx, reading_counts in zip(passes, contexts, counts, strict=True):

@@ -53,10 +53,7 @@ def read(
     read from the log are left as stored (`framing.Frame`), for an answer that sends them so
     (`streams.wire.encode_read_batch`). `park`: instead of waiting in this thread, answer a
     result whose `wait` (a `GroupWait`) says what to wait for: the ASGI front waits without a
-    thread, then reads again with `read_woken`. A parked read's carried ack has had its effect in
-    Redis; its floors are left for the caller to persist once the read is parked
-    (`Waiting.settle`, which its answer waits for, whenever it comes): a consumer's next read
-    waits sooner, and an event published meanwhile is not held up behind that statement."""
+    thread, then reads again with `read_woken`."""
     group_slots = slots(group) if group_slots is None else group_slots
     pending = None if ack is None else ack_part(group, ack, group_slots)
     channels = wake_channels(group, group_slots) if wait_ms > 0 else ()
@@ -66,7 +63,7 @@ def read(
     while True:
         seen = waking.listener().snapshot(channels) if channels else None
         try:
-            result = read_passes([(reading, pending)], defer=park and pending is not None)[0]
+            result = read_passes([(reading, pending)])[0]
         except (RedisConnectionError, RedisTimeoutError):
             # Redis lost while the read waits: it waits on (looking every `FALLBACK_POLL_S`) and
             # answers 503 only if Redis is still gone when its wait ends
@@ -75,13 +72,7 @@ def read(
             result = ReadResult()
         if pending is not None:  # applied by the first pass, on its first pipeline
             reading.acked, pending = result.acked, None
-        persist, result.persist = result.persist, None
         result = _looked(reading, result, seen)
-        if persist is not None:
-            if result.wait is None:
-                persist()  # answered now: its floors before its answer, as any read's
-            else:
-                reading.settling = persist  # parked: its floors once it is (`Waiting.settle`)
         if result.wait is None or park:
             return result
         reading.woken = waking.wait(channels, reading.group_key, result.wait.seen, result.wait.timeout_s)
@@ -151,17 +142,12 @@ def read_many(reads: list[ReadArgs]) -> list[ReadResult | Exception]:
 def read_woken(reads: list[Waiting], causes: list[str]) -> list[ReadResult | Exception]:
     """The next pass of parked reads (`read(..., park=True)`), woken by `causes`: all of them
     at once (`read_passes`), each answered or parked again as `read` would. A read whose pass
-    failed because Redis is gone waits on, or gets the error once its wait is over. A read
-    whose first pass left its carried ack's floors to persist once it was parked is read only
-    once they are (`Waiting.settle`: done here if the thread that parked it has not yet); if
-    that failed, the failure is its answer."""
+    failed because Redis is gone waits on, or gets the error once its wait is over."""
     for reading, cause in zip(reads, causes, strict=True):
         reading.woken = cause
     out: list[ReadResult | Exception | None] = [None] * len(reads)
-    for n, reading in enumerate(reads):
-        out[n] = reading.settle()
     for n, error in _as_it_is_now(reads).items():
-        out[n] = out[n] or error
+        out[n] = error
     which = [n for n, answer in enumerate(out) if answer is None]
     live = [reads[n] for n in which]
     seens = waking.listener().snapshots(reading.channels for reading in live)
