@@ -7,7 +7,8 @@ A chunk file is a 32-byte header followed by framed records. Each record is
 and the body is a fixed 45-byte part followed by the variable fields:
 
     u8  flags            bit 0: last record of a publish batch; bit 1: the headers hold the
-                         event's own time to live (`domain.ttl.TTL_HEADER`)
+                         event's own time to live (`domain.ttl.TTL_HEADER`); bit 2: a large
+                         event (store/large.py), whose payload the read path passes over
     u64 offset           0-based position in the segment
     i64 published_ms     epoch milliseconds
     i64 deliver_at_ms    epoch milliseconds, -1 when the event is not delayed
@@ -26,7 +27,7 @@ beyond the buffers it is given.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ from crc32c import crc32c
 
 from domain.events import EventIn
 from domain.ttl import TTL_HEADER, own_ttl_ms
+from store.large import SpooledPayload
 
 CHUNK_MAGIC = b"CBRCHNK1"
 CHUNK_VERSION = 1
@@ -53,6 +55,8 @@ _LENGTHS = struct.Struct("<II")  # headers_len, payload_len: the last 8 bytes of
 
 FLAG_BATCH_END = 1
 FLAG_TTL = 2
+FLAG_LARGE = 4
+LARGE_SIZE = struct.Struct("<Q")  # what a read's binary answer carries of a large event's payload
 ABSENT = 0xFFFF
 # A body larger than this is not something CBR ever writes: a length above it is corruption.
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -70,6 +74,9 @@ class Record(NamedTuple):
     headers: dict | None
     payload: bytes
     batch_end: bool
+    # a large event's payload size: its payload is read by range (`Segment.large_payload`), and
+    # `payload` holds it only where a whole chunk was decoded (`iter_records`); None otherwise
+    large_size: int | None = None
 
     @property
     def ttl_ms(self) -> int | None:
@@ -131,6 +138,7 @@ def frame_batch(
     append_part = parts.append
     append_pos = positions.append
     offset = first_offset
+    ev_last = first_offset + len(events) - 1
     for rk, key, headers_dict, payload, deliver_at in ((ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events):
         p_len = len(payload)
         fixed = pack_body(
@@ -158,15 +166,22 @@ def frame_batch(
             # record is three parts: frame, head, payload)
             head = fixed if plain else b"".join((fixed, rk or b"", key or b"", headers))
             b_len = len(head) + p_len
-            append_part(pack_frame(b_len, crc32c(payload, crc32c(head))))
+            if type(payload) is SpooledPayload:  # flagged, and closing the batch when it is last
+                head = bytes((head[0] | FLAG_LARGE | (FLAG_BATCH_END if ev_last == offset else 0),)) + head[1:]
+                append_part(pack_frame(b_len, payload.crc32c(crc32c(head))))
+            else:
+                append_part(pack_frame(b_len, crc32c(payload, crc32c(head))))
             append_part(head)
             append_part(payload)
         append_pos(pos)
         pos += FRAME_SIZE + b_len
         cum_size += p_len
         offset += 1
-    # The last record closes the batch: set the flag in its head and frame it again.
+    # The last record closes the batch: set the flag in its head and frame it again (a large
+    # one has it already: its CRC is not taken twice).
     payload = events[-1][0]
+    if type(payload) is SpooledPayload:
+        return parts, positions, pos, cum_size
     whole = len(payload) < COPY_BELOW
     last = bytearray(parts[-1] if whole else parts[-2])
     last[0] |= FLAG_BATCH_END
@@ -205,6 +220,7 @@ def _decode_body(body: memoryview | bytes) -> Record:
         headers,
         payload,
         bool(flags & FLAG_BATCH_END),
+        p_len if flags & FLAG_LARGE else None,
     )
 
 
@@ -265,6 +281,14 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
         )
         start = pos + FRAME_SIZE
         stop = start + body_len
+        if flags & FLAG_LARGE:  # its head, its payload passed over (it may lie beyond `data`)
+            rec = _large_head(data, pos)
+            if rec is None:
+                break
+            pos = stop
+            if offset >= min_offset:
+                append(rec)
+            continue
         if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
             break
         pos = stop
@@ -294,10 +318,26 @@ def read_records(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tupl
                     headers,
                     data[at : at + p_len],
                     bool(flags & FLAG_BATCH_END),
+                    None,
                 ),
             )
         )
     return out, pos
+
+
+def _large_head(data: bytes, pos: int) -> Record | None:
+    """The large event framed at `pos`, its payload left where it is (`payload` empty,
+    `large_size` its size), or None when its head is not all in `data`. Its CRC, which covers
+    the payload, is checked where the payload is read (`Segment.large_payload`)."""
+    if pos + RECORD_OVERHEAD > len(data):
+        return None
+    body_len, _, flags, offset, published_ms, deliver_ms, cum_size, rk_len, key_len, h_len, p_len = (
+        _RECORD_HEAD.unpack_from(data, pos)
+    )
+    head_len = BODY_SIZE + (0 if rk_len == ABSENT else rk_len) + (0 if key_len == ABSENT else key_len) + h_len
+    if body_len > MAX_BODY_BYTES or head_len + p_len != body_len or pos + FRAME_SIZE + head_len > len(data):
+        return None
+    return _decode_body(memoryview(data)[pos + FRAME_SIZE : pos + FRAME_SIZE + head_len])  # (the payload: none of it)
 
 
 class Frame(NamedTuple):
@@ -318,13 +358,13 @@ class Frame(NamedTuple):
         return _decode_body(memoryview(self.data)[self.start + FRAME_SIZE : self.stop])
 
 
-def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple[list[Frame], int]:
+def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple[list[Frame | Record], int]:
     """`read_records`, the records left as frames: each verified and its offset and delivery
-    time read, nothing else decoded or copied."""
+    time read, nothing else decoded or copied; a large event's head decoded (a `Record`)."""
     buf = memoryview(data)
     end = len(data)
     unpack_record = _FRAME_KEYS.unpack_from
-    out: list[Frame] = []
+    out: list[Frame | Record] = []
     append = out.append
     new = tuple.__new__
     pos = 0
@@ -332,6 +372,14 @@ def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple
         body_len, crc, flags, offset, published_ms, deliver_ms, cum_size = unpack_record(data, pos)
         start = pos + FRAME_SIZE
         stop = start + body_len
+        if flags & FLAG_LARGE:  # decoded, its payload passed over: never sent as it is stored
+            rec = _large_head(data, pos)
+            if rec is None:
+                break
+            pos = stop
+            if offset >= min_offset:
+                append(rec)
+            continue
         if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or stop > end or crc32c(buf[start:stop]) != crc:
             break
         if offset >= min_offset:
@@ -348,13 +396,18 @@ def read_frames(data: bytes, min_offset: int = 0, limit: int = 1 << 62) -> tuple
 
 def frame_record(rec: Record) -> bytes:
     """A record as it is stored: its frame and body (a record read from elsewhere than a chunk,
-    e.g. a compacted view, sent where frames go)."""
-    offset, published_ms, deliver_at_ms, cum_size, rk, key, headers_dict, payload, batch_end = rec
+    e.g. a compacted view, sent where frames go). A large event's goes with its payload's size
+    (a u64) in place of its payload, which its own URL serves (docs/consuming.md)."""
+    offset, published_ms, deliver_at_ms, cum_size, rk, key, headers_dict, payload, batch_end, large_size = rec
     headers = orjson.dumps(headers_dict) if headers_dict else b""
+    if large_size is not None:
+        payload = LARGE_SIZE.pack(large_size)
     body = b"".join(
         (
             BODY.pack(
-                (FLAG_BATCH_END if batch_end else 0) | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0),
+                (FLAG_BATCH_END if batch_end else 0)
+                | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0)
+                | (0 if large_size is None else FLAG_LARGE),
                 offset,
                 published_ms,
                 -1 if deliver_at_ms is None else deliver_at_ms,
@@ -371,6 +424,42 @@ def frame_record(rec: Record) -> bytes:
         )
     )
     return FRAME.pack(len(body), crc32c(body)) + body
+
+
+class FoundRecord(NamedTuple):
+    """Where a record lies in its chunk (`find_record`), for a read of its payload by range."""
+
+    offset: int
+    large_size: int | None  # its payload's size when it is a large event, else None
+    payload_pos: int  # the file position of its payload's first byte
+    head_crc: int  # the CRC32C of its body up to its payload (the frame's CRC continues over it)
+    crc: int  # the frame's
+
+
+_FIND_BLOCK = 64 * 1024
+
+
+def find_record(pread: Callable[[int, int], bytes], pos: int, end: int, offset: int) -> FoundRecord | None:
+    """The record of `offset`, walking the frames from file position `pos` (a record's start)
+    to `end` by their lengths, reading `_FIND_BLOCK` at a time (`pread(n, at)`): nothing is
+    verified or decoded on the way. None when no record there holds it."""
+    data, data_at = b"", pos
+    while pos + RECORD_OVERHEAD <= end:
+        if pos + RECORD_OVERHEAD > data_at + len(data):
+            data, data_at = pread(min(_FIND_BLOCK, end - pos), pos), pos
+            if len(data) < RECORD_OVERHEAD:
+                return None
+        body_len, crc, flags, rec_offset, _, _, _, _, _, _, p_len = _RECORD_HEAD.unpack_from(data, pos - data_at)
+        if body_len < BODY_SIZE or body_len > MAX_BODY_BYTES or p_len > body_len - BODY_SIZE or rec_offset > offset:
+            return None
+        if rec_offset == offset:
+            head_len = body_len - p_len
+            at = pos + FRAME_SIZE - data_at
+            head = data[at : at + head_len] if at + head_len <= len(data) else pread(head_len, pos + FRAME_SIZE)
+            large = p_len if flags & FLAG_LARGE else None
+            return FoundRecord(offset, large, pos + FRAME_SIZE + head_len, crc32c(head), crc)
+        pos += FRAME_SIZE + body_len
+    return None
 
 
 def scan(data: bytes | memoryview, start: int, next_offset: int, cum_size: int) -> ScanResult:

@@ -401,6 +401,13 @@ class StreamLog:
 
     # -- truncation and maintenance ---------------------------------------------------------
 
+    def large_payload(self, segment_id: str, offset: int):
+        """The payload of the large event at (`segment_id`, `offset`) (`Segment.large_payload`),
+        None when the stream holds no event there."""
+        if segment_id not in self._paths or segment_id in self._retired:
+            return None
+        return self.segment(segment_id).large_payload(offset)
+
     def move_heads(
         self, cut: StreamCut, sizes: dict[str, int], durable: bool = True
     ) -> dict[str, tuple[Head, Head, int]]:

@@ -24,6 +24,7 @@ from domain.events import EventIn
 from store import boot, framing
 from store.ends import Tail
 from store.files import pwrite_all, read_small, write_atomically
+from store.large import SpooledPayload
 from store.segment.clock import epoch_ms
 from store.segment.directory import SEALED_FILE
 from store.segment.errors import NO_SPACE_ERRNOS, SegmentSealed, StorageFull
@@ -56,6 +57,17 @@ def _write_parts(fd: int, parts: list[bytes], size: int, pos: int) -> None:
         if written < want:  # a full disk shows first as a short write: finish it byte by byte
             pwrite_all(fd, b"".join(group)[written:], pos + written)
         pos += want
+
+
+def _write_large(fd: int, parts: list, pos: int) -> None:
+    """A large event's record written at `pos`: its frame and head, then its payload copied
+    from where it was spooled (`store.large`), never whole in memory."""
+    for part in parts:
+        if type(part) is SpooledPayload:
+            part.write_to(fd, pos)
+        else:
+            pwrite_all(fd, part, pos)
+        pos += len(part)
 
 
 _SEALED = struct.Struct("<4sqq")  # magic, the end's offset, its cumulative size
@@ -121,7 +133,11 @@ class SegmentAppends(SegmentRecovery):
             start = tail.committed_pos
             try:
                 fd = self._chunk_fd(tail.active_base)
-                if self.config.fsync == "always":
+                if type(events[0][0]) is SpooledPayload:  # a large event (alone in its batch)
+                    _write_large(fd, parts, start)
+                    if self.config.fsync != "never":
+                        os.fdatasync(fd)
+                elif self.config.fsync == "always":
                     data = b"".join(parts)
                     ends = rel_positions[1:] + [size]
                     for begin, end in zip(rel_positions, ends):

@@ -13,11 +13,15 @@ import bisect
 import os
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from crc32c import crc32c
 
 from store import boot, framing
 from store.ends import Head, Tail
 from store.framing import Frame, Record
+from store.large import PIECE_BYTES
 from store.segment.clock import epoch_ms
 from store.segment.errors import NO_SPACE_ERRNOS, CorruptSegment
 from store.segment.recovery import SegmentRecovery
@@ -148,7 +152,7 @@ class SegmentReads(SegmentRecovery):
             # where the first one starts (cum_size), not a sum over thousands of records (a
             # frame's whole length stands for its payload's: the cap is a bound, not a count)
             last = got[-1]
-            last_size = last.stop - last.start if frames else len(last.payload)
+            last_size = last.stop - last.start if type(last) is Frame else len(last.payload)
             payload_bytes += last.cum_size + last_size - got[0].cum_size
             start = got[-1].offset + 1
         return out
@@ -258,6 +262,41 @@ class SegmentReads(SegmentRecovery):
         cache = cache_for(config.tier_cache_dir or DEFAULT_CACHE_DIR, config.tier_cache_bytes)
         return open_tiered(tier, cache, stub, pos, whole, config.tier_ranged_min_bytes)
 
+    def large_payload(self, offset: int) -> LargePayload | None:
+        """The payload of the large event at `offset`, to be read by range; None when the segment
+        holds no event there (never written, or truncated away), or holds an event that is not
+        large (`NotLarge`)."""
+        head, tail = self.ends()
+        if not head.offset <= offset < tail.next_offset:
+            return None
+        bases = self.chunk_bases()
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            return None
+        base = bases[i]
+        sealed = base != tail.active_base
+        offsets, positions = self._index(base, None if sealed else tail.committed_pos)
+        j = bisect.bisect_right(offsets, offset) - 1
+        starts = [positions[j], framing.CHUNK_HEADER_SIZE] if j >= 0 else [framing.CHUNK_HEADER_SIZE]
+        chunk = self._open_chunk(base, starts[0], whole=False)
+        if chunk is None:
+            return None
+        try:
+            end = chunk.size if sealed else tail.committed_pos
+            for pos in starts:  # from the index's entry; from the chunk's start if that is stale
+                found = framing.find_record(chunk.pread, pos, end, offset)
+                if found is not None:
+                    break
+            else:
+                raise CorruptSegment(f"{self.chunk_path(base)}: no record holds offset {offset}")
+        except BaseException:
+            chunk.close()
+            raise
+        if found.large_size is None:
+            chunk.close()
+            raise NotLarge(offset)
+        return LargePayload(chunk, found)
+
     def size_till(self, offset: int) -> int:
         """Cumulative payload bytes of the segment before `offset` (docs/design/retention.md)."""
         tail = self.committed_tail()
@@ -311,3 +350,48 @@ class SegmentReads(SegmentRecovery):
     def sealed_chunks(self) -> list[int]:
         tail = self.committed_tail()
         return [b for b in self.chunk_bases() if b != tail.active_base]
+
+
+class NotLarge(Exception):
+    """The event asked for is not a large one: its payload is in its read's answer."""
+
+
+class LargePayload:
+    """A large event's payload where its chunk holds it: `size`, `pieces(first, last)` (the
+    bytes from `first` to `last` inclusive, a piece at a time), `close()`. The chunk stays open
+    while it is read: a truncation that deletes the chunk meanwhile does not cut the read short.
+    A read of the whole payload checks the record's CRC as it goes and raises `CorruptSegment`
+    instead of its last piece when it does not hold: a client never gets the whole of a payload
+    that differs from the one published."""
+
+    def __init__(self, chunk: ChunkBytes, found: framing.FoundRecord):
+        self._chunk = chunk
+        self._found = found
+        self.size: int = found.large_size  # type: ignore[assignment]
+
+    def pieces(self, first: int = 0, last: int | None = None, piece: int = PIECE_BYTES) -> Iterator[bytes]:
+        last = self.size - 1 if last is None else min(last, self.size - 1)
+        whole = first == 0 and last == self.size - 1
+        crc = self._found.head_crc
+        at = first
+        held = b""  # the last piece, kept back until the CRC says it may go
+        while at <= last:
+            data = self._chunk.pread(min(piece, last + 1 - at), self._found.payload_pos + at)
+            if not data:
+                raise CorruptSegment(f"a large payload ends after {at} of its {self.size} bytes")
+            if whole:
+                crc = crc32c(data, crc)
+                if held:
+                    yield held
+                held = data
+            else:
+                yield data
+            at += len(data)
+        if whole:
+            if crc != self._found.crc:
+                raise CorruptSegment(f"the large payload of offset {self._found.offset} fails its CRC")
+            if held:
+                yield held
+
+    def close(self) -> None:
+        self._chunk.close()
