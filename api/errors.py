@@ -52,6 +52,8 @@ STATUS_OF_CODE = {
     "retention_in_progress": 409,
     "no_tier": 409,
     "event_too_large": 413,
+    "unsupported_media_type": 415,
+    "range_not_satisfiable": 416,
     "rate_limited": 429,
     "stream_full": 507,
     "insufficient_storage": 507,

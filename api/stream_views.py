@@ -321,7 +321,10 @@ def only_field(request, name: str, what: str) -> object:
 
 
 def _events_answer(stream: Stream, records, next_cut: dict[str, int]) -> dict:
-    return {"events": [event_json(r) for r in records], "next_cut": logs.stream_log(stream).shown(next_cut)}
+    return {
+        "events": [event_json(r, stream.full_name) for r in records],
+        "next_cut": logs.stream_log(stream).shown(next_cut),
+    }
 
 
 def _resumed_events(stream: Stream, from_cut: dict[str, int], limit: int, first: Wait):

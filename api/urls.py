@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from access.login import json_refusal, rate_limited_login
-from api import access_views, compaction_views, many_reads, reader_group_views, scope_views
+from api import access_views, compaction_views, large_events, many_reads, reader_group_views, scope_views
 from api import stream_views as views
 from api.schema import SchemaView
 
@@ -22,6 +22,12 @@ urlpatterns = [
     path(S + "retention-policy/", views.RetentionPolicyView.as_view(), name="api-policy"),
     path(S + "events/", views.EventsView.as_view(), name="api-events"),
     path(S + "events/export/", views.ExportView.as_view(), name="api-export"),
+    path(S + "events/raw/", large_events.LargeEventView.as_view(), name="api-events-raw"),
+    path(
+        S + "events/<name:segment>/<int:offset>/payload/",
+        large_events.EventPayloadView.as_view(),
+        name="api-event-payload",
+    ),
     path(S + "truncate/", views.TruncateView.as_view(), name="api-truncate"),
     path(S + "purge/", views.PurgeView.as_view(), name="api-purge"),
     path(S + "republish/", views.RepublishView.as_view(), name="api-republish"),

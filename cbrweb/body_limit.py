@@ -21,20 +21,32 @@ READ_SIZE = 64 * 1024
 TRIM_AFTER_BYTES = 8 * 1024 * 1024  # a body this large leaves the memory it took to the system
 
 
-class RequestBodyLimit:
-    """WSGI middleware: `RequestBodyLimit(app, max_bytes)`."""
+LARGE_EVENT_PATH = "/events/raw/"  # a large event's publish (api/large_events.py): its own cap
 
-    def __init__(self, app, max_bytes: int):
+
+class RequestBodyLimit:
+    """WSGI middleware: `RequestBodyLimit(app, max_bytes, max_large_event_bytes)`. A large
+    event's publish (a path ending in `LARGE_EVENT_PATH`) has the large event's cap, and its
+    chunked body is left to the view, which spools it to disk up to its cap (never read whole
+    here)."""
+
+    def __init__(self, app, max_bytes: int, max_large_event_bytes: int = 0):
         self.app = app
         self.max_bytes = max_bytes
+        self.max_large_bytes = max_large_event_bytes or max_bytes
 
     def __call__(self, environ, start_response):
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0  # as Django reads it; the web server refuses a malformed one first
-        if length > self.max_bytes:
+        large = environ.get("PATH_INFO", "").endswith(LARGE_EVENT_PATH)
+        if large and length > self.max_large_bytes:
+            return self._too_large(start_response, f"is {length} bytes", self.max_large_bytes)
+        if length > self.max_bytes and not large:
             return self._too_large(start_response, f"is {length} bytes")
+        if large:
+            return self.app(environ, start_response)
         if not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             body = _read_at_most(environ["wsgi.input"], self.max_bytes)
             if body is None:
@@ -43,12 +55,12 @@ class RequestBodyLimit:
             environ["wsgi.input"] = io.BytesIO(body)
         return self.app(environ, start_response)
 
-    def _too_large(self, start_response, size: str):
+    def _too_large(self, start_response, size: str, cap: int = 0):
+        limit = f"{cap} bytes (CBR_MAX_LARGE_EVENT_BYTES)" if cap else f"{self.max_bytes} bytes (CBR_MAX_REQUEST_BYTES)"
         body = orjson.dumps(
             {
-                "code": "body_too_large",
-                "message": f"body: {size}; the limit is {self.max_bytes} bytes (CBR_MAX_REQUEST_BYTES): "
-                "send fewer or smaller events per request",
+                "code": "event_too_large" if cap else "body_too_large",
+                "message": f"body: {size}; the limit is {limit}: send fewer or smaller events per request",
                 "field": "body",
             }
         )

@@ -164,6 +164,11 @@ CBR_TIER_LOCAL_KEEP_S = env_int("CBR_TIER_LOCAL_KEEP_S", 14_400, minimum=0)
 CBR_TIER_CACHE_BYTES = env_int("CBR_TIER_CACHE_BYTES", 1024 * 1024 * 1024, minimum=0)
 CBR_MAX_EVENT_BYTES = env_int("CBR_MAX_EVENT_BYTES", 1024 * 1024, minimum=1)
 CBR_MAX_BATCH_EVENTS = env_int("CBR_MAX_BATCH_EVENTS", 10_000, minimum=1)
+# One large event's payload (`POST …/events/raw/`, docs/api.md "Large events"), streamed to the
+# store, never held whole in memory; at most 192 MiB (a stored record's body is at most 256 MiB).
+CBR_MAX_LARGE_EVENT_BYTES = env_int("CBR_MAX_LARGE_EVENT_BYTES", 64 * 1024 * 1024, minimum=1)
+if CBR_MAX_LARGE_EVENT_BYTES > 192 * 1024 * 1024:
+    raise ImproperlyConfigured("CBR_MAX_LARGE_EVENT_BYTES must be at most 201326592 (192 MiB)")
 # The largest request body the web server takes (cbrweb/body_limit.py), as Kafka's
 # socket.request.max.bytes (100 MiB): past it, 413 before the body is read.
 CBR_MAX_REQUEST_BYTES = env_int("CBR_MAX_REQUEST_BYTES", 100 * 1024 * 1024, minimum=1024)

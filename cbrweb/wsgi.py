@@ -13,5 +13,6 @@ from cbrweb.url_limit import RequestUrlLimit  # noqa: E402
 
 openapi_schema()  # built before this process serves anyone (api/schema.py)
 application = RequestUrlLimit(
-    RequestBodyLimit(django_application, settings.CBR_MAX_REQUEST_BYTES), settings.CBR_MAX_URL_BYTES
+    RequestBodyLimit(django_application, settings.CBR_MAX_REQUEST_BYTES, settings.CBR_MAX_LARGE_EVENT_BYTES),
+    settings.CBR_MAX_URL_BYTES,
 )

@@ -67,6 +67,53 @@ def parse_batch(body: object, limits: PublishLimits, now_ms: int) -> list[EventI
     return parsed
 
 
+# A large event's fields, from its publish's query (`POST …/events/raw/?routing_key=…`): its
+# payload is the request's body. Headers are not among them (a query is no place for an object).
+RAW_FIELDS = ("routing_key", "key", "deliver_at", "delay_ms", "ttl_s")
+
+
+def parse_raw_event(
+    query: dict[str, list[str]], size: int | None, max_bytes: int, limits: PublishLimits, now_ms: int
+) -> EventIn:
+    """A large event's fields from its publish's query (each given once), its payload left empty
+    for the caller to put the body in; `size` the body's announced length (None: not announced),
+    refused above `max_bytes` before a byte of it is read. Errors name the query's field, or
+    `body`."""
+    if size is not None and size > max_bytes:
+        raise FieldError(
+            "body",
+            f"is {size} bytes; the limit is {max_bytes} (CBR_MAX_LARGE_EVENT_BYTES)",
+            code="event_too_large",
+            details={"max": max_bytes},
+        )
+    fields: dict[str, object] = {}
+    for name, values in query.items():
+        if name not in RAW_FIELDS:
+            raise FieldError(name, f"is not a field of a large event (only {', '.join(RAW_FIELDS)})")
+        if len(values) != 1:
+            raise FieldError(name, "is given more than once")
+        value = values[0]
+        if name in ("delay_ms", "ttl_s") or (name == "deliver_at" and value.isdigit()):  # (epoch ms)
+            fields[name] = _number(value, name)
+        else:
+            fields[name] = value
+    try:
+        return _parse_event({**fields, "payload": ""}, "", limits, now_ms)
+    except FieldError as exc:  # named as the query names it: `key`, not `.key`
+        raise FieldError(exc.field.lstrip("."), exc.message, exc.code, exc.details) from None
+
+
+def _number(text: str, field: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise FieldError(field, "must be a number") from None
+
+
 def _parse_event(ev: object, field: str, limits: PublishLimits, now_ms: int) -> EventIn:
     # The common case first, cheaply: `{"payload": "<text>"}` within the size limit.
     if type(ev) is dict and len(ev) == 1 and not limits.require_key:

@@ -130,6 +130,8 @@ def frame_batch(
     """`encode_batch` as the records' parts, not yet joined (a large batch is written from them
     as they are: joined, it would be held twice). Returns (parts, relative positions, their total
     length, cum_size after)."""
+    if type(events[0][0]) is SpooledPayload:
+        return _frame_large(events, first_offset, cum_size, published_ms)
     parts: list[bytes] = []
     positions: list[int] = []
     pos = 0
@@ -138,7 +140,6 @@ def frame_batch(
     append_part = parts.append
     append_pos = positions.append
     offset = first_offset
-    ev_last = first_offset + len(events) - 1
     for rk, key, headers_dict, payload, deliver_at in ((ev[1], ev[2], ev[3], ev[0], ev[4]) for ev in events):
         p_len = len(payload)
         fixed = pack_body(
@@ -166,22 +167,15 @@ def frame_batch(
             # record is three parts: frame, head, payload)
             head = fixed if plain else b"".join((fixed, rk or b"", key or b"", headers))
             b_len = len(head) + p_len
-            if type(payload) is SpooledPayload:  # flagged, and closing the batch when it is last
-                head = bytes((head[0] | FLAG_LARGE | (FLAG_BATCH_END if ev_last == offset else 0),)) + head[1:]
-                append_part(pack_frame(b_len, payload.crc32c(crc32c(head))))
-            else:
-                append_part(pack_frame(b_len, crc32c(payload, crc32c(head))))
+            append_part(pack_frame(b_len, crc32c(payload, crc32c(head))))
             append_part(head)
             append_part(payload)
         append_pos(pos)
         pos += FRAME_SIZE + b_len
         cum_size += p_len
         offset += 1
-    # The last record closes the batch: set the flag in its head and frame it again (a large
-    # one has it already: its CRC is not taken twice).
+    # The last record closes the batch: set the flag in its head and frame it again.
     payload = events[-1][0]
-    if type(payload) is SpooledPayload:
-        return parts, positions, pos, cum_size
     whole = len(payload) < COPY_BELOW
     last = bytearray(parts[-1] if whole else parts[-2])
     last[0] |= FLAG_BATCH_END
@@ -192,6 +186,39 @@ def frame_batch(
         parts[-2] = bytes(last)
         parts[-3] = pack_frame(len(last) + len(payload), crc32c(payload, crc32c(parts[-2])))
     return parts, positions, pos, cum_size
+
+
+def _frame_large(
+    events: list[EventIn], offset: int, cum_size: int, published_ms: int
+) -> tuple[list, list[int], int, int]:
+    """`frame_batch` of a batch of one large event (its payload spooled, `store.large`): flagged
+    `FLAG_LARGE` and closing its batch, its CRC read off the spooled payload, and the payload
+    itself one of the parts, which the append copies into the chunk (`Segment.append`)."""
+    if len(events) != 1:
+        raise ValueError("a large event is appended alone")
+    payload, rk, key, headers_dict, deliver_at = events[0]
+    headers = orjson.dumps(headers_dict) if headers_dict else b""
+    head = b"".join(
+        (
+            BODY.pack(
+                FLAG_LARGE | FLAG_BATCH_END | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0),
+                offset,
+                published_ms,
+                -1 if deliver_at is None else deliver_at,
+                cum_size,
+                ABSENT if rk is None else len(rk),
+                ABSENT if key is None else len(key),
+                len(headers),
+                len(payload),
+            ),
+            rk or b"",
+            key or b"",
+            headers,
+        )
+    )
+    b_len = len(head) + len(payload)
+    parts = [FRAME.pack(b_len, payload.crc32c(crc32c(head))), head, payload]
+    return parts, [0], FRAME_SIZE + b_len, cum_size + len(payload)
 
 
 def _decode_body(body: memoryview | bytes) -> Record:

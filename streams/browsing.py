@@ -52,7 +52,7 @@ def browse(
             rec = r.record
             if filtering and not wanted.keeps(rec.routing_key, rec.key, rec.headers, rec.payload):
                 continue
-            events.append(event_json(r))
+            events.append(event_json(r, stream.full_name))
             if len(events) == limit:  # stop here: the next page starts after this event
                 for later in records[i + 1 :]:
                     next_cut[later.segment] = min(next_cut[later.segment], later.record.offset)
@@ -78,7 +78,7 @@ def between(
             if rec.offset < end.get(r.segment, 0) and (
                 wanted.empty or wanted.keeps(rec.routing_key, rec.key, rec.headers, rec.payload)
             ):
-                yield event_json(r)
+                yield event_json(r, stream.full_name)
         if not records or all(next_cut.get(seg, 0) >= offset for seg, offset in end.items()):
             return
         cut = next_cut

@@ -55,11 +55,18 @@ def datetime_to_ms(value: datetime) -> int:
     return (value - EPOCH) // _MS
 
 
-def record_json(segment: str, rec: Record) -> dict:
+def payload_url(stream: str, segment: str, offset: int) -> str:
+    """Where an event's payload is served as bytes (`GET`, with `Range`): a large event's
+    answers carry it instead of the payload. `stream` is `scope/name`."""
+    return f"/api/v1/streams/{stream}/events/{segment}/{offset}/payload/"
+
+
+def record_json(segment: str, rec: Record, stream: str = "") -> dict:
     """An event of `segment` as every answer carries it: a read answers thousands, so the
     record is unpacked once rather than read field by field. `payload` only when the bytes are
-    UTF-8; `payload_b64` always."""
-    offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _ = rec
+    UTF-8; `payload_b64` always; a large event (of `stream`, `scope/name`) instead has
+    `payload_url` and `payload_size`."""
+    offset, published_ms, deliver_at_ms, _, routing_key, key, headers, payload, _, large_size = rec
     out = {
         "segment": segment,
         "offset": offset,
@@ -68,8 +75,12 @@ def record_json(segment: str, rec: Record) -> dict:
         "headers": headers,
         "published_at": ms_to_iso(published_ms),
         "deliver_at": None if deliver_at_ms is None else ms_to_iso(deliver_at_ms),
-        "payload_b64": b2a_base64(payload, newline=False).decode(),
     }
+    if large_size is not None:
+        out["payload_url"] = payload_url(stream, segment, offset)
+        out["payload_size"] = large_size
+        return out
+    out["payload_b64"] = b2a_base64(payload, newline=False).decode()
     try:
         out["payload"] = payload.decode()
     except UnicodeDecodeError:
@@ -77,8 +88,9 @@ def record_json(segment: str, rec: Record) -> dict:
     return out
 
 
-def event_json(sr: StreamRecord) -> dict:
-    return record_json(sr.segment, sr.record)
+def event_json(sr: StreamRecord, stream: str) -> dict:
+    """An event of the stream `stream` (`scope/name`) as every answer carries it."""
+    return record_json(sr.segment, sr.record, stream)
 
 
 # A read's answer in binary, for clients that ask for it by `Accept` (JSON stays the default and
@@ -199,6 +211,11 @@ class _Template:
         else:
             self.column(name, values)
 
+    def fragments(self, values: list[bytes]) -> None:
+        """Fields that differ in name from event to event: each event's, written whole."""
+        self.fields.append(b"%s")
+        self.columns.append(values)
+
     def optional(self, values: list[bytes]) -> None:
         """A field some events have, after the one before: each event's `,"name":value` or b""."""
         self.fields[-1] += b"%s"
@@ -249,7 +266,7 @@ def _shared(part: BatchPart, expires: bytes, shared: dict) -> bytes:
 
 def _part_objects(part: BatchPart, expires: bytes, prefix_hole: bool = False) -> bytes:
     records = [item.record() if type(item) is Frame else item for item in part.items]
-    offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _ = zip(*records, strict=True)
+    offsets, published, deliver_at, _, routing_keys, keys, headers, payloads, _, larges = zip(*records, strict=True)
     epochs = list(chain.from_iterable(repeat(epoch, n) for _, n, epoch in part.runs))
     event = _Template()
     event.constant("segment", _dump_text(part.segment))
@@ -262,14 +279,17 @@ def _part_objects(part: BatchPart, expires: bytes, prefix_hole: bool = False) ->
         event.field("headers", list(map(_dump_value, headers)))
     event.field("published_at", _each_json(published, _time_json))  # one batch's events share theirs
     event.field("deliver_at", _each_json(deliver_at, _time_json))
-    event.column("payload_b64", [b2a_base64(p, newline=False) for p in payloads], b'"%s"')
-    if _plain_text(payloads):
-        event.column("payload", payloads, b'"%s"')
+    if larges.count(None) != len(larges):  # large events among them: their fields are not the others'
+        event.fragments(list(map(functools.partial(_payload_fields, part), offsets, payloads, larges)))
     else:
-        try:
-            event.column("payload", list(map(_dump_text, map(bytes.decode, payloads))))
-        except UnicodeDecodeError:  # not all text: `payload` only on the events whose payload is
-            event.optional(list(map(_payload_field, payloads)))
+        event.column("payload_b64", [b2a_base64(p, newline=False) for p in payloads], b'"%s"')
+        if _plain_text(payloads):
+            event.column("payload", payloads, b'"%s"')
+        else:
+            try:
+                event.column("payload", list(map(_dump_text, map(bytes.decode, payloads))))
+            except UnicodeDecodeError:  # not all text: `payload` only on the events whose payload is
+                event.optional(list(map(_payload_field, payloads)))
     event.constant("stream", _dump_text(part.stream))
     # the id's opening quote and prefix (or where it goes: `_shared`)
     prefix = b'"' + _PREFIX_HOLE if prefix_hole else _dump_text(part.id_prefix)[:-1].replace(b"%", b"%%")
@@ -319,6 +339,14 @@ def _time_json(ms: int) -> bytes:
     return b'"%s"' % _iso(ms).encode()
 
 
+def _payload_fields(part: BatchPart, offset: int, payload: bytes, large_size: int | None) -> bytes:
+    """An event's payload fields, as `record_json` writes them, for a part with large events."""
+    if large_size is not None:
+        url = _dump_text(payload_url(part.stream, part.segment, offset))
+        return b'"payload_url":%s,"payload_size":%d' % (url, large_size)
+    return b'"payload_b64":"%s"%s' % (b2a_base64(payload, newline=False), _payload_field(payload))
+
+
 def _payload_field(payload: bytes) -> bytes:
     try:
         return b',"payload":' + _dump_text(payload.decode())
@@ -327,7 +355,8 @@ def _payload_field(payload: bytes) -> bytes:
 
 
 # An exported event as a CSV row (`GET …/events/export/?format=csv`): the event object's fields,
-# the headers as one JSON object, `payload` only when it is text (else empty: `payload_b64` has it).
+# the headers as one JSON object, `payload` only when it is text (else empty: `payload_b64` has it);
+# a large event's payload columns empty and its `payload_url` in the last.
 CSV_COLUMNS = (
     "segment",
     "offset",
@@ -338,6 +367,7 @@ CSV_COLUMNS = (
     "headers",
     "payload",
     "payload_b64",
+    "payload_url",
 )
 
 
@@ -352,5 +382,6 @@ def csv_row(event: dict) -> list[str]:
         event.get("key") or "",
         "" if not headers else orjson.dumps(headers, option=orjson.OPT_SORT_KEYS).decode(),
         event.get("payload") or "",
-        event["payload_b64"],
+        event.get("payload_b64", ""),
+        event.get("payload_url", ""),
     ]

@@ -40,7 +40,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 try:  # optional: where orjson is installed, large reads decode several times faster
     import orjson
@@ -88,6 +88,9 @@ class CBRError(Exception):
 
 class Client:
     IDLE_S = 1.0  # reopen a keep-alive connection idle longer than this (gunicorn keeps 2 s)
+    # a text or bytes event larger than this is published alone as a large event (`publish_large`):
+    # the server's CBR_MAX_EVENT_BYTES by default
+    max_event_bytes = 1024 * 1024
     RETRY_MAX_S = 5.0  # the longest pause between two sendings of a request the server said to retry
     WAIT_MARGIN_S = 15.0  # a waiting read's answer may come this long after its wait ends
 
@@ -381,8 +384,91 @@ class Client:
         when: dict[str, str | int] = {"delay_ms": delay_ms} if delay_ms is not None else {}
         if deliver_at is not None:
             when = {"deliver_at": deliver_at}
+        events = list(events)
+        large = [i for i, e in enumerate(events) if isinstance(e, str | bytes) and len(e) > self.max_event_bytes]
+        if large:  # each above the JSON limit published alone, as a large event, in its place
+            positions: list[dict] = []
+            start = 0
+            for i in large + [len(events)]:
+                if events[start:i]:
+                    positions += self.publish(
+                        stream, events[start:i], delay_ms=delay_ms, deliver_at=deliver_at, ttl_s=ttl_s
+                    )
+                if i < len(events):
+                    payload = events[i]
+                    data = payload.encode() if isinstance(payload, str) else payload
+                    positions.append(
+                        self.publish_large(stream, data, delay_ms=delay_ms, deliver_at=deliver_at, ttl_s=ttl_s)
+                    )
+                start = i + 1
+            return positions
         body = {"events": [_with(_with(_event(e), when), {} if ttl_s is None else {"ttl_s": ttl_s}) for e in events]}
         return self._object("POST", f"streams/{stream}/events/", body)["positions"]
+
+    def publish_large(
+        self,
+        stream: str,
+        payload: bytes | BinaryIO,
+        *,
+        routing_key: str | None = None,
+        key: str | None = None,
+        delay_ms: int | None = None,
+        deliver_at: str | int | None = None,
+        ttl_s: float | None = None,
+    ) -> dict:
+        """One large event (`POST …/events/raw/`): its payload bytes, or a binary file (read from
+        where it stands to its end, sent in pieces: never read whole into memory), up to the
+        server's `CBR_MAX_LARGE_EVENT_BYTES`. Answers its position, with its `payload_url`.
+        Readers get `payload_url` and `payload_size` in its place (`Message.payload` fetches it)."""
+        fields = {
+            "routing_key": routing_key,
+            "key": key,
+            "delay_ms": delay_ms,
+            "deliver_at": deliver_at,
+            "ttl_s": ttl_s,
+        }
+        query = urllib.parse.urlencode({k: v for k, v in fields.items() if v is not None})
+        if isinstance(payload, bytes | bytearray | memoryview):
+            size = len(payload)
+        else:
+            at = payload.tell()
+            size = payload.seek(0, 2) - at
+            payload.seek(at)
+        path = self._prefix + f"streams/{stream}/events/raw/" + (f"?{query}" if query else "")
+        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size), **self._credentials()}
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._netloc, timeout=self._timeout, blocksize=LARGE_PIECE_BYTES)  # its own: a long upload
+        try:
+            conn.request("POST", path, body=payload, headers=headers)
+            response = conn.getresponse()
+            return _answer(response.status, response.read())["positions"][0]
+        finally:
+            conn.close()
+
+    def payload(self, url: str, first: int | None = None, last: int | None = None) -> Iterator[bytes]:
+        """An event's payload from its `payload_url` (a large event's), in pieces as they come:
+        whole, or bytes `first` to `last` (inclusive; `last` None: to the end). A payload that
+        does not match what was published ends in a ConnectionError, never as if whole."""
+        headers = self._credentials()
+        if first is not None or last is not None:
+            headers["Range"] = f"bytes={first or 0}-{'' if last is None else last}"
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._netloc, timeout=self._timeout)
+        try:
+            conn.request("GET", self._prefix.removesuffix("/api/v1/") + url, headers=headers)
+            response = conn.getresponse()
+            if response.status >= 400:
+                _answer(response.status, response.read())  # raises
+            while True:
+                try:
+                    piece = response.read(LARGE_PIECE_BYTES)
+                except http.client.IncompleteRead as cut:
+                    raise ConnectionError(f"the payload was cut short: {cut!r}") from cut
+                if not piece:
+                    break
+                yield piece
+        finally:
+            conn.close()
 
     def set_retention_policy(self, stream: str, **policy) -> dict:
         return self._object("PUT", f"streams/{stream}/retention-policy/", policy)
@@ -569,10 +655,33 @@ class Message:
 
     @property
     def payload(self) -> bytes:
+        """The event's payload; a large event's is fetched from its `payload_url` (whole: use
+        `payload_pieces` to read one of many megabytes a piece at a time)."""
+        url = self.data.get("payload_url")
+        if url is not None:
+            return b"".join(self.group.client.payload(url))
         return base64.b64decode(self.data["payload_b64"])
+
+    def payload_pieces(self) -> Iterator[bytes]:
+        """The payload a piece at a time (a large event's, as it comes from the server)."""
+        url = self.data.get("payload_url")
+        if url is None:
+            yield self.payload
+        else:
+            yield from self.group.client.payload(url)
+
+    @property
+    def payload_url(self) -> str | None:
+        """Where a large event's payload is served (None for an event whose answer carries it)."""
+        return self.data.get("payload_url")
 
     @property
     def text(self) -> str | None:
+        if "payload_url" in self.data:
+            try:
+                return self.payload.decode()
+            except UnicodeDecodeError:
+                return None
         return self.data.get("payload")
 
     @property
@@ -858,6 +967,8 @@ _BATCH_EVENT = struct.Struct("<IIBQqqQHHII")
 _OFFSET_IN_FRAME = struct.Struct("<9xQ")  # an event's offset, where _BATCH_EVENT has it
 _FRAME_SIZE = 8
 _NO_TEXT = 0xFFFF
+_FLAG_LARGE = 4  # a large event: its payload's size (a u64) in place of its payload
+LARGE_PIECE_BYTES = 1024 * 1024  # what a large event's upload or download holds at once
 
 
 def decode_read_batch(raw: bytes) -> dict:
@@ -1000,8 +1111,20 @@ class BatchMessage(Message):
     @property
     def payload(self) -> bytes:
         fields = self._fields()
+        if fields[2] & _FLAG_LARGE:
+            return b"".join(self.group.client.payload(self.data["payload_url"]))
         at = self._payload_at(fields)
         return self._part.raw[at : at + fields[10]]
+
+    @property
+    def payload_url(self) -> str | None:
+        return self.data["payload_url"] if self._fields()[2] & _FLAG_LARGE else None
+
+    def payload_pieces(self) -> Iterator[bytes]:
+        if self._fields()[2] & _FLAG_LARGE:
+            yield from self.group.client.payload(self.data["payload_url"])
+        else:
+            yield self.payload
 
     @property
     def text(self) -> str | None:
@@ -1041,12 +1164,16 @@ class BatchMessage(Message):
             "headers": None if headers is None else _loads(headers),
             "published_at": ms_to_iso(published_ms),
             "deliver_at": None if deliver_at_ms < 0 else ms_to_iso(deliver_at_ms),
-            "payload_b64": binascii.b2a_base64(payload, newline=False).decode(),
         }
-        try:
-            event["payload"] = payload.decode()
-        except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
-            pass
+        if fields[2] & _FLAG_LARGE:  # its payload's size in place of its payload (docs/consuming.md)
+            event["payload_url"] = f"/api/v1/streams/{part.stream}/events/{part.segment}/{offset}/payload/"
+            (event["payload_size"],) = struct.unpack_from("<Q", payload)
+        else:
+            event["payload_b64"] = binascii.b2a_base64(payload, newline=False).decode()
+            try:
+                event["payload"] = payload.decode()
+            except UnicodeDecodeError:  # not text: payload_b64 alone, as in the JSON
+                pass
         event["stream"] = part.stream
         event["delivery_id"] = f"{part.id_prefix}{offset}-{epoch}"
         event["delivery_count"] = epoch

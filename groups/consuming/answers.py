@@ -99,7 +99,7 @@ def _deliveries_json(part: ReadPart, expires: str | None) -> list[dict]:
     out = []
     for item, epoch in zip(part.items, part.epochs(), strict=True):
         rec = item.record() if isinstance(item, Frame) else item  # (a binary answer's read)
-        event = record_json(part.segment, rec)
+        event = record_json(part.segment, rec, part.stream)
         event["stream"] = part.stream
         event["delivery_id"] = delivery_ids.delivery_id(part.id_prefix, rec.offset, epoch)
         event["delivery_count"] = epoch

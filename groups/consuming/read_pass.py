@@ -679,10 +679,11 @@ def _delayed(rows: list) -> dict[int, float]:
 
 def _any_own_ttl(rows: list) -> bool:
     """Whether any of these records has its own time to live: a frame's field, read in C; a
-    record's header, looked for only in the records that have headers."""
+    record's header, looked for only in the records that have headers (a read of frames holds
+    a record for each large event among them)."""
     if not rows:
         return False
-    if type(rows[0]) is Frame:
+    if Frame in set(map(type, rows)):
         return any(map(_OWN_TTL, rows))
     return any(ttl.TTL_HEADER in headers for headers in filter(None, map(_HEADERS, rows)))
 

@@ -25,7 +25,7 @@ def test_a_record_with_every_field_becomes_the_contract_event():
         ("payload_b64", "aMOpbGxv"),
         ("payload", "héllo"),
     ]
-    assert event_json(StreamRecord("3", rec)) == record_json("3", rec)
+    assert event_json(StreamRecord("3", rec), "s/n") == record_json("3", rec, "s/n")
 
 
 def test_a_binary_payload_has_no_text_and_absent_fields_are_null():
