@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse, UnreadablePostError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -81,6 +81,10 @@ class LargeEventView(APIView):
             payload = spool(read, size, settings.CBR_DATA_DIR / "spool", cap)
         except BodyCutOff as cut:
             raise FieldError("body", f"{cut}; nothing was written", code="body_cut_off") from None
+        except UnreadablePostError as lost:  # the connection broke mid-body
+            raise FieldError(
+                "body", f"the body could not be read whole ({lost}); nothing was written", code="body_cut_off"
+            ) from None
         except BodyTooLarge:
             raise FieldError(
                 "body", f"is over {cap} bytes (CBR_MAX_LARGE_EVENT_BYTES)", code="event_too_large"

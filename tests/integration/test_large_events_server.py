@@ -1,0 +1,111 @@
+"""A 64 MiB event through the real web server (gunicorn, two processes) with the Python client:
+published from a file and read back whole and by range, while no web process's peak memory
+grows by more than a small multiple of the piece size; an upload cut off mid-way writes nothing."""
+
+import hashlib
+import os
+import socket
+import subprocess
+
+import factories
+import pytest
+from cbr_client import Client
+from store.large import PIECE_BYTES
+from streams import logs
+from streams.models import Stream
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+SIZE = 64 * 1024 * 1024
+
+
+@pytest.fixture
+def token(django_user_model):
+    return factories.token_for(factories.make_user("big", "admin"))
+
+
+def _workers(server) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _status(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def _reset_peaks(pids: list[int]) -> dict[int, int]:
+    """Each process's peak resident size set back to its resident size now (`clear_refs` 5);
+    that size, by process."""
+    for pid in pids:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    return {pid: _status(pid, "VmRSS") for pid in pids}
+
+
+def _grown(before: dict[int, int]) -> int:
+    return max(_status(pid, "VmHWM") - rss for pid, rss in before.items())
+
+
+def test_a_64_mib_event_goes_through_without_the_server_holding_it(web_server, token, tmp_path):
+    cbr = Client(web_server.url, token=token)
+    cbr.create_stream("big/files")
+    group = cbr.create_reader_group("big/readers", ["big/files"], retention_type="NONE")
+    path = tmp_path / "payload.bin"
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        for i in range(SIZE // PIECE_BYTES):
+            piece = os.urandom(PIECE_BYTES) if i % 16 == 0 else bytes([i % 251]) * PIECE_BYTES
+            digest.update(piece)
+            f.write(piece)
+    workers = _workers(web_server)
+    assert len(workers) == 2
+    cbr.publish("big/files", ["before"])  # both workers warm
+
+    before = _reset_peaks(workers)
+    with open(path, "rb") as f:
+        position = cbr.publish_large("big/files", f, key="report-7")
+    published_growth = _grown(before)
+
+    _, message = list(group.read(max_events=10))
+    before = _reset_peaks(workers)
+    got = hashlib.sha256()
+    pieces = 0
+    for piece in cbr.payload(position["payload_url"]):
+        got.update(piece)
+        pieces += 1
+    read_growth = _grown(before)
+    assert got.hexdigest() == digest.hexdigest()
+    tail = b"".join(cbr.payload(position["payload_url"], first=SIZE - 10))
+    assert len(tail) == 10
+
+    # the event is in the store as one record of its size; the processes held pieces of it
+    assert message.payload_url == position["payload_url"]
+    assert message.data["payload_size"] == SIZE and message.data["key"] == "report-7"
+    assert published_growth < 16 * PIECE_BYTES, published_growth
+    assert read_growth < 16 * PIECE_BYTES, read_growth
+
+
+def test_an_upload_cut_off_mid_way_writes_nothing(web_server, token):
+    cbr = Client(web_server.url, token=token)
+    cbr.create_stream("big/cut")
+    host, port = web_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(
+            b"POST /api/v1/streams/big/cut/events/raw/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Token " + token.encode() + b"\r\n"
+            b"Content-Type: application/octet-stream\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 3_000_000
+        )
+        s.shutdown(socket.SHUT_WR)  # the client goes away with 3 of its 10 MB sent
+        s.settimeout(30)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert not answer.startswith(b"HTTP/1.1 201")  # (a client that went away is sent nothing)
+    cbr.publish("big/cut", ["after"])
+    stream = Stream.objects.get(scope__name="big", name="cut")
+    records, _ = logs.stream_log(stream).read({}, 10)
+    assert [r.record.payload for r in records] == [b"after"]  # nothing of the cut-off upload
