@@ -9,6 +9,7 @@ import subprocess
 
 import factories
 import pytest
+
 from cbr_client import Client
 from store.large import PIECE_BYTES
 from streams import logs
@@ -73,10 +74,8 @@ def test_a_64_mib_event_goes_through_without_the_server_holding_it(web_server, t
     _, message = list(group.read(max_events=10))
     before = _reset_peaks(workers)
     got = hashlib.sha256()
-    pieces = 0
     for piece in cbr.payload(position["payload_url"]):
         got.update(piece)
-        pieces += 1
     read_growth = _grown(before)
     assert got.hexdigest() == digest.hexdigest()
     tail = b"".join(cbr.payload(position["payload_url"], first=SIZE - 10))
