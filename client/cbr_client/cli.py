@@ -1,7 +1,8 @@
 """`cbr`: CBR from the command line, in the spirit of `pulsar-admin` and `nats`.
 
     cbr streams list|create|describe|policy|seal|compact|delete
-    cbr publish STREAM [--file F]          one event per line of stdin (or the file)
+    cbr publish STREAM [--file F]          one event per line of stdin (or the file); --whole: one event
+                                           (a file above the JSON limit as a large event, streamed)
     cbr tail STREAM [--from head|tail|CUT] [--follow]   browse, no acknowledgement
     cbr consume GROUP [--count N]          read, print, acknowledge (at least once)
     cbr groups list|create|describe|seek|checkpoint|delete
@@ -25,6 +26,7 @@ import base64
 import datetime
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -117,6 +119,8 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
 
 
 def _payload(event: dict, form: str) -> str:
+    if "payload_url" in event:  # a large event: where its bytes are, not the bytes
+        return f"(large event, {event['payload_size']} bytes: {event['payload_url']})"
     raw = base64.b64decode(event["payload_b64"])
     if form == "hex":
         return raw.hex(" ")
@@ -467,6 +471,9 @@ def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
 
 
 def publish(client: Client, args) -> None:
+    if args.large or (args.file and args.whole and os.path.getsize(args.file) > client.max_event_bytes):
+        _publish_large(client, args)
+        return
     source = open(args.file, "rb") if args.file else sys.stdin.buffer
     with source:
         payloads = [source.read()] if args.whole else _lines(source)
@@ -478,6 +485,22 @@ def publish(client: Client, args) -> None:
         for batch in _batches(events, args.batch):
             positions += client.publish(args.stream, batch, delay_ms=args.delay_ms, ttl_s=args.ttl_s)
     _out(args, positions, f"published {len(positions)} event{'s' * (len(positions) != 1)} to {args.stream}")
+
+
+def _publish_large(client: Client, args) -> None:
+    """The whole input as one large event, streamed from the file (or stdin) to the server."""
+    if args.header:
+        raise ValueError(
+            "publish: a large event takes no --header (its fields are --routing-key, --key, --delay-ms, --ttl-s)"
+        )
+    if not args.file:
+        raise ValueError("publish: --large reads a --file (a large event's length is sent before it)")
+    with open(args.file, "rb") as source:
+        position = client.publish_large(
+            args.stream, source, routing_key=args.routing_key, key=args.key, delay_ms=args.delay_ms, ttl_s=args.ttl_s
+        )
+    size = os.path.getsize(args.file)
+    _out(args, [position], f"published 1 large event ({size} bytes) to {args.stream}: {position['payload_url']}")
 
 
 def _encoded(payload: bytes) -> dict:
@@ -1015,7 +1038,14 @@ def _parser() -> argparse.ArgumentParser:
     p = command(commands, "publish", publish, "publish one event per line of stdin or of a file")
     p.add_argument("stream", help="scope/name")
     p.add_argument("--file", help="read this file instead of stdin")
-    p.add_argument("--whole", action="store_true", help="the whole input is one event (bytes as they are)")
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="the whole input is one event (bytes as they are); a --file above the JSON limit goes as a large event",
+    )
+    p.add_argument(
+        "--large", action="store_true", help="the --file is one large event, streamed (any size up to the server's cap)"
+    )
     p.add_argument("--routing-key", dest="routing_key", help="events with one routing key keep their order")
     p.add_argument("--key", help="the compaction key")
     p.add_argument("--header", action="append", metavar="NAME=VALUE", help="a header of every event (repeatable)")

@@ -6,6 +6,8 @@ import hashlib
 import os
 import socket
 import subprocess
+import sys
+from pathlib import Path
 
 import factories
 import pytest
@@ -18,6 +20,7 @@ from streams.models import Stream
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 SIZE = 64 * 1024 * 1024
+CBR = Path(sys.executable).parent / "cbr"  # the console script `make venv` installs
 
 
 @pytest.fixture
@@ -108,3 +111,22 @@ def test_an_upload_cut_off_mid_way_writes_nothing(web_server, token):
     stream = Stream.objects.get(scope__name="big", name="cut")
     records, _ = logs.stream_log(stream).read({}, 10)
     assert [r.record.payload for r in records] == [b"after"]  # nothing of the cut-off upload
+
+
+def test_the_cli_publishes_a_file_above_the_json_limit_as_a_large_event(web_server, token, tmp_path):
+    cbr = Client(web_server.url, token=token)
+    cbr.create_stream("big/cli")
+    path = tmp_path / "video.bin"
+    data = os.urandom(3 * 1024 * 1024 + 5)  # above the JSON limit (1 MiB)
+    path.write_bytes(data)
+    env = {"PATH": "/usr/bin:/bin", "CBR_SERVER": web_server.url, "CBR_TOKEN": token}
+    command = [str(CBR), "publish", "big/cli", "--file", str(path), "--whole", "--key", "v1"]
+    done = subprocess.run(command, capture_output=True, env=env, cwd="/", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"published 1 large event (3145733 bytes)" in done.stdout
+    shown = subprocess.run(
+        [str(CBR), "tail", "big/cli", "--limit", "1"], capture_output=True, env=env, cwd="/", timeout=120
+    )
+    assert b"large event, 3145733 bytes: /api/v1/streams/big/cli/events/0/0/payload/" in shown.stdout, shown
+    (event,) = cbr.events("big/cli")["events"]
+    assert event["key"] == "v1" and b"".join(cbr.payload(event["payload_url"])) == data
