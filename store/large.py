@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from crc32c import crc32c
@@ -125,6 +125,22 @@ def spool(read: Callable[[int], bytes], size: int | None, directory: Path, cap: 
         elif got < size:
             raise BodyCutOff(got, size)
         return SpooledPayload(file, got)
+    except BaseException:
+        file.close()
+        raise
+
+
+def spool_pieces(pieces: Iterable[bytes], directory: Path) -> SpooledPayload:
+    """A payload spooled from its pieces (a large event copied from where a segment holds it:
+    a dead letter, a republish)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - the payload owns it (closed by its user)
+    try:
+        size = 0
+        for piece in pieces:
+            pwrite_all(file.fileno(), piece, size)
+            size += len(piece)
+        return SpooledPayload(file, size)
     except BaseException:
         file.close()
         raise

@@ -5,12 +5,15 @@ a stream with its retention policy is made by `retention.services.do_create_stre
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from domain import autoscale
 from domain.errors import FieldError, insufficient_storage, no_space_for_stream, stream_full
 from domain.events import EventIn
+from store.large import SpooledPayload, spool_pieces
 from store.segment import NO_SPACE_ERRNOS, StorageFull
 from store.store import Position, SealedSegments
 from streams.delaying.indexing import ensure_live, publish_hook
@@ -136,6 +139,43 @@ def do_publish(stream: Stream, events: list[EventIn]) -> list[Position]:
         raise insufficient_storage() from full
     _wake_readers(stream, events)
     return positions
+
+
+def do_publish_copies(stream: Stream, events: list[EventIn]) -> list[Position]:
+    """`do_publish` of events copied from other streams (dead letters, republished ones), among
+    which large events (`copied_large`): each large one appended alone, in its place, the others
+    in runs; the spooled payloads closed once written. Returns every event's position."""
+    positions: list[Position] = []
+    run: list[EventIn] = []
+    try:
+        for event in events:
+            if type(event.payload) is SpooledPayload:
+                if run:
+                    positions += do_publish(stream, run)
+                    run = []
+                positions += do_publish(stream, [event])
+            else:
+                run.append(event)
+        if run:
+            positions += do_publish(stream, run)
+    finally:
+        for event in events:
+            if type(event.payload) is SpooledPayload:
+                event.payload.close()
+    return positions
+
+
+def copied_large(stream: Stream, segment: str, offset: int) -> SpooledPayload | None:
+    """The payload of the large event at (`segment`, `offset`) of `stream`, copied (checked
+    against its CRC as it is read) to a spooled file, never whole in memory; None when the
+    stream no longer holds it."""
+    large = stream_log(stream).large_payload(segment, offset)
+    if large is None:
+        return None
+    try:
+        return spool_pieces(large.pieces(), Path(settings.CBR_DATA_DIR) / "spool")
+    finally:
+        large.close()
 
 
 def _wake_readers(stream: Stream, events: list[EventIn]) -> None:

@@ -18,7 +18,7 @@ from store.redis_connection import as_text, get_redis
 from streams import wait_stats
 from streams.logs import stream_log
 from streams.models import Stream
-from streams.services import do_create_stream, do_publish
+from streams.services import copied_large, do_create_stream, do_publish_copies
 
 
 def dead_letter_name(stream: Stream) -> str:
@@ -87,11 +87,17 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
                 "cbr-dlq-at": str(now_ms),
             }
         )
-        events.append(EventIn(rec.payload, rec.routing_key, rec.key, headers))
+        payload = rec.payload
+        if rec.large_size is not None:  # copied as it is read, never whole in memory
+            payload = copied_large(slot.stream, slot.segment, offset)
+            if payload is None:
+                settled.append(offset)  # truncated away meanwhile: nothing left to dead-letter
+                continue
+        events.append(EventIn(payload, rec.routing_key, rec.key, headers))
         settled.append(offset)
     if events:
         try:
-            do_publish(_dead_letter_stream(slot.stream), events)
+            do_publish_copies(_dead_letter_stream(slot.stream), events)
         except FieldError as refused:
             if refused.code not in ("stream_full", "insufficient_storage"):  # full, or its disk: not now
                 raise
@@ -184,13 +190,17 @@ def _republish_batch(dead_letters: Stream, batch: list[tuple[str, Record]], user
                 skipped += 1
                 continue
             own = {k: v for k, v in (rec.headers or {}).items() if not k.lower().startswith("cbr-")}
-            event = EventIn(rec.payload, rec.routing_key, rec.key, own or None)
+            payload = rec.payload if rec.large_size is None else copied_large(dead_letters, segment, rec.offset)
+            if payload is None:  # truncated away meanwhile
+                skipped += 1
+                continue
+            event = EventIn(payload, rec.routing_key, rec.key, own or None)
             by_source.setdefault(dead.stream, []).append((segment, rec, dead, event))
         rows = []
         for name, items in by_source.items():
             source = sources[name]
             assert source is not None
-            positions = do_publish(source, [event for *_, event in items])
+            positions = do_publish_copies(source, [event for *_, event in items])
             rows += [
                 Republished(
                     dead_letters=dead_letters,

@@ -156,3 +156,29 @@ def test_no_event_there_is_404(api, stream):
     assert api.get("/api/v1/streams/shop/orders/events/0/5/payload/").status_code == 404
     assert api.get("/api/v1/streams/shop/orders/events/9/0/payload/").status_code == 404
     assert api.get("/api/v1/streams/shop/nope/events/0/0/payload/").status_code == 404
+
+
+def test_a_large_event_is_dead_lettered_and_republished_whole(api, stream):
+    factories.create_group_over_api(api, retention_type="NONE", max_deliveries=1, on_poison="dead_letter")
+    body = _big(2 * 1024 * 1024 + 3)
+    _publish_raw(api, body, "key=k&routing_key=rk")
+    factories.publish_over_api(api, [{"payload": "small", "key": "s"}])
+    group = "/api/v1/reader-groups/shop/billing/"
+    got = api.post(group + "read/", {"max_events": 10}, format="json").json()["deliveries"]
+    api.post(group + "nack/", {"delivery_ids": [d["delivery_id"] for d in got], "reason": "bad"}, format="json")
+    assert api.post(group + "read/", {"max_events": 10}, format="json").json()["deliveries"] == []
+
+    large, small = api.get("/api/v1/streams/shop/orders-dlq/events/").json()["events"]
+    assert large["payload_size"] == len(body) and large["key"] == "k" and large["headers"]["cbr-dlq-offset"] == "0"
+    assert b"".join(api.get(large["payload_url"]).streaming_content) == body
+    assert small["payload"] == "small"
+
+    assert api.post("/api/v1/streams/shop/orders-dlq/republish/", {"all": True}, format="json").json() == {
+        "republished": 2,
+        "skipped": 0,
+    }
+    events = api.get(EVENTS).json()["events"]
+    again = events[2]
+    assert (again["offset"], again["payload_size"], again["routing_key"]) == (2, len(body), "rk")
+    assert b"".join(api.get(again["payload_url"]).streaming_content) == body
+    assert events[3]["payload"] == "small"
