@@ -23,6 +23,7 @@ from access.rules import Action, KeyKind, Target, TargetKind, decide
 from api.byte_ranges import content_range, parse_range
 from api.errors import error_response
 from api.rendering import ORJSONRenderer
+from compaction.view import payload_in_view
 from domain.errors import FieldError
 from domain.events import parse_raw_event
 from groups.models import Subscription
@@ -169,9 +170,9 @@ class EventPayloadView(APIView):
         try:
             large = log.large_payload(segment, offset)
         except NotLarge:
-            return _small_payload(request, log, segment, offset, where)
+            return _small_payload(request, stream, log, segment, offset, where)
         if large is None:
-            raise Http404(where)
+            return _bytes_answer(request, _kept_by_view(stream, segment, offset, where))
         try:
             wanted = parse_range(request.META.get("HTTP_RANGE"), large.size)
         except FieldError as refused:
@@ -199,12 +200,26 @@ def _pieces(large, first: int, last: int) -> Iterator[bytes]:
         large.close()
 
 
-def _small_payload(request, log, segment: str, offset: int, where: str) -> HttpResponse:
-    """An event that is not large: its payload, from a read of its record."""
+def _kept_by_view(stream: Stream, segment: str, offset: int, where: str) -> bytes:
+    """The payload of an event the live log no longer holds, as the stream's compacted view
+    keeps it (the latest value of its key); 404 when it does not."""
+    payload = payload_in_view(stream, segment, offset)
+    if payload is None:
+        raise Http404(where)
+    return payload
+
+
+def _small_payload(request, stream: Stream, log, segment: str, offset: int, where: str) -> HttpResponse:
+    """An event that is not large: its payload, from a read of its record (or the compacted
+    view's, once the log no longer holds it)."""
     got = log.segment(segment).read(offset, 1)
     if not got or got[0].offset != offset:
-        raise Http404(where)
-    payload = got[0].payload
+        return _bytes_answer(request, _kept_by_view(stream, segment, offset, where))
+    return _bytes_answer(request, got[0].payload)
+
+
+def _bytes_answer(request, payload: bytes) -> HttpResponse:
+    """A payload held in memory, whole or the range asked for."""
     try:
         wanted = parse_range(request.META.get("HTTP_RANGE"), len(payload))
     except FieldError as refused:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from django.conf import settings
 
 from compaction.models import CompactedView
 from compaction.runs import view_dir
@@ -22,10 +23,11 @@ class Page:
     next_after: str | None  # the `after` of the next page; None on the last one
 
 
-def event_of(row: dict) -> dict:
-    """A view row as every answer carries an event (docs/api.md, `streams.wire`: the same
-    fields and time format as a read of the live log), plus `tombstone`."""
-    return {**record_json(row["segment"], _record(row)), "tombstone": not row["payload"]}
+def event_of(row: dict, stream: str) -> dict:
+    """A view row of `stream` (`scope/name`) as every answer carries an event (docs/api.md,
+    `streams.wire`: the same fields and time format as a read of the live log), plus
+    `tombstone`."""
+    return {**record_json(row["segment"], _record(row), stream), "tombstone": not row["payload"]}
 
 
 def read_view(stream: Stream, view: CompactedView, key: str | None, after: str | None, limit: int) -> Page:
@@ -43,7 +45,8 @@ def read_view(stream: Stream, view: CompactedView, key: str | None, after: str |
     rows = pa.concat_tables(heads).sort_by("key").slice(0, limit + 1).to_pylist() if heads else []
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page([event_of(r) for r in rows], rows[-1]["key"].decode(errors="replace") if more and rows else None)
+    events = [event_of(r, stream.full_name) for r in rows]
+    return Page(events, rows[-1]["key"].decode(errors="replace") if more and rows else None)
 
 
 # -- a reader group reading the view (`read_compacted`) ----------------------------------------
@@ -67,6 +70,11 @@ def _by_offset(stream: Stream, view: CompactedView):
 
 
 def _record(row: dict) -> Record:
+    """A view row as a record; a value above the JSON limit (`CBR_MAX_EVENT_BYTES`: a large
+    event's) as a large event's, its payload served at its URL (`payload_in_view` once the log
+    no longer holds it)."""
+    payload = row["payload"] or b""
+    large = len(payload) > settings.CBR_MAX_EVENT_BYTES
     return Record(
         row["offset"],
         datetime_to_ms(row["published_at"]),
@@ -75,9 +83,24 @@ def _record(row: dict) -> Record:
         row["routing_key"],
         row["key"],
         dict(row["headers"]) if row["headers"] else None,
-        row["payload"] or b"",
+        b"" if large else payload,
         False,
+        len(payload) if large else None,
     )
+
+
+def payload_in_view(stream: Stream, segment: str, offset: int) -> bytes | None:
+    """The payload of the event at (`segment`, `offset`) as the stream's current compacted view
+    keeps it (the latest value of its key, kept past the live log's retention); None when the
+    view does not hold that event."""
+    view = CompactedView.objects.filter(stream=stream).first()
+    if view is None:
+        return None
+    dataset = ds.dataset(str(view_dir(stream) / view.directory), format="parquet")
+    found = dataset.to_table(
+        columns=["payload"], filter=(pc.field("segment") == segment) & (pc.field("offset") == offset)
+    )
+    return found.column(0)[0].as_py() or b"" if found.num_rows else None
 
 
 def segment_records(stream: Stream, view: CompactedView, segment: str, start: int, limit: int) -> list:

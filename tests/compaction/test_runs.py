@@ -349,3 +349,28 @@ def test_a_view_event_past_its_time_to_live_goes_to_no_read_compacted_group(api,
     read = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 10}, format="json").json()
     assert [d["key"] for d in read["deliveries"]] == ["B", "C"]  # A's latest value expired
     assert api.get("/api/v1/reader-groups/shop/table/").json()["positions"][0]["floor"] == 1  # A passed, B held
+
+
+def test_a_large_value_is_kept_by_the_view_and_served_from_it_once_the_log_lost_it(api, spark_ready, settings):
+    settings.CBR_MAX_EVENT_BYTES = 1000  # what the view serves by URL rather than inline
+    stream = make(api, segment_count=1)
+    big = os.urandom(50_000)
+    raw = api.generic("POST", S + "events/raw/?key=A", big, content_type="application/octet-stream")
+    assert raw.status_code == 201, raw.content
+    publish(api, ("B", "1"))
+    run(stream, datetime.now(UTC) + timedelta(seconds=1))
+    a, b = view(api)["events"]
+    url = "/api/v1/streams/shop/profiles/events/0/0/payload/"
+    assert (a["key"], a["payload_url"], a["payload_size"], a["tombstone"]) == ("A", url, len(big), False)
+    assert "payload_b64" not in a and b["payload"] == "1"
+
+    publish(api, ("C", "1"))
+    logs.stream_log(stream).truncate({"0": 2})  # retention: the live log no longer holds A's event
+    assert api.get(url).content == big  # from the view (its value, read from its Parquet file)
+    part = api.get(url, HTTP_RANGE="bytes=10-19")
+    assert part.status_code == 206 and part.content == big[10:20]
+
+    group = {"scope": "shop", "name": "table", "streams": ["shop/profiles"], "retention_type": "NONE"}
+    api.post("/api/v1/reader-groups/", {**group, "read_compacted": True}, format="json")
+    got = api.post("/api/v1/reader-groups/shop/table/read/", {"max_events": 10}, format="json").json()["deliveries"]
+    assert [(d["key"], d.get("payload_url")) for d in got] == [("A", url), ("B", None), ("C", None)]
