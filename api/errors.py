@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 # tests/api/test_error_codes.py checks that every code raised anywhere is here.
 STATUS_OF_CODE = {
     "invalid": 400,
+    "body_cut_off": 400,
     "unknown_delivery": 400,
     "stream_cut_not_valid": 400,
     "stream_cut_behind_previous": 400,

@@ -153,6 +153,24 @@ OPERATIONS: dict[str, tuple[str, str, str]] = {
         "`CBR_MAX_BATCH_EVENTS` events per request; a bad event refuses the whole batch, naming it "
         "(`events[3].payload_b64`).",
     ),
+    "streams_events_raw_create": (
+        "Events",
+        "Publish a large event",
+        "One event whose payload is the request's body (`Content-Type: application/octet-stream`, up to "
+        "`CBR_MAX_LARGE_EVENT_BYTES`, 64 MiB by default), streamed to disk as it arrives and never held whole "
+        "in memory; its `routing_key`, `key`, `deliver_at` or `delay_ms` and `ttl_s` in the query. Answers its "
+        "position and `payload_url`. Reads carry `payload_url` and `payload_size` in place of its payload. A "
+        "body cut off mid-way writes nothing (400 `body_cut_off`); one above the cap is refused before it is "
+        "read (413).",
+    ),
+    "streams_events_payload_retrieve": (
+        "Events",
+        "An event's payload, as bytes",
+        "The payload of the event at `segment`/`offset` (a large event's `payload_url`; any event's works), as "
+        "`application/octet-stream`: whole, or the one range `Range: bytes=first-last` asks for (206 with "
+        "`Content-Range`; 416 when it starts past the end). A compacted stream's value the live log no longer "
+        "holds is served from its compacted view. A reader group's API key may read the streams its group reads.",
+    ),
     "streams_events_retrieve": (
         "Events",
         "Browse or search events",

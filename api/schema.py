@@ -37,7 +37,9 @@ WHY = {
     409: "A conflict: duplicate name, stale `generation` or `epoch`, lease lost, not compacted, already "
     "running, a retention cycle working on the stream",
     413: "A request body over `CBR_MAX_REQUEST_BYTES` (`body_too_large`, refused before it is read), "
-    "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`)",
+    "or an event over `CBR_MAX_EVENT_BYTES` (`event_too_large`; a large event over `CBR_MAX_LARGE_EVENT_BYTES`)",
+    415: "A large event's body is not `application/octet-stream` (`unsupported_media_type`, `field: Content-Type`)",
+    416: "A `Range` that asks for no byte of the payload (`range_not_satisfiable`; `Content-Range: bytes */size`)",
     414: "The URL (path and query string) is over `CBR_MAX_URL_BYTES` (8000 bytes by default): "
     "`url_too_long`, `field: url`",
     429: "Too many failed sign-ins, or a publish over the stream's `publish_rate` (`rate_limited`, nothing written; "
@@ -51,6 +53,8 @@ EXTRA = {
     "auth_token_create": {401, 429},  # 401: a username and password that do not match
     "streams_create": {409},
     "streams_events_create": {413, 429},  # 429: over the stream's publish_rate
+    "streams_events_raw_create": {413, 415, 429},  # 415: a body that is not application/octet-stream
+    "streams_events_payload_retrieve": {416},  # a range that starts past the end
     "streams_truncate_create": {409},
     "streams_scale_create": {409},  # a stale `epoch`
     "streams_offload_create": {409},  # no long-term storage

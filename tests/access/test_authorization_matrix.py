@@ -47,6 +47,8 @@ MATRIX: dict[tuple[str, str], set[str]] = {
     ("api-events", "GET"): PEOPLE,
     ("api-export", "GET"): PEOPLE,
     ("api-events", "POST"): OPERATORS | {"publish_key"},
+    ("api-events-raw", "POST"): OPERATORS | {"publish_key"},
+    ("api-event-payload", "GET"): PEOPLE | {"group_key"},  # a key of a group that reads the stream
     ("api-truncate", "POST"): ADMINS,
     ("api-purge", "POST"): ADMINS,
     ("api-republish", "POST"): OPERATORS,
@@ -242,6 +244,7 @@ def url_of(name: str, world) -> str:
         "console:cycle": {"pk": world["cycle"].pk},
         "console:schedule-edit": {"pk": world["schedule"].pk},
         "api-key": {"prefix": prefix},
+        "api-event-payload": {"scope": "m", "name": "s", "segment": "0", "offset": 0},
         "console:api-key-revoke": {"prefix": prefix},
     }.get(name)
     if kwargs is None:
