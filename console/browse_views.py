@@ -75,7 +75,8 @@ def _decorated(events: list[dict], form: str) -> list[dict]:
     (`domain.dead_letters`; otherwise they are shown as the plain headers they then are)."""
     out = []
     for e in events:
-        raw = base64.b64decode(e["payload_b64"])
+        large = "payload_url" in e  # its bytes at its URL: the page links to them
+        raw = b"" if large else base64.b64decode(e["payload_b64"])
         letter, own = read_dead_letter(e.get("headers"))
         dead = None
         if letter is not None:
@@ -92,9 +93,10 @@ def _decorated(events: list[dict], form: str) -> list[dict]:
         out.append(
             {
                 **e,
-                "shown": _shown(raw, e.get("payload"), form),
-                "binary": e.get("payload") is None,
-                "size": len(raw),
+                "shown": "" if large else _shown(raw, e.get("payload"), form),
+                "binary": not large and e.get("payload") is None,
+                "size": e["payload_size"] if large else len(raw),
+                "large": large,
                 "own_headers": own,
                 "dead": dead,
             }

@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import factories
 import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
@@ -512,3 +513,22 @@ def test_a_streams_time_to_live_on_its_page_and_in_its_settings(live_server, adm
     page.fill("#id_message_ttl_s", "")
     page.click("button:text('Save')")
     assert page.locator("dt:text('Time to live') + dd").inner_text() == "none (an event's own ttl_s still applies)"
+
+
+def test_a_large_event_downloads_from_the_event_browser(live_server, admin_user, browser_page, data_dir, tmp_path):
+    stream = services.do_create_stream(scope="shop", name="files", segment_count=1)
+    services.do_publish(stream, [EventIn(b'{"small": true}')])
+    body = os.urandom(3 * 1024 * 1024)
+    token = factories.token_for(admin_user)
+    Client(live_server.url, token=token).publish_large("shop/files", body, key="report")
+    page = browser_page
+    sign_in(page, live_server.url, "ada")
+    page.goto(f"{live_server.url}/streams/shop/files/events/")
+    page.wait_for_selector(".large-event a")
+    shot(page, "events-large", (1280, 390))
+    with page.expect_download() as download:
+        page.click(".large-event a")
+    saved = tmp_path / "got.bin"
+    download.value.save_as(saved)
+    assert saved.read_bytes() == body
+    assert download.value.suggested_filename == "shop-files-0-1.bin"

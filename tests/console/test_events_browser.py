@@ -185,3 +185,21 @@ def test_the_browser_searches_by_text_header_and_json_and_the_next_page_keeps_th
     assert [json.loads(json.loads(line)["payload"])["n"] for line in exported] == [21, 23, 25, 27, 29]
     refused = admin_client.get("/streams/shop/search/events/?json=amount>1")
     assert refused.status_code == 400 and "json" in text(refused.content.decode())
+
+
+def test_a_large_event_is_shown_by_its_size_with_a_download_that_a_signed_in_person_can_follow(admin_client, stream):
+    body = bytes(range(256)) * 4000
+    raw = admin_client.generic(
+        "POST",
+        "/api/v1/streams/shop/orders/events/raw/?routing_key=customer-9",
+        body,
+        content_type="application/octet-stream",
+    )
+    assert raw.status_code == 201, raw.content
+    url = raw.json()["positions"][0]["payload_url"]
+    html = admin_client.get(PAGE).content.decode()
+    assert [p for p in payloads(html) if p.startswith("large event")] == [
+        "large event Download 1000.0 KiB, served by its own URL"
+    ]
+    assert f'href="{url}"' in html
+    assert b"".join(admin_client.get(url).streaming_content) == body  # the console's session is enough
