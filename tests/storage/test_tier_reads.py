@@ -4,11 +4,13 @@ S3-compatible server the tests start: every record, from any offset, as records 
 sizes and times; a read near a chunk's end fetches only a range; whole fetches land in a bounded
 cache; a truncation deletes stubs; a local copy that differs from the tier's is kept."""
 
+import io
 from dataclasses import replace
 
 import pytest
 
 from domain.events import EventIn
+from store.large import spool
 from store.offload import tier_key
 from store.segment import LocalCopyDiffers, Segment, StoreConfig
 from store.segment.directory import TIERED
@@ -162,3 +164,27 @@ def test_a_tier_that_does_not_answer_fails_the_read_of_a_released_chunk_only(tmp
     assert seg.read(active, EVENTS) == expected[active:]  # local data reads on
     with pytest.raises(TierUnavailable):
         seg.read(released[1], 5)
+
+
+def test_a_large_event_released_to_the_tier_is_read_by_range_from_it(tmp_path, tier_url):
+    config = StoreConfig(
+        chunk_bytes=4096, tier_url=tier_url, tier_cache_dir=str(tmp_path / "cache"), tier_ranged_min_bytes=0
+    )
+    seg = Segment(tmp_path / "s" / "0", config)
+    seg.append([EventIn(b"first")])
+    body = bytes(range(256)) * 5000  # 1.2 MiB: several pieces
+    payload = spool(io.BytesIO(body).read, len(body), tmp_path / "spool", 1 << 30)
+    seg.append([EventIn(payload, key=b"k")])
+    seg.append([EventIn(b"after")])  # rolls: the large event's chunk is sealed
+    assert release_all(seg, tier_url)
+    assert not any(seg.chunk_path(b).exists() for b in seg.sealed_chunks())
+    before = reading.take_counts()
+    large = seg.large_payload(1)
+    try:
+        assert b"".join(large.pieces()) == body
+        assert b"".join(large.pieces(1000, 1999)) == body[1000:2000]
+    finally:
+        large.close()
+    counts = reading.take_counts()
+    assert counts.get("ranged", 0) >= 3 and "miss" not in counts, (before, counts)  # never fetched whole
+    assert [r.large_size for r in seg.read(0, 10)] == [None, len(body), None]
