@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import cast
 
 from django.conf import settings
 from django.http import Http404, HttpResponse, StreamingHttpResponse, UnreadablePostError
@@ -93,7 +94,7 @@ class LargeEventView(APIView):
         try:
             if stream.publish_rate and size is None:
                 rate_limits.check_publish(stream, 1, len(payload))
-            positions = services.do_publish(stream, [event._replace(payload=payload)])
+            positions = services.do_publish(stream, [event._replace(payload=cast(bytes, payload))])
         finally:
             payload.close()
         answer = {
@@ -232,6 +233,7 @@ def _bytes_answer(request, payload: bytes) -> HttpResponse:
 def _not_satisfiable(refused: FieldError, size: int):
     """416, in the API's error shape, with the `Content-Range` that says the payload's size."""
     response = error_response(refused)
+    assert response is not None  # (a FieldError always has its answer)
     response["Content-Range"] = f"bytes */{size}"
     return response
 

@@ -20,7 +20,9 @@ MAX_KEY_BYTES = 0xFFFE
 
 
 class EventIn(NamedTuple):
-    """One event to append, already validated (parse_event); the segment store frames it."""
+    """One event to append, already validated (parse_event); the segment store frames it. A
+    large event's payload is the store's spooled payload (`store.large.SpooledPayload`), which
+    only the store looks inside: typed as the bytes it stands for."""
 
     payload: bytes
     routing_key: bytes | None = None

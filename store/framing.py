@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 from crc32c import crc32c
@@ -217,7 +217,7 @@ def _frame_large(
         )
     )
     b_len = len(head) + len(payload)
-    parts = [FRAME.pack(b_len, payload.crc32c(crc32c(head))), head, payload]
+    parts = [FRAME.pack(b_len, cast(SpooledPayload, payload).crc32c(crc32c(head))), head, payload]
     return parts, [0], FRAME_SIZE + b_len, cum_size + len(payload)
 
 

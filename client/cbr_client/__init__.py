@@ -395,7 +395,7 @@ class Client:
                         stream, events[start:i], delay_ms=delay_ms, deliver_at=deliver_at, ttl_s=ttl_s
                     )
                 if i < len(events):
-                    payload = events[i]
+                    payload = cast(str | bytes, events[i])  # (one of `large`: text or bytes)
                     data = payload.encode() if isinstance(payload, str) else payload
                     positions.append(
                         self.publish_large(stream, data, delay_ms=delay_ms, deliver_at=deliver_at, ttl_s=ttl_s)

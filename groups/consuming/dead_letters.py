@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from django.db import transaction
 
@@ -89,10 +89,11 @@ def dead_letter(group: ReaderGroup, slot: Slot, offsets: list[int], now_ms: int)
         )
         payload = rec.payload
         if rec.large_size is not None:  # copied as it is read, never whole in memory
-            payload = copied_large(slot.stream, slot.segment, offset)
-            if payload is None:
+            copied = copied_large(slot.stream, slot.segment, offset)
+            if copied is None:
                 settled.append(offset)  # truncated away meanwhile: nothing left to dead-letter
                 continue
+            payload = cast(bytes, copied)  # (an event's payload, as `EventIn` says)
         events.append(EventIn(payload, rec.routing_key, rec.key, headers))
         settled.append(offset)
     if events:
@@ -190,11 +191,13 @@ def _republish_batch(dead_letters: Stream, batch: list[tuple[str, Record]], user
                 skipped += 1
                 continue
             own = {k: v for k, v in (rec.headers or {}).items() if not k.lower().startswith("cbr-")}
-            payload = rec.payload if rec.large_size is None else copied_large(dead_letters, segment, rec.offset)
-            if payload is None:  # truncated away meanwhile
+            copied = None if rec.large_size is None else copied_large(dead_letters, segment, rec.offset)
+            if rec.large_size is not None and copied is None:  # truncated away meanwhile
                 skipped += 1
                 continue
-            event = EventIn(payload, rec.routing_key, rec.key, own or None)
+            event = EventIn(
+                rec.payload if copied is None else cast(bytes, copied), rec.routing_key, rec.key, own or None
+            )
             by_source.setdefault(dead.stream, []).append((segment, rec, dead, event))
         rows = []
         for name, items in by_source.items():
