@@ -69,8 +69,12 @@ class EventOutSerializer(serializers.Serializer):
     headers = serializers.DictField(allow_null=True)
     published_at = serializers.DateTimeField()
     deliver_at = serializers.DateTimeField(allow_null=True)
-    payload_b64 = serializers.CharField()
-    payload = serializers.CharField(required=False)
+    payload_b64 = serializers.CharField(required=False, help_text="the payload's bytes; absent for a large event")
+    payload = serializers.CharField(required=False, help_text="the payload as text, when it is UTF-8")
+    payload_url = serializers.CharField(
+        required=False, help_text="a large event's: where its payload is served (GET, with Range), instead of it"
+    )
+    payload_size = serializers.IntegerField(required=False, help_text="a large event's payload size in bytes")
 
 
 class EventsReadSerializer(serializers.Serializer):

@@ -169,9 +169,10 @@ def _answers(request, reads: list[tuple[str, dict]]) -> list:
     answers: list = []
     let_in: list[tuple[int, consuming.ReadArgs]] = []
     waiting = 0
+    found: dict[str, object] = {}  # each group named looked up once (its group and positions, or why not)
     for n, (group, body) in enumerate(reads):
         try:
-            args = _read_args(principal, group, body, waiting)
+            args = _read_args(principal, group, body, waiting, found)
         except Exception as exc:  # noqa: BLE001 - this read's answer
             answers.append((n, error_response(exc) or exc))
             continue
@@ -188,15 +189,26 @@ def _answers(request, reads: list[tuple[str, dict]]) -> list:
     return answers
 
 
-def _read_args(principal, group: str, args: dict, waiting: int) -> consuming.ReadArgs:
+def _read_args(principal, group: str, args: dict, waiting: int, looked_up: dict[str, object]) -> consuming.ReadArgs:
     """One read's arguments, checked as its lone request is, past its body (checked with the
     request's: `_reads`): the caller allowed to consume from its group, the group found, room for
-    it to wait."""
+    it to wait. `looked_up`: the groups this request looked up already (the same group named
+    by ten thousand reads is one lookup; one not found, one 404 raised again)."""
     decision = decide(principal, Action.CONSUME, Target(TargetKind.READER_GROUP, group))
     if not decision.allowed:
         raise PermissionDenied(decision.reason)
-    scope, name = group.split("/")
-    found, group_slots = group_and_slots_or_404(scope, name)
+    known = looked_up.get(group)
+    if known is None:
+        scope, name = group.split("/")
+        try:
+            known = looked_up[group] = group_and_slots_or_404(scope, name)
+        except Exception as exc:  # noqa: BLE001 - raised again for every read of that group
+            looked_up[group] = exc
+            raise
+    if isinstance(known, Exception):
+        raise known
+    found, shared_slots = cast(tuple, known)
+    group_slots = list(shared_slots)  # (each read its own list, as a lookup of its own gives it)
     if args["wait_ms"] > 0:
         check_room_to_wait(waiting)
     return consuming.ReadArgs(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, ForeignObjectRel, Model
 from django.db.models.expressions import Col
 from django.db.models.signals import post_delete, post_save
@@ -366,14 +366,21 @@ def persist_delivery_counts(counts: list[tuple[int, int, int]]) -> None:
     pos, off, cnt = q("position_id"), q("offset"), q("count")
     values = ", ".join(["(%s, %s, %s)"] * len(best))
     with connection.cursor() as cursor:
-        cursor.execute(
+        insert = (
             f"WITH counted (p, o, c) AS (VALUES {values}) "
             f"INSERT INTO {table} ({pos}, {off}, {cnt}) SELECT p, o, c FROM counted "
             f"WHERE EXISTS (SELECT 1 FROM {positions_table} WHERE {positions_table}.{q('id')} = counted.p) "
             f"ON CONFLICT ({pos}, {off}) DO UPDATE SET {cnt} = "
-            f"CASE WHEN excluded.{cnt} > {table}.{cnt} THEN excluded.{cnt} ELSE {table}.{cnt} END",
-            [v for (p, o), c in best.items() for v in (p, o, c)],
+            f"CASE WHEN excluded.{cnt} > {table}.{cnt} THEN excluded.{cnt} ELSE {table}.{cnt} END"
         )
+        params = [v for (p, o), c in best.items() for v in (p, o, c)]
+        try:
+            with transaction.atomic():  # (a savepoint: the statement may fail alone)
+                cursor.execute(insert, params)
+        except IntegrityError:
+            # a position deleted while the statement ran (its EXISTS saw it, its foreign key
+            # did not): once more, the statement sees it gone and leaves its counts out
+            cursor.execute(insert, params)
         ids = sorted({p for p, _ in best})
         cursor.execute(
             f"DELETE FROM {table} WHERE {pos} IN ({', '.join(['%s'] * len(ids))}) AND {off} < "

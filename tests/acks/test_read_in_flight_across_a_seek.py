@@ -3,7 +3,11 @@ positions afresh, and the read, which loaded them before, persists nothing onto 
 removed: its answer is a read's answer, never a server error, and the group goes on from the
 seek's target."""
 
+import threading
+
+import psycopg
 import pytest
+from django.db import connection
 
 from domain.events import EventIn
 from groups import consuming, reader_groups
@@ -49,3 +53,27 @@ def test_a_read_that_loaded_its_positions_before_a_seek_answers_and_the_group_re
     assert not DeliveryCount.objects.exists()
     fresh = consuming.read(group, 10)
     assert [(d["payload"], d["delivery_count"]) for d in fresh.deliveries] == [("a", 1), ("b", 1)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_seek_committed_while_the_counts_statement_runs_costs_the_read_nothing(redis):
+    """The statement's EXISTS sees the position (its snapshot is older) while its foreign key
+    check, made after the seek committed, does not: once more, and the counts are left out."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite takes one writer at a time: no statement runs while another commits")
+    stream = services.do_create_stream(scope="t", name="orders", segment_count=1)
+    group = reader_groups.do_create_reader_group(scope="t", name="g", streams=[stream], retention_type="NONE")
+    before = consuming.slots(group)[0].position.pk
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"], port=settings["PORT"] or 5432
+    )
+    other.execute("DELETE FROM streams_readposition WHERE id = %s", [before])  # a seek, not committed yet
+    committed = threading.Timer(1.0, other.commit)  # … commits while the statement waits on its lock
+    committed.start()
+    try:
+        floors.persist_delivery_counts([(before, 0, 2)])
+    finally:
+        committed.join()
+        other.close()
+    assert not DeliveryCount.objects.filter(position_id=before).exists()

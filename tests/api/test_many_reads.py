@@ -10,6 +10,8 @@ import time
 
 import factories
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from streams import services
@@ -194,3 +196,17 @@ def test_a_refusal_is_json_whatever_the_client_accepts(api, shop):
     response = api.post(READS, {"reads": []}, format="json", HTTP_ACCEPT="application/x-ndjson")
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
     assert response.json()["field"] == "reads"
+
+
+def test_a_group_named_by_many_reads_is_looked_up_once(api, shop):
+    """Ten thousand reads of one group (a fuzzer's, or a client's of many consumers) cost one
+    lookup of it, found or not, not one each."""
+    reads = [{"reader_group": "shop/nobody", "max_events": 1}] * 300 + [
+        {"reader_group": "shop/billing", "max_events": 1}
+    ] * 3
+    with CaptureQueriesContext(connection) as queries:
+        answered = many(api, *reads)
+    assert [answered[n]["status"] for n in range(300)] == [404] * 300
+    assert len({json.dumps(answered[n]["answer"]) for n in range(300)}) == 1  # each the lone read's 404
+    assert sum(answered[n]["status"] == 200 for n in range(300, 303)) == 3
+    assert sum("reader_group" in q["sql"] or "readergroup" in q["sql"] for q in queries.captured_queries) < 20

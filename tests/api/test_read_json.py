@@ -72,6 +72,7 @@ records = st.builds(
     ),
     st.one_of(st.binary(max_size=12), st.text(max_size=12).map(str.encode)),
     st.just(False),
+    st.one_of(st.none(), st.none(), st.integers(0, 2**40)),  # a large event's size (its payload by URL)
 )
 
 

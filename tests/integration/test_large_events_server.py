@@ -3,6 +3,8 @@ published from a file and read back whole and by range, while no web process's p
 grows by more than a small multiple of the piece size; an upload cut off mid-way writes nothing."""
 
 import hashlib
+import http.client
+import json
 import os
 import socket
 import subprocess
@@ -130,3 +132,38 @@ def test_the_cli_publishes_a_file_above_the_json_limit_as_a_large_event(web_serv
     assert b"large event, 3145733 bytes: /api/v1/streams/big/cli/events/0/0/payload/" in shown.stdout, shown
     (event,) = cbr.events("big/cli")["events"]
     assert event["key"] == "v1" and b"".join(cbr.payload(event["payload_url"])) == data
+
+
+def test_a_chunked_upload_is_taken_and_one_over_the_cap_refused_as_it_arrives(web_server, token):
+    cbr = Client(web_server.url, token=token)
+    cbr.create_stream("big/chunked")
+    host, port = web_server.url.removeprefix("http://").split(":")
+    headers = {"Authorization": f"Token {token}", "Content-Type": "application/octet-stream"}
+
+    def upload(pieces):
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request(
+                "POST",
+                "/api/v1/streams/big/chunked/events/raw/?key=c",
+                body=pieces,
+                headers=headers,
+                encode_chunked=True,
+            )
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    data = [os.urandom(100_000) for _ in range(30)]
+    status, answer = upload(iter(data))
+    assert status == 201, answer
+    url = json.loads(answer)["positions"][0]["payload_url"]
+    assert b"".join(cbr.payload(url)) == b"".join(data)
+
+    web_server.kill()
+    web_server.env["CBR_MAX_LARGE_EVENT_BYTES"] = "1000000"
+    web_server.start()
+    status, answer = upload(iter(data))  # 3 MB, chunked, against a 1 MB cap
+    assert status == 413 and json.loads(answer)["field"] == "body", answer
+    assert len(cbr.events("big/chunked")["events"]) == 1  # nothing more written
