@@ -68,7 +68,7 @@ def worker_index() -> int:
     return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
 
 
-MAX_WORKERS = 4  # Redis databases 0-3 for their state, 15-12 for their Celery messages
+MAX_WORKERS = 6  # Redis databases 0-5 for their state, 15-10 for their Celery messages
 
 
 def _database_of_worker(url: str, first: int, step: int) -> str:
