@@ -8,13 +8,13 @@ PY     := $(VENV)/bin/python
 run: venv check
 	$(PY) -m cbrweb.run
 
-# in parallel: six test processes whatever the cores (tests/conftest.py gives each its own Redis
+# in parallel: four test processes whatever the cores (tests/conftest.py gives each its own Redis
 # databases; pytest-django its own test database), a test file's tests all in one of them, the
-# longest files handed out first (tests/conftest.py LONG_FILES). Six, not one per core: much of
+# longest files handed out first (tests/conftest.py LONG_FILES). Four, not one per core: much of
 # the suite waits (on servers it starts, Spark, Redis, timers); on two slow cores, two processes
 # kept them busy under half the run (docs/decisions.md, "The suite on a slower machine")
 test: venv check
-	$(PY) -m pytest -n 6 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # the layers and no circles (pyproject.toml [tool.importlinter]), ruff's rules and format, mypy, and
 # no model change without its migration (test settings on the embedded SQLite: no service needed);

@@ -184,7 +184,7 @@ def test_a_run_killed_between_writing_and_switching_leaves_the_old_generation_wh
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # (a process starting Django and Spark on a loaded machine)
     while not CompactionRun.objects.filter(stream=stream, phase="written, switching").exists():
         assert proc.poll() is None and time.monotonic() < deadline, (
             proc.stdout.read()[-3000:] if proc.poll() is not None else "slow"
