@@ -197,28 +197,41 @@ def _frame_large(
     if len(events) != 1:
         raise ValueError("a large event is appended alone")
     payload, rk, key, headers_dict, deliver_at = events[0]
-    headers = orjson.dumps(headers_dict) if headers_dict else b""
-    head = b"".join(
-        (
-            BODY.pack(
-                FLAG_LARGE | FLAG_BATCH_END | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0),
-                offset,
-                published_ms,
-                -1 if deliver_at is None else deliver_at,
-                cum_size,
-                ABSENT if rk is None else len(rk),
-                ABSENT if key is None else len(key),
-                len(headers),
-                len(payload),
-            ),
-            rk or b"",
-            key or b"",
-            headers,
-        )
+    head = _head(
+        FLAG_LARGE | FLAG_BATCH_END, offset, published_ms, deliver_at, cum_size, rk, key, headers_dict, len(payload)
     )
     b_len = len(head) + len(payload)
     parts = [FRAME.pack(b_len, cast(SpooledPayload, payload).crc32c(crc32c(head))), head, payload]
     return parts, [0], FRAME_SIZE + b_len, cum_size + len(payload)
+
+
+def _head(
+    flags: int,
+    offset: int,
+    published_ms: int,
+    deliver_at_ms: int | None,
+    cum_size: int,
+    rk: bytes | None,
+    key: bytes | None,
+    headers_dict: dict | None,
+    payload_len: int,
+) -> bytes:
+    """A record's body up to its payload (the TTL flag set from its headers): what a large
+    event's record and a record framed again (`frame_record`) are written from."""
+    headers = orjson.dumps(headers_dict) if headers_dict else b""
+    ttl = FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0
+    fixed = BODY.pack(
+        flags | ttl,
+        offset,
+        published_ms,
+        -1 if deliver_at_ms is None else deliver_at_ms,
+        cum_size,
+        ABSENT if rk is None else len(rk),
+        ABSENT if key is None else len(key),
+        len(headers),
+        payload_len,
+    )
+    return b"".join((fixed, rk or b"", key or b"", headers))
 
 
 def _decode_body(body: memoryview | bytes) -> Record:
@@ -426,30 +439,10 @@ def frame_record(rec: Record) -> bytes:
     e.g. a compacted view, sent where frames go). A large event's goes with its payload's size
     (a u64) in place of its payload, which its own URL serves (docs/consuming.md)."""
     offset, published_ms, deliver_at_ms, cum_size, rk, key, headers_dict, payload, batch_end, large_size = rec
-    headers = orjson.dumps(headers_dict) if headers_dict else b""
     if large_size is not None:
         payload = LARGE_SIZE.pack(large_size)
-    body = b"".join(
-        (
-            BODY.pack(
-                (FLAG_BATCH_END if batch_end else 0)
-                | (FLAG_TTL if headers_dict and TTL_HEADER in headers_dict else 0)
-                | (0 if large_size is None else FLAG_LARGE),
-                offset,
-                published_ms,
-                -1 if deliver_at_ms is None else deliver_at_ms,
-                cum_size,
-                ABSENT if rk is None else len(rk),
-                ABSENT if key is None else len(key),
-                len(headers),
-                len(payload),
-            ),
-            rk or b"",
-            key or b"",
-            headers,
-            payload,
-        )
-    )
+    flags = (FLAG_BATCH_END if batch_end else 0) | (0 if large_size is None else FLAG_LARGE)
+    body = _head(flags, offset, published_ms, deliver_at_ms, cum_size, rk, key, headers_dict, len(payload)) + payload
     return FRAME.pack(len(body), crc32c(body)) + body
 
 
